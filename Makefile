@@ -1,0 +1,39 @@
+# Quick start: `make run` (the whole chain on the built-in corpus) and `make test`.
+# Both create .venv and install what is missing on first use.
+PYTHON ?= python3
+VENV ?= .venv
+# A CPU build of torch by default; `make install TORCH_SPEC=torch` (or a CUDA index) for GPUs.
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export KEDRO_DISABLE_TELEMETRY := 1
+export DO_NOT_TRACK := 1
+
+.PHONY: install run test test-fast viz lint clean-data
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/kedro run $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" $(ARGS)
+
+viz: $(STAMP)
+	$(BIN)/kedro viz run
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+
+clean-data:
+	find data -mindepth 2 ! -name .gitkeep -delete

@@ -1,0 +1,90 @@
+"""Assembling a run from its parts: sequences per split, collator, model, evaluation set.
+
+Shared by the tuning, training and evaluation nodes so that a tuning trial and the final
+training run are built the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import BertForMaskedLM, PreTrainedTokenizerBase
+
+from bert_mlm.core.evaluation import EvaluationConfig, EvaluationSet, evaluate, prepare_evaluation_set
+from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.sequences import Collator, SequenceConfig
+from bert_mlm.core.training import StepCallback, TokenIds, TrainingConfig, TrainingResult, autocast_dtype, train
+
+
+def sequences_by_split(model_input_sequences: pd.DataFrame) -> dict[str, list[np.ndarray]]:
+    return {
+        split: list(part["input_ids"])
+        for split, part in model_input_sequences.groupby("split", sort=False)
+    }
+
+
+@dataclass
+class Experiment:
+    tokenizer: PreTrainedTokenizerBase
+    sequences: dict[str, list[np.ndarray]]
+    model_config: ModelConfig
+    training: TrainingConfig
+    masking: MaskingConfig
+    evaluation: EvaluationConfig
+    sequence_config: SequenceConfig
+
+    @property
+    def token_ids(self) -> TokenIds:
+        return TokenIds.from_tokenizer(self.tokenizer)
+
+    @property
+    def collator(self) -> Collator:
+        return Collator(
+            self.tokenizer.pad_token_id, self.token_ids.special, self.sequence_config.max_length, self.sequence_config.padding
+        )
+
+    def evaluation_set(self, split: str, max_sequences: int | None = None) -> EvaluationSet:
+        config = replace(self.evaluation, max_sequences=max_sequences or self.evaluation.max_sequences)
+        return prepare_evaluation_set(
+            self.sequences.get(split, []), self.collator, self.token_ids.mask, self.token_ids.replacement, config
+        )
+
+    def new_model(self) -> BertForMaskedLM:
+        return build_model(self.model_config, self.tokenizer, seed=self.training.seed)
+
+    def train(self, model: BertForMaskedLM, training: TrainingConfig | None = None,
+              masking: MaskingConfig | None = None, on_step: StepCallback | None = None) -> TrainingResult:
+        return train(
+            model, self.sequences.get("train", []), self.token_ids, masking or self.masking,
+            training or self.training, self.collator, on_step,
+        )
+
+    def evaluate(self, model: BertForMaskedLM, evaluation_set: EvaluationSet, precision: str = "fp32") -> dict:
+        return evaluate(model, evaluation_set, self.evaluation.batch_size, amp_dtype=autocast_dtype(precision))
+
+
+def train_trial(
+    experiment: Experiment,
+    masking: MaskingConfig,
+    training: TrainingConfig,
+    evaluation_set: EvaluationSet,
+    eval_every: int,
+    report,
+) -> float:
+    """One tuning trial: the same initial model, data order and steps for every trial."""
+    model = experiment.new_model()
+    last = {"loss": float("nan")}
+
+    def on_step(step: int, _record: dict) -> None:
+        if step % eval_every == 0 or step == training.max_steps:
+            last["loss"] = experiment.evaluate(model, evaluation_set)["eval_loss"]
+            report(step, last["loss"])
+
+    experiment.train(model, training, masking, on_step)
+    del model
+    torch.cuda.empty_cache() if torch.cuda.is_available() else None
+    return last["loss"]

@@ -1,0 +1,107 @@
+"""Dynamic masking for masked language modelling.
+
+Semantics (BERT, Devlin et al. 2019): each maskable token is selected with probability
+``probability``. Of the selected tokens, ``mask_token_fraction`` become ``[MASK]``,
+``random_token_fraction`` become a token drawn uniformly from the non-special vocabulary, and the
+rest keep their id. Labels hold the original id at selected positions and ``-100`` (ignored by
+the loss) everywhere else. Special tokens (``[CLS]``, ``[SEP]``, ``[PAD]``, ...) and padding are
+never selected.
+
+Masks are a pure function of (seed, epoch, rank, batch index): :func:`mask_generator` seeds a
+fresh ``torch.Generator`` per batch (as fairseq's ``MaskTokensDataset`` does per item), so an
+epoch's masks are the same when it is rerun or resumed mid-epoch, and differ between epochs and
+between data-parallel ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+IGNORE_INDEX = -100
+
+
+@dataclass(frozen=True)
+class MaskingConfig:
+    probability: float = 0.15
+    mask_token_fraction: float = 0.8
+    random_token_fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        validate_masking(self.probability, self.mask_token_fraction, self.random_token_fraction)
+
+
+def validate_masking(probability: float, mask_fraction: float, random_fraction: float, prefix: str = "masking") -> None:
+    if not 0.0 < float(probability) < 1.0:
+        raise ValueError(f"{prefix}.probability: {probability!r} must be in the open interval (0, 1)")
+    for name, value in (("mask_token_fraction", mask_fraction), ("random_token_fraction", random_fraction)):
+        if not 0.0 <= float(value) <= 1.0:
+            raise ValueError(f"{prefix}.{name}: {value!r} must be in [0, 1]")
+    if float(mask_fraction) + float(random_fraction) > 1.0 + 1e-9:
+        raise ValueError(
+            f"{prefix}.mask_token_fraction + {prefix}.random_token_fraction = "
+            f"{float(mask_fraction) + float(random_fraction):.3f} must not exceed 1"
+        )
+
+
+MASK_STREAM, ORDER_STREAM = 0, 1
+
+
+def mask_seed(seed: int, epoch: int, batch_index: int, rank: int = 0, stream: int = MASK_STREAM) -> int:
+    """A well-mixed 63-bit seed for one batch; neighbouring inputs give unrelated streams.
+
+    ``stream`` separates independent uses of the same (seed, epoch): masks and batch order.
+    """
+    state = np.random.SeedSequence([int(seed), int(stream), int(epoch), int(rank), int(batch_index)]).generate_state(2)
+    return int((int(state[0]) << 31) ^ int(state[1])) & ((1 << 63) - 1)
+
+
+def mask_generator(seed: int, epoch: int, batch_index: int, rank: int = 0) -> torch.Generator:
+    generator = torch.Generator()
+    generator.manual_seed(mask_seed(seed, epoch, batch_index, rank))
+    return generator
+
+
+def mask_tokens(
+    input_ids: torch.Tensor,
+    special_tokens_mask: torch.Tensor,
+    mask_token_id: int,
+    replacement_ids: torch.Tensor,
+    config: MaskingConfig,
+    generator: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return ``(masked_input_ids, labels)`` for one batch; the inputs are not modified.
+
+    ``special_tokens_mask`` is 1 where a token must never be selected (special tokens and
+    padding: the :class:`~bert_mlm.core.sequences.Collator` sets it so). ``replacement_ids``
+    is the 1-D tensor of ids that random replacement draws from (the non-special vocabulary).
+    All random draws come from ``generator`` on the CPU, so masks do not depend on the device.
+    """
+    shape = input_ids.shape
+    maskable = special_tokens_mask == 0
+    selected = (torch.rand(shape, generator=generator) < config.probability) & maskable
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+
+    # One uniform draw decides the fate of each selected token: [0, m) -> [MASK],
+    # [m, m + r) -> random token, the rest kept.
+    fate = torch.rand(shape, generator=generator)
+    to_mask = selected & (fate < config.mask_token_fraction)
+    to_random = (
+        selected
+        & (fate >= config.mask_token_fraction)
+        & (fate < config.mask_token_fraction + config.random_token_fraction)
+    )
+    random_index = torch.randint(len(replacement_ids), shape, generator=generator)
+    masked = input_ids.clone()
+    masked[to_mask] = mask_token_id
+    masked[to_random] = replacement_ids[random_index[to_random]].to(masked.dtype)
+    return masked, labels
+
+
+def replacement_vocabulary(vocab_size: int, special_ids: list[int] | tuple[int, ...]) -> torch.Tensor:
+    """Ids that random replacement may draw: the whole vocabulary except special tokens."""
+    keep = torch.ones(vocab_size, dtype=torch.bool)
+    keep[torch.tensor(list(special_ids), dtype=torch.long)] = False
+    return torch.nonzero(keep).flatten()

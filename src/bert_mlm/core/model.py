@@ -1,0 +1,122 @@
+"""BERT masked language models: construction, continued pretraining, and the masked-only loss."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerBase
+
+from bert_mlm.core.masking import IGNORE_INDEX
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    hidden_size: int = 256
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    intermediate_size: int = 1024
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    attn_implementation: str = "eager"
+    init_from: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_position_embeddings"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"model.{name}: {value!r} must be a positive integer")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"model.hidden_size: {self.hidden_size} is not divisible by "
+                f"model.num_attention_heads ({self.num_attention_heads})"
+            )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"model.{name}: {getattr(self, name)!r} must be in [0, 1)")
+        if self.attn_implementation not in ("eager", "sdpa"):
+            raise ValueError(f"model.attn_implementation: {self.attn_implementation!r} is not 'eager' or 'sdpa'")
+
+
+def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: int) -> BertForMaskedLM:
+    """A fresh ``BertForMaskedLM`` sized by ``config`` (vocabulary and padding from the tokenizer),
+    or the checkpoint at ``config.init_from`` for continued pretraining."""
+    if config.init_from:
+        return load_for_continued_pretraining(config.init_from, tokenizer, config.attn_implementation)
+    bert_config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        intermediate_size=config.intermediate_size,
+        hidden_dropout_prob=config.hidden_dropout_prob,
+        attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+        max_position_embeddings=config.max_position_embeddings,
+        pad_token_id=tokenizer.pad_token_id,
+        type_vocab_size=2,
+        attn_implementation=config.attn_implementation,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = BertForMaskedLM(bert_config)
+    return model
+
+
+def load_for_continued_pretraining(
+    path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase, attn_implementation: str = "eager"
+) -> BertForMaskedLM:
+    directory = Path(path)
+    if not (directory / "config.json").is_file():
+        raise FileNotFoundError(f"model.init_from: {str(directory)!r} is not a model directory (no config.json)")
+    model = BertForMaskedLM.from_pretrained(str(directory), attn_implementation=attn_implementation)
+    if model.config.vocab_size != len(tokenizer):
+        raise ValueError(
+            f"model.init_from: the checkpoint {str(directory)!r} has a vocabulary of "
+            f"{model.config.vocab_size} tokens but the tokenizer has {len(tokenizer)}; "
+            "load the checkpoint's own vocabulary (tokenizer.vocab_path) instead of training one"
+        )
+    if model.config.pad_token_id not in (None, tokenizer.pad_token_id):
+        raise ValueError(
+            f"model.init_from: the checkpoint's pad_token_id {model.config.pad_token_id} differs "
+            f"from the tokenizer's {tokenizer.pad_token_id}"
+        )
+    return model
+
+
+class MaskedPositionsMLM(torch.nn.Module):
+    """Runs a ``BertForMaskedLM`` and its prediction head at the masked positions only.
+
+    ``BertForMaskedLM.forward`` runs the head (a transform plus a decoder over the whole
+    vocabulary) at every position although only ~15 % carry a label; on small models that decoder
+    is most of the FLOPs. Gathering the masked hidden states first gives the identical loss for a
+    fraction of the work. It is a module (not a function) so that ``DistributedDataParallel`` and
+    ``torch.compile`` can wrap it; its parameters are the wrapped model's.
+    """
+
+    def __init__(self, model: BertForMaskedLM) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.model.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        selected = labels != IGNORE_INDEX
+        return self.model.cls(hidden[selected]), labels[selected]
+
+
+def masked_lm_loss(
+    mlm: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Summed cross-entropy over the masked tokens, the number of correct top-1 predictions and
+    the number of masked tokens. The caller divides by the masked tokens of the whole optimizer
+    step, so accumulated micro-batches weigh every masked token equally. A batch without masked
+    tokens gives a loss of exactly 0 (not NaN) that still depends on the parameters."""
+    logits, targets = mlm(input_ids, attention_mask, labels)
+    loss_sum = F.cross_entropy(logits.float(), targets, reduction="sum")
+    correct = (logits.argmax(dim=-1) == targets).sum()
+    return loss_sum, correct, int(targets.numel())

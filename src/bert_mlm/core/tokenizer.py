@@ -1,0 +1,222 @@
+"""WordPiece tokenizers: train with HF ``tokenizers``, or load an existing vocabulary.
+
+The result is always a ``transformers.BertTokenizerFast`` built around a ``tokenizers.Tokenizer``
+object (never ``BertTokenizerFast(vocab_file=...)``, which in transformers 5 can silently load
+only the special tokens), with ``[PAD]`` at id 0 and ``[CLS] $A [SEP]`` post-processing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers.models import WordPiece
+from tokenizers.trainers import WordPieceTrainer
+from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
+
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    vocab_size: int = 8192
+    min_frequency: int = 2
+    lowercase: bool = True
+    strip_accents: bool | None = None  # None: strip when lowercasing, as BERT uncased does
+    chinese_chars: bool = True
+    limit_alphabet: int = 1000
+    # An existing vocabulary (vocab.txt or a tokenizer directory) instead of training one.
+    vocab_path: str | None = None
+    encode_batch_size: int = 4096
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.vocab_size, int) or self.vocab_size <= len(SPECIAL_TOKENS):
+            raise ValueError(
+                f"tokenizer.vocab_size: {self.vocab_size!r} must be an integer larger than the "
+                f"{len(SPECIAL_TOKENS)} special tokens"
+            )
+        if not isinstance(self.min_frequency, int) or self.min_frequency < 1:
+            raise ValueError(f"tokenizer.min_frequency: {self.min_frequency!r} must be a positive integer")
+
+
+class VocabularyError(ValueError):
+    """A vocabulary or tokenizer that the project cannot use."""
+
+
+def _backend(
+    model: WordPiece, lowercase: bool, strip_accents: bool | None, chinese_chars: bool
+) -> Tokenizer:
+    tokenizer = Tokenizer(model)
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True,
+        handle_chinese_chars=chinese_chars,  # one token per CJK character, as BERT does
+        strip_accents=strip_accents,
+        lowercase=lowercase,
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    return tokenizer
+
+
+def _with_bert_post_processor(tokenizer: Tokenizer) -> Tokenizer:
+    cls_id, sep_id = tokenizer.token_to_id(CLS), tokenizer.token_to_id(SEP)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{CLS} $A {SEP}",
+        pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
+        special_tokens=[(CLS, cls_id), (SEP, sep_id)],
+    )
+    return tokenizer
+
+
+def _wrap(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None) -> BertTokenizerFast:
+    wrapped = BertTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token=UNK,
+        sep_token=SEP,
+        pad_token=PAD,
+        cls_token=CLS,
+        mask_token=MASK,
+        do_lower_case=lowercase,
+        strip_accents=strip_accents,
+        tokenize_chinese_chars=True,
+    )
+    check_tokenizer(wrapped)
+    return wrapped
+
+
+def train_wordpiece(
+    texts: Iterable[str],
+    vocab_size: int = 8192,
+    min_frequency: int = 2,
+    lowercase: bool = True,
+    strip_accents: bool | None = None,
+    chinese_chars: bool = True,
+    limit_alphabet: int = 1000,
+    show_progress: bool = False,
+) -> BertTokenizerFast:
+    """Train a BERT-style WordPiece vocabulary on ``texts``."""
+    if vocab_size <= len(SPECIAL_TOKENS):
+        raise VocabularyError(
+            f"tokenizer.vocab_size: {vocab_size} must be larger than the "
+            f"{len(SPECIAL_TOKENS)} special tokens {SPECIAL_TOKENS}"
+        )
+    tokenizer = _backend(WordPiece(unk_token=UNK), lowercase, strip_accents, chinese_chars)
+    trainer = WordPieceTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS),  # in this order: [PAD] gets id 0
+        limit_alphabet=limit_alphabet,
+        continuing_subword_prefix="##",
+        show_progress=show_progress,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    return _wrap(_with_bert_post_processor(tokenizer), lowercase, strip_accents)
+
+
+def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:
+    """Read a ``vocab.txt`` (one token per line, id = line number) and validate it."""
+    file = Path(path)
+    if not file.is_file():
+        raise VocabularyError(f"tokenizer.vocab_path: {str(file)!r} is not a file")
+    # split("\n"), not splitlines(): vocabularies hold tokens such as U+2028 or U+0085 that
+    # splitlines() treats as line breaks (bert-base-chinese does).
+    tokens = file.read_text(encoding="utf-8").split("\n")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    vocab: dict[str, int] = {}
+    duplicates = []
+    for index, token in enumerate(tokens):
+        token = token.rstrip("\r")
+        if token in vocab:
+            duplicates.append(token)
+        else:
+            vocab[token] = index
+    if duplicates:
+        raise VocabularyError(
+            f"tokenizer.vocab_path: {str(file)!r} has {len(duplicates)} duplicate token(s), "
+            f"e.g. {duplicates[:5]}"
+        )
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise VocabularyError(
+            f"tokenizer.vocab_path: {str(file)!r} lacks the special token(s) {missing}"
+        )
+    if vocab[PAD] != 0:
+        raise VocabularyError(
+            f"tokenizer.vocab_path: {PAD} must be id 0 in {str(file)!r} (it is {vocab[PAD]})"
+        )
+    return vocab
+
+
+def load_tokenizer(
+    path: str | os.PathLike,
+    lowercase: bool = True,
+    strip_accents: bool | None = None,
+    chinese_chars: bool = True,
+) -> PreTrainedTokenizerFast:
+    """Load an existing vocabulary: a ``vocab.txt`` file or a tokenizer directory."""
+    location = Path(path)
+    if location.is_dir():
+        if (location / "tokenizer.json").is_file() or (location / "tokenizer_config.json").is_file():
+            tokenizer = AutoTokenizer.from_pretrained(str(location))
+            check_tokenizer(tokenizer)
+            return tokenizer
+        if (location / "vocab.txt").is_file():
+            location = location / "vocab.txt"
+        else:
+            raise VocabularyError(
+                f"tokenizer.vocab_path: directory {str(location)!r} has neither a tokenizer.json "
+                "nor a vocab.txt"
+            )
+    vocab = read_vocab_file(location)
+    backend = _backend(WordPiece(vocab=vocab, unk_token=UNK), lowercase, strip_accents, chinese_chars)
+    return _wrap(_with_bert_post_processor(backend), lowercase, strip_accents)
+
+
+def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
+    """Refuse tokenizers that would silently break training."""
+    for name in ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"):
+        if getattr(tokenizer, name) is None:
+            raise VocabularyError(f"tokenizer: {name} is not set")
+    if tokenizer.pad_token_id != 0:
+        raise VocabularyError(f"tokenizer: [PAD] must be id 0, it is {tokenizer.pad_token_id}")
+    if len(tokenizer) <= len(SPECIAL_TOKENS):
+        raise VocabularyError(
+            f"tokenizer: the vocabulary holds only {len(tokenizer)} tokens; "
+            "it was probably loaded without its vocab (only special tokens)"
+        )
+    probe = tokenizer("a")["input_ids"]
+    if probe[0] != tokenizer.cls_token_id or probe[-1] != tokenizer.sep_token_id:
+        raise VocabularyError("tokenizer: encodings do not start with [CLS] and end with [SEP]")
+
+
+def encode_documents(
+    tokenizer: PreTrainedTokenizerFast, texts: Sequence[str], batch_size: int = 4096
+) -> list[np.ndarray]:
+    """Token ids of each document, without special tokens, as int32 arrays.
+
+    Goes straight to the Rust ``encode_batch`` (it runs in parallel on all cores) rather than
+    ``tokenizer(texts)``, which builds Python lists of every field (measured in BENCHMARKS.md).
+    """
+    backend: Tokenizer = tokenizer.backend_tokenizer
+    result: list[np.ndarray] = []
+    for start in range(0, len(texts), batch_size):
+        encodings = backend.encode_batch(list(texts[start : start + batch_size]), add_special_tokens=False)
+        result.extend(np.asarray(e.ids, dtype=np.int32) for e in encodings)
+    return result
+
+
+def unknown_token_rate(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> float:
+    ids = encode_documents(tokenizer, texts)
+    total = sum(len(a) for a in ids)
+    unknown = sum(int((a == tokenizer.unk_token_id).sum()) for a in ids)
+    return unknown / total if total else 0.0
+
+
+def special_token_ids(tokenizer: PreTrainedTokenizerFast) -> list[int]:
+    return sorted(set(tokenizer.all_special_ids))

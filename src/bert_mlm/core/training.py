@@ -1,0 +1,418 @@
+"""The training loop: dynamic masking, native AMP, accumulation, clipping, schedule, checkpoints.
+
+One optimizer step consumes ``gradient_accumulation_steps`` micro-batches. With a GradScaler
+(fp16) the order is scale -> backward -> ``unscale_`` -> clip -> step -> update, so the clipping
+threshold applies to the true gradients (the tutorial clipped the scaled ones).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+from transformers import BertForMaskedLM, PreTrainedTokenizerBase, get_scheduler
+
+from bert_mlm.core.masking import (
+    ORDER_STREAM,
+    MaskingConfig,
+    mask_generator,
+    mask_seed,
+    mask_tokens,
+    replacement_vocabulary,
+)
+from bert_mlm.core.model import MaskedPositionsMLM, masked_lm_loss
+from bert_mlm.core.sequences import Collator, batch_order
+
+logger = logging.getLogger(__name__)
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+SCHEDULES = ("linear", "cosine", "constant_with_warmup")
+CHECKPOINT_FILE = "checkpoint.pt"
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss stayed NaN/inf for too many consecutive steps."""
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    max_steps: int = 1000
+    batch_size: int = 32
+    gradient_accumulation_steps: int = 1
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_epsilon: float = 1e-6
+    warmup_steps: int = 100
+    schedule: str = "linear"
+    max_grad_norm: float = 1.0
+    seed: int = 42
+    precision: str = "auto"
+    device: str = "auto"
+    bucketing: bool = True
+    checkpoint_every: int = 0
+    checkpoint_dir: str | None = None
+    keep_checkpoints: int = 2
+    resume: bool = False
+    max_nonfinite_steps: int = 5
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "batch_size", "gradient_accumulation_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"training.{name}: {value!r} must be a positive integer")
+        if not self.learning_rate > 0:
+            raise ValueError(f"training.learning_rate: {self.learning_rate!r} must be > 0")
+        if self.warmup_steps < 0:
+            raise ValueError(f"training.warmup_steps: {self.warmup_steps!r} must be >= 0")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"training.schedule: {self.schedule!r} is not one of {SCHEDULES}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"training.precision: {self.precision!r} is not one of {PRECISIONS}")
+        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
+            raise ValueError(f"training.max_grad_norm: {self.max_grad_norm!r} must be > 0 (or null)")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"training.checkpoint_every: {self.checkpoint_every!r} must be >= 0")
+        if (self.checkpoint_every or self.resume) and not self.checkpoint_dir:
+            raise ValueError("training.checkpoint_dir: required when checkpoint_every > 0 or resume is true")
+
+
+@dataclass
+class TokenIds:
+    """The token ids the loop needs, taken from the tokenizer."""
+
+    pad: int
+    mask: int
+    special: Sequence[int]
+    replacement: torch.Tensor
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: PreTrainedTokenizerBase) -> TokenIds:
+        special = sorted(set(tokenizer.all_special_ids))
+        return cls(
+            pad=tokenizer.pad_token_id,
+            mask=tokenizer.mask_token_id,
+            special=special,
+            replacement=replacement_vocabulary(len(tokenizer), special),
+        )
+
+
+@dataclass
+class TrainingResult:
+    history: pd.DataFrame
+    train_tokens: int
+    seconds: float
+    device: str
+    precision: str
+    resumed_from_step: int = 0
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.train_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+# ----------------------------------------------------------------------------- device & precision
+def resolve_device(requested: str) -> torch.device:
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(requested)
+    except RuntimeError as error:
+        raise ValueError(f"training.device: {requested!r} is not a device name ({error})") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"training.device: {requested!r} was requested but CUDA is not available")
+    return device
+
+
+def resolve_precision(requested: str, device: torch.device) -> str:
+    """``auto``: bf16 on CUDA GPUs that support it, fp16 (with GradScaler) on older GPUs, fp32 on
+    CPUs (most CPUs have no native bf16 and run bf16 matmuls far slower than fp32)."""
+    if requested not in PRECISIONS:
+        raise ValueError(f"training.precision: {requested!r} is not one of {PRECISIONS}")
+    if device.type == "cuda":
+        bf16 = torch.cuda.is_bf16_supported()
+        if requested == "auto":
+            return "bf16" if bf16 else "fp16"
+        if requested == "bf16" and not bf16:
+            raise ValueError("training.precision: bf16 was requested but this GPU does not support it; use fp16 or auto")
+        return requested
+    if requested == "auto":
+        logger.info("training.precision=auto on %s: using fp32", device)
+        return "fp32"
+    if requested != "fp32":
+        logger.warning("training.precision=%s on CPU uses CPU autocast; it is usually slower than fp32", requested)
+    return requested
+
+
+def autocast_dtype(precision: str) -> torch.dtype | None:
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+
+
+# ----------------------------------------------------------------------------- optimizer
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups: no weight decay on biases and LayerNorm weights."""
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        if parameter.ndim < 2 or "LayerNorm" in name or name.endswith(".bias"):
+            no_decay.append(parameter)
+        else:
+            decay.append(parameter)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def build_optimizer(model: torch.nn.Module, config: TrainingConfig, device: torch.device) -> torch.optim.AdamW:
+    return torch.optim.AdamW(
+        parameter_groups(model, config.weight_decay),
+        lr=config.learning_rate,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_epsilon,
+        fused=device.type == "cuda",
+    )
+
+
+# ----------------------------------------------------------------------------- checkpoints
+def checkpoint_path(directory: str | os.PathLike, step: int) -> Path:
+    return Path(directory) / f"step-{step:08d}"
+
+
+def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
+    """Complete checkpoints, oldest first (a directory only appears by an atomic rename)."""
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob("step-*") if p.is_dir() and (p / CHECKPOINT_FILE).is_file())
+
+
+def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: int) -> Path:
+    """Write to a temporary directory, fsync, then rename: a crash leaves the previous one intact."""
+    final = checkpoint_path(directory, step)
+    temporary = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    with open(temporary / CHECKPOINT_FILE, "wb") as handle:
+        torch.save(state, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(temporary, final)
+    for old in list_checkpoints(directory)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def rng_states() -> dict:
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
+
+
+def restore_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    if states.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    np.random.set_state(states["numpy"])
+    random.setstate(states["python"])
+
+
+# ----------------------------------------------------------------------------- the loop
+def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int) -> list[list[int]]:
+    """Micro-batches of one epoch, shuffled from (seed, epoch): identical when resumed."""
+    generator = torch.Generator().manual_seed(mask_seed(config.seed, epoch, batch_index=0, stream=ORDER_STREAM))
+    return batch_order(lengths, config.batch_size, generator, bucketed=config.bucketing)
+
+
+StepCallback = Callable[[int, dict], None]
+
+
+def train(
+    model: BertForMaskedLM,
+    sequences: Sequence[np.ndarray],
+    token_ids: TokenIds,
+    masking: MaskingConfig,
+    config: TrainingConfig,
+    collator: Collator,
+    on_step: StepCallback | None = None,
+) -> TrainingResult:
+    """Train ``model`` in place for ``config.max_steps`` optimizer steps.
+
+    ``on_step(step, record)`` is called after each optimizer step with that step's history
+    record; tuning uses it to evaluate and prune.
+    """
+    if not sequences:
+        raise ValueError("training: there are no training sequences (is the train split empty?)")
+    device = resolve_device(config.device)
+    precision = resolve_precision(config.precision, device)
+    amp_dtype = autocast_dtype(precision)
+    model.to(device)
+    model.train()
+    mlm = MaskedPositionsMLM(model)
+    optimizer = build_optimizer(model, config, device)
+    scheduler = get_scheduler(
+        config.schedule,
+        optimizer=optimizer,
+        num_warmup_steps=min(config.warmup_steps, config.max_steps),
+        num_training_steps=config.max_steps,
+    )
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    lengths = [len(s) for s in sequences]
+
+    step, epoch, next_batch, records, resumed_from = 0, 0, 0, [], 0
+    if config.resume:
+        found = list_checkpoints(config.checkpoint_dir)
+        if found:
+            state = torch.load(found[-1] / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            scaler.load_state_dict(state["scaler"])
+            restore_rng_states(state["rng"])
+            step, epoch, next_batch = state["step"], state["epoch"], state["next_batch"]
+            records = state["history"]
+            resumed_from = step
+            logger.info("Resumed from %s (step %d, epoch %d)", found[-1], step, epoch)
+        else:
+            logger.info("training.resume: no checkpoint in %s, starting fresh", config.checkpoint_dir)
+
+    accumulation = config.gradient_accumulation_steps
+    batches = epoch_batches(lengths, config, epoch)
+    train_tokens = int(sum(r["tokens"] for r in records))
+    nonfinite_streak = 0
+    progress = tqdm(
+        total=config.max_steps, initial=step, desc="training", unit="step",
+        disable=not config.progress, dynamic_ncols=True,
+    )
+    try:
+        while step < config.max_steps:
+            # Assemble and mask the micro-batches of this optimizer step first, so that the loss
+            # can be divided by the masked tokens of the whole step (token-weighted accumulation).
+            micro = []
+            for _ in range(accumulation):
+                if next_batch >= len(batches):
+                    epoch, next_batch = epoch + 1, 0
+                    batches = epoch_batches(lengths, config, epoch)
+                batch = collator([sequences[i] for i in batches[next_batch]])
+                generator = mask_generator(config.seed, epoch, next_batch)
+                inputs, labels = mask_tokens(
+                    batch["input_ids"], batch["special_tokens_mask"], token_ids.mask,
+                    token_ids.replacement, masking, generator,
+                )
+                micro.append((inputs, batch["attention_mask"], labels))
+                next_batch += 1
+            masked_in_step = max(sum(int((m[2] != -100).sum()) for m in micro), 1)
+            step_start = time.perf_counter()
+            loss_total = 0.0
+            correct_total = 0
+            tokens_in_step = 0
+            for inputs, attention_mask, labels in micro:
+                inputs = inputs.to(device, non_blocking=True)
+                attention_mask = attention_mask.to(device, non_blocking=True)
+                labels = labels.to(device, non_blocking=True)
+                with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+                    loss_sum, correct, _ = masked_lm_loss(mlm, inputs, attention_mask, labels)
+                loss = loss_sum / masked_in_step
+                scaler.scale(loss).backward()
+                loss_total += float(loss_sum.detach())
+                correct_total += int(correct)
+                tokens_in_step += int(attention_mask.sum())
+
+            scaler.unscale_(optimizer)  # before clipping: clip the true gradients
+            if config.max_grad_norm:
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
+            else:
+                grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]))
+            finite = math.isfinite(loss_total) and math.isfinite(grad_norm)
+            if finite or scaler.is_enabled():
+                scaler.step(optimizer)  # the scaler itself skips steps with inf/NaN gradients
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            if finite:
+                nonfinite_streak = 0
+                scheduler.step()
+            else:
+                nonfinite_streak += 1
+                logger.warning("training: non-finite loss or gradient at step %d; step skipped", step + 1)
+                if nonfinite_streak >= config.max_nonfinite_steps:
+                    raise NonFiniteLossError(
+                        f"training: the loss was non-finite for {nonfinite_streak} consecutive steps "
+                        f"(last at step {step + 1}); stopping. The last good checkpoint is kept in "
+                        f"{config.checkpoint_dir!r}. Lower training.learning_rate or use fp32/bf16."
+                    )
+            step += 1
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            seconds = time.perf_counter() - step_start
+            train_tokens += tokens_in_step
+            record = {
+                "step": step,
+                "epoch": epoch,
+                "loss": loss_total / masked_in_step,
+                "accuracy": correct_total / masked_in_step,
+                "masked_tokens": masked_in_step,
+                "tokens": tokens_in_step,
+                "learning_rate": scheduler.get_last_lr()[0],
+                "grad_norm": grad_norm,
+                "tokens_per_second": tokens_in_step / seconds if seconds > 0 else 0.0,
+                "seconds": seconds,
+                "loss_scale": float(scaler.get_scale()) if scaler.is_enabled() else 1.0,
+            }
+            records.append(record)
+            progress.update(1)
+            progress.set_postfix(
+                loss=f"{record['loss']:.3f}", lr=f"{record['learning_rate']:.2e}",
+                tok_s=f"{record['tokens_per_second']:.0f}", refresh=False,
+            )
+            if config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.max_steps):
+                save_checkpoint(
+                    config.checkpoint_dir,
+                    step,
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(),
+                        "scaler": scaler.state_dict(),
+                        "rng": rng_states(),
+                        "step": step,
+                        "epoch": epoch,
+                        "next_batch": next_batch,
+                        "history": records,
+                        "config": asdict(config),
+                    },
+                    keep=config.keep_checkpoints,
+                )
+            if on_step is not None:
+                on_step(step, record)
+                model.train()
+    finally:
+        progress.close()
+    model.eval()
+    return TrainingResult(
+        history=pd.DataFrame.from_records(records),
+        train_tokens=train_tokens,
+        seconds=float(sum(r["seconds"] for r in records)),
+        device=str(device),
+        precision=precision,
+        resumed_from_step=resumed_from,
+    )

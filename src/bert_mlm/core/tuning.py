@@ -1,0 +1,245 @@
+"""Optuna study over the masking probability (optionally the 80/10/10 fractions and learning rate).
+
+Fairness: every trial trains the same model (same initial weights, same data order) for the same
+number of steps, and is scored by the fixed-protocol evaluation loss at 15 %, token-weighted
+(never its training loss, nor the loss at its own rate: a higher rate makes its own task harder
+and would bias the study toward low rates).
+
+Scale: any Optuna storage works (SQLite file by default, PostgreSQL/MySQL URLs, or
+``journal:<path>`` for Optuna's journal file storage). ``n_trials`` is the total number of
+finished (complete or pruned) trials in the study, so reruns continue instead of starting over,
+and several workers sharing one storage stop together at ``n_trials``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from bert_mlm.core.masking import MaskingConfig
+
+logger = logging.getLogger(__name__)
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+SEARCHABLE = {
+    "probability": ("masking", False),
+    "mask_token_fraction": ("masking", False),
+    "random_token_fraction": ("masking", False),
+    "learning_rate": ("training", True),  # (section, sampled on a log scale)
+}
+SAMPLERS = ("qmc", "tpe", "random")
+PRUNERS = ("median", "hyperband", "none")
+
+
+class SurplusTrialError(RuntimeError):
+    """Another worker already started the last trial this study needs."""
+
+
+@dataclass(frozen=True)
+class TuningConfig:
+    n_trials: int = 4
+    trial_steps: int = 60
+    eval_every: int = 20
+    search_space: dict = field(default_factory=lambda: {"probability": [0.10, 0.50]})
+    storage: str = "sqlite:///data/07_model_output/tuning/optuna.db"
+    study_name: str = "mask-probability"
+    sampler: str = "qmc"
+    pruner: str = "median"
+    seed: int = 0
+    heartbeat_interval: int = 30
+    grace_period: int = 90
+    eval_max_sequences: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.n_trials, int) or self.n_trials < 0:
+            raise ValueError(f"tuning.n_trials: {self.n_trials!r} must be an integer >= 0")
+        for name in ("trial_steps", "eval_every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"tuning.{name}: {value!r} must be a positive integer")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"tuning.sampler: {self.sampler!r} is not one of {SAMPLERS}")
+        if self.pruner not in PRUNERS:
+            raise ValueError(f"tuning.pruner: {self.pruner!r} is not one of {PRUNERS}")
+        if not self.search_space:
+            raise ValueError("tuning.search_space: must name at least one parameter")
+        for name, bounds in self.search_space.items():
+            if name not in SEARCHABLE:
+                raise ValueError(f"tuning.search_space: {name!r} is not one of {sorted(SEARCHABLE)}")
+            if not (isinstance(bounds, (list, tuple)) and len(bounds) == 2 and 0 < float(bounds[0]) < float(bounds[1])):
+                raise ValueError(f"tuning.search_space.{name}: {bounds!r} must be [low, high] with 0 < low < high")
+            if name == "probability" and float(bounds[1]) >= 1:
+                raise ValueError(f"tuning.search_space.probability: {bounds!r} must lie in (0, 1)")
+
+
+def _quiet_experimental():
+    """Heartbeats and QMCSampler are stable in practice but flagged experimental by Optuna."""
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def make_storage(config: TuningConfig) -> optuna.storages.BaseStorage:
+    """An Optuna storage from a URL; SQLite directories are created, heartbeats enabled so a
+    killed worker's trial is marked failed instead of staying RUNNING forever."""
+    url = config.storage
+    if url.startswith("journal:"):
+        path = Path(url.removeprefix("journal:"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        backend = optuna.storages.journal.JournalFileBackend(str(path))
+        return optuna.storages.JournalStorage(backend)
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.RDBStorage(
+        url,
+        heartbeat_interval=config.heartbeat_interval,
+        grace_period=config.grace_period,
+        engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None,
+    )
+
+
+def make_sampler(config: TuningConfig) -> optuna.samplers.BaseSampler:
+    if config.sampler == "qmc":
+        # Space-filling (scrambled Sobol): with a handful of trials it covers the range evenly,
+        # where TPE would still be in its random start-up phase.
+        return optuna.samplers.QMCSampler(seed=config.seed, scramble=True, warn_independent_sampling=False)
+    if config.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=config.seed, n_startup_trials=max(2, config.n_trials // 3))
+    return optuna.samplers.RandomSampler(seed=config.seed)
+
+
+def make_pruner(config: TuningConfig) -> optuna.pruners.BasePruner:
+    if config.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=config.eval_every)
+    if config.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=config.eval_every, max_resource=config.trial_steps)
+    return optuna.pruners.NopPruner()
+
+
+def open_study(config: TuningConfig) -> optuna.Study:
+    _quiet_experimental()
+    return optuna.create_study(
+        study_name=config.study_name,
+        storage=make_storage(config),
+        direction="minimize",
+        sampler=make_sampler(config),
+        pruner=make_pruner(config),
+        load_if_exists=True,
+    )
+
+
+def suggest(trial: optuna.Trial, search_space: dict) -> dict[str, float]:
+    values = {}
+    for name in sorted(search_space):
+        low, high = map(float, search_space[name])
+        values[name] = trial.suggest_float(name, low, high, log=SEARCHABLE[name][1])
+    return values
+
+
+def masking_for(values: dict[str, float], base: MaskingConfig) -> MaskingConfig:
+    chosen = {k: v for k, v in values.items() if SEARCHABLE[k][0] == "masking"}
+    return replace(base, **chosen)
+
+
+# (trial, suggested values, report(step, eval_loss)) -> final eval loss
+TrialRunner = Callable[[optuna.Trial, dict[str, float], Callable[[int, float], None]], float]
+
+
+def count_trials(study: optuna.Study, states: tuple[TrialState, ...]) -> int:
+    return len(study.get_trials(deepcopy=False, states=states))
+
+
+def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
+    """Run trials until the study holds ``config.n_trials`` finished trials.
+
+    A trial that raises is recorded as FAIL and the study goes on; after ``n_trials``
+    consecutive failures the last error is raised (a broken configuration, not bad luck).
+    """
+    study = open_study(config)
+    consecutive_failures = 0
+
+    def objective(trial: optuna.Trial) -> float:
+        # Close the race between workers: a trial beyond the n_trials-th is not run.
+        earlier = [
+            t for t in study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.RUNNING))
+            if t.number < trial.number
+        ]
+        if len(earlier) >= config.n_trials:
+            trial.set_user_attr("surplus", True)
+            raise SurplusTrialError(f"trial {trial.number} is beyond tuning.n_trials={config.n_trials}")
+        values = suggest(trial, config.search_space)
+
+        def report(step: int, value: float) -> None:
+            trial.report(value, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned at step {step} with eval loss {value:.4f}")
+
+        value = run_trial(trial, values, report)
+        if not math.isfinite(value):
+            raise RuntimeError(f"trial {trial.number}: non-finite evaluation loss {value}")
+        return value
+
+    while True:
+        if isinstance(study._storage, optuna.storages.RDBStorage):
+            optuna.storages.fail_stale_trials(study)
+        active = count_trials(study, (*FINISHED, TrialState.RUNNING))
+        if active >= config.n_trials:
+            break
+        before = count_trials(study, (TrialState.FAIL,))
+        study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=True)
+        last = study.get_trials(deepcopy=False)[-1]
+        if last.user_attrs.get("surplus"):
+            break
+        if count_trials(study, (TrialState.FAIL,)) > before:
+            consecutive_failures += 1
+            if consecutive_failures >= max(config.n_trials, 1):
+                raise RuntimeError(
+                    f"tuning: {consecutive_failures} consecutive trials failed; see the log for the "
+                    "first error (the study is kept in tuning.storage)"
+                )
+        else:
+            consecutive_failures = 0
+    # Other workers may still be finishing their trials; this worker's share is done.
+    return study
+
+
+def trials_table(study: optuna.Study) -> pd.DataFrame:
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        row = {
+            "number": t.number,
+            "state": t.state.name,
+            "value": t.value,
+            "last_intermediate_value": t.intermediate_values[max(t.intermediate_values)] if t.intermediate_values else None,
+            "last_step": max(t.intermediate_values) if t.intermediate_values else None,
+            "duration_seconds": t.duration.total_seconds() if t.duration else None,
+        }
+        row.update({f"params_{k}": v for k, v in t.params.items()})
+        row.update({f"attr_{k}": v for k, v in t.user_attrs.items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def best_parameters(study: optuna.Study, config: TuningConfig) -> dict:
+    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    if not complete:
+        raise RuntimeError(f"tuning: the study {config.study_name!r} has no complete trial")
+    best = min(complete, key=lambda t: t.value)
+    overrides: dict[str, dict] = {}
+    for name, value in best.params.items():
+        overrides.setdefault(SEARCHABLE[name][0], {})[name] = value
+    return {
+        **overrides,
+        "source": "tuning",
+        "study_name": config.study_name,
+        "storage": config.storage,
+        "best_trial": best.number,
+        "best_eval_loss": best.value,
+        "finished_trials": sum(1 for t in study.get_trials(deepcopy=False) if t.state in FINISHED),
+    }

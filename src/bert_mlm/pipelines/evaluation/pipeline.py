@@ -1,0 +1,20 @@
+from kedro.pipeline import Node, Pipeline
+
+from bert_mlm.pipelines.evaluation.nodes import evaluate_masked_lm
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                evaluate_masked_lm,
+                inputs=[
+                    "trained_model", "model_input_sequences", "token_ids", "extra_eval_corpus",
+                    "training_summary", "params:evaluation", "params:sequences",
+                ],
+                outputs=["metrics", "evaluation_report"],
+                name="evaluate_masked_lm",
+                tags=["evaluation", "reporting"],
+            )
+        ]
+    )

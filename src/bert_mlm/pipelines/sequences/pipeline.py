@@ -1,0 +1,17 @@
+from kedro.pipeline import Node, Pipeline
+
+from bert_mlm.pipelines.sequences.nodes import build_model_inputs
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                build_model_inputs,
+                inputs=["token_ids", "tokenizer", "params:sequences", "params:model", "params:training"],
+                outputs=["model_input_sequences", "sequence_stats"],
+                name="build_model_inputs",
+                tags=["sequences", "data"],
+            )
+        ]
+    )

@@ -1,0 +1,82 @@
+"""Nodes of the ``training`` pipeline: train the masked language model."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, replace
+
+import matplotlib
+
+matplotlib.use("Agg")  # nodes run headless; the figure goes to the catalog
+import matplotlib.pyplot as plt
+import pandas as pd
+from transformers import PreTrainedTokenizerBase
+
+from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.datasets.pretrained import MaskedLM
+from bert_mlm.pipelines.experiment_params import build_experiment
+
+logger = logging.getLogger(__name__)
+
+
+def train_masked_lm(
+    model_input_sequences: pd.DataFrame,
+    tokenizer: PreTrainedTokenizerBase,
+    tuning_best_params: dict,
+    model_params: dict,
+    training_params: dict,
+    masking_params: dict,
+    evaluation_params: dict,
+    sequence_params: dict,
+) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, dict]:
+    """Train with per-epoch dynamic masking at the tuned (or configured) probability.
+
+    Returns the model with its tokenizer, the per-step history, a loss/accuracy plot and a
+    summary (tokens, throughput, the masking actually used and where it came from).
+    """
+    experiment = build_experiment(
+        model_input_sequences, tokenizer,
+        {"model": model_params, "training": training_params, "masking": masking_params,
+         "evaluation": evaluation_params, "sequences": sequence_params},
+    )
+    tuned_masking = tuning_best_params.get("masking", {}) if tuning_best_params.get("source") == "tuning" else {}
+    masking = replace(experiment.masking, **tuned_masking) if tuned_masking else experiment.masking
+    MaskingConfig(**asdict(masking))  # re-validate the tuned values
+    training = experiment.training
+    if tuning_best_params.get("source") == "tuning" and "training" in tuning_best_params:
+        training = replace(training, **tuning_best_params["training"])
+    logger.info("Training with masking %s (from %s)", asdict(masking), "tuning" if tuned_masking else "parameters")
+    model = experiment.new_model()
+    result = experiment.train(model, training, masking)
+    summary = {
+        "train_tokens": result.train_tokens,
+        "train_seconds": result.seconds,
+        "train_tokens_per_second": result.tokens_per_second,
+        "train_steps": int(result.history["step"].max()) if len(result.history) else 0,
+        "final_train_loss": float(result.history["loss"].tail(20).mean()) if len(result.history) else None,
+        "device": result.device,
+        "precision": result.precision,
+        "resumed_from_step": result.resumed_from_step,
+        "mask_probability": masking.probability,
+        "mask_token_fraction": masking.mask_token_fraction,
+        "random_token_fraction": masking.random_token_fraction,
+        "mask_probability_source": "tuning" if "probability" in tuned_masking else "parameters",
+        "learning_rate": training.learning_rate,
+        "parameters": int(sum(p.numel() for p in model.parameters())),
+    }
+    model.to("cpu")
+    return MaskedLM(model=model, tokenizer=tokenizer), result.history, training_curves(result.history), summary
+
+
+def training_curves(history: pd.DataFrame) -> plt.Figure:
+    figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(11, 4))
+    if len(history):
+        window = max(1, len(history) // 50)
+        loss_axis.plot(history["step"], history["loss"], alpha=0.3, label="per step")
+        loss_axis.plot(history["step"], history["loss"].rolling(window).mean(), label=f"mean of {window}")
+        accuracy_axis.plot(history["step"], history["accuracy"].rolling(window).mean())
+    loss_axis.set(xlabel="step", ylabel="masked-token loss", title="Training loss")
+    accuracy_axis.set(xlabel="step", ylabel="masked-token accuracy", title="Training accuracy")
+    loss_axis.legend()
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,20 @@
+from kedro.pipeline import Node, Pipeline
+
+from bert_mlm.pipelines.training.nodes import train_masked_lm
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                train_masked_lm,
+                inputs=[
+                    "model_input_sequences", "tokenizer", "tuning_best_params", "params:model", "params:training",
+                    "params:masking", "params:evaluation", "params:sequences",
+                ],
+                outputs=["trained_model", "training_history", "training_curves", "training_summary"],
+                name="train_masked_lm",
+                tags=["training", "model"],
+            )
+        ]
+    )

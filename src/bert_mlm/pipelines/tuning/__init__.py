@@ -1,0 +1,5 @@
+"""The `tuning` pipeline."""
+
+from bert_mlm.pipelines.tuning.pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

@@ -1,0 +1,85 @@
+"""Nodes of the ``tuning`` pipeline: an Optuna study over the masking probability."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import optuna
+import pandas as pd
+import plotly.graph_objects as go
+from transformers import PreTrainedTokenizerBase
+
+from bert_mlm.core.experiment import train_trial
+from bert_mlm.core.params import build_config
+from bert_mlm.core.tuning import SEARCHABLE, TuningConfig, best_parameters, masking_for, run_study, trials_table
+from bert_mlm.pipelines.experiment_params import build_experiment
+
+logger = logging.getLogger(__name__)
+
+
+def tune_mask_probability(
+    model_input_sequences: pd.DataFrame,
+    tokenizer: PreTrainedTokenizerBase,
+    tuning_params: dict,
+    model_params: dict,
+    training_params: dict,
+    masking_params: dict,
+    evaluation_params: dict,
+    sequence_params: dict,
+) -> tuple[dict, pd.DataFrame, go.Figure, go.Figure]:
+    """Run (or continue) the study; return the best parameters, the trials and two plots.
+
+    With ``tuning.n_trials: 0`` the study is skipped and the configured probability is passed on.
+    """
+    config = build_config(TuningConfig, tuning_params, "tuning")
+    experiment = build_experiment(
+        model_input_sequences, tokenizer,
+        {"model": model_params, "training": training_params, "masking": masking_params,
+         "evaluation": evaluation_params, "sequences": sequence_params},
+    )
+    if config.n_trials == 0:
+        logger.info("tuning.n_trials is 0: training with masking.probability=%s", experiment.masking.probability)
+        best = {"masking": {"probability": experiment.masking.probability}, "source": "parameters"}
+        return best, pd.DataFrame(columns=["number", "state", "value"]), go.Figure(), go.Figure()
+
+    trial_training = replace(
+        experiment.training, max_steps=config.trial_steps, warmup_steps=min(experiment.training.warmup_steps, config.trial_steps // 5),
+        checkpoint_every=0, resume=False, progress=False,
+    )
+    evaluation_set = experiment.evaluation_set("valid", config.eval_max_sequences)
+
+    def run_trial(trial: optuna.Trial, values: dict, report) -> float:
+        masking = masking_for(values, experiment.masking)
+        training = replace(trial_training, learning_rate=values.get("learning_rate", trial_training.learning_rate))
+        logger.info("Trial %d: %s", trial.number, values)
+        return train_trial(experiment, masking, training, evaluation_set, config.eval_every, report)
+
+    study = run_study(config, run_trial)
+    trials = trials_table(study)
+    best = best_parameters(study, config)
+    logger.info("Best trial %d: eval loss %.4f with %s", best["best_trial"], best["best_eval_loss"], best.get("masking"))
+    return best, trials, objective_plot(trials), optuna.visualization.plot_optimization_history(study)
+
+
+def objective_plot(trials: pd.DataFrame) -> go.Figure:
+    """Fixed-protocol eval loss against the masking probability, every trial shown (pruned ones
+    at their last reported value)."""
+    figure = go.Figure()
+    x_column = "params_probability" if "params_probability" in trials else next(
+        (f"params_{k}" for k in SEARCHABLE if f"params_{k}" in trials), None
+    )
+    if x_column is None:
+        return figure
+    for state, symbol in (("COMPLETE", "circle"), ("PRUNED", "x")):
+        part = trials[trials["state"] == state]
+        y = part["value"] if state == "COMPLETE" else part["last_intermediate_value"]
+        figure.add_trace(go.Scatter(
+            x=part[x_column], y=y, mode="markers", name=state.lower(), marker={"symbol": symbol, "size": 10},
+            text=[f"trial {n}" for n in part["number"]],
+        ))
+    figure.update_layout(
+        title="Fixed-protocol eval loss vs masking probability",
+        xaxis_title=x_column.removeprefix("params_"), yaxis_title="eval loss (15 % fixed masks)",
+    )
+    return figure

@@ -1,0 +1,20 @@
+from kedro.pipeline import Node, Pipeline
+
+from bert_mlm.pipelines.tuning.nodes import tune_mask_probability
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                tune_mask_probability,
+                inputs=[
+                    "model_input_sequences", "tokenizer", "params:tuning", "params:model", "params:training",
+                    "params:masking", "params:evaluation", "params:sequences",
+                ],
+                outputs=["tuning_best_params", "tuning_trials", "tuning_objective_plot", "tuning_history_plot"],
+                name="tune_mask_probability",
+                tags=["tuning", "model"],
+            )
+        ]
+    )

@@ -1,0 +1,44 @@
+"""Shared fixtures: the project root, ../shared data, and an isolated copy of the project."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("BERT_MLM_SHARED", PROJECT_ROOT.parent / "shared"))
+
+
+@pytest.fixture(scope="session")
+def project_root() -> Path:
+    return PROJECT_ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED / "corpora").is_dir():
+        pytest.skip(f"../shared is absent (looked in {SHARED}); set BERT_MLM_SHARED to its path")
+    return SHARED
+
+
+@pytest.fixture
+def project_copy(tmp_path: Path) -> Path:
+    """The project's conf/ and pyproject.toml in a temporary directory, with an empty data/.
+
+    Kedro sessions in tests run there, so they never touch (or depend on) the developer's data/.
+    """
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copytree(PROJECT_ROOT / "conf", root / "conf", ignore=shutil.ignore_patterns("local"))
+    (root / "conf" / "local").mkdir()
+    shutil.copy(PROJECT_ROOT / "pyproject.toml", root / "pyproject.toml")
+    (root / "data").mkdir()
+    (root / "src").mkdir()  # bert_mlm itself is imported from the installed package
+    return root

@@ -1,0 +1,93 @@
+"""Real Kedro sessions on small data: the data stages, then the whole chain in the smoke env."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+from omegaconf import OmegaConf
+from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+
+METRIC_KEYS = {
+    "eval_loss", "eval_perplexity", "eval_accuracy", "eval_top5_accuracy", "eval_masked_tokens",
+    "baseline_accuracy", "train_tokens", "train_tokens_per_second", "mask_probability",
+}
+
+
+def run_session(project: Path, monkeypatch, env: str = "smoke", pipeline_name: str | None = None, **params):
+    """As `kedro run --env ENV --pipeline NAME --params a.b=v,...` does it."""
+    monkeypatch.chdir(project)
+    bootstrap_project(project)
+    runtime = OmegaConf.to_container(OmegaConf.from_dotlist([f"{k}={v}" for k, v in params.items()]))
+    with KedroSession.create(project_path=project, env=env, runtime_params=runtime or None) as session:
+        return session.run(pipeline_names=[pipeline_name] if pipeline_name else None)
+
+
+def latest(path: Path) -> Path:
+    """The newest version of a versioned dataset: data/.../<name>/<timestamp>/<name>."""
+    versions = sorted(p for p in path.iterdir() if not p.name.startswith("."))
+    assert versions, f"no version under {path}"
+    return versions[-1] / path.name
+
+
+@pytest.fixture
+def small_corpus(shared_data, tmp_path) -> Path:
+    return shared_data / "corpora" / "gutenberg" / "austen-persuasion.txt"
+
+
+def test_data_pipelines_on_a_real_book(project_copy, monkeypatch, small_corpus):
+    for name in ("ingestion", "tokenization", "sequences"):
+        run_session(project_copy, monkeypatch, pipeline_name=name, **{"corpus.path": str(small_corpus)})
+    data = project_copy / "data"
+    documents = pd.read_parquet(latest(data / "02_intermediate" / "corpus_documents.parquet"))
+    assert set(documents["split"]) == {"train", "valid", "test"}
+    assert documents["source"].eq(str(small_corpus)).all()
+    stats = pd.read_csv(latest(data / "08_reporting" / "corpus_stats.csv")).set_index("split")
+    assert stats.loc["all", "documents"] == len(documents)
+
+    tokenizer = AutoTokenizer.from_pretrained(latest(data / "06_models" / "tokenizer"))
+    assert tokenizer.pad_token_id == 0 and tokenizer.mask_token == "[MASK]"
+    tokenization = pd.read_csv(latest(data / "08_reporting" / "tokenization_stats.csv")).set_index("split")
+    assert tokenization.loc["test", "unknown_rate"] < 0.01
+
+    token_ids = pd.read_parquet(latest(data / "04_feature" / "token_ids.parquet"))
+    assert token_ids["input_ids"].iloc[0].dtype.name == "int32"
+    sequences = pd.read_parquet(latest(data / "05_model_input" / "sequences.parquet"))
+    # Packing keeps every token: per split, document tokens + one [SEP] each + one [CLS] per block.
+    for split, part in sequences.groupby("split"):
+        docs = token_ids[token_ids["split"] == split]["input_ids"]
+        assert part["length"].sum() == sum(len(d) + 1 for d in docs) + len(part)
+    assert sequences["length"].max() <= 64  # smoke env's sequences.max_length
+
+
+@pytest.mark.slow
+def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch):
+    run_session(project_copy, monkeypatch)
+    data = project_copy / "data"
+    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
+    assert METRIC_KEYS <= set(metrics)
+    assert metrics["eval_masked_tokens"] > 0 and metrics["train_tokens"] > 0
+    assert metrics["mask_probability_source"] == "tuning"
+    best = json.loads(latest(data / "07_model_output" / "tuning_best_params.json").read_text())
+    assert metrics["mask_probability"] == pytest.approx(best["masking"]["probability"])
+    trials = pd.read_csv(latest(data / "07_model_output" / "tuning_trials.csv"))
+    assert (trials["state"].isin(["COMPLETE", "PRUNED"])).sum() == 2
+
+    model_dir = latest(data / "06_models" / "masked_lm")
+    assert (model_dir / "model.safetensors").is_file()
+    fill = pipeline("fill-mask", model=str(model_dir))
+    predictions = fill("Return the [MASK] of the list.")
+    assert len(predictions) == 5 and all("token_str" in p for p in predictions)
+    assert AutoModelForMaskedLM.from_pretrained(model_dir).config.pad_token_id == 0
+    report = latest(data / "08_reporting" / "evaluation_report.md").read_text()
+    assert "eval_accuracy" in report and "Fill-mask examples" in report
+
+
+def test_bad_parameter_fails_before_any_work(project_copy, monkeypatch):
+    with pytest.raises(ValueError, match=r"masking\.probability: 1\.5"):
+        run_session(project_copy, monkeypatch, **{"masking.probability": 1.5})
+    assert not any((project_copy / "data").rglob("*.parquet")), "nothing may be written"
