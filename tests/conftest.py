@@ -42,3 +42,11 @@ def project_copy(tmp_path: Path) -> Path:
     (root / "data").mkdir()
     (root / "src").mkdir()  # bert_mlm itself is imported from the installed package
     return root
+
+
+def pytest_configure(config):
+    # The tests train tiny models: one thread is faster than two, and CI's two cores are shared
+    # with tokenizers' Rust threads. Oversubscribed OpenMP threads slowed steps >10x here.
+    import torch
+
+    torch.set_num_threads(1)

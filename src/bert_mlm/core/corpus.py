@@ -8,11 +8,13 @@ built-in corpus). Documents are the unit of de-duplication and of the train/vali
 from __future__ import annotations
 
 import ast
+import codecs
 import glob
 import hashlib
 import os
 import re
 import sysconfig
+import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -99,13 +101,26 @@ def resolve_corpus_files(path: str | os.PathLike) -> list[Path]:
     return files
 
 
+_replaced_bytes = threading.local()
+
+
+def _count_and_replace(error: UnicodeDecodeError) -> tuple[str, int]:
+    # errors="replace" inserts one U+FFFD per undecodable *sequence*; count the bytes instead.
+    _replaced_bytes.count += error.end - error.start
+    return "\ufffd", error.end
+
+
+codecs.register_error("bert_mlm_count_replace", _count_and_replace)
+
+
 def decode_text(data: bytes, source: str) -> RawText:
     """Decode UTF-8, replacing (and counting) undecodable bytes; refuse binary files."""
     sample = data[:65536]
     if b"\x00" in sample:
         raise CorpusError(f"corpus file {source!r} looks binary (it contains NUL bytes)")
-    text = data.decode("utf-8", errors="replace")
-    replaced = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
+    _replaced_bytes.count = 0
+    text = data.decode("utf-8", errors="bert_mlm_count_replace")
+    replaced = _replaced_bytes.count
     if sample and len(_CONTROL.findall(text[:65536])) > 0.1 * min(len(text), 65536):
         raise CorpusError(f"corpus file {source!r} looks binary (mostly control characters)")
     return RawText(source=source, text=text, replaced_bytes=replaced)

@@ -46,7 +46,7 @@ def validate_masking(probability: float, mask_fraction: float, random_fraction: 
         )
 
 
-MASK_STREAM, ORDER_STREAM = 0, 1
+MASK_STREAM, ORDER_STREAM, DROPOUT_STREAM = 0, 1, 2
 
 
 def mask_seed(seed: int, epoch: int, batch_index: int, rank: int = 0, stream: int = MASK_STREAM) -> int:

@@ -73,7 +73,7 @@ def _with_bert_post_processor(tokenizer: Tokenizer) -> Tokenizer:
     return tokenizer
 
 
-def _wrap(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None) -> BertTokenizerFast:
+def _wrap(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None, chinese_chars: bool) -> BertTokenizerFast:
     wrapped = BertTokenizerFast(
         tokenizer_object=tokenizer,
         unk_token=UNK,
@@ -83,7 +83,7 @@ def _wrap(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None) -> 
         mask_token=MASK,
         do_lower_case=lowercase,
         strip_accents=strip_accents,
-        tokenize_chinese_chars=True,
+        tokenize_chinese_chars=chinese_chars,  # saved in tokenizer_config.json; AutoTokenizer rebuilds from it
     )
     check_tokenizer(wrapped)
     return wrapped
@@ -115,7 +115,7 @@ def train_wordpiece(
         show_progress=show_progress,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
-    return _wrap(_with_bert_post_processor(tokenizer), lowercase, strip_accents)
+    return _wrap(_with_bert_post_processor(tokenizer), lowercase, strip_accents, chinese_chars)
 
 
 def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:
@@ -175,7 +175,7 @@ def load_tokenizer(
             )
     vocab = read_vocab_file(location)
     backend = _backend(WordPiece(vocab=vocab, unk_token=UNK), lowercase, strip_accents, chinese_chars)
-    return _wrap(_with_bert_post_processor(backend), lowercase, strip_accents)
+    return _wrap(_with_bert_post_processor(backend), lowercase, strip_accents, chinese_chars)
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:

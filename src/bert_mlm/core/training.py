@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase, get_scheduler
 
 from bert_mlm.core.masking import (
+    DROPOUT_STREAM,
     ORDER_STREAM,
     MaskingConfig,
     mask_generator,
@@ -229,6 +230,12 @@ def rng_states() -> dict:
     }
 
 
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
 def restore_rng_states(states: dict) -> None:
     torch.set_rng_state(states["torch"])
     if states.get("cuda") is not None and torch.cuda.is_available():
@@ -280,6 +287,9 @@ def train(
     lengths = [len(s) for s in sequences]
 
     step, epoch, next_batch, records, resumed_from = 0, 0, 0, [], 0
+    # Dropout draws from the global generators: seed them, so that the same seed and config
+    # give the same weights (a resumed run restores them from the checkpoint instead).
+    seed_everything(mask_seed(config.seed, 0, 0, stream=DROPOUT_STREAM))
     if config.resume:
         found = list_checkpoints(config.checkpoint_dir)
         if found:
@@ -384,7 +394,8 @@ def train(
                 loss=f"{record['loss']:.3f}", lr=f"{record['learning_rate']:.2e}",
                 tok_s=f"{record['tokens_per_second']:.0f}", refresh=False,
             )
-            if config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.max_steps):
+            due = config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.max_steps)
+            if due and nonfinite_streak == 0:  # never replace a good checkpoint by a diverged state
                 save_checkpoint(
                     config.checkpoint_dir,
                     step,

@@ -1,0 +1,211 @@
+"""The fixed evaluation protocol: masks, metrics, the baseline and fill-mask examples."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from bert_mlm.core.evaluation import (
+    EvaluationConfig,
+    EvaluationSet,
+    baseline_accuracy,
+    evaluate,
+    fill_mask_examples,
+    most_frequent_token,
+    prepare_evaluation_set,
+)
+from bert_mlm.core.masking import IGNORE_INDEX, replacement_vocabulary
+from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.sequences import Collator, pack_documents, split_documents
+from bert_mlm.core.tokenizer import encode_documents, special_token_ids
+
+from .conftest import synthetic_sentences
+
+TINY = ModelConfig(
+    hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64
+)
+MAX_LENGTH = 64
+
+
+@pytest.fixture(scope="module")
+def data(tiny_tokenizer):
+    docs = encode_documents(tiny_tokenizer, synthetic_sentences(3000, seed=11))
+    sequences = pack_documents(docs, MAX_LENGTH, tiny_tokenizer.cls_token_id, tiny_tokenizer.sep_token_id)
+    specials = special_token_ids(tiny_tokenizer)
+    return {
+        "docs": docs,
+        "sequences": sequences,
+        "specials": specials,
+        "replacement": replacement_vocabulary(len(tiny_tokenizer), specials),
+        "collator": Collator(tiny_tokenizer.pad_token_id, specials, MAX_LENGTH, padding="dynamic"),
+    }
+
+
+@pytest.fixture(scope="module")
+def model(tiny_tokenizer):
+    return build_model(TINY, tiny_tokenizer, seed=0).eval()
+
+
+def _prepare(tokenizer, data, config=None, collator=None, sequences=None):
+    return prepare_evaluation_set(
+        data["sequences"] if sequences is None else sequences,
+        collator or data["collator"],
+        tokenizer.mask_token_id,
+        data["replacement"],
+        config or EvaluationConfig(),
+    )
+
+
+def _same(a: EvaluationSet, b: EvaluationSet) -> bool:
+    return (
+        torch.equal(a.input_ids, b.input_ids)
+        and torch.equal(a.attention_mask, b.attention_mask)
+        and torch.equal(a.labels, b.labels)
+    )
+
+
+# ----------------------------------------------------------------------------- the fixed masks
+def test_evaluation_masks_are_fixed(tiny_tokenizer, data):
+    first = _prepare(tiny_tokenizer, data)
+    torch.manual_seed(12345)  # the global RNG plays no part
+    torch.rand(100)
+    second = _prepare(tiny_tokenizer, data)
+    assert _same(first, second)
+    # Neither the collator's padding mode nor the evaluation batch size changes the masks.
+    static = Collator(tiny_tokenizer.pad_token_id, data["specials"], MAX_LENGTH, padding="static")
+    assert _same(first, _prepare(tiny_tokenizer, data, collator=static))
+    assert _same(first, _prepare(tiny_tokenizer, data, config=EvaluationConfig(batch_size=7)))
+    # A different protocol seed gives different masks.
+    other = _prepare(tiny_tokenizer, data, config=EvaluationConfig(seed=1))
+    assert not torch.equal(first.labels, other.labels)
+
+
+@pytest.mark.parametrize("probability", [0.15, 0.3])
+def test_evaluation_mask_rate(tiny_tokenizer, data, probability):
+    evaluation_set = _prepare(tiny_tokenizer, data, config=EvaluationConfig(mask_probability=probability))
+    ids = evaluation_set.input_ids
+    selected = evaluation_set.labels != IGNORE_INDEX
+    real = evaluation_set.attention_mask == 1
+    # Maskable: real tokens that are not special (the packed sequences hold [CLS] and [SEP]).
+    original = torch.where(selected, evaluation_set.labels, ids)
+    maskable = real & ~torch.isin(original, torch.tensor(data["specials"]))
+    assert maskable.sum() > 30_000
+    assert not (selected & ~maskable).any()
+    assert abs(selected.sum().item() / maskable.sum().item() - probability) < 0.01
+    assert evaluation_set.masked_tokens == int(selected.sum())
+    # 80 % of the selected tokens show [MASK].
+    assert abs((ids[selected] == tiny_tokenizer.mask_token_id).float().mean().item() - 0.8) < 0.03
+    # Padded to the collator's max_length, attention exactly on the sequences.
+    assert ids.shape == (len(data["sequences"]), MAX_LENGTH)
+    assert evaluation_set.attention_mask.sum(dim=1).tolist() == [len(s) for s in data["sequences"]]
+
+
+def test_max_sequences_limits_the_set(tiny_tokenizer, data):
+    evaluation_set = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=10))
+    assert evaluation_set.input_ids.shape[0] == 10
+
+
+def test_no_sequences_raises(tiny_tokenizer, data):
+    with pytest.raises(ValueError, match="evaluation"):
+        _prepare(tiny_tokenizer, data, sequences=[])
+
+
+def test_evaluation_set_batches_trim_padding(tiny_tokenizer, data):
+    docs = data["docs"][:50]
+    sequences = split_documents(docs, MAX_LENGTH, tiny_tokenizer.cls_token_id, tiny_tokenizer.sep_token_id)
+    evaluation_set = _prepare(tiny_tokenizer, data, sequences=sequences)
+    seen = 0
+    for inputs, attention, labels in evaluation_set.batches(16):
+        assert inputs.shape == attention.shape == labels.shape
+        assert inputs.shape[1] == int(attention.sum(dim=1).max())
+        seen += len(inputs)
+    assert seen == len(sequences)
+
+
+@pytest.mark.parametrize("kwargs", [{"mask_probability": 0.0}, {"mask_probability": 1.0}, {"batch_size": 0}])
+def test_evaluation_config_rejects_bad_values(kwargs):
+    with pytest.raises(ValueError, match=r"evaluation\."):
+        EvaluationConfig(**kwargs)
+
+
+# ----------------------------------------------------------------------------- metrics
+def test_evaluate_metrics(tiny_tokenizer, data, model):
+    evaluation_set = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=120))
+    model.train()
+    metrics = evaluate(model, evaluation_set, batch_size=64)
+    assert model.training  # the caller's mode is restored
+    model.eval()
+    assert set(metrics) == {"eval_loss", "eval_perplexity", "eval_accuracy", "eval_top5_accuracy", "eval_masked_tokens"}
+    assert metrics["eval_masked_tokens"] == evaluation_set.masked_tokens > 0
+    assert math.isfinite(metrics["eval_loss"]) and metrics["eval_loss"] > 0
+    assert metrics["eval_perplexity"] == pytest.approx(math.exp(metrics["eval_loss"]))
+    assert 0.0 <= metrics["eval_accuracy"] <= metrics["eval_top5_accuracy"] <= 1.0
+
+    # Token-weighted: the same numbers as one pass of the full model over the whole set, in
+    # eval mode (no dropout), whatever the batch size.
+    with torch.no_grad():
+        out = model(
+            input_ids=evaluation_set.input_ids,
+            attention_mask=evaluation_set.attention_mask,
+            labels=evaluation_set.labels,
+        )
+    assert metrics["eval_loss"] == pytest.approx(float(out.loss), abs=1e-4)
+    selected = evaluation_set.labels != IGNORE_INDEX
+    logits, targets = out.logits[selected], evaluation_set.labels[selected]
+    assert metrics["eval_accuracy"] == pytest.approx(float((logits.argmax(-1) == targets).float().mean()))
+    top5 = (logits.topk(5, dim=-1).indices == targets[:, None]).any(-1).float().mean()
+    assert metrics["eval_top5_accuracy"] == pytest.approx(float(top5))
+    small_batches = evaluate(model, evaluation_set, batch_size=7)
+    assert small_batches["eval_loss"] == pytest.approx(metrics["eval_loss"], abs=1e-5)
+    assert small_batches["eval_masked_tokens"] == metrics["eval_masked_tokens"]
+
+
+def test_evaluate_without_masked_tokens_raises(model, tiny_tokenizer, data):
+    evaluation_set = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=4))
+    empty = EvaluationSet(
+        evaluation_set.input_ids, evaluation_set.attention_mask, torch.full_like(evaluation_set.labels, IGNORE_INDEX)
+    )
+    with pytest.raises(ValueError, match="no token was masked"):
+        evaluate(model, empty)
+
+
+def test_baseline_accuracy_equals_manual_fraction(tiny_tokenizer, data):
+    evaluation_set = _prepare(tiny_tokenizer, data)
+    token = most_frequent_token(data["docs"], data["specials"])
+    values, counts = np.unique(np.concatenate(data["docs"]), return_counts=True)
+    assert token == int(values[np.argmax(counts)])
+    assert token not in data["specials"]
+    labels = evaluation_set.labels[evaluation_set.labels != IGNORE_INDEX].tolist()
+    manual = sum(label == token for label in labels) / len(labels)
+    assert manual > 0
+    assert baseline_accuracy(evaluation_set, token) == pytest.approx(manual)
+    assert baseline_accuracy(evaluation_set, tiny_tokenizer.pad_token_id) == 0.0
+
+
+def test_most_frequent_token_skips_special_ids():
+    docs = [np.array([0, 0, 0, 0, 7, 7, 9], dtype=np.int32), np.array([9, 9, 2], dtype=np.int32)]
+    assert most_frequent_token(docs, [0, 1, 2, 3, 4]) == 9
+    with pytest.raises(ValueError, match="evaluation"):
+        most_frequent_token([np.array([0, 2, 3], dtype=np.int32)], [0, 1, 2, 3, 4])
+
+
+# ----------------------------------------------------------------------------- fill-mask examples
+def test_fill_mask_examples(tiny_tokenizer, model):
+    sentences = ["The [MASK] of the function is returned.", "Return a new [MASK] of the list."]
+    examples = fill_mask_examples(model, tiny_tokenizer, sentences, top_k=3)
+    assert [e["sentence"] for e in examples] == sentences
+    for example in examples:
+        predictions = example["predictions"]
+        assert len(predictions) == 3
+        assert all(isinstance(p["token"], str) and 0.0 <= p["score"] <= 1.0 for p in predictions)
+        scores = [p["score"] for p in predictions]
+        assert scores == sorted(scores, reverse=True)
+    assert fill_mask_examples(model, tiny_tokenizer, []) == []
+
+
+def test_fill_mask_examples_requires_a_mask(tiny_tokenizer, model):
+    with pytest.raises(ValueError, match=r"evaluation\.fill_mask_sentences"):
+        fill_mask_examples(model, tiny_tokenizer, ["The [MASK] is here.", "No mask in this one."])

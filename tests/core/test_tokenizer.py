@@ -1,0 +1,227 @@
+"""WordPiece training and loading, on real text and the original BERT vocabularies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from bert_mlm.core.corpus import split_paragraphs
+from bert_mlm.core.tokenizer import (
+    SPECIAL_TOKENS,
+    TokenizerConfig,
+    VocabularyError,
+    encode_documents,
+    load_tokenizer,
+    read_vocab_file,
+    special_token_ids,
+    train_wordpiece,
+    unknown_token_rate,
+)
+
+from .conftest import synthetic_sentences
+
+TRAIN_BOOKS = ("austen-emma.txt", "chesterton-brown.txt")  # ~1.3 MB together
+HELD_OUT_BOOK = "melville-moby_dick.txt"
+SAMPLES = [
+    "Emma Woodhouse, handsome, clever, and rich, had lived nearly twenty-one years.",
+    "Father Brown laid down his cigar and said: 'It's a curious case!'",
+    "Call me Ishmael. Some years ago -- never mind how long precisely.",
+    "The caf\u00e9's na\u00efve r\u00e9sum\u00e9, 1,234 items; [MASK] of them.",
+    "",
+]
+
+
+def _paragraphs(path):
+    return split_paragraphs(path.read_text(encoding="utf-8"))
+
+
+def _wikitext_lines(shared_dir):
+    text = (shared_dir / "corpora" / "wikitext-2-raw" / "wiki.valid.raw").read_text(encoding="utf-8")
+    return [line.strip() for line in text.split("\n") if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def trained(shared_dir):
+    texts = []
+    for name in TRAIN_BOOKS:
+        texts += _paragraphs(shared_dir / "corpora" / "gutenberg" / name)
+    return train_wordpiece(texts, vocab_size=8000)
+
+
+@pytest.fixture(scope="module")
+def uncased(shared_dir):
+    return load_tokenizer(shared_dir / "vocab" / "bert-base-uncased.vocab.txt")
+
+
+# ----------------------------------------------------------------------------- training
+def test_trained_special_token_ids(trained):
+    assert len(trained) == 8000
+    assert trained.convert_ids_to_tokens([0, 1, 2, 3, 4]) == list(SPECIAL_TOKENS)
+    assert trained.pad_token_id == 0
+    assert (trained.unk_token_id, trained.cls_token_id, trained.sep_token_id, trained.mask_token_id) == (1, 2, 3, 4)
+    assert special_token_ids(trained) == [0, 1, 2, 3, 4]
+
+
+def test_trained_encodings_start_with_cls_end_with_sep(trained):
+    for sentence in SAMPLES:
+        ids = trained(sentence)["input_ids"]
+        assert ids[0] == trained.cls_token_id
+        assert ids[-1] == trained.sep_token_id
+        assert trained.cls_token_id not in ids[1:-1] and trained.sep_token_id not in ids[1:-1]
+    assert trained("")["input_ids"] == [2, 3]
+    # [MASK] written in text is the mask token, not split into pieces.
+    assert trained.mask_token_id in trained(SAMPLES[3])["input_ids"]
+
+
+def test_trained_tokenizer_is_lowercase_wordpiece(trained):
+    assert trained("Emma")["input_ids"] == trained("emma")["input_ids"]
+    tokens = trained.tokenize("unmistakably")
+    assert tokens and all(t == tokens[0] or t.startswith("##") for t in tokens)
+
+
+def test_encode_documents_matches_tokenizer_without_specials(trained):
+    arrays = encode_documents(trained, SAMPLES, batch_size=2)
+    assert len(arrays) == len(SAMPLES)
+    for sentence, array in zip(SAMPLES, arrays, strict=True):
+        assert array.dtype == np.int32
+        assert array.tolist() == trained(sentence, add_special_tokens=False)["input_ids"]
+
+
+def test_save_pretrained_round_trip_with_auto_tokenizer(trained, tmp_path):
+    trained.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(str(tmp_path))
+    assert len(loaded) == len(trained)
+    for attribute, token in zip(
+        ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIAL_TOKENS, strict=True
+    ):
+        assert getattr(loaded, attribute) == token
+        assert loaded.convert_tokens_to_ids(token) == trained.convert_tokens_to_ids(token)
+    assert set(SPECIAL_TOKENS) <= set(loaded.all_special_tokens)
+    for sentence in SAMPLES:
+        assert loaded(sentence)["input_ids"] == trained(sentence)["input_ids"], sentence
+    # The project's own loader accepts the directory too.
+    again = load_tokenizer(tmp_path)
+    assert [again(s)["input_ids"] for s in SAMPLES] == [trained(s)["input_ids"] for s in SAMPLES]
+
+
+def test_unknown_rate_on_held_out_book_below_one_percent(trained, shared_dir):
+    held_out = _paragraphs(shared_dir / "corpora" / "gutenberg" / HELD_OUT_BOOK)[::2]
+    assert HELD_OUT_BOOK not in TRAIN_BOOKS
+    ids = encode_documents(trained, held_out)
+    total = sum(len(a) for a in ids)
+    assert total > 100_000
+    rate = unknown_token_rate(trained, held_out)
+    assert rate == sum(int((a == trained.unk_token_id).sum()) for a in ids) / total
+    assert rate < 0.01
+
+
+def test_train_wordpiece_rejects_tiny_vocab():
+    with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_size"):
+        train_wordpiece(["some text here"], vocab_size=5)
+    with pytest.raises(ValueError, match=r"tokenizer\.vocab_size"):
+        TokenizerConfig(vocab_size=5)
+    with pytest.raises(ValueError, match=r"tokenizer\.min_frequency"):
+        TokenizerConfig(min_frequency=0)
+    TokenizerConfig(vocab_size=6)  # the smallest allowed size
+
+
+def test_train_wordpiece_small_synthetic_is_usable():
+    tokenizer = train_wordpiece(synthetic_sentences(300), vocab_size=120)
+    assert 5 < len(tokenizer) <= 120
+    assert tokenizer.pad_token_id == 0
+    assert unknown_token_rate(tokenizer, synthetic_sentences(50, seed=1)) == 0.0
+
+
+# ----------------------------------------------------------------------------- existing vocabularies
+def test_load_bert_base_uncased(uncased, shared_dir):
+    assert len(uncased) == 30522
+    assert uncased.pad_token_id == 0
+    assert (uncased.cls_token_id, uncased.sep_token_id, uncased.mask_token_id, uncased.unk_token_id) == (
+        101,
+        102,
+        103,
+        100,
+    )
+    assert uncased("The")["input_ids"] == [101, 1996, 102]
+    lines = _wikitext_lines(shared_dir)[::2]
+    assert unknown_token_rate(uncased, lines) < 0.01
+    ids = np.concatenate(encode_documents(uncased, lines))
+    # Not only special tokens (the transformers-5 pitfall): real word pieces, many of them.
+    assert len(np.unique(ids)) > 5000
+    assert np.isin(ids, special_token_ids(uncased)).mean() < 0.01
+
+
+def test_chinese_chars_false_survives_save_pretrained(shared_dir, tmp_path):
+    tokenizer = load_tokenizer(
+        shared_dir / "vocab" / "bert-base-chinese.vocab.txt", lowercase=False, chinese_chars=False
+    )
+    text = "我爱自然语言处理"
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(str(tmp_path))
+    assert loaded(text)["input_ids"] == tokenizer(text)["input_ids"]
+
+
+def test_bert_base_chinese_one_token_per_character(shared_dir):
+    chinese = load_tokenizer(shared_dir / "vocab" / "bert-base-chinese.vocab.txt", lowercase=False)
+    assert len(chinese) == 21128
+    text = "我爱自然语言处理"
+    tokens = chinese.tokenize(text)
+    assert tokens == list(text)
+    ids = chinese(text)["input_ids"]
+    assert ids[0] == chinese.cls_token_id and ids[-1] == chinese.sep_token_id
+    assert len(ids) == len(text) + 2
+    assert chinese.unk_token_id not in ids
+
+
+def test_read_vocab_file_bert_base_uncased(shared_dir):
+    vocab = read_vocab_file(shared_dir / "vocab" / "bert-base-uncased.vocab.txt")
+    assert len(vocab) == 30522
+    assert vocab["[PAD]"] == 0 and vocab["the"] == 1996
+
+
+def _write_vocab(path, tokens):
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return path
+
+
+GOOD_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "the", "##s", "cat"]
+
+
+def test_small_vocab_file_and_directory_load(tmp_path):
+    _write_vocab(tmp_path / "vocab.txt", GOOD_TOKENS)
+    from_file = load_tokenizer(tmp_path / "vocab.txt")
+    from_dir = load_tokenizer(tmp_path)
+    assert len(from_file) == len(from_dir) == len(GOOD_TOKENS)
+    assert from_file("The cats")["input_ids"] == [2, 7, 9, 8, 3]
+    assert from_dir("The cats dog")["input_ids"] == [2, 7, 9, 8, 1, 3]
+
+
+def test_vocab_with_crlf_line_endings_loads(tmp_path):
+    (tmp_path / "vocab.txt").write_bytes("\r\n".join(GOOD_TOKENS).encode() + b"\r\n")
+    assert read_vocab_file(tmp_path / "vocab.txt")["cat"] == 9
+
+
+@pytest.mark.parametrize(
+    ("tokens", "fragment"),
+    [
+        (GOOD_TOKENS + ["cat", "a"], "duplicate"),
+        ([t for t in GOOD_TOKENS if t != "[MASK]"], r"\[MASK\]"),
+        (["a"] + [t for t in GOOD_TOKENS if t != "a"], "id 0"),
+        (GOOD_TOKENS[1:] + ["[PAD]"], "id 0"),
+    ],
+    ids=["duplicates", "missing-special", "pad-not-first", "pad-last"],
+)
+def test_bad_vocab_files_raise(tmp_path, tokens, fragment):
+    path = _write_vocab(tmp_path / "vocab.txt", tokens)
+    with pytest.raises(VocabularyError, match=fragment):
+        read_vocab_file(path)
+    with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_path"):
+        load_tokenizer(path)
+
+
+def test_missing_vocab_path_raises(tmp_path):
+    with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_path"):
+        load_tokenizer(tmp_path / "nope.txt")
+    with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_path"):
+        load_tokenizer(tmp_path)  # an empty directory

@@ -1,0 +1,195 @@
+"""The training loop on a tiny real model: learning, exact resume, AMP order, non-finite losses."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from bert_mlm.core import training as training_module
+from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.sequences import Collator
+from bert_mlm.core.training import (
+    NonFiniteLossError,
+    TokenIds,
+    TrainingConfig,
+    list_checkpoints,
+    parameter_groups,
+    resolve_precision,
+    save_checkpoint,
+    train,
+)
+
+VOCAB = 64
+SPECIAL = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
+
+
+class TinyTokenizer:
+    """Just what build_model reads from a tokenizer."""
+
+    pad_token_id = 0
+
+    def __len__(self) -> int:
+        return VOCAB
+
+
+def repetitive_sequences(count: int = 96, length: int = 24, seed: int = 0) -> list[np.ndarray]:
+    """Sequences drawn from a few fixed patterns: a tiny model can learn to fill them in."""
+    rng = np.random.default_rng(seed)
+    patterns = [rng.integers(5, VOCAB, size=length - 2) for _ in range(4)]
+    return [np.concatenate(([2], patterns[i % 4], [3])).astype(np.int32) for i in range(count)]
+
+
+def setup(**overrides):
+    model = build_model(
+        ModelConfig(
+            hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, max_position_embeddings=32
+        ),
+        TinyTokenizer(),
+        seed=0,
+    )
+    ids = TokenIds(pad=0, mask=4, special=SPECIAL, replacement=torch.arange(5, VOCAB))
+    settings = {"max_steps": 12, "batch_size": 8, "learning_rate": 3e-3, "warmup_steps": 2, "progress": False}
+    config = TrainingConfig(**{**settings, **overrides})
+    return model, ids, config, Collator(0, SPECIAL, 32, "dynamic")
+
+
+def test_loss_falls_on_learnable_data():
+    model, ids, config, collator = setup()
+    config = replace(config, max_steps=80, learning_rate=5e-3, schedule="constant_with_warmup")
+    result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
+    history = result.history
+    assert len(history) == 80
+    assert history["loss"].tail(10).mean() < 0.6 * history["loss"].head(10).mean()
+    assert result.train_tokens == history["tokens"].sum() > 0
+    assert (history["masked_tokens"] > 0).all()
+
+
+def test_same_seed_same_weights_and_different_seed_differs():
+    runs = []
+    for seed in (1, 1, 2):
+        model, ids, config, collator = setup(seed=seed)
+        train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
+        runs.append(model.state_dict())
+    assert all(torch.equal(runs[0][k], runs[1][k]) for k in runs[0])
+    assert not all(torch.equal(runs[0][k], runs[2][k]) for k in runs[0])
+
+
+def test_resume_after_a_crash_gives_the_same_weights(tmp_path):
+    sequences = repetitive_sequences()
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(tmp_path / "straight"))
+    train(model, sequences, ids, MaskingConfig(), config, collator)
+    uninterrupted = model.state_dict()
+
+    crash_dir = str(tmp_path / "crashed")
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir)
+
+    def crash(step, _record):
+        if step == 10:
+            raise KeyboardInterrupt("simulated crash")
+
+    with pytest.raises(KeyboardInterrupt):
+        train(model, sequences, ids, MaskingConfig(), config, collator, on_step=crash)
+    assert [p.name for p in list_checkpoints(crash_dir)] == ["step-00000004", "step-00000008"]
+
+    fresh, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True)
+    result = train(fresh, sequences, ids, MaskingConfig(), config, collator)
+    assert result.resumed_from_step == 8
+    assert list(result.history["step"]) == list(range(1, 13))
+    resumed = fresh.state_dict()
+    for key in uninterrupted:
+        assert torch.equal(uninterrupted[key], resumed[key]), key
+
+
+def test_fp16_grad_scaler_unscales_before_clipping(monkeypatch):
+    if resolve_precision("fp16", torch.device("cpu")) != "fp16":
+        pytest.skip("no fp16 autocast on this CPU build")
+    seen_stages = []
+    real_clip = torch.nn.utils.clip_grad_norm_
+    created = []
+    real_scaler = torch.amp.GradScaler
+
+    class RecordingScaler(real_scaler):  # the real scaler, observed
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            created.append(self)
+
+    def clip_and_record(parameters, max_norm, *args, **kwargs):
+        scaler = created[-1]
+        stage = next(iter(scaler._per_optimizer_states.values()))["stage"]
+        seen_stages.append(stage.name)
+        return real_clip(parameters, max_norm, *args, **kwargs)
+
+    monkeypatch.setattr(training_module.torch.amp, "GradScaler", RecordingScaler)
+    monkeypatch.setattr(training_module.torch.nn.utils, "clip_grad_norm_", clip_and_record)
+    model, ids, config, collator = setup(precision="fp16", max_steps=4)
+    result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
+    assert created and created[-1].is_enabled()
+    assert seen_stages == ["UNSCALED"] * 4
+    assert result.precision == "fp16"
+    assert np.isfinite(result.history["loss"]).all()
+    assert (result.history["loss_scale"] > 0).all()
+
+
+def test_persistent_nonfinite_loss_stops_with_a_clear_error(tmp_path):
+    model, ids, config, collator = setup(
+        checkpoint_every=2, checkpoint_dir=str(tmp_path), max_nonfinite_steps=3, max_steps=20
+    )
+
+    def poison(step, _record):
+        if step == 4:
+            with torch.no_grad():
+                model.bert.embeddings.word_embeddings.weight.fill_(float("nan"))
+
+    with pytest.raises(NonFiniteLossError, match=r"non-finite for 3 consecutive steps \(last at step 7\)"):
+        train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, on_step=poison)
+    assert list_checkpoints(tmp_path)[-1].name == "step-00000004"  # the last good one is kept
+
+
+def test_no_weight_decay_on_bias_and_layernorm():
+    model, *_ = setup()
+    decay, no_decay = parameter_groups(model, 0.01)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert all(p.ndim >= 2 for p in decay["params"])
+    assert any("LayerNorm" in names[id(p)] for p in no_decay["params"])
+    assert all(not names[id(p)].endswith("bias") for p in decay["params"])
+    assert no_decay["weight_decay"] == 0.0 and decay["weight_decay"] == 0.01
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    save_checkpoint(tmp_path, 1, {"x": torch.ones(2)}, keep=2)
+
+    def failing_save(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(training_module.torch, "save", failing_save)
+    with pytest.raises(OSError):
+        save_checkpoint(tmp_path, 2, {"x": torch.zeros(2)}, keep=2)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000001"]
+    assert torch.load(list_checkpoints(tmp_path)[0] / "checkpoint.pt")["x"].sum() == 2
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"max_steps": 0}, "training.max_steps"),
+        ({"batch_size": -1}, "training.batch_size"),
+        ({"precision": "fp8"}, "training.precision"),
+        ({"learning_rate": 0}, "training.learning_rate"),
+        ({"checkpoint_every": 5, "checkpoint_dir": None}, "training.checkpoint_dir"),
+    ],
+)
+def test_bad_training_config_names_the_parameter(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        TrainingConfig(**overrides)
+
+
+def test_cuda_requested_without_cuda_is_refused():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    with pytest.raises(ValueError, match="training.device"):
+        training_module.resolve_device("cuda")
+    assert resolve_precision("auto", torch.device("cpu")) == "fp32"

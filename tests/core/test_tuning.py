@@ -1,0 +1,208 @@
+"""The Optuna study: resumable, multi-worker, fair (identical evaluation masks), skippable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+import torch
+
+from bert_mlm.core import experiment as experiment_module
+from bert_mlm.core.tuning import TuningConfig, best_parameters, open_study, run_study, trials_table
+from bert_mlm.pipelines.tuning.nodes import tune_mask_probability
+
+WORKER = Path(__file__).with_name("tuning_worker.py")
+
+
+def quadratic(trial, values, report):
+    report(1, values["probability"])
+    return (values["probability"] - 0.3) ** 2
+
+
+def finished_numbers(storage: str, name: str = "workers") -> list[int]:
+    study = optuna.load_study(study_name=name, storage=storage)
+    return sorted(
+        t.number for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
+    )
+
+
+def test_rerun_continues_the_study_without_redoing_trials(tmp_path):
+    storage = f"sqlite:///{tmp_path}/study.db"
+    config = TuningConfig(n_trials=3, storage=storage, study_name="s", pruner="none")
+    study = run_study(config, quadratic)
+    first = [(t.number, t.params["probability"]) for t in study.trials]
+    assert len(first) == 3
+
+    calls = []
+
+    def counting(trial, values, report):
+        calls.append(trial.number)
+        return quadratic(trial, values, report)
+
+    run_study(config, counting)
+    assert calls == []  # n_trials is the study's total: nothing left to do
+    bigger = TuningConfig(n_trials=5, storage=storage, study_name="s", pruner="none")
+    study = run_study(bigger, counting)
+    assert calls == [3, 4]
+    assert [(t.number, t.params["probability"]) for t in study.trials][:3] == first
+    best = best_parameters(study, bigger)
+    assert best["source"] == "tuning" and 0.1 <= best["masking"]["probability"] <= 0.5
+    assert best["finished_trials"] == 5
+
+
+def test_same_seed_same_study(tmp_path):
+    values = []
+    for run in range(2):
+        config = TuningConfig(n_trials=4, storage=f"sqlite:///{tmp_path}/{run}.db", seed=7)
+        values.append([t.params["probability"] for t in run_study(config, quadratic).trials])
+    assert values[0] == values[1]
+    assert len(set(values[0])) == 4
+
+
+def test_a_crashing_trial_is_recorded_and_the_study_goes_on(tmp_path):
+    config = TuningConfig(n_trials=3, storage=f"sqlite:///{tmp_path}/s.db", pruner="none")
+
+    def flaky(trial, values, report):
+        if trial.number == 1:
+            raise RuntimeError("out of memory, say")
+        return quadratic(trial, values, report)
+
+    study = run_study(config, flaky)
+    table = trials_table(study)
+    assert list(table["state"]) == ["COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
+
+
+def test_every_trial_failing_stops_with_an_error(tmp_path):
+    config = TuningConfig(n_trials=2, storage=f"sqlite:///{tmp_path}/s.db")
+
+    def broken(trial, values, report):
+        raise ValueError("bad config")
+
+    with pytest.raises(RuntimeError, match="consecutive trials failed"):
+        run_study(config, broken)
+
+
+def test_killed_worker_trial_is_failed_and_the_next_run_finishes(tmp_path):
+    storage = f"sqlite:///{tmp_path}/study.db"
+    worker = subprocess.Popen(
+        [sys.executable, str(WORKER), storage, "4", "0", "2"], stdout=subprocess.PIPE, text=True
+    )
+    line = worker.stdout.readline()
+    assert "hanging in trial 2" in line
+    worker.kill()  # SIGKILL: no chance to clean up
+    worker.wait(timeout=30)
+    study = optuna.load_study(study_name="workers", storage=storage)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE", "RUNNING"]
+    time.sleep(4)  # past the grace period: the heartbeat is stale
+
+    result = subprocess.run([sys.executable, str(WORKER), storage, "4", "0"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    study = optuna.load_study(study_name="workers", storage=storage)
+    states = [t.state.name for t in study.trials]
+    assert states[:3] == ["COMPLETE", "COMPLETE", "FAIL"]
+    assert states.count("COMPLETE") == 4
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_two_workers_share_one_study_and_finish_exactly_n_trials(tmp_path, kind):
+    storage = f"sqlite:///{tmp_path}/study.db" if kind == "sqlite" else f"journal:{tmp_path}/study.log"
+    if kind == "sqlite":
+        open_study(TuningConfig(storage=storage, study_name="workers"))  # create once, no race on the schema
+    workers = [
+        subprocess.Popen([sys.executable, str(WORKER), storage, "6", "0.3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [w.communicate(timeout=180) for w in workers]
+    assert all(w.returncode == 0 for w in workers), outputs
+    if kind == "journal":
+        from bert_mlm.core.tuning import make_storage
+
+        storage_object = make_storage(TuningConfig(storage=storage))
+        study = optuna.load_study(study_name="workers", storage=storage_object)
+        numbers = sorted(t.number for t in study.trials if t.state.is_finished() and t.state.name != "FAIL")
+    else:
+        numbers = finished_numbers(storage)
+    assert len(numbers) == 6 and len(set(numbers)) == 6
+
+
+# ----------------------------------------------------------------------------- the node
+def tiny_inputs():
+    from bert_mlm.core.tokenizer import train_wordpiece
+
+    rng = np.random.default_rng(0)
+    words = ["alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma"]
+    texts = [" ".join(rng.choice(words, size=20)) for _ in range(200)]
+    tokenizer = train_wordpiece(texts, vocab_size=60, min_frequency=1)
+    rows = []
+    for split, start in (("train", 0), ("valid", 150)):
+        for text in texts[start : start + 50 if split == "valid" else 150]:
+            rows.append({"split": split, "input_ids": np.asarray(tokenizer(text)["input_ids"], dtype=np.int32)})
+    frame = pd.DataFrame(rows)
+    frame["length"] = frame["input_ids"].map(len)
+    return frame, tokenizer
+
+
+PARAMS = {
+    "model": {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32},
+    "training": {"batch_size": 8, "progress": False, "warmup_steps": 1},
+    "masking": {"probability": 0.15},
+    "evaluation": {"batch_size": 16},
+    "sequences": {"max_length": 32},
+}
+
+
+def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, monkeypatch):
+    seen = []
+    real_evaluate = experiment_module.evaluate
+
+    def recording_evaluate(model, evaluation_set, *args, **kwargs):
+        seen.append((evaluation_set.input_ids.clone(), evaluation_set.labels.clone()))
+        return real_evaluate(model, evaluation_set, *args, **kwargs)
+
+    monkeypatch.setattr(experiment_module, "evaluate", recording_evaluate)
+    sequences, tokenizer = tiny_inputs()
+    tuning = {"n_trials": 2, "trial_steps": 4, "eval_every": 2, "storage": f"sqlite:///{tmp_path}/s.db", "pruner": "none"}
+    best, trials, objective_plot, history_plot = tune_mask_probability(
+        sequences, tokenizer, tuning, PARAMS["model"], PARAMS["training"], PARAMS["masking"], PARAMS["evaluation"], PARAMS["sequences"]
+    )
+    probabilities = trials["params_probability"].tolist()
+    assert len(probabilities) == 2 and probabilities[0] != probabilities[1]
+    assert len(seen) == 4  # two evaluations per trial
+    for inputs, labels in seen[1:]:
+        assert torch.equal(inputs, seen[0][0]) and torch.equal(labels, seen[0][1])
+    masked_rate = (seen[0][1] != -100).sum() / (seen[0][1] != -100).numel()
+    assert 0 < masked_rate < 0.15  # 15 % of real tokens; padding and specials never masked
+    assert best["masking"]["probability"] in probabilities
+    assert len(objective_plot.data) == 2
+
+
+def test_zero_trials_bypasses_tuning(tmp_path):
+    sequences, tokenizer = tiny_inputs()
+    tuning = {"n_trials": 0, "storage": f"sqlite:///{tmp_path}/never.db"}
+    best, trials, _, _ = tune_mask_probability(
+        sequences, tokenizer, tuning, PARAMS["model"], PARAMS["training"], {"probability": 0.2}, PARAMS["evaluation"], PARAMS["sequences"]
+    )
+    assert best == {"masking": {"probability": 0.2}, "source": "parameters"}
+    assert trials.empty
+    assert not (tmp_path / "never.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"n_trials": -1}, "tuning.n_trials"),
+        ({"search_space": {"probability": [0.5, 0.2]}}, "tuning.search_space.probability"),
+        ({"search_space": {"probability": [0.1, 1.2]}}, "tuning.search_space.probability"),
+        ({"search_space": {"dropout": [0.1, 0.2]}}, "tuning.search_space"),
+        ({"pruner": "magic"}, "tuning.pruner"),
+    ],
+)
+def test_bad_tuning_config_names_the_parameter(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        TuningConfig(**overrides)
