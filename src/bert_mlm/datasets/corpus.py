@@ -10,7 +10,7 @@ from kedro.io import AbstractDataset, DatasetError
 from bert_mlm.core.corpus import builtin_corpus, read_corpus
 
 
-class CorpusDataset(AbstractDataset[None, pd.DataFrame]):
+class CorpusDataset(AbstractDataset[Any, pd.DataFrame]):
     """Reads ``path`` (a text file, a directory, or a glob of ``.txt``/``.raw``/``.csv``/
     ``.parquet``/``.jsonl`` files) into a frame of raw texts: ``source``, ``text``,
     ``replaced_bytes`` and ``is_document`` (table rows are documents already).
@@ -49,7 +49,7 @@ class CorpusDataset(AbstractDataset[None, pd.DataFrame]):
             }
         )
 
-    def save(self, data: None) -> None:
+    def save(self, data: Any) -> None:
         raise DatasetError("CorpusDataset is read-only: it reads the user's corpus")
 
     def _describe(self) -> dict[str, Any]:

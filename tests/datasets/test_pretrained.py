@@ -1,0 +1,60 @@
+"""Versioned Hugging Face directories: round trip, atomic saves, latest-version loading."""
+
+from __future__ import annotations
+
+import pytest
+from kedro.io.core import Version
+from transformers import BertConfig, BertForMaskedLM
+
+from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset, TokenizerDataset
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    texts = ["the cat sat on the mat", "a dog ran in the park", "the mat was red"] * 20
+    return train_wordpiece(texts, vocab_size=60, min_frequency=1)
+
+
+def tiny_model(tokenizer) -> BertForMaskedLM:
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32, pad_token_id=0)
+    return BertForMaskedLM(config)
+
+
+def test_tokenizer_round_trip_and_versions(tmp_path, tokenizer):
+    first = TokenizerDataset(str(tmp_path / "tok"), version=Version(None, "2026-01-01T00.00.00.000Z"))
+    first.save(tokenizer)
+    second = TokenizerDataset(str(tmp_path / "tok"), version=Version(None, "2026-01-02T00.00.00.000Z"))
+    second.save(tokenizer)
+    latest = TokenizerDataset(str(tmp_path / "tok"), version=Version(None, None))
+    assert latest.exists()
+    assert str(latest._get_load_path()).endswith("2026-01-02T00.00.00.000Z/tok")
+    loaded = latest.load()
+    assert loaded("the cat sat")["input_ids"] == tokenizer("the cat sat")["input_ids"]
+
+
+def test_model_directory_loads_in_fill_mask(tmp_path, tokenizer):
+    from transformers import pipeline
+
+    dataset = MaskedLMDataset(str(tmp_path / "lm"), version=Version(None, None))
+    dataset.save(MaskedLM(tiny_model(tokenizer), tokenizer))
+    saved = next((tmp_path / "lm").iterdir()) / "lm"
+    assert (saved / "model.safetensors").is_file() and (saved / "tokenizer.json").is_file()
+    bundle = MaskedLMDataset(str(tmp_path / "lm"), version=Version(None, None)).load()
+    assert bundle.model.config.vocab_size == len(tokenizer)
+    assert len(pipeline("fill-mask", model=str(saved))("the [MASK] sat")) == 5
+
+
+def test_failed_save_leaves_no_version(tmp_path, tokenizer):
+    class Exploding:
+        def save_pretrained(self, directory):
+            (tmp_path / "half-written-marker").touch()
+            raise OSError("disk full")
+
+    dataset = MaskedLMDataset(str(tmp_path / "lm"), version=Version(None, None))
+    with pytest.raises(Exception, match="disk full"):
+        dataset.save(MaskedLM(Exploding(), tokenizer))
+    versions = list((tmp_path / "lm").iterdir()) if (tmp_path / "lm").exists() else []
+    assert all(not list(v.iterdir()) for v in versions), "no directory may remain, not even a temporary one"
+    assert not MaskedLMDataset(str(tmp_path / "lm"), version=Version(None, None)).exists()
