@@ -42,6 +42,9 @@ class CorpusConfig:
     path: str | None = None
     text_column: str = "text"
     min_chars: int = 20
+    # Longer paragraphs (a file without blank lines, a 100 MB line) are cut at whitespace into
+    # documents of at most this many characters, so one giant line cannot exhaust memory later.
+    max_document_chars: int = 100_000
     deduplicate: bool = True
     split_ratios: dict = field(default_factory=lambda: {"train": 0.9, "valid": 0.05, "test": 0.05})
     split_salt: str = ""
@@ -49,6 +52,11 @@ class CorpusConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.min_chars, int) or self.min_chars < 1:
             raise ValueError(f"corpus.min_chars: {self.min_chars!r} must be a positive integer")
+        if not isinstance(self.max_document_chars, int) or self.max_document_chars < max(self.min_chars, 100):
+            raise ValueError(
+                f"corpus.max_document_chars: {self.max_document_chars!r} must be an integer >= 100 "
+                "and >= corpus.min_chars"
+            )
         validate_split_ratios(dict(self.split_ratios))
 
 
@@ -231,8 +239,20 @@ def split_paragraphs(text: str) -> list[str]:
     return [p for p in (join_paragraph(b) for b in _BLANK_LINE.split(normalise(text))) if p]
 
 
+def chunk_text(text: str, max_chars: int) -> list[str]:
+    """Cut ``text`` into pieces of at most ``max_chars``, at the last space before the limit."""
+    pieces = []
+    while len(text) > max_chars:
+        cut = text.rfind(" ", max_chars // 2, max_chars + 1)
+        cut = cut if cut > 0 else max_chars
+        pieces.append(text[:cut].strip())
+        text = text[cut:].lstrip()
+    pieces.append(text)
+    return [p for p in pieces if p]
+
+
 def clean_documents(
-    items: Iterable[RawText], min_chars: int = 20, deduplicate: bool = True
+    items: Iterable[RawText], min_chars: int = 20, deduplicate: bool = True, max_chars: int = 100_000
 ) -> tuple[pd.DataFrame, CleaningReport]:
     """Clean raw texts into documents: a frame with ``source``, ``text`` and ``doc_hash``."""
     report = CleaningReport()
@@ -246,7 +266,7 @@ def clean_documents(
         paragraphs = (
             [join_paragraph(normalise(item.text))] if item.is_document else split_paragraphs(item.text)
         )
-        for paragraph in paragraphs:
+        for paragraph in (piece for p in paragraphs for piece in chunk_text(p, max_chars)):
             if len(paragraph) < min_chars:
                 report.dropped_short += 1
                 continue

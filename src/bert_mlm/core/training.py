@@ -294,7 +294,14 @@ def train(
         found = list_checkpoints(config.checkpoint_dir)
         if found:
             state = torch.load(found[-1] / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
-            model.load_state_dict(state["model"])
+            try:
+                model.load_state_dict(state["model"])
+            except RuntimeError as error:
+                raise ValueError(
+                    f"training.resume: the checkpoint {str(found[-1])!r} is from a different model shape "
+                    f"or vocabulary; point training.checkpoint_dir elsewhere or set training.resume=false "
+                    f"({str(error).splitlines()[0]})"
+                ) from error
             optimizer.load_state_dict(state["optimizer"])
             scheduler.load_state_dict(state["scheduler"])
             scaler.load_state_dict(state["scaler"])

@@ -23,13 +23,18 @@ def clean_and_split_corpus(raw_corpus: pd.DataFrame, corpus_params: dict) -> tup
         RawText(source=r.source, text=r.text, replaced_bytes=int(r.replaced_bytes), is_document=bool(r.is_document))
         for r in raw_corpus.itertuples(index=False)
     )
-    documents, report = clean_documents(items, config.min_chars, config.deduplicate)
+    documents, report = clean_documents(items, config.min_chars, config.deduplicate, config.max_document_chars)
     if documents.empty:
         raise CorpusError(
             f"corpus.path: the corpus is empty after cleaning ({report.raw_items} raw item(s), "
             f"{report.dropped_short} shorter than corpus.min_chars={config.min_chars})"
         )
     documents["split"] = assign_splits(documents["doc_hash"].tolist(), config.split_ratios, config.split_salt)
+    if not (documents["split"] == "train").any():
+        raise CorpusError(
+            f"corpus.path: the corpus is too small: none of its {len(documents)} document(s) landed in "
+            "the train split (corpus.split_ratios); add text"
+        )
     stats = corpus_stats(documents, report)
     logger.info(
         "Corpus: %d documents from %d source(s); %d duplicates and %d short items dropped; "

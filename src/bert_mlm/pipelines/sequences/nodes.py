@@ -56,5 +56,8 @@ def build_model_inputs(
     stats = pd.DataFrame(rows)
     if stats.loc[stats["split"] == "train", "sequences"].iloc[0] == 0:
         raise ValueError("sequences: the train split produced no sequence; the corpus is too small")
+    for split in ("valid", "test"):
+        if stats.loc[stats["split"] == split, "sequences"].iloc[0] == 0:
+            logger.warning("sequences: the %s split is empty; tuning (valid) and evaluation (test) need it", split)
     logger.info("Sequences per split: %s", dict(zip(stats["split"], stats["sequences"], strict=True)))
     return pd.concat(frames, ignore_index=True), stats

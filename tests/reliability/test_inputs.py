@@ -1,0 +1,110 @@
+"""Bad inputs: each gets a clear error (naming the parameter or file) or a documented recovery,
+and a failed run leaves no output behind."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from kedro.io import DatasetError
+
+from bert_mlm.core.corpus import CorpusError, RawText, clean_documents, read_corpus
+from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus
+from bert_mlm.datasets.corpus import CorpusDataset
+
+PARAMS = {"min_chars": 20}
+
+
+def ingest(path: Path, **params) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return clean_and_split_corpus(CorpusDataset(path=str(path), **params).load(), PARAMS)
+
+
+def test_missing_path(tmp_path):
+    with pytest.raises((CorpusError, DatasetError), match=r"corpus\.path: '.*nowhere' does not exist"):
+        ingest(tmp_path / "nowhere")
+
+
+def test_empty_file(tmp_path):
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(CorpusError, match=r"corpus\.path: the corpus is empty after cleaning"):
+        ingest(tmp_path / "empty.txt")
+
+
+def test_binary_file_is_named(tmp_path):
+    (tmp_path / "model.txt").write_bytes(b"PK\x03\x04\x00\x00binary" * 100)
+    with pytest.raises((CorpusError, DatasetError), match=r"corpus file '.*model\.txt' looks binary"):
+        ingest(tmp_path / "model.txt")
+
+
+def test_non_utf8_text_is_recovered_and_counted(tmp_path):
+    text = "Caf\u00e9 society met on the boulevard every single evening of the year.\n\nAnother paragraph here."
+    (tmp_path / "latin1.txt").write_bytes(text.encode("latin-1"))
+    documents, stats = ingest(tmp_path / "latin1.txt")
+    assert stats.loc[stats["split"] == "all", "replaced_bytes"].item() == 1  # the é
+    assert documents["text"].str.contains("Caf\ufffd society").any()
+
+
+def test_a_100_mb_line_without_newline_becomes_bounded_documents(tmp_path):
+    path = tmp_path / "one-line.txt"
+    word = b"lorem ipsum dolor sit amet "
+    path.write_bytes(word * (100 * 2**20 // len(word)))
+    started = time.perf_counter()
+    items = read_corpus(path)
+    documents, report = clean_documents(items, min_chars=20, deduplicate=False, max_chars=100_000)
+    assert time.perf_counter() - started < 120
+    assert len(documents) > 1000
+    assert documents["text"].str.len().max() <= 100_000
+    assert documents["text"].str.len().sum() > 0.99 * path.stat().st_size
+
+
+def test_table_without_the_text_column(tmp_path):
+    pd.DataFrame({"body": ["some text long enough to keep around"]}).to_parquet(tmp_path / "rows.parquet")
+    with pytest.raises((CorpusError, DatasetError), match=r"corpus\.text_column: column 'text' does not exist in '.*rows\.parquet'"):
+        ingest(tmp_path / "rows.parquet")
+    documents, _ = ingest(tmp_path / "rows.parquet", text_column="body")
+    assert documents["text"].tolist() == ["some text long enough to keep around"]
+
+
+def test_corpus_without_any_training_document(tmp_path):
+    # One document that hashes into valid/test: nothing to train on.
+    for salt in range(100):
+        text = f"A lone paragraph of sufficient length number {salt}."
+        documents, _ = clean_documents([RawText("x", text)], min_chars=5)
+        from bert_mlm.core.corpus import assign_splits
+
+        if assign_splits(documents["doc_hash"].tolist(), {"train": 0.9, "valid": 0.05, "test": 0.05}) != ["train"]:
+            break
+    (tmp_path / "tiny.txt").write_text(text)
+    with pytest.raises(CorpusError, match=r"corpus\.path: the corpus is too small"):
+        ingest(tmp_path / "tiny.txt")
+
+
+def test_resume_from_a_checkpoint_of_another_shape(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+    from test_training import repetitive_sequences, setup
+
+    from bert_mlm.core.masking import MaskingConfig
+    from bert_mlm.core.model import ModelConfig, build_model
+    from bert_mlm.core.training import train
+
+    model, ids, config, collator = setup(checkpoint_every=2, checkpoint_dir=str(tmp_path), max_steps=2)
+    train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
+    _, ids, config, collator = setup(checkpoint_every=2, checkpoint_dir=str(tmp_path), max_steps=4, resume=True)
+    wider = build_model(ModelConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                    max_position_embeddings=32), model_tokenizer(), seed=0)
+    with pytest.raises(ValueError, match=r"training\.resume: the checkpoint '.*step-00000002' is from a different model shape"):
+        train(wider, repetitive_sequences(), ids, MaskingConfig(), config, collator)
+
+
+def model_tokenizer():
+    class Tiny:
+        pad_token_id = 0
+
+        def __len__(self):
+            return 64
+
+    return Tiny()
