@@ -240,14 +240,19 @@ def split_paragraphs(text: str) -> list[str]:
 
 
 def chunk_text(text: str, max_chars: int) -> list[str]:
-    """Cut ``text`` into pieces of at most ``max_chars``, at the last space before the limit."""
-    pieces = []
-    while len(text) > max_chars:
-        cut = text.rfind(" ", max_chars // 2, max_chars + 1)
-        cut = cut if cut > 0 else max_chars
-        pieces.append(text[:cut].strip())
-        text = text[cut:].lstrip()
-    pieces.append(text)
+    """Cut ``text`` into pieces of at most ``max_chars``, at the last space before the limit.
+
+    Walks by index (no copies of the remainder), so a 100 MB line costs one pass.
+    """
+    if len(text) <= max_chars:
+        return [text]
+    pieces, start = [], 0
+    while len(text) - start > max_chars:
+        cut = text.rfind(" ", start + max_chars // 2, start + max_chars + 1)
+        cut = cut if cut > start else start + max_chars
+        pieces.append(text[start:cut].strip())
+        start = cut
+    pieces.append(text[start:].strip())
     return [p for p in pieces if p]
 
 
