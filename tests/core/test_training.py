@@ -193,3 +193,10 @@ def test_cuda_requested_without_cuda_is_refused():
     with pytest.raises(ValueError, match="training.device"):
         training_module.resolve_device("cuda")
     assert resolve_precision("auto", torch.device("cpu")) == "fp32"
+
+
+def test_epochs_set_the_budget():
+    model, ids, config, collator = setup(epochs=2, batch_size=8, max_steps=1)
+    result = train(model, repetitive_sequences(40), ids, MaskingConfig(), config, collator)
+    assert len(result.history) == 2 * 5  # 40 sequences / 8 per batch = 5 steps per epoch
+    assert list(result.history["epoch"].unique()) == [0, 1]

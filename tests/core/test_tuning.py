@@ -206,3 +206,17 @@ def test_zero_trials_bypasses_tuning(tmp_path):
 def test_bad_tuning_config_names_the_parameter(overrides, message):
     with pytest.raises(ValueError, match=message):
         TuningConfig(**overrides)
+
+
+def test_node_reruns_continue_and_a_changed_setup_starts_a_new_study(tmp_path):
+    sequences, tokenizer = tiny_inputs()
+    tuning = {"n_trials": 2, "trial_steps": 2, "eval_every": 1, "storage": f"sqlite:///{tmp_path}/s.db", "pruner": "none"}
+    args = (PARAMS["model"], PARAMS["training"], PARAMS["masking"], PARAMS["evaluation"], PARAMS["sequences"])
+    first, trials_first, _, _ = tune_mask_probability(sequences, tokenizer, tuning, *args)
+    again, trials_again, _, _ = tune_mask_probability(sequences, tokenizer, tuning, *args)
+    assert again["study_name"] == first["study_name"] and first["study_name"].startswith("mask-probability-")
+    assert trials_again["number"].tolist() == trials_first["number"].tolist() == [0, 1]
+    changed, trials_changed, _, _ = tune_mask_probability(sequences, tokenizer, {**tuning, "trial_steps": 3}, *args)
+    assert changed["study_name"] != first["study_name"]
+    assert trials_changed["number"].tolist() == [0, 1]
+    assert len(optuna.get_all_study_names(f"sqlite:///{tmp_path}/s.db")) == 2

@@ -14,7 +14,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,8 @@ class NonFiniteLossError(RuntimeError):
 @dataclass(frozen=True)
 class TrainingConfig:
     max_steps: int = 1000
+    # When set, the budget is this many passes over the training sequences instead of max_steps.
+    epochs: float | None = None
     batch_size: int = 32
     gradient_accumulation_steps: int = 1
     learning_rate: float = 1e-3
@@ -75,6 +77,8 @@ class TrainingConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"training.{name}: {value!r} must be a positive integer")
+        if self.epochs is not None and not self.epochs > 0:
+            raise ValueError(f"training.epochs: {self.epochs!r} must be > 0 (or null to use max_steps)")
         if not self.learning_rate > 0:
             raise ValueError(f"training.learning_rate: {self.learning_rate!r} must be > 0")
         if self.warmup_steps < 0:
@@ -270,6 +274,11 @@ def train(
     """
     if not sequences:
         raise ValueError("training: there are no training sequences (is the train split empty?)")
+    if config.epochs is not None:
+        batches_per_epoch = math.ceil(len(sequences) / config.batch_size)
+        config = replace(
+            config, max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps))
+        )
     device = resolve_device(config.device)
     precision = resolve_precision(config.precision, device)
     amp_dtype = autocast_dtype(precision)

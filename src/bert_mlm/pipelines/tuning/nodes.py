@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-from dataclasses import replace
+from dataclasses import asdict, replace
 
+import numpy as np
 import optuna
 import pandas as pd
 import plotly.graph_objects as go
@@ -43,6 +46,10 @@ def tune_mask_probability(
         best = {"masking": {"probability": experiment.masking.probability}, "source": "parameters"}
         return best, pd.DataFrame(columns=["number", "state", "value"]), go.Figure(), go.Figure()
 
+    # Trials are only comparable under the same data, model and trial budget: the study name
+    # carries a fingerprint of them, so a rerun continues its study and a changed setup starts a
+    # new one instead of mixing incomparable trials.
+    config = replace(config, study_name=f"{config.study_name}-{study_fingerprint(experiment, config)}")
     trial_training = replace(
         experiment.training, max_steps=config.trial_steps, warmup_steps=min(experiment.training.warmup_steps, config.trial_steps // 5),
         checkpoint_every=0, resume=False, progress=False,
@@ -60,6 +67,23 @@ def tune_mask_probability(
     best = best_parameters(study, config)
     logger.info("Best trial %d: eval loss %.4f with %s", best["best_trial"], best["best_eval_loss"], best.get("masking"))
     return best, trials, objective_plot(trials), optuna.visualization.plot_optimization_history(study)
+
+
+def study_fingerprint(experiment, config: TuningConfig) -> str:
+    digest = hashlib.blake2b(digest_size=5)
+    comparable = {
+        "model": asdict(experiment.model_config),
+        "training": {k: v for k, v in asdict(experiment.training).items() if k not in ("progress", "resume", "checkpoint_every", "checkpoint_dir", "keep_checkpoints", "max_steps", "epochs")},
+        "masking": asdict(experiment.masking),
+        "evaluation": asdict(experiment.evaluation),
+        "sequences": asdict(experiment.sequence_config),
+        "tuning": {k: v for k, v in asdict(config).items() if k in ("trial_steps", "eval_every", "search_space", "eval_max_sequences")},
+    }
+    digest.update(json.dumps(comparable, sort_keys=True, default=str).encode())
+    for split in ("train", "valid"):
+        for sequence in experiment.sequences.get(split, []):
+            digest.update(np.ascontiguousarray(sequence, dtype=np.int32).tobytes())
+    return digest.hexdigest()
 
 
 def objective_plot(trials: pd.DataFrame) -> go.Figure:

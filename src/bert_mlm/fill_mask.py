@@ -1,0 +1,56 @@
+"""`bert-mlm fill-mask "The [MASK] sat on the mat."`: top-k fills from a trained model.
+
+Loads the latest version of the catalog's ``trained_model`` (``data/06_models/masked_lm``), a
+named version (``--version 2026-12-02T15.00.00.000Z``), or any model directory (``--model DIR``).
+Also usable from Python: ``from bert_mlm.fill_mask import fill_mask``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from kedro.io.core import Version
+
+from bert_mlm.core.evaluation import fill_mask_examples
+from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
+
+DEFAULT_MODELS = "data/06_models/masked_lm"
+
+
+def load_masked_lm(model: str | None = None, version: str | None = None, models_dir: str = DEFAULT_MODELS) -> MaskedLM:
+    if model:
+        directory = Path(model)
+        if not (directory / "config.json").is_file():
+            raise click.UsageError(f"--model: {model!r} is not a model directory (no config.json)")
+        return MaskedLMDataset(str(directory)).load()
+    dataset = MaskedLMDataset(models_dir, version=Version(version, None))
+    try:
+        return dataset.load()
+    except Exception as error:
+        raise click.UsageError(
+            f"no trained model {'version ' + repr(version) + ' ' if version else ''}under {models_dir!r}: "
+            f"run `kedro run` first, or pass --model DIR ({error})"
+        ) from error
+
+
+def fill_mask(sentences: list[str], model: str | None = None, version: str | None = None, top_k: int = 5) -> list[dict]:
+    bundle = load_masked_lm(model, version)
+    return fill_mask_examples(bundle.model, bundle.tokenizer, sentences, top_k)
+
+
+@click.command("fill-mask")
+@click.argument("sentences", nargs=-1, required=True)
+@click.option("--model", "model", default=None, help="A model directory (default: the latest trained version).")
+@click.option("--version", default=None, help="A version of data/06_models/masked_lm (default: the latest).")
+@click.option("--top-k", default=5, show_default=True, type=click.IntRange(1, 100))
+def fill_mask_command(sentences: tuple[str, ...], model: str | None, version: str | None, top_k: int) -> None:
+    """Print the top-k fills of [MASK] in each SENTENCE."""
+    try:
+        examples = fill_mask(list(sentences), model, version, top_k)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from error
+    for example in examples:
+        click.echo(example["sentence"])
+        for rank, prediction in enumerate(example["predictions"], 1):
+            click.echo(f"  {rank}. {prediction['token']:<20} {prediction['score']:.4f}")

@@ -1,0 +1,60 @@
+"""The `bert-mlm fill-mask` command: latest version, a named version, a directory, clear errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from kedro.io.core import Version
+from transformers import BertConfig, BertForMaskedLM
+
+from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
+from bert_mlm.fill_mask import fill_mask
+
+
+@pytest.fixture
+def project_with_models(tmp_path, monkeypatch):
+    texts = ["the cat sat on the mat", "the dog sat on the rug", "a cat ran"] * 30
+    tokenizer = train_wordpiece(texts, vocab_size=40, min_frequency=1)
+    for version, seed in (("2026-01-01T00.00.00.000Z", 0), ("2026-01-02T00.00.00.000Z", 1)):
+        config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=32, max_position_embeddings=32, pad_token_id=0)
+        import torch
+
+        torch.manual_seed(seed)
+        MaskedLMDataset(str(tmp_path / "data/06_models/masked_lm"), version=Version(None, version)).save(
+            MaskedLM(BertForMaskedLM(config), tokenizer)
+        )
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_latest_and_named_versions_differ(project_with_models):
+    latest = fill_mask(["the [MASK] sat"], top_k=3)
+    named_latest = fill_mask(["the [MASK] sat"], version="2026-01-02T00.00.00.000Z", top_k=3)
+    older = fill_mask(["the [MASK] sat"], version="2026-01-01T00.00.00.000Z", top_k=3)
+    assert latest == named_latest
+    assert latest != older
+    assert len(latest[0]["predictions"]) == 3
+
+
+def test_command_line(project_with_models):
+    result = subprocess.run(
+        [sys.executable, "-m", "bert_mlm", "fill-mask", "the [MASK] sat on the mat", "--top-k", "2"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "the [MASK] sat on the mat"
+    assert lines[1].strip().startswith("1.") and lines[2].strip().startswith("2.")
+
+
+def test_clear_errors(project_with_models, tmp_path):
+    no_mask = subprocess.run([sys.executable, "-m", "bert_mlm", "fill-mask", "no mask here"],
+                             capture_output=True, text=True, timeout=120)
+    assert no_mask.returncode == 2 and "has no [MASK]" in no_mask.stderr
+    missing = subprocess.run([sys.executable, "-m", "bert_mlm", "fill-mask", "a [MASK]", "--model", str(tmp_path / "nope")],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "is not a model directory" in missing.stderr
