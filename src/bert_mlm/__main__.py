@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 def main(*args, **kwargs) -> Any:
     argv = list(args[0]) if args and isinstance(args[0], (list, tuple)) else sys.argv[1:]
     if argv[:1] == ["fill-mask"]:

@@ -11,8 +11,8 @@ import pytest
 from kedro.io import DatasetError
 
 from bert_mlm.core.corpus import CorpusError, RawText, clean_documents, read_corpus
-from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus
 from bert_mlm.datasets.corpus import CorpusDataset
+from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus
 
 PARAMS = {"min_chars": 20}
 

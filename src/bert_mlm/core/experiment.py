@@ -85,6 +85,6 @@ def train_trial(
             report(step, last["loss"])
 
     experiment.train(model, training, masking, on_step)
-    del model
-    torch.cuda.empty_cache() if torch.cuda.is_available() else None
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()  # the next trial builds a fresh model
     return last["loss"]
