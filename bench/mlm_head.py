@@ -40,7 +40,7 @@ def main() -> None:
     def masked_only() -> float:
         loss_sum, _, count = masked_lm_loss(sparse, inputs, attention, labels)
         (loss_sum / count).backward()
-        return float(loss_sum / count)
+        return float(loss_sum.detach() / count)
 
     def every_position() -> float:
         loss = model(input_ids=inputs, attention_mask=attention, labels=labels).loss

@@ -7,6 +7,7 @@ import logging
 from kedro.framework.hooks import hook_impl
 
 from bert_mlm.core.corpus import CorpusConfig
+from bert_mlm.core.distributed import DistributedConfig
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.params import build_config
@@ -26,6 +27,7 @@ SECTIONS = {
     "masking": MaskingConfig,
     "training": TrainingConfig,
     "tuning": TuningConfig,
+    "distributed": DistributedConfig,
 }
 
 

@@ -6,6 +6,7 @@ training run are built the same way.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -13,6 +14,7 @@ import pandas as pd
 import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
+from bert_mlm.core.distributed import DistributedConfig, Rank, launch
 from bert_mlm.core.evaluation import EvaluationConfig, EvaluationSet, evaluate, prepare_evaluation_set
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
@@ -88,3 +90,29 @@ def train_trial(
     if torch.cuda.is_available():
         torch.cuda.empty_cache()  # the next trial builds a fresh model
     return last["loss"]
+
+
+def train_data_parallel(
+    experiment: Experiment, training: TrainingConfig, masking: MaskingConfig, distributed: DistributedConfig
+) -> tuple[BertForMaskedLM, TrainingResult]:
+    """Train on ``distributed.world_size`` data-parallel workers (in-process when it is 1) and
+    return the trained model and rank 0's result."""
+    if distributed.world_size == 1:
+        model = experiment.new_model()
+        return model, experiment.train(model, training, masking)
+    state, result = launch(distributed, _train_rank, experiment, training, masking)
+    model = experiment.new_model()
+    model.load_state_dict(state)
+    return model, result
+
+
+def _train_rank(experiment: Experiment, training: TrainingConfig, masking: MaskingConfig, rank: Rank):
+    if not torch.cuda.is_available():
+        # Workers share the machine's cores: oversubscribed OpenMP threads slow every step >10x.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+    model = experiment.new_model()
+    result = train(model, experiment.sequences.get("train", []), experiment.token_ids, masking, training,
+                   experiment.collator, rank=rank)
+    if rank.is_main:
+        return {k: v.detach().cpu() for k, v in model.state_dict().items()}, result
+    return None

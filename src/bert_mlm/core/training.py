@@ -13,6 +13,7 @@ import os
 import random
 import shutil
 import time
+from contextlib import nullcontext
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -20,9 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase, get_scheduler
 
+from bert_mlm.core.distributed import SINGLE, Rank, all_reduce_sum, gather_objects
 from bert_mlm.core.masking import (
     DROPOUT_STREAM,
     ORDER_STREAM,
@@ -249,10 +252,21 @@ def restore_rng_states(states: dict) -> None:
 
 
 # ----------------------------------------------------------------------------- the loop
-def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int) -> list[list[int]]:
-    """Micro-batches of one epoch, shuffled from (seed, epoch): identical when resumed."""
+def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, rank: Rank = SINGLE) -> list[list[int]]:
+    """This rank's micro-batches of one epoch, shuffled from (seed, epoch): identical when resumed.
+
+    Every rank draws the same epoch order and takes every ``world_size``-th batch (a distributed
+    sampler over batches): disjoint data, and the same number of batches on every rank.
+    """
     generator = torch.Generator().manual_seed(mask_seed(config.seed, epoch, batch_index=0, stream=ORDER_STREAM))
-    return batch_order(lengths, config.batch_size, generator, bucketed=config.bucketing)
+    batches = batch_order(lengths, config.batch_size, generator, bucketed=config.bucketing)
+    per_rank = len(batches) // rank.world_size
+    if per_rank == 0:
+        raise ValueError(
+            f"training: {len(batches)} batch(es) per epoch cannot feed {rank.world_size} data-parallel ranks; "
+            "lower training.batch_size or distributed.nproc_per_node"
+        )
+    return batches[rank.rank :: rank.world_size][:per_rank]
 
 
 StepCallback = Callable[[int, dict], None]
@@ -266,11 +280,14 @@ def train(
     config: TrainingConfig,
     collator: Collator,
     on_step: StepCallback | None = None,
+    rank: Rank = SINGLE,
 ) -> TrainingResult:
     """Train ``model`` in place for ``config.max_steps`` optimizer steps.
 
     ``on_step(step, record)`` is called after each optimizer step with that step's history
-    record; tuning uses it to evaluate and prune.
+    record; tuning uses it to evaluate and prune. Under data parallelism (``rank``, from
+    :func:`bert_mlm.core.distributed.launch`) each rank trains on its shard with its own masks,
+    gradients are averaged by ``DistributedDataParallel``, and only rank 0 writes checkpoints.
     """
     if not sequences:
         raise ValueError("training: there are no training sequences (is the train split empty?)")
@@ -280,11 +297,15 @@ def train(
             config, max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps))
         )
     device = resolve_device(config.device)
+    if device.type == "cuda" and rank.distributed:
+        device = torch.device("cuda", rank.local_rank)
     precision = resolve_precision(config.precision, device)
     amp_dtype = autocast_dtype(precision)
     model.to(device)
     model.train()
-    mlm = MaskedPositionsMLM(model)
+    mlm: torch.nn.Module = MaskedPositionsMLM(model)
+    if rank.distributed:
+        mlm = DistributedDataParallel(mlm, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = build_optimizer(model, config, device)
     scheduler = get_scheduler(
         config.schedule,
@@ -298,7 +319,7 @@ def train(
     step, epoch, next_batch, records, resumed_from = 0, 0, 0, [], 0
     # Dropout draws from the global generators: seed them, so that the same seed and config
     # give the same weights (a resumed run restores them from the checkpoint instead).
-    seed_everything(mask_seed(config.seed, 0, 0, stream=DROPOUT_STREAM))
+    seed_everything(mask_seed(config.seed, 0, 0, rank.rank, stream=DROPOUT_STREAM))
     if config.resume:
         found = list_checkpoints(config.checkpoint_dir)
         if found:
@@ -314,7 +335,7 @@ def train(
             optimizer.load_state_dict(state["optimizer"])
             scheduler.load_state_dict(state["scheduler"])
             scaler.load_state_dict(state["scaler"])
-            restore_rng_states(state["rng"])
+            restore_rng_states(state["rng"][rank.rank])
             step, epoch, next_batch = state["step"], state["epoch"], state["next_batch"]
             records = state["history"]
             resumed_from = step
@@ -323,12 +344,12 @@ def train(
             logger.info("training.resume: no checkpoint in %s, starting fresh", config.checkpoint_dir)
 
     accumulation = config.gradient_accumulation_steps
-    batches = epoch_batches(lengths, config, epoch)
+    batches = epoch_batches(lengths, config, epoch, rank)
     train_tokens = int(sum(r["tokens"] for r in records))
     nonfinite_streak = 0
     progress = tqdm(
         total=config.max_steps, initial=step, desc="training", unit="step",
-        disable=not config.progress, dynamic_ncols=True,
+        disable=not (config.progress and rank.is_main), dynamic_ncols=True,
     )
     try:
         while step < config.max_steps:
@@ -338,32 +359,43 @@ def train(
             for _ in range(accumulation):
                 if next_batch >= len(batches):
                     epoch, next_batch = epoch + 1, 0
-                    batches = epoch_batches(lengths, config, epoch)
+                    batches = epoch_batches(lengths, config, epoch, rank)
                 batch = collator([sequences[i] for i in batches[next_batch]])
-                generator = mask_generator(config.seed, epoch, next_batch)
+                generator = mask_generator(config.seed, epoch, next_batch, rank.rank)
                 inputs, labels = mask_tokens(
                     batch["input_ids"], batch["special_tokens_mask"], token_ids.mask,
                     token_ids.replacement, masking, generator,
                 )
                 micro.append((inputs, batch["attention_mask"], labels))
                 next_batch += 1
-            masked_in_step = max(sum(int((m[2] != -100).sum()) for m in micro), 1)
+            local_masked = sum(int((m[2] != -100).sum()) for m in micro)
+            # DDP averages gradients over ranks; dividing by the global masked count times the
+            # world size makes that average exactly token-weighted over the whole global batch.
+            masked_in_step = max(int(all_reduce_sum([local_masked], rank, device)[0]), 1)
+            loss_scale_factor = rank.world_size / masked_in_step
             step_start = time.perf_counter()
             loss_total = 0.0
             correct_total = 0
             tokens_in_step = 0
-            for inputs, attention_mask, labels in micro:
+            for index, (inputs, attention_mask, labels) in enumerate(micro):
+                final_micro = index == len(micro) - 1
                 inputs = inputs.to(device, non_blocking=True)
                 attention_mask = attention_mask.to(device, non_blocking=True)
                 labels = labels.to(device, non_blocking=True)
-                with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-                    loss_sum, correct, _ = masked_lm_loss(mlm, inputs, attention_mask, labels)
-                loss = loss_sum / masked_in_step
-                scaler.scale(loss).backward()
+                # Gradients are all-reduced once per optimizer step, on its last micro-batch.
+                sync = nullcontext() if final_micro or not rank.distributed else mlm.no_sync()
+                with sync:
+                    with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+                        loss_sum, correct, _ = masked_lm_loss(mlm, inputs, attention_mask, labels)
+                    scaler.scale(loss_sum * loss_scale_factor).backward()
                 loss_total += float(loss_sum.detach())
                 correct_total += int(correct)
                 tokens_in_step += int(attention_mask.sum())
 
+            loss_total, correct_total, tokens_in_step = all_reduce_sum(
+                [loss_total, correct_total, tokens_in_step], rank, device
+            )
+            tokens_in_step = int(tokens_in_step)
             scaler.unscale_(optimizer)  # before clipping: clip the true gradients
             if config.max_grad_norm:
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
@@ -412,6 +444,8 @@ def train(
             )
             due = config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.max_steps)
             if due and nonfinite_streak == 0:  # never replace a good checkpoint by a diverged state
+                all_rng = gather_objects(rng_states(), rank)
+            if due and nonfinite_streak == 0 and rank.is_main:  # one writer
                 save_checkpoint(
                     config.checkpoint_dir,
                     step,
@@ -420,7 +454,7 @@ def train(
                         "optimizer": optimizer.state_dict(),
                         "scheduler": scheduler.state_dict(),
                         "scaler": scaler.state_dict(),
-                        "rng": rng_states(),
+                        "rng": all_rng,
                         "step": step,
                         "epoch": epoch,
                         "next_batch": next_batch,

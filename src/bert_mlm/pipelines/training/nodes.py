@@ -12,7 +12,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from transformers import PreTrainedTokenizerBase
 
+from bert_mlm.core.distributed import DistributedConfig
+from bert_mlm.core.experiment import train_data_parallel
 from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.params import build_config
 from bert_mlm.datasets.pretrained import MaskedLM
 from bert_mlm.pipelines.experiment_params import build_experiment
 
@@ -28,6 +31,7 @@ def train_masked_lm(
     masking_params: dict,
     evaluation_params: dict,
     sequence_params: dict,
+    distributed_params: dict,
 ) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, dict]:
     """Train with per-epoch dynamic masking at the tuned (or configured) probability.
 
@@ -46,8 +50,8 @@ def train_masked_lm(
     if tuning_best_params.get("source") == "tuning" and "training" in tuning_best_params:
         training = replace(training, **tuning_best_params["training"])
     logger.info("Training with masking %s (from %s)", asdict(masking), "tuning" if tuned_masking else "parameters")
-    model = experiment.new_model()
-    result = experiment.train(model, training, masking)
+    distributed = build_config(DistributedConfig, distributed_params, "distributed")
+    model, result = train_data_parallel(experiment, training, masking, distributed)
     summary = {
         "train_tokens": result.train_tokens,
         "train_seconds": result.seconds,
@@ -63,6 +67,7 @@ def train_masked_lm(
         "mask_probability_source": "tuning" if "probability" in tuned_masking else "parameters",
         "learning_rate": training.learning_rate,
         "parameters": int(sum(p.numel() for p in model.parameters())),
+        "data_parallel_workers": distributed.world_size,
     }
     model.to("cpu")
     return MaskedLM(model=model, tokenizer=tokenizer), result.history, training_curves(result.history), summary

@@ -1,0 +1,117 @@
+"""Data-parallel training on PyTorch's own engine: the elastic launcher behind ``torchrun`` and
+``DistributedDataParallel``.
+
+The Kedro node stays one process; :func:`launch` starts ``nproc_per_node`` workers on this machine
+(and joins ``nnodes`` machines through a c10d rendezvous), runs a function on every rank, and
+returns rank 0's result. Backend: ``gloo`` on CPU, ``nccl`` on CUDA. A failing worker fails the
+launch with its error (``max_restarts=0``), and collectives time out instead of hanging.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    nproc_per_node: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str = "127.0.0.1:29517"
+    backend: str = "auto"
+    timeout_seconds: int = 600
+
+    def __post_init__(self) -> None:
+        for name in ("nproc_per_node", "nnodes", "timeout_seconds"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"distributed.{name}: {value!r} must be a positive integer")
+        if not 0 <= self.node_rank < self.nnodes:
+            raise ValueError(f"distributed.node_rank: {self.node_rank!r} must be in [0, distributed.nnodes)")
+        if self.backend not in ("auto", "gloo", "nccl"):
+            raise ValueError(f"distributed.backend: {self.backend!r} is not one of auto, gloo, nccl")
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nnodes
+
+
+@dataclass(frozen=True)
+class Rank:
+    """Where this process stands: ``Rank(0, 1)`` is a plain single-process run."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+SINGLE = Rank()
+
+
+def _worker(function: Callable[..., Any], args: tuple, backend: str, timeout_seconds: int) -> Any:
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_seconds))
+    try:
+        return function(*args, rank=Rank(dist.get_rank(), dist.get_world_size(), local_rank))
+    finally:
+        dist.destroy_process_group()
+
+
+def launch(config: DistributedConfig, function: Callable[..., Any], *args: Any) -> Any:
+    """Run ``function(*args, rank=Rank(...))`` on every worker; return rank 0's result.
+
+    With one process in total the function runs here, in-process, with ``rank=SINGLE``.
+    """
+    if config.world_size == 1:
+        return function(*args, rank=SINGLE)
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    launch_config = LaunchConfig(
+        min_nodes=config.nnodes,
+        max_nodes=config.nnodes,
+        nproc_per_node=config.nproc_per_node,
+        rdzv_backend="c10d",
+        rdzv_endpoint=config.rdzv_endpoint,
+        rdzv_configs={"rank": config.node_rank, "timeout": config.timeout_seconds},
+        run_id="bert-mlm",
+        max_restarts=0,
+        monitor_interval=0.5,
+        start_method="spawn",
+    )
+    results = elastic_launch(launch_config, _worker)(function, args, config.backend, config.timeout_seconds)
+    return results.get(0) if isinstance(results, dict) else results
+
+
+def all_reduce_sum(values: list[float], rank: Rank, device: torch.device) -> list[float]:
+    if not rank.distributed:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def gather_objects(obj: Any, rank: Rank) -> list[Any]:
+    if not rank.distributed:
+        return [obj]
+    gathered: list[Any] = [None] * rank.world_size
+    dist.all_gather_object(gathered, obj)
+    return gathered
