@@ -91,3 +91,15 @@ def test_bad_parameter_fails_before_any_work(project_copy, monkeypatch):
     with pytest.raises(ValueError, match=r"masking\.probability: 1\.5"):
         run_session(project_copy, monkeypatch, **{"masking.probability": 1.5})
     assert not any((project_copy / "data").rglob("*.parquet")), "nothing may be written"
+
+
+@pytest.mark.slow
+def test_training_node_runs_data_parallel(project_copy, monkeypatch):
+    run_session(project_copy, monkeypatch, **{"tuning.n_trials": 0, "distributed.nproc_per_node": 2,
+                                              "distributed.rdzv_endpoint": "127.0.0.1:29541"})
+    data = project_copy / "data"
+    summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
+    assert summary["data_parallel_workers"] == 2 and summary["mask_probability_source"] == "parameters"
+    assert len(list((data / "06_models" / "masked_lm").iterdir())) == 1  # the model was written once
+    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
+    assert metrics["eval_masked_tokens"] > 0
