@@ -92,6 +92,10 @@ def train_trial(
     return last["loss"]
 
 
+class NonMainNodeFinished(RuntimeError):
+    """Raised on machines other than node 0 after their ranks finished: they write nothing."""
+
+
 def train_data_parallel(
     experiment: Experiment, training: TrainingConfig, masking: MaskingConfig, distributed: DistributedConfig
 ) -> tuple[BertForMaskedLM, TrainingResult]:
@@ -100,7 +104,13 @@ def train_data_parallel(
     if distributed.world_size == 1:
         model = experiment.new_model()
         return model, experiment.train(model, training, masking)
-    state, result = launch(distributed, _train_rank, experiment, training, masking)
+    returned = launch(distributed, _train_rank, experiment, training, masking)
+    if returned is None:
+        raise NonMainNodeFinished(
+            f"distributed.node_rank={distributed.node_rank}: this machine's ranks finished training; "
+            "node 0 writes the model and the other artifacts"
+        )
+    state, result = returned
     model = experiment.new_model()
     model.load_state_dict(state)
     return model, result
