@@ -29,6 +29,20 @@ if mode == "train":
             time.sleep(3600)  # wait to be killed
 
     training_module.train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, on_step=announce)
+elif mode == "model":
+    from kedro.io.core import Version
+
+    from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
+
+    model, *_ = setup()
+
+    class Tokenizer:
+        def save_pretrained(self, directory):
+            (Path(directory) / "tokenizer.json").write_text("{")  # half a file
+            print("writing", flush=True)
+            time.sleep(3600)
+
+    MaskedLMDataset(directory, version=Version(None, "2026-01-02T00.00.00.000Z")).save(MaskedLM(model, Tokenizer()))
 else:
     training_module.save_checkpoint(directory, 1, {"weights": torch.ones(4)}, keep=5)
     real_save = torch.save

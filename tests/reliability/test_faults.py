@@ -57,3 +57,44 @@ def test_kill_9_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
     assert torch.equal(torch.load(complete[0] / "checkpoint.pt")["weights"], torch.ones(4))
     # The half-written one exists only under a temporary name, which resume never reads.
     assert any(p.name.startswith(".step-00000002.tmp") for p in tmp_path.iterdir())
+
+
+def test_kill_9_while_a_model_version_is_written_keeps_the_previous_version(tmp_path):
+    from kedro.io.core import Version
+
+    from bert_mlm.core.tokenizer import train_wordpiece
+    from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
+
+    tokenizer = train_wordpiece(["a small corpus of words"] * 20, vocab_size=64, min_frequency=1)
+    model, *_ = setup()
+    path = str(tmp_path / "masked_lm")
+    MaskedLMDataset(path, version=Version(None, "2026-01-01T00.00.00.000Z")).save(MaskedLM(model, tokenizer))
+    worker = start("model", path)
+    wait_for(worker, "writing")
+    worker.kill()
+    worker.wait(timeout=30)
+    latest = MaskedLMDataset(path, version=Version(None, None))
+    assert str(latest._get_load_path()).endswith("2026-01-01T00.00.00.000Z/masked_lm")
+    assert latest.load().model.config.hidden_size == 32
+
+
+def test_fp16_overflow_skips_the_step_and_training_goes_on():
+    model, ids, config, collator = setup(precision="fp16", max_steps=8)
+    poison = {"step": 0}
+    embeddings = model.bert.embeddings.word_embeddings.weight
+    snapshots = {}
+
+    def overflow_once(gradient):
+        return gradient * float("inf") if poison["step"] == 3 else gradient
+
+    def on_step(step, record):
+        poison["step"] = step
+        snapshots[step] = embeddings.detach().clone()
+
+    embeddings.register_hook(overflow_once)
+    result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, on_step=on_step)
+    scales = result.history["loss_scale"].tolist()
+    assert scales[3] == scales[2] / 2  # the scaler backed off at the overflowing step 4
+    assert torch.equal(snapshots[4], snapshots[3])  # ...and skipped it: weights unchanged
+    assert not torch.equal(snapshots[5], snapshots[4])  # then training went on
+    assert len(result.history) == 8

@@ -108,3 +108,21 @@ def model_tokenizer():
             return 64
 
     return Tiny()
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "word", "word"], r"1 duplicate token\(s\), e\.g\. \['word'\]"),
+        (["[PAD]", "[UNK]", "[CLS]", "word"], r"lacks the special token\(s\) \['\[SEP\]', '\[MASK\]'\]"),
+        (["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]", "word"], r"\[PAD\] must be id 0"),
+    ],
+)
+def test_bad_vocabulary_files(tmp_path, lines, message):
+    from bert_mlm.core.tokenizer import VocabularyError
+    from bert_mlm.pipelines.tokenization.nodes import build_tokenizer
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_path: .*" + message):
+        build_tokenizer(pd.DataFrame({"text": [], "split": []}), {"vocab_path": str(vocab)})

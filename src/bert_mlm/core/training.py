@@ -13,8 +13,8 @@ import os
 import random
 import shutil
 import time
-from contextlib import nullcontext
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 

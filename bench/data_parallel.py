@@ -1,0 +1,66 @@
+"""Training tokens/s with 1 vs 2 data-parallel processes (gloo) on this machine, same global batch.
+
+    python bench/data_parallel.py --repeats 3 --steps 30
+
+Alternates the two setups; reports medians and the ratio. On a 2-core CPU two processes share the
+same cores (each gets one thread), so this measures the overhead of the launcher, gradient
+all-reduce and sharding rather than a speed-up; on multi-GPU machines each rank has its own device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from dataclasses import replace
+
+import numpy as np
+
+from bert_mlm.core.distributed import DistributedConfig
+from bert_mlm.core.evaluation import EvaluationConfig
+from bert_mlm.core.experiment import Experiment, train_data_parallel
+from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.model import ModelConfig
+from bert_mlm.core.sequences import SequenceConfig
+from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.training import TrainingConfig
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--global-batch", type=int, default=32)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(2000)]
+    texts = [" ".join(rng.choice(words, 120)) for _ in range(2000)]
+    tokenizer = train_wordpiece(texts, vocab_size=4096, min_frequency=1)
+    sequences = [np.asarray(tokenizer(t, truncation=True, max_length=128)["input_ids"], dtype=np.int32) for t in texts]
+    experiment = Experiment(
+        tokenizer=tokenizer, sequences={"train": sequences},
+        model_config=ModelConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+        training=TrainingConfig(max_steps=args.steps, batch_size=args.global_batch, warmup_steps=2, progress=False),
+        masking=MaskingConfig(), evaluation=EvaluationConfig(), sequence_config=SequenceConfig(max_length=128),
+    )
+    setups = {
+        "1 process": (experiment.training, DistributedConfig()),
+        "2 processes (gloo)": (replace(experiment.training, batch_size=args.global_batch // 2),
+                               DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29551")),
+    }
+    rates = {name: [] for name in setups}
+    for _ in range(args.repeats):
+        for name, (training, distributed) in setups.items():
+            _, result = train_data_parallel(experiment, training, experiment.masking, distributed)
+            history = result.history.iloc[3:]
+            rates[name].append(history["tokens"].sum() / history["seconds"].sum())
+    reference = statistics.median(rates["1 process"])
+    print(f"2-layer x 128 model, global batch {args.global_batch} x 128, {args.steps} steps, {args.repeats} alternating repeats\n")
+    print("| setup | median tokens/s | vs 1 process |")
+    print("|---|---|---|")
+    for name, values in rates.items():
+        print(f"| {name} | {statistics.median(values):,.0f} | {statistics.median(values) / reference:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
