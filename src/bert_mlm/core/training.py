@@ -401,23 +401,27 @@ def train(
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
             else:
                 grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]))
-            finite = math.isfinite(loss_total) and math.isfinite(grad_norm)
-            if finite or scaler.is_enabled():
-                scaler.step(optimizer)  # the scaler itself skips steps with inf/NaN gradients
+            gradients_finite = math.isfinite(grad_norm)
+            if scaler.is_enabled():
+                scaler.step(optimizer)  # skips the step itself when the fp16 gradients overflowed
+            elif gradients_finite and math.isfinite(loss_total):
+                optimizer.step()
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
-            if finite:
-                nonfinite_streak = 0
+            stepped = gradients_finite and (scaler.is_enabled() or math.isfinite(loss_total))
+            if stepped:
                 scheduler.step()
             else:
-                nonfinite_streak += 1
-                logger.warning("training: non-finite loss or gradient at step %d; step skipped", step + 1)
-                if nonfinite_streak >= config.max_nonfinite_steps:
-                    raise NonFiniteLossError(
-                        f"training: the loss was non-finite for {nonfinite_streak} consecutive steps "
-                        f"(last at step {step + 1}); stopping. The last good checkpoint is kept in "
-                        f"{config.checkpoint_dir!r}. Lower training.learning_rate or use fp32/bf16."
-                    )
+                logger.warning("training: non-finite gradient or loss at step %d; step skipped", step + 1)
+            # An fp16 gradient overflow is routine (the scaler backs off); a non-finite loss is not.
+            diverged = not math.isfinite(loss_total) or (not gradients_finite and not scaler.is_enabled())
+            nonfinite_streak = nonfinite_streak + 1 if diverged else 0
+            if nonfinite_streak >= config.max_nonfinite_steps:
+                raise NonFiniteLossError(
+                    f"training: the loss was non-finite for {nonfinite_streak} consecutive steps "
+                    f"(last at step {step + 1}); stopping. The last good checkpoint is kept in "
+                    f"{config.checkpoint_dir!r}. Lower training.learning_rate or use fp32/bf16."
+                )
             step += 1
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
