@@ -18,6 +18,7 @@ import argparse
 import json
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
@@ -56,6 +57,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument("--learning-rate", type=float, default=None, help="this project's; default: conf/base")
+    parser.add_argument("--systems", default="bert-mlm,hf-trainer", help="comma-separated: bert-mlm, hf-trainer")
     parser.add_argument("--output", default="bench/results/compare_hf_trainer.jsonl")
     args = parser.parse_args()
 
@@ -86,11 +88,18 @@ def main() -> None:
         results.append(row)
         print(json.dumps(row), flush=True)
 
-    # This project: its loop and its defaults (no dropout, lr 2e-3 with warmup, linear decay).
-    model = experiment.new_model()
-    result = experiment.train(model)
-    score("bert-mlm", model, result.seconds, result.train_tokens)
+    systems = args.systems.split(",")
+    if "bert-mlm" in systems:
+        # This project: its loop and its defaults (no dropout, warmup then linear decay).
+        model = experiment.new_model()
+        result = experiment.train(model)
+        score(f"bert-mlm (lr {experiment.training.learning_rate:g})", model, result.seconds, result.train_tokens)
+    if "hf-trainer" in systems:
+        train_hf(args, experiment, sequences, tokenizer, score)
+    write(args.output, results)
 
+
+def train_hf(args, experiment, sequences, tokenizer, score) -> None:
     # Hugging Face Trainer + DataCollatorForLanguageModeling, same initial weights and data.
     hf_model = replace(experiment, model_config=replace(experiment.model_config, hidden_dropout_prob=0.1,
                                                         attention_probs_dropout_prob=0.1)).new_model()
@@ -111,9 +120,9 @@ def main() -> None:
     real_tokens = args.steps * args.batch_size * (sum(map(len, sequences["train"])) / len(sequences["train"]))
     score("hf-trainer", hf_model, seconds, int(real_tokens))
 
-    import pathlib
 
-    out = pathlib.Path(args.output)
+def write(output: str, results: list[dict]) -> None:
+    out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("a") as handle:
         for row in results:
