@@ -68,7 +68,7 @@ def main() -> None:
         sequences=sequences,
         model_config=ModelConfig(hidden_size=args.hidden, num_hidden_layers=args.layers, num_attention_heads=heads,
                                  intermediate_size=4 * args.hidden, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
-        training=TrainingConfig(max_steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate or 2e-3,
+        training=TrainingConfig(max_steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate or "auto",
                                 warmup_steps=max(1, args.steps // 10), progress=False),
         masking=MaskingConfig(),
         evaluation=EvaluationConfig(),
@@ -93,7 +93,7 @@ def main() -> None:
         # This project: its loop and its defaults (no dropout, warmup then linear decay).
         model = experiment.new_model()
         result = experiment.train(model)
-        score(f"bert-mlm (lr {experiment.training.learning_rate:g})", model, result.seconds, result.train_tokens)
+        score(f"bert-mlm (lr {result.learning_rate:g})", model, result.seconds, result.train_tokens)
     if "hf-trainer" in systems:
         train_hf(args, experiment, sequences, tokenizer, score)
     write(args.output, results)

@@ -200,3 +200,17 @@ def test_epochs_set_the_budget():
     result = train(model, repetitive_sequences(40), ids, MaskingConfig(), config, collator)
     assert len(result.history) == 2 * 5  # 40 sequences / 8 per batch = 5 steps per epoch
     assert list(result.history["epoch"].unique()) == [0, 1]
+
+
+def test_auto_learning_rate_scales_with_width():
+    from bert_mlm.core.training import resolve_learning_rate
+
+    assert resolve_learning_rate("auto", 128) == pytest.approx(2e-3)
+    assert resolve_learning_rate("auto", 256) == pytest.approx(1e-3)
+    assert resolve_learning_rate(3e-4, 256) == 3e-4
+    with pytest.raises(ValueError, match="training.learning_rate: 'fast' must be > 0 or 'auto'"):
+        TrainingConfig(learning_rate="fast")
+    model, ids, config, collator = setup(learning_rate="auto", max_steps=2)
+    result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
+    assert result.learning_rate == pytest.approx(2e-3 * 128 / 32)
+    assert result.history["learning_rate"].max() <= result.learning_rate + 1e-12

@@ -56,7 +56,10 @@ class TrainingConfig:
     epochs: float | None = None
     batch_size: int = 32
     gradient_accumulation_steps: int = 1
-    learning_rate: float = 1e-3
+    # "auto": 2e-3 x 128 / hidden_size (1/width, as muP prescribes for Adam on hidden weights):
+    # 2e-3 for a 128-wide model, 1e-3 at 256. Measured here: a 4-layer 256-wide model stayed on
+    # the unigram plateau for 300 steps at 2e-3 and left it at 1e-3 (BENCHMARKS.md).
+    learning_rate: float | str = "auto"
     weight_decay: float = 0.01
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
@@ -82,8 +85,10 @@ class TrainingConfig:
                 raise ValueError(f"training.{name}: {value!r} must be a positive integer")
         if self.epochs is not None and not self.epochs > 0:
             raise ValueError(f"training.epochs: {self.epochs!r} must be > 0 (or null to use max_steps)")
-        if not self.learning_rate > 0:
-            raise ValueError(f"training.learning_rate: {self.learning_rate!r} must be > 0")
+        if self.learning_rate != "auto" and not (
+            isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0
+        ):
+            raise ValueError(f"training.learning_rate: {self.learning_rate!r} must be > 0 or 'auto'")
         if self.warmup_steps < 0:
             raise ValueError(f"training.warmup_steps: {self.warmup_steps!r} must be >= 0")
         if self.schedule not in SCHEDULES:
@@ -125,6 +130,7 @@ class TrainingResult:
     seconds: float
     device: str
     precision: str
+    learning_rate: float = 0.0
     resumed_from_step: int = 0
     extras: dict = field(default_factory=dict)
 
@@ -187,10 +193,19 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
+AUTO_LR_BASE, AUTO_LR_WIDTH = 2e-3, 128
+
+
+def resolve_learning_rate(learning_rate: float | str, hidden_size: int) -> float:
+    if learning_rate == "auto":
+        return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size
+    return float(learning_rate)
+
+
 def build_optimizer(model: torch.nn.Module, config: TrainingConfig, device: torch.device) -> torch.optim.AdamW:
     return torch.optim.AdamW(
         parameter_groups(model, config.weight_decay),
-        lr=config.learning_rate,
+        lr=resolve_learning_rate(config.learning_rate, model.config.hidden_size),
         betas=(config.adam_beta1, config.adam_beta2),
         eps=config.adam_epsilon,
         fused=device.type == "cuda",
@@ -479,5 +494,6 @@ def train(
         seconds=float(sum(r["seconds"] for r in records)),
         device=str(device),
         precision=precision,
+        learning_rate=resolve_learning_rate(config.learning_rate, model.config.hidden_size),
         resumed_from_step=resumed_from,
     )

@@ -65,7 +65,7 @@ def train_masked_lm(
         "mask_token_fraction": masking.mask_token_fraction,
         "random_token_fraction": masking.random_token_fraction,
         "mask_probability_source": "tuning" if "probability" in tuned_masking else "parameters",
-        "learning_rate": training.learning_rate,
+        "learning_rate": result.learning_rate,
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "data_parallel_workers": distributed.world_size,
     }
