@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -86,27 +85,6 @@ def test_every_trial_failing_stops_with_an_error(tmp_path):
 
     with pytest.raises(RuntimeError, match="consecutive trials failed"):
         run_study(config, broken)
-
-
-def test_killed_worker_trial_is_failed_and_the_next_run_finishes(tmp_path):
-    storage = f"sqlite:///{tmp_path}/study.db"
-    worker = subprocess.Popen(
-        [sys.executable, str(WORKER), storage, "4", "0", "2"], stdout=subprocess.PIPE, text=True
-    )
-    line = worker.stdout.readline()
-    assert "hanging in trial 2" in line
-    worker.kill()  # SIGKILL: no chance to clean up
-    worker.wait(timeout=30)
-    study = optuna.load_study(study_name="workers", storage=storage)
-    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE", "RUNNING"]
-    time.sleep(4)  # past the grace period: the heartbeat is stale
-
-    result = subprocess.run([sys.executable, str(WORKER), storage, "4", "0"], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    study = optuna.load_study(study_name="workers", storage=storage)
-    states = [t.state.name for t in study.trials]
-    assert states[:3] == ["COMPLETE", "COMPLETE", "FAIL"]
-    assert states.count("COMPLETE") == 4
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "journal"])

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import optuna
 import torch
 
 from bert_mlm.core.masking import MaskingConfig
@@ -98,3 +100,27 @@ def test_fp16_overflow_skips_the_step_and_training_goes_on():
     assert torch.equal(snapshots[4], snapshots[3])  # ...and skipped it: weights unchanged
     assert not torch.equal(snapshots[5], snapshots[4])  # then training went on
     assert len(result.history) == 8
+
+
+TUNING_WORKER = Path(__file__).resolve().parents[1] / "core" / "tuning_worker.py"
+
+
+def test_killed_worker_trial_is_failed_and_the_next_run_finishes(tmp_path):
+    storage = f"sqlite:///{tmp_path}/study.db"
+    worker = subprocess.Popen(
+        [sys.executable, str(TUNING_WORKER), storage, "4", "0", "2"], stdout=subprocess.PIPE, text=True
+    )
+    line = worker.stdout.readline()
+    assert "hanging in trial 2" in line
+    worker.kill()  # SIGKILL: no chance to clean up
+    worker.wait(timeout=30)
+    study = optuna.load_study(study_name="workers", storage=storage)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE", "RUNNING"]
+    time.sleep(4)  # past the grace period: the heartbeat is stale
+
+    result = subprocess.run([sys.executable, str(TUNING_WORKER), storage, "4", "0"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    study = optuna.load_study(study_name="workers", storage=storage)
+    states = [t.state.name for t in study.trials]
+    assert states[:3] == ["COMPLETE", "COMPLETE", "FAIL"]
+    assert states.count("COMPLETE") == 4
