@@ -1,8 +1,14 @@
-"""Project hooks: validate every parameter section before any node does expensive work."""
+"""Project hooks: validate every parameter section before any node does expensive work, and
+report where a run's time went, node by node."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import resource
+import time
+from pathlib import Path
 
 from kedro.framework.hooks import hook_impl
 
@@ -44,3 +50,66 @@ class ValidateParametersHook:
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
         validate_parameters(catalog.load("parameters"))
+
+
+NODE_TIMINGS_ENV = "BERT_MLM_NODE_TIMINGS"
+
+
+class NodeTimingHook:
+    """Logs a table of every node's time at the end of a run: the node function itself and with
+    its catalog loads and saves, plus the process's peak memory when it finished.
+
+    With the environment variable ``BERT_MLM_NODE_TIMINGS`` set to a path, the table is also
+    written there as JSON (``bench/end_to_end.py`` uses it).
+    """
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict] = {}
+        self.started = 0.0
+
+    def _entry(self, node) -> dict:
+        return self.nodes.setdefault(node.name, {"node": node.name, "first_io": None, "last_io": None})
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
+        self.nodes, self.started = {}, time.perf_counter()
+
+    @hook_impl
+    def before_dataset_loaded(self, dataset_name: str, node) -> None:
+        entry = self._entry(node)
+        entry["first_io"] = entry["first_io"] or time.perf_counter()
+
+    @hook_impl
+    def before_node_run(self, node) -> None:
+        entry = self._entry(node)
+        entry["node_start"] = time.perf_counter()
+        entry["first_io"] = entry["first_io"] or entry["node_start"]
+
+    @hook_impl
+    def after_node_run(self, node) -> None:
+        entry = self._entry(node)
+        entry["node_end"] = entry["last_io"] = time.perf_counter()
+        entry["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str, data, node) -> None:
+        self._entry(node)["last_io"] = time.perf_counter()
+
+    @hook_impl
+    def after_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
+        rows = [
+            {"node": e["node"], "seconds": e["node_end"] - e["node_start"], "seconds_with_io": e["last_io"] - e["first_io"],
+             "peak_rss_gb": e["peak_rss_gb"]}
+            for e in self.nodes.values() if "node_end" in e
+        ]
+        total = time.perf_counter() - self.started
+        lines = [f"{'node':<32} {'seconds':>9} {'with I/O':>9} {'peak GB':>8}"]
+        lines += [f"{r['node']:<32} {r['seconds']:>9.1f} {r['seconds_with_io']:>9.1f} {r['peak_rss_gb']:>8.2f}" for r in rows]
+        logger.info("Time per node (pipeline %.1f s):\n%s", total, "\n".join(lines))
+        target = os.environ.get(NODE_TIMINGS_ENV)
+        if target:
+            path = Path(target)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            temporary.write_text(json.dumps({"pipeline_seconds": total, "nodes": rows}, indent=2))
+            os.replace(temporary, path)

@@ -6,12 +6,12 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
 import warnings
 
-from bert_mlm.hooks import ValidateParametersHook
+from bert_mlm.hooks import NodeTimingHook, ValidateParametersHook
 
 # Raised inside Kedro's own config loader on every run; nothing a user of this project can act on.
 warnings.filterwarnings("ignore", message=r"register_new_resolver\(\) is deprecated", category=UserWarning)
 
-HOOKS = (ValidateParametersHook(),)
+HOOKS = (ValidateParametersHook(), NodeTimingHook())
 
 # Installed plugins for which to disable hook auto-registration.
 # DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)

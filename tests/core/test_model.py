@@ -152,3 +152,23 @@ def test_init_from_with_different_tokenizer_raises(tiny_tokenizer, tmp_path):
 def test_init_from_non_model_directory_raises(tiny_tokenizer, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"model\.init_from"):
         build_model(tiny_config(init_from=str(tmp_path)), tiny_tokenizer, seed=0)
+
+
+# ----------------------------------------------------------------------------- FLOPs for MFU
+def test_training_flops_per_token_matches_torch_flop_counter(tiny_tokenizer):
+    # Eager attention: torch's FLOP counter does not count the CPU SDPA backward kernel.
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from bert_mlm.core.model import training_flops_per_token
+
+    model = build_model(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                    attn_implementation="eager"), tiny_tokenizer, seed=0)
+    inputs, attention, labels = masked_batch(tiny_tokenizer, n=12, probability=0.3)
+    inputs, attention, labels = inputs[:, :32], torch.ones_like(attention[:, :32]), labels[:, :32]
+    masked_fraction = float((labels != IGNORE_INDEX).float().mean())
+    assert 0.1 < masked_fraction < 0.6
+    with FlopCounterMode(display=False) as counter:
+        loss_sum, _, count = masked_lm_loss(MaskedPositionsMLM(model), inputs, attention, labels)
+        (loss_sum / count).backward()
+    expected = training_flops_per_token(model.config, inputs.shape[1], masked_fraction) * inputs.numel()
+    assert counter.get_total_flops() == pytest.approx(expected, rel=0.02)

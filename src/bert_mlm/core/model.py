@@ -120,3 +120,19 @@ def masked_lm_loss(
     loss_sum = F.cross_entropy(logits.float(), targets, reduction="sum")
     correct = (logits.argmax(dim=-1) == targets).sum()
     return loss_sum, correct, int(targets.numel())
+
+
+def training_flops_per_token(config, sequence_length: int, masked_fraction: float) -> float:
+    """Matmul FLOPs of one training step (forward + backward) per input token.
+
+    ``config`` is a ``BertConfig`` (or anything with its size attributes). A multiply-add counts
+    as 2 FLOPs and backward as twice the forward, the convention of model FLOPs utilisation
+    (MFU). Only the useful work counts: the prediction head at the masked positions
+    (``masked_fraction`` of the tokens), which is what the loss needs whatever an implementation
+    computes. Element-wise work (LayerNorm, GELU, softmax, the optimizer) is not counted.
+    """
+    hidden, intermediate = config.hidden_size, config.intermediate_size
+    per_layer = 2 * (4 * hidden * hidden + 2 * hidden * intermediate) + 4 * sequence_length * hidden
+    head = 2 * (hidden * hidden + hidden * config.vocab_size)
+    forward = config.num_hidden_layers * per_layer + masked_fraction * head
+    return 3.0 * forward
