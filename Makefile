@@ -18,22 +18,28 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# The tests also cover the optional MLflow tracking, so they install the `mlflow` extra.
+TEST_STAMP := $(VENV)/.installed-test
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev,mlflow]"
+	touch $(TEST_STAMP)
+
 install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/kedro run $(ARGS)
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/python -m pytest $(ARGS)
 
-test-fast: $(STAMP)
+test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
 
 viz: $(STAMP)
 	$(BIN)/kedro viz run
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests bench
 
 clean-data:
 	find data -mindepth 2 ! -name .gitkeep -delete

@@ -15,7 +15,6 @@ from dataclasses import replace
 
 import numpy as np
 import torch
-
 from _data import Prepared, experiment, prepare
 from _timing import Table, alternate_rates, median
 

@@ -15,14 +15,13 @@ import argparse
 
 import numpy as np
 import torch
+from _data import Prepared, prepare  # bench/ is on sys.path: these scripts run as `python bench/<name>.py`
+from _timing import Table, alternate, rate_table
 from transformers import DataCollatorForLanguageModeling
 
 from bert_mlm.core.masking import MaskingConfig, mask_generator, mask_tokens
 from bert_mlm.core.sequences import Collator
 from bert_mlm.core.training import TokenIds
-
-from _data import Prepared, prepare  # bench/ is on sys.path: these scripts run as `python bench/<name>.py`
-from _timing import Table, alternate, rate_table
 
 
 def run(prepared: Prepared, repeats: int = 5, batches: int = 100, batch_size: int = 32) -> list[Table]:

@@ -17,14 +17,13 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import torch
-
 import end_to_end
 import levers
 import masking
 import quality
 import scaling
 import tokenization
+import torch
 import training_throughput
 from _data import prepare
 from _timing import fp32_matmul_peak, machine_info

@@ -41,7 +41,10 @@ def run(corpus: str, factors: tuple[int, ...] = (1, 4, 16)) -> Table:
             measured = kedro_run(["--pipelines", "ingestion,tokenization,sequences",
                                   "--params", f"corpus.path={scratch}/corpus,corpus.deduplicate=false"])
         node = {n["node"]: n["seconds_with_io"] for n in measured["nodes"]}
-        stage = lambda *names: sum(node.get(n, 0.0) for n in names)  # noqa: E731
+
+        def stage(*names: str, node: dict = node) -> float:
+            return sum(node.get(n, 0.0) for n in names)
+
         results.append({"factor": factor, "megabytes": megabytes, **measured})
         table.rows.append([
             f"{factor}x", f"{megabytes:.0f}", f"{measured['seconds']:.1f}", f"{measured['seconds'] / megabytes:.2f}",

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -44,6 +45,25 @@ def validate_parameters(parameters: dict) -> None:
     built["sequences"].check_fits(built["model"].max_position_embeddings)
     training = built["training"]
     resolve_precision(training.precision, resolve_device(training.device))
+    validate_variants(parameters, built)
+
+
+def validate_variants(parameters: dict, built: dict) -> None:
+    """Each mask-rate variant's overrides, applied to the shared sections, must be valid too."""
+    from dataclasses import asdict
+
+    from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
+
+    for variant in VARIANTS:
+        overrides = (parameters.get(variant) or {}).get("overrides") or {}
+        for section, values in overrides.items():
+            if section not in ("masking", "training"):
+                raise ValueError(f"{variant}.overrides.{section}: only masking and training can be overridden per variant")
+            merged = {**asdict(built[section]), **(values or {})}
+            try:
+                build_config(SECTIONS[section], merged, section)
+            except ValueError as error:
+                raise ValueError(f"{variant}.overrides: {error}") from error
 
 
 class ValidateParametersHook:
@@ -113,3 +133,40 @@ class NodeTimingHook:
             temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
             temporary.write_text(json.dumps({"pipeline_seconds": total, "nodes": rows}, indent=2))
             os.replace(temporary, path)
+
+
+MLFLOW_ENV = "BERT_MLM_MLFLOW"
+
+
+class MlflowMetricsHook:
+    """With MLflow tracking on (kedro-mlflow installed and ``BERT_MLM_MLFLOW=1``; it logs the
+    parameters), log what kedro-mlflow cannot know how to: every numeric value of ``metrics`` and
+    ``training_summary`` as MLflow metrics, the training loss and accuracy per step, and the run
+    report and metrics as artifacts. Variant outputs (``mask_030.metrics``) keep their prefix.
+    Does nothing when no MLflow run is active."""
+
+    LOGGED = ("metrics", "training_summary", "training_history", "run_report", "mask_rate_comparison_report")
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str, data, node) -> None:
+        prefix, _, name = dataset_name.rpartition(".")
+        mlflow = sys.modules.get("mlflow")  # imported by kedro-mlflow when it is active
+        if name not in self.LOGGED or mlflow is None or mlflow.active_run() is None:
+            return
+        key = f"{prefix}.{{}}" if prefix else "{}"
+        if name in ("metrics", "training_summary"):
+            numbers = {key.format(k): float(v) for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            mlflow.log_metrics(numbers)
+        if name == "metrics":
+            mlflow.log_dict(data, f"{key.format('metrics')}.json")
+        if name == "training_history" and len(data):
+            from mlflow.entities import Metric
+
+            now = int(time.time() * 1000)
+            series = [Metric(key.format(f"train_{column}"), float(row[column]), now, int(row["step"]))
+                      for row in data.to_dict("records") for column in ("loss", "accuracy")]
+            client = mlflow.MlflowClient()
+            for start in range(0, len(series), 1000):  # MLflow's batch limit
+                client.log_batch(mlflow.active_run().info.run_id, metrics=series[start : start + 1000])
+        if name in ("run_report", "mask_rate_comparison_report"):
+            mlflow.log_text(data, f"{key.format(name)}.html")

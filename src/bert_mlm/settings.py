@@ -4,17 +4,20 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 
 # Instantiated project hooks.
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
+import os
 import warnings
 
-from bert_mlm.hooks import NodeTimingHook, ValidateParametersHook
+from bert_mlm.hooks import MLFLOW_ENV, MlflowMetricsHook, NodeTimingHook, ValidateParametersHook
 
 # Raised inside Kedro's own config loader on every run; nothing a user of this project can act on.
 warnings.filterwarnings("ignore", message=r"register_new_resolver\(\) is deprecated", category=UserWarning)
 
-HOOKS = (ValidateParametersHook(), NodeTimingHook())
+HOOKS = (ValidateParametersHook(), NodeTimingHook(), MlflowMetricsHook())
 
-# Installed plugins for which to disable hook auto-registration.
-# DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)
+# MLflow tracking through kedro-mlflow (`pip install -e ".[mlflow]"`) is off by default, also
+# when installed: `BERT_MLM_MLFLOW=1 kedro run` turns it on (configuration: conf/base/mlflow.yml).
+if os.environ.get(MLFLOW_ENV, "0") != "1":
+    DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")  # its wheel spells it with "_"
 
 # Class that manages the KedroSession.
 # from kedro.framework.session import KedroSession

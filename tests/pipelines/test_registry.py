@@ -8,7 +8,10 @@ from kedro.framework.project import configure_project
 
 from bert_mlm.pipeline_registry import register_pipelines
 
-EXPECTED_PIPELINES = {"ingestion", "tokenization", "sequences", "tuning", "training", "evaluation", "__default__"}
+EXPECTED_PIPELINES = {
+    "ingestion", "tokenization", "sequences", "tuning", "training", "evaluation", "reporting", "mask_rate_comparison",
+    "__default__",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -31,12 +34,13 @@ def test_registered_pipelines_and_chain(project_root):
         "tune_mask_probability",
         "train_masked_lm",
         "evaluate_masked_lm",
+        "build_run_report",
     ]
     # The chain's only free inputs are the raw corpora and parameters.
     free = {i for i in default.inputs() if not i.startswith("param")}
     assert free == {"raw_corpus", "extra_eval_corpus"}
     for name, pipeline in pipelines.items():
-        if name != "__default__":
+        if name not in ("__default__", "mask_rate_comparison"):
             assert all(name in node.tags for node in pipeline.nodes), name
 
 
@@ -50,3 +54,38 @@ def test_every_dataset_has_a_viz_layer(project_root):
     assert {"raw", "intermediate", "feature", "model_input", "models", "model_output", "reporting"} <= set(layers.values())
     versioned = [name for name in datasets if not name.startswith(("raw_", "extra_"))]
     assert all(catalog[name].get("versioned") for name in versioned), "every output is versioned"
+
+
+
+def test_mask_rate_comparison_is_one_namespace_per_variant(project_root):
+    from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
+
+    comparison = register_pipelines()["mask_rate_comparison"]
+    assert len(VARIANTS) >= 2
+    for variant in VARIANTS:
+        names = {n.name for n in comparison.only_nodes_with_namespaces([variant]).nodes}
+        assert names == {f"{variant}.variant_overrides", f"{variant}.train_masked_lm", f"{variant}.evaluate_masked_lm"}
+    # The variants share the data stages, the model/training parameters and the evaluation corpus;
+    # only their own overrides are namespaced.
+    free = {i for i in comparison.inputs() if not i.startswith("param")}
+    assert free == {"raw_corpus", "extra_eval_corpus"}
+    parameters = {i for i in comparison.inputs() if i.startswith("params:")}
+    assert {f"params:{v}.overrides" for v in VARIANTS} <= parameters
+    assert {"params:model", "params:training", "params:masking"} <= parameters
+    assert "compare_mask_rates" in {n.name for n in comparison.nodes}
+    terminal = {"mask_rate_comparison", "mask_rate_comparison_report", "corpus_stats", "tokenization_stats", "sequence_stats"}
+    assert comparison.outputs() == terminal | {f"{v}.training_curves" for v in VARIANTS}
+
+
+def test_variant_outputs_resolve_to_versioned_catalog_entries(project_root):
+    from kedro.io import DataCatalog, MemoryDataset
+
+    from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
+
+    loader = OmegaConfigLoader(str(project_root / "conf"), base_env="base", default_run_env="local")
+    catalog = DataCatalog.from_config(loader["catalog"])
+    for variant in VARIANTS:
+        for name in ("trained_model", "training_history", "training_summary", "metrics"):
+            dataset = catalog.get(f"{variant}.{name}")
+            assert not isinstance(dataset, MemoryDataset), f"{variant}.{name}"
+            assert f"/{variant}/" in str(dataset._describe()), f"{variant}.{name} is stored under its variant"

@@ -39,10 +39,15 @@ def small_corpus(shared_data, tmp_path) -> Path:
     return shared_data / "corpora" / "gutenberg" / "austen-persuasion.txt"
 
 
-def test_data_pipelines_on_a_real_book(project_copy, monkeypatch, small_corpus):
+def test_data_pipelines_on_a_real_book(project_copy, monkeypatch, small_corpus, tmp_path):
+    timings = tmp_path / "timings.json"
+    monkeypatch.setenv("BERT_MLM_NODE_TIMINGS", str(timings))
     for name in ("ingestion", "tokenization", "sequences"):
         run_session(project_copy, monkeypatch, pipeline_name=name, **{"corpus.path": str(small_corpus)})
     data = project_copy / "data"
+    # The last run's node timings (NodeTimingHook): the node itself, then with its catalog I/O.
+    (timed,) = json.loads(timings.read_text())["nodes"]
+    assert timed["node"] == "build_model_inputs" and 0 < timed["seconds"] <= timed["seconds_with_io"]
     documents = pd.read_parquet(latest(data / "02_intermediate" / "corpus_documents.parquet"))
     assert set(documents["split"]) == {"train", "valid", "test"}
     assert documents["source"].eq(str(small_corpus)).all()
@@ -83,8 +88,38 @@ def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch):
     predictions = fill("Return the [MASK] of the list.")
     assert len(predictions) == 5 and all("token_str" in p for p in predictions)
     assert AutoModelForMaskedLM.from_pretrained(model_dir).config.pad_token_id == 0
-    report = latest(data / "08_reporting" / "evaluation_report.md").read_text()
-    assert "eval_accuracy" in report and "Fill-mask examples" in report
+    report = latest(data / "08_reporting" / "run_report.html").read_text()
+    for section in ("Corpus", "Sequences and padding efficiency", "Training", "Tuning of the mask probability",
+                    "Evaluation (fixed protocol)", "Fill-mask examples"):
+        assert f"<h2>{section}</h2>" in report
+    assert report.count("data:image/png;base64,") == 2 and f"{metrics['eval_accuracy']:.4g}" in report
+
+
+@pytest.mark.slow
+def test_mask_rates_side_by_side_then_one_namespace_alone(project_copy, monkeypatch):
+    from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
+
+    run_session(project_copy, monkeypatch, pipeline_name="mask_rate_comparison")
+    data = project_copy / "data"
+    comparison = pd.read_csv(latest(data / "08_reporting" / "mask_rate_comparison.csv"))
+    assert sorted(comparison["variant"]) == sorted(VARIANTS)
+    assert list(comparison["mask_probability"]) == [0.15, 0.30, 0.45]
+    assert comparison["eval_loss"].nunique() == len(VARIANTS)  # really different models
+    for variant in VARIANTS:
+        summary = json.loads(latest(data / "07_model_output" / variant / "training_summary.json").read_text())
+        assert summary["mask_probability_source"] == "variant"
+        assert list((data / "06_models" / "checkpoints" / variant).glob("step-*")), "each variant checkpoints apart"
+    report = latest(data / "08_reporting" / "mask_rate_comparison.html").read_text()
+    assert "Lowest fixed-protocol eval loss" in report and report.count("data:image/png;base64,") == 1
+
+    # `kedro run --pipeline mask_rate_comparison --namespaces mask_030`: that variant only, on the
+    # data the first run stored.
+    monkeypatch.chdir(project_copy)
+    with KedroSession.create(project_path=project_copy, env="smoke") as session:
+        session.run(pipeline_names=["mask_rate_comparison"], namespaces=["mask_030"])
+    versions = {v: len(list((data / "08_reporting" / v / "metrics.json").iterdir())) for v in VARIANTS}
+    assert versions == {v: 2 if v == "mask_030" else 1 for v in VARIANTS}
+    assert len(list((data / "08_reporting" / "mask_rate_comparison.csv").iterdir())) == 1
 
 
 def test_bad_parameter_fails_before_any_work(project_copy, monkeypatch):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 TASKS = ["clean_and_split_corpus", "build_tokenizer", "encode_corpus", "build_model_inputs",
-         "tune_mask_probability", "train_masked_lm", "evaluate_masked_lm"]
+         "tune_mask_probability", "train_masked_lm", "evaluate_masked_lm", "build_run_report"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
@@ -38,7 +38,7 @@ def test_static_build_holds_the_chain(viz_build):
     assert [n["name"] for n in graph["nodes"] if n["type"] == "task"] == TASKS
     layers = {n.get("layer") for n in graph["nodes"] if n["type"] == "data"}
     assert {"raw", "intermediate", "feature", "model_input", "models", "model_output", "reporting"} <= layers
-    assert {t["id"] for t in graph["tags"]} >= {"ingestion", "tokenization", "sequences", "tuning", "training", "evaluation"}
+    assert {t["id"] for t in graph["tags"]} >= {"ingestion", "tokenization", "sequences", "tuning", "training", "evaluation", "reporting"}
 
 
 def free_port() -> int:

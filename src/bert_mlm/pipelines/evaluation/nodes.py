@@ -1,4 +1,4 @@
-"""Nodes of the ``evaluation`` pipeline: fixed-protocol metrics, fill-mask examples, report."""
+"""Nodes of the ``evaluation`` pipeline: fixed-protocol metrics and fill-mask examples."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def evaluate_masked_lm(
     training_summary: dict,
     evaluation_params: dict,
     sequence_params: dict,
-) -> tuple[dict, str]:
+) -> dict:
     """Metrics on the test split (and on ``evaluation.corpus_path`` when given) under the fixed
     protocol, the most-frequent-token reference, and fill-mask examples."""
     protocol = evaluation_protocol(evaluation_params)
@@ -76,18 +76,5 @@ def evaluate_masked_lm(
         metrics["eval_loss"], metrics["eval_accuracy"], metrics["accuracy_over_baseline"],
         metrics["baseline_accuracy"], metrics["eval_top5_accuracy"],
     )
-    return metrics, evaluation_report(metrics)
+    return metrics
 
-
-def evaluation_report(metrics: dict) -> str:
-    lines = ["# Evaluation report", "", "| metric | value |", "|---|---|"]
-    for key, value in metrics.items():
-        if key == "fill_mask_examples":
-            continue
-        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
-        lines.append(f"| {key} | {shown} |")
-    lines += ["", "## Fill-mask examples", ""]
-    for example in metrics.get("fill_mask_examples", []):
-        fills = ", ".join(f"`{p['token']}` ({p['score']:.3f})" for p in example["predictions"])
-        lines.append(f"- {example['sentence']} -> {fills}")
-    return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "trained_model", "model_input_sequences", "token_ids", "extra_eval_corpus",
                     "training_summary", "params:evaluation", "params:sequences",
                 ],
-                outputs=["metrics", "evaluation_report"],
+                outputs="metrics",
                 name="evaluate_masked_lm",
                 tags=["evaluation", "reporting"],
             )

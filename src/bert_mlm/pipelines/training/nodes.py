@@ -5,9 +5,6 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, replace
 
-import matplotlib
-
-matplotlib.use("Agg")  # nodes run headless; the figure goes to the catalog
 import matplotlib.pyplot as plt
 import pandas as pd
 from transformers import PreTrainedTokenizerBase
@@ -16,6 +13,7 @@ from bert_mlm.core.distributed import DistributedConfig
 from bert_mlm.core.experiment import train_data_parallel
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.params import build_config
+from bert_mlm.core.report import training_curves
 from bert_mlm.datasets.pretrained import MaskedLM
 from bert_mlm.pipelines.experiment_params import build_experiment
 
@@ -35,6 +33,8 @@ def train_masked_lm(
 ) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, dict]:
     """Train with per-epoch dynamic masking at the tuned (or configured) probability.
 
+    ``tuning_best_params`` holds ``masking``/``training`` overrides and their ``source``: the
+    tuning study ("tuning"), a mask-rate variant ("variant"), or none ("parameters").
     Returns the model with its tokenizer, the per-step history, a loss/accuracy plot and a
     summary (tokens, throughput, the masking actually used and where it came from).
     """
@@ -43,13 +43,15 @@ def train_masked_lm(
         {"model": model_params, "training": training_params, "masking": masking_params,
          "evaluation": evaluation_params, "sequences": sequence_params},
     )
-    tuned_masking = tuning_best_params.get("masking", {}) if tuning_best_params.get("source") == "tuning" else {}
+    source = tuning_best_params.get("source", "parameters")
+    overriding = source in ("tuning", "variant")
+    tuned_masking = tuning_best_params.get("masking", {}) if overriding else {}
     masking = replace(experiment.masking, **tuned_masking) if tuned_masking else experiment.masking
     MaskingConfig(**asdict(masking))  # re-validate the tuned values
     training = experiment.training
-    if tuning_best_params.get("source") == "tuning" and "training" in tuning_best_params:
+    if overriding and "training" in tuning_best_params:
         training = replace(training, **tuning_best_params["training"])
-    logger.info("Training with masking %s (from %s)", asdict(masking), "tuning" if tuned_masking else "parameters")
+    logger.info("Training with masking %s (from %s)", asdict(masking), source if tuned_masking else "parameters")
     distributed = build_config(DistributedConfig, distributed_params, "distributed")
     model, result = train_data_parallel(experiment, training, masking, distributed)
     summary = {
@@ -64,7 +66,7 @@ def train_masked_lm(
         "mask_probability": masking.probability,
         "mask_token_fraction": masking.mask_token_fraction,
         "random_token_fraction": masking.random_token_fraction,
-        "mask_probability_source": "tuning" if "probability" in tuned_masking else "parameters",
+        "mask_probability_source": source if "probability" in tuned_masking else "parameters",
         "learning_rate": result.learning_rate,
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "data_parallel_workers": distributed.world_size,
@@ -72,16 +74,3 @@ def train_masked_lm(
     model.to("cpu")
     return MaskedLM(model=model, tokenizer=tokenizer), result.history, training_curves(result.history), summary
 
-
-def training_curves(history: pd.DataFrame) -> plt.Figure:
-    figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(11, 4))
-    if len(history):
-        window = max(1, len(history) // 50)
-        loss_axis.plot(history["step"], history["loss"], alpha=0.3, label="per step")
-        loss_axis.plot(history["step"], history["loss"].rolling(window).mean(), label=f"mean of {window}")
-        accuracy_axis.plot(history["step"], history["accuracy"].rolling(window).mean())
-    loss_axis.set(xlabel="step", ylabel="masked-token loss", title="Training loss")
-    accuracy_axis.set(xlabel="step", ylabel="masked-token accuracy", title="Training accuracy")
-    loss_axis.legend()
-    figure.tight_layout()
-    return figure

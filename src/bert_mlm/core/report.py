@@ -1,0 +1,213 @@
+"""Run reports: one self-contained HTML page (tables, and PNG figures embedded inline) that a
+person can open from ``data/08_reporting`` in any browser, mail, or attach to a ticket."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+
+import matplotlib
+
+matplotlib.use("Agg")  # reports are built headless
+import matplotlib.pyplot as plt
+import pandas as pd
+
+# Headline metrics, in the order a reader looks for them.
+HEADLINE = (
+    ("eval_accuracy", "masked-token accuracy (top-1)"),
+    ("baseline_accuracy", "most-frequent-token reference"),
+    ("accuracy_over_baseline", "accuracy / reference"),
+    ("eval_top5_accuracy", "top-5 accuracy"),
+    ("eval_loss", "masked-token loss"),
+    ("eval_perplexity", "perplexity"),
+    ("extra_eval_accuracy", "accuracy on evaluation.corpus_path"),
+    ("extra_baseline_accuracy", "reference on evaluation.corpus_path"),
+    ("mask_probability", "training mask probability"),
+    ("mask_probability_source", "mask probability from"),
+    ("train_steps", "training steps"),
+    ("train_tokens", "training tokens"),
+    ("train_tokens_per_second", "training tokens/s"),
+    ("train_seconds", "training seconds"),
+    ("device", "device"),
+    ("precision", "precision"),
+    ("parameters", "model parameters"),
+)
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 70rem; color: #222; }
+h1 { margin-bottom: 0.2rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.6rem 0; font-size: 0.9rem; }
+td, th { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
+th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
+img { max-width: 100%; } .muted { color: #666; } code { background: #f4f4f4; padding: 0 0.2rem; }
+"""
+
+
+def figure_png_base64(figure: plt.Figure, dpi: int = 100) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(figure)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def image(figure: plt.Figure | None, alt: str) -> str:
+    if figure is None:
+        return f'<p class="muted">No {html.escape(alt)}.</p>'
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{figure_png_base64(figure)}">'
+
+
+def table(frame: pd.DataFrame | None, float_format: str = "{:,.4f}") -> str:
+    if frame is None or frame.empty:
+        return '<p class="muted">Nothing recorded.</p>'
+    return frame.to_html(index=False, border=0, float_format=float_format.format, na_rep="", escape=True)
+
+
+def format_value(value) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "n/a"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return str(value)
+
+
+def headline_table(metrics: Mapping) -> pd.DataFrame:
+    rows = [(label, f"{metrics[key]:.2f}x" if key == "accuracy_over_baseline" else format_value(metrics[key]))
+            for key, label in HEADLINE if key in metrics]
+    return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def fill_mask_list(examples: Sequence[Mapping]) -> str:
+    if not examples:
+        return '<p class="muted">No fill-mask sentences.</p>'
+    items = []
+    for example in examples:
+        fills = ", ".join(
+            f"<code>{html.escape(str(p['token']))}</code> {p['score']:.3f}" for p in example.get("predictions", [])
+        )
+        items.append(f"<li>{html.escape(example['sentence'])} &rarr; {fills}</li>")
+    return "<ul>" + "".join(items) + "</ul>"
+
+
+def page(title: str, sections: Sequence[tuple[str, str]], subtitle: str = "") -> str:
+    body = "".join(f"<h2>{html.escape(heading)}</h2>{content}" for heading, content in sections)
+    created = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+        f"<p class='muted'>{html.escape(subtitle)} Created {created}.</p>{body}</body></html>\n"
+    )
+
+
+# ----------------------------------------------------------------------------- figures
+def training_curves(history: pd.DataFrame) -> plt.Figure:
+    """Per-step training loss and accuracy on the masked tokens, with a rolling mean."""
+    figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(11, 4))
+    if len(history):
+        window = max(1, len(history) // 50)
+        loss_axis.plot(history["step"], history["loss"], alpha=0.3, label="per step")
+        loss_axis.plot(history["step"], history["loss"].rolling(window).mean(), label=f"mean of {window}")
+        accuracy_axis.plot(history["step"], history["accuracy"].rolling(window).mean())
+        loss_axis.legend()
+    loss_axis.set(xlabel="step", ylabel="masked-token loss", title="Training loss")
+    accuracy_axis.set(xlabel="step", ylabel="masked-token accuracy", title="Training accuracy")
+    figure.tight_layout()
+    return figure
+
+
+def tuning_curve(trials: pd.DataFrame | None) -> plt.Figure | None:
+    """Fixed-protocol eval loss against the mask probability of every trial (pruned ones at
+    their last reported value)."""
+    if trials is None or trials.empty or "params_probability" not in trials:
+        return None
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for state, marker in (("COMPLETE", "o"), ("PRUNED", "x")):
+        part = trials[trials["state"] == state]
+        values = part["value"] if state == "COMPLETE" else part.get("last_intermediate_value", part["value"])
+        if len(part):
+            axis.scatter(part["params_probability"], values, marker=marker, label=state.lower())
+    axis.set(xlabel="mask probability", ylabel="eval loss (fixed 15 % masks)", title="Tuning trials")
+    axis.legend()
+    figure.tight_layout()
+    return figure
+
+
+def comparison_figure(histories: Mapping[str, pd.DataFrame], comparison: pd.DataFrame) -> plt.Figure:
+    """Training loss of every variant over steps, and fixed-protocol eval metrics per variant."""
+    figure, (curve_axis, metric_axis) = plt.subplots(1, 2, figsize=(12, 4))
+    for name, history in histories.items():
+        if len(history):
+            window = max(1, len(history) // 30)
+            curve_axis.plot(history["step"], history["loss"].rolling(window).mean(), label=name)
+    curve_axis.set(xlabel="step", ylabel="training loss (at its own mask rate)", title="Training loss")
+    curve_axis.legend()
+    ordered = comparison.sort_values("mask_probability")
+    metric_axis.plot(ordered["mask_probability"], ordered["eval_accuracy"], "o-", label="accuracy (top-1)")
+    metric_axis.plot(ordered["mask_probability"], ordered["eval_top5_accuracy"], "s-", label="top-5 accuracy")
+    metric_axis.set(xlabel="training mask probability", ylabel="fixed-protocol accuracy", title="Evaluation (15 % masks)")
+    metric_axis.legend()
+    figure.tight_layout()
+    return figure
+
+
+# ----------------------------------------------------------------------------- reports
+def run_report(
+    metrics: Mapping,
+    training_history: pd.DataFrame,
+    corpus_stats: pd.DataFrame | None = None,
+    tokenization_stats: pd.DataFrame | None = None,
+    sequence_stats: pd.DataFrame | None = None,
+    tuning_trials: pd.DataFrame | None = None,
+) -> str:
+    """The report of one `kedro run`: data, tokenizer, sequences (padding efficiency), training
+    curves, tuning, evaluation metrics and fill-mask examples."""
+    all_metrics = pd.DataFrame(
+        [(k, format_value(v)) for k, v in metrics.items() if k != "fill_mask_examples"], columns=["metric", "value"]
+    )
+    trial_columns = [c for c in ("number", "state", "params_probability", "value", "last_intermediate_value",
+                                 "duration_seconds") if tuning_trials is not None and c in tuning_trials]
+    sections = [
+        ("Summary", table(headline_table(metrics))),
+        ("Corpus", table(corpus_stats)),
+        ("Tokenizer", table(tokenization_stats)),
+        ("Sequences and padding efficiency", table(sequence_stats)),
+        ("Training", image(training_curves(training_history), "training curves")),
+        ("Tuning of the mask probability", image(tuning_curve(tuning_trials), "tuning trials")
+         + (table(tuning_trials[trial_columns]) if trial_columns else "")),
+        ("Evaluation (fixed protocol)", table(all_metrics)),
+        ("Fill-mask examples", fill_mask_list(metrics.get("fill_mask_examples", []))),
+    ]
+    return page("bert-mlm run report", sections, "Evaluation: fixed 15 % masks with a fixed seed, so runs compare.")
+
+
+COMPARISON_COLUMNS = (
+    "variant", "mask_probability", "eval_loss", "eval_accuracy", "eval_top5_accuracy", "baseline_accuracy",
+    "accuracy_over_baseline", "extra_eval_accuracy", "final_train_loss", "train_tokens_per_second",
+)
+
+
+def compare_variants(
+    metrics: Mapping[str, Mapping], histories: Mapping[str, pd.DataFrame]
+) -> tuple[pd.DataFrame, str]:
+    """One row per variant (sorted by mask probability) and an HTML report with its figure."""
+    rows = [{"variant": name, **{k: v for k, v in m.items() if k in COMPARISON_COLUMNS}} for name, m in metrics.items()]
+    comparison = pd.DataFrame(rows)
+    comparison = comparison[[c for c in COMPARISON_COLUMNS if c in comparison]].sort_values("mask_probability")
+    best = comparison.loc[comparison["eval_loss"].idxmin(), "variant"]
+    sections = [
+        ("Variants", table(comparison) + f"<p>Lowest fixed-protocol eval loss: <b>{html.escape(best)}</b>.</p>"),
+        ("Curves and metrics", image(comparison_figure(histories, comparison), "comparison")),
+        *[(f"Fill-mask: {name}", fill_mask_list(m.get("fill_mask_examples", []))) for name, m in metrics.items()],
+    ]
+    return comparison.reset_index(drop=True), page(
+        "bert-mlm mask-rate comparison", sections,
+        "Same data, model, steps and seed; only the training mask probability differs. "
+        "Every variant is evaluated with the same fixed 15 % masks.",
+    )

@@ -1,0 +1,25 @@
+"""Nodes of the ``mask_rate_comparison`` pipeline: train and evaluate one model per variant
+(a Kedro namespace), then compare them in one table and report."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bert_mlm.core.report import compare_variants
+
+OVERRIDABLE = ("masking", "training")
+
+
+def variant_overrides(overrides: dict) -> dict:
+    """The variant's ``masking``/``training`` values, in the form the training node applies
+    (the same as the tuning study's best parameters)."""
+    unknown = set(overrides or {}) - set(OVERRIDABLE)
+    if unknown:
+        raise ValueError(f"overrides: {sorted(unknown)} cannot be overridden per variant; use {OVERRIDABLE}")
+    return {**{k: dict(v) for k, v in (overrides or {}).items()}, "source": "variant"}
+
+
+def compare_mask_rates(**inputs) -> tuple[pd.DataFrame, str]:
+    """``inputs`` holds ``<variant>_metrics`` and ``<variant>_history`` for every variant."""
+    names = sorted(k.removesuffix("_metrics") for k in inputs if k.endswith("_metrics"))
+    return compare_variants({n: inputs[f"{n}_metrics"] for n in names}, {n: inputs[f"{n}_history"] for n in names})

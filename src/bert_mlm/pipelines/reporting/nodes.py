@@ -1,0 +1,20 @@
+"""Nodes of the ``reporting`` pipeline: one HTML report per run."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bert_mlm.core.report import run_report
+
+
+def build_run_report(
+    metrics: dict,
+    training_history: pd.DataFrame,
+    corpus_stats: pd.DataFrame,
+    tokenization_stats: pd.DataFrame,
+    sequence_stats: pd.DataFrame,
+    tuning_trials: pd.DataFrame,
+) -> str:
+    """Corpus, tokenizer and padding stats, training and tuning curves, metrics and fill-mask
+    examples on one self-contained HTML page."""
+    return run_report(metrics, training_history, corpus_stats, tokenization_stats, sequence_stats, tuning_trials)

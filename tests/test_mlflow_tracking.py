@@ -1,0 +1,44 @@
+"""Optional MLflow tracking: off by default, and with BERT_MLM_MLFLOW=1 a real MLflow run holds
+the parameters (kedro-mlflow), the metrics, the training curve and the report (our hook)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("kedro_mlflow", reason="the mlflow extra is not installed (pip install -e '.[mlflow]')")
+
+KEDRO = str(Path(sys.executable).with_name("kedro"))
+
+
+def kedro_run(project: Path, tracking: bool) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "BERT_MLM_MLFLOW": "1" if tracking else "0"}
+    return subprocess.run([KEDRO, "run", "--env", "smoke"], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_tracking_is_off_by_default_and_logs_a_full_run_when_on(project_copy):
+    untracked = kedro_run(project_copy, tracking=False)
+    assert untracked.returncode == 0, untracked.stderr[-3000:]
+    assert not (project_copy / "data" / "09_tracking").exists(), "nothing is written to MLflow by default"
+
+    tracked = kedro_run(project_copy, tracking=True)
+    assert tracked.returncode == 0, tracked.stderr[-3000:]
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{project_copy / 'data' / '09_tracking' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("bert-mlm")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED"
+    assert float(run.data.params["masking.probability"]) == pytest.approx(0.15)  # kedro-mlflow, flattened
+    assert run.data.params["training.max_steps"] == "12"  # the smoke env's value
+    metrics = run.data.metrics
+    assert 0 < metrics["eval_accuracy"] <= 1 and metrics["eval_masked_tokens"] > 0 and metrics["train_tokens"] > 0
+    loss_curve = client.get_metric_history(run.info.run_id, "train_loss")
+    assert [m.step for m in loss_curve] == list(range(1, 13))
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"run_report.html", "metrics.json"} <= artifacts
