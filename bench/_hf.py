@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from transformers import BertForMaskedLM, DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
-from bert_mlm.core.training import TrainingConfig, resolve_learning_rate
+from bert_mlm.core.training import TrainingConfig, resolve_device, resolve_learning_rate, resolve_precision
 
 
 class StepClock(TrainerCallback):
@@ -20,6 +20,8 @@ class StepClock(TrainerCallback):
         self.ends: list[float] = []
 
     def on_step_end(self, args, state, control, **kwargs):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # as the bert-mlm loop does at the end of its steps
         self.ends.append(time.perf_counter())
 
 
@@ -52,8 +54,11 @@ def train_with_hf_trainer(
         "weight_decay": training.weight_decay, "adam_beta1": training.adam_beta1, "adam_beta2": training.adam_beta2,
         "adam_epsilon": training.adam_epsilon, "max_grad_norm": training.max_grad_norm,
     }
+    # The same precision as the bert-mlm side (fp32 on CPU, bf16/fp16 autocast on GPUs).
+    precision = resolve_precision(training.precision, resolve_device(training.device))
     collator = CountingCollator(DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15, pad_to_multiple_of=8))
     clock = StepClock()
+    special = set(tokenizer.all_special_ids)
     with tempfile.TemporaryDirectory() as output_dir:
         trainer = Trainer(
             model=model,
@@ -61,8 +66,12 @@ def train_with_hf_trainer(
                 output_dir=output_dir, max_steps=training.max_steps, per_device_train_batch_size=training.batch_size,
                 report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True, seed=training.seed,
                 use_cpu=not torch.cuda.is_available(), dataloader_drop_last=True, **same,
+                bf16=precision == "bf16", fp16=precision == "fp16",
             ),
-            train_dataset=[{"input_ids": s.tolist()} for s in sequences],
+            # With its special_tokens_mask, as the run_mlm recipe's tokenization provides it
+            # (without it the collator rebuilds the mask in a Python loop per row).
+            train_dataset=[{"input_ids": s.tolist(), "special_tokens_mask": [int(t in special) for t in s.tolist()]}
+                           for s in sequences],
             data_collator=collator,
             callbacks=[clock],
         )

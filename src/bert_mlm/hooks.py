@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -56,9 +55,13 @@ def validate_variants(parameters: dict, built: dict) -> None:
 
     for variant in VARIANTS:
         overrides = (parameters.get(variant) or {}).get("overrides") or {}
+        if not isinstance(overrides, dict):
+            raise ValueError(f"{variant}.overrides: {overrides!r} must be a mapping of masking/training values")
         for section, values in overrides.items():
             if section not in ("masking", "training"):
                 raise ValueError(f"{variant}.overrides.{section}: only masking and training can be overridden per variant")
+            if not isinstance(values or {}, dict):
+                raise ValueError(f"{variant}.overrides.{section}: {values!r} must be a mapping of {section} values")
             merged = {**asdict(built[section]), **(values or {})}
             try:
                 build_config(SECTIONS[section], merged, section)
@@ -75,12 +78,23 @@ class ValidateParametersHook:
 NODE_TIMINGS_ENV = "BERT_MLM_NODE_TIMINGS"
 
 
+def peak_rss_gb() -> float:
+    """This process's peak resident memory; NaN where the ``resource`` module does not exist."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return float("nan")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**30 if sys.platform == "darwin" else peak / 2**20  # bytes on macOS, KiB elsewhere
+
+
 class NodeTimingHook:
     """Logs a table of every node's time at the end of a run: the node function itself and with
     its catalog loads and saves, plus the process's peak memory when it finished.
 
     With the environment variable ``BERT_MLM_NODE_TIMINGS`` set to a path, the table is also
-    written there as JSON (``bench/end_to_end.py`` uses it).
+    written there as JSON (``bench/end_to_end.py`` uses it). Under ``ParallelRunner`` nodes run
+    in worker processes that hold their own hook instances, so the table stays empty there.
     """
 
     def __init__(self) -> None:
@@ -109,7 +123,7 @@ class NodeTimingHook:
     def after_node_run(self, node) -> None:
         entry = self._entry(node)
         entry["node_end"] = entry["last_io"] = time.perf_counter()
-        entry["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        entry["peak_rss_gb"] = peak_rss_gb()
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data, node) -> None:

@@ -77,3 +77,9 @@ def test_compare_variants_orders_by_probability_and_names_the_best():
     assert "fill_mask_examples" not in table
     assert "Lowest fixed-protocol eval loss: <b>mask_030</b>" in page
     assert len(embedded_pngs(page)) == 1 and page.count("Fill-mask: mask_0") == 3
+
+
+def test_compare_variants_survives_diverged_variants():
+    variants = {"mask_015": {**metrics(0.1, 0.15), "eval_loss": float("nan")}, "mask_030": {**metrics(0.1, 0.3), "eval_loss": float("nan")}}
+    table, page = compare_variants(variants, {name: history() for name in variants})
+    assert len(table) == 2 and "No finite eval loss." in page

@@ -54,6 +54,8 @@ CASES = [
     ("mask_045.overrides.training.batch_size", 0, r"mask_045\.overrides: training\.batch_size: 0 must be a positive integer"),
     ("mask_015.overrides.masking.probabilty", 0.2, r"mask_015\.overrides: masking: unknown parameter\(s\) masking\.probabilty"),
     ("mask_015.overrides.model", {"hidden_size": 64}, r"mask_015\.overrides\.model: only masking and training can be overridden"),
+    ("mask_015.overrides.masking", 0.2, r"mask_015\.overrides\.masking: 0\.2 must be a mapping of masking values"),
+    ("mask_015.overrides", "fast", r"mask_015\.overrides: 'fast' must be a mapping"),
 ]
 
 

@@ -200,9 +200,11 @@ def compare_variants(
     rows = [{"variant": name, **{k: v for k, v in m.items() if k in COMPARISON_COLUMNS}} for name, m in metrics.items()]
     comparison = pd.DataFrame(rows)
     comparison = comparison[[c for c in COMPARISON_COLUMNS if c in comparison]].sort_values("mask_probability")
-    best = comparison.loc[comparison["eval_loss"].idxmin(), "variant"]
+    finite = comparison["eval_loss"].notna().any()
+    best = comparison.loc[comparison["eval_loss"].idxmin(), "variant"] if finite else None
+    verdict = f"<p>Lowest fixed-protocol eval loss: <b>{html.escape(best)}</b>.</p>" if best else "<p>No finite eval loss.</p>"
     sections = [
-        ("Variants", table(comparison) + f"<p>Lowest fixed-protocol eval loss: <b>{html.escape(best)}</b>.</p>"),
+        ("Variants", table(comparison) + verdict),
         ("Curves and metrics", image(comparison_figure(histories, comparison), "comparison")),
         *[(f"Fill-mask: {name}", fill_mask_list(m.get("fill_mask_examples", []))) for name, m in metrics.items()],
     ]

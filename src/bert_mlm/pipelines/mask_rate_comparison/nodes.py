@@ -16,7 +16,7 @@ def variant_overrides(overrides: dict) -> dict:
     unknown = set(overrides or {}) - set(OVERRIDABLE)
     if unknown:
         raise ValueError(f"overrides: {sorted(unknown)} cannot be overridden per variant; use {OVERRIDABLE}")
-    return {**{k: dict(v) for k, v in (overrides or {}).items()}, "source": "variant"}
+    return {**{k: dict(v or {}) for k, v in (overrides or {}).items()}, "source": "variant"}
 
 
 def compare_mask_rates(**inputs) -> tuple[pd.DataFrame, str]:

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.core.experiment import train_trial
+from bert_mlm.core.masking import MASKING_SCHEME
 from bert_mlm.core.params import build_config
 from bert_mlm.core.tuning import SEARCHABLE, TuningConfig, best_parameters, masking_for, run_study, trials_table
 from bert_mlm.pipelines.experiment_params import build_experiment
@@ -78,6 +79,7 @@ def study_fingerprint(experiment, config: TuningConfig) -> str:
         "evaluation": asdict(experiment.evaluation),
         "sequences": asdict(experiment.sequence_config),
         "tuning": {k: v for k, v in asdict(config).items() if k in ("trial_steps", "eval_every", "search_space", "eval_max_sequences")},
+        "masking_scheme": MASKING_SCHEME,
     }
     digest.update(json.dumps(comparable, sort_keys=True, default=str).encode())
     for split in ("train", "valid"):
