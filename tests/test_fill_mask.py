@@ -18,13 +18,14 @@ from bert_mlm.fill_mask import fill_mask
 def project_with_models(tmp_path, monkeypatch):
     texts = ["the cat sat on the mat", "the dog sat on the rug", "a cat ran"] * 30
     tokenizer = train_wordpiece(texts, vocab_size=40, min_frequency=1)
-    for version, seed in (("2026-01-01T00.00.00.000Z", 0), ("2026-01-02T00.00.00.000Z", 1)):
+    for version, seed, where in (("2026-01-01T00.00.00.000Z", 0, "masked_lm"), ("2026-01-02T00.00.00.000Z", 1, "masked_lm"),
+                                 ("2026-01-03T00.00.00.000Z", 2, "mask_030/masked_lm")):
         config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                             intermediate_size=32, max_position_embeddings=32, pad_token_id=0)
         import torch
 
         torch.manual_seed(seed)
-        MaskedLMDataset(str(tmp_path / "data/06_models/masked_lm"), version=Version(None, version)).save(
+        MaskedLMDataset(str(tmp_path / "data/06_models" / where), version=Version(None, version)).save(
             MaskedLM(BertForMaskedLM(config), tokenizer)
         )
     monkeypatch.chdir(tmp_path)
@@ -38,6 +39,8 @@ def test_latest_and_named_versions_differ(project_with_models):
     assert latest == named_latest
     assert latest != older
     assert len(latest[0]["predictions"]) == 3
+    variant = fill_mask(["the [MASK] sat"], top_k=3, variant="mask_030")  # data/06_models/mask_030/masked_lm
+    assert variant != latest and variant != older
 
 
 def test_command_line(project_with_models):

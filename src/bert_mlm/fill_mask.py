@@ -1,7 +1,8 @@
 """`bert-mlm fill-mask "The [MASK] sat on the mat."`: top-k fills from a trained model.
 
 Loads the latest version of the catalog's ``trained_model`` (``data/06_models/masked_lm``), a
-named version (``--version 2026-12-02T15.00.00.000Z``), or any model directory (``--model DIR``).
+named version (``--version 2026-12-02T15.00.00.000Z``), a mask-rate variant's model
+(``--variant mask_030``: ``data/06_models/mask_030/masked_lm``), or any model directory (``--model DIR``).
 Also usable from Python: ``from bert_mlm.fill_mask import fill_mask``.
 """
 
@@ -34,8 +35,14 @@ def load_masked_lm(model: str | None = None, version: str | None = None, models_
         ) from error
 
 
-def fill_mask(sentences: list[str], model: str | None = None, version: str | None = None, top_k: int = 5) -> list[dict]:
-    bundle = load_masked_lm(model, version)
+def models_dir_of(variant: str | None) -> str:
+    return f"data/06_models/{variant}/masked_lm" if variant else DEFAULT_MODELS
+
+
+def fill_mask(
+    sentences: list[str], model: str | None = None, version: str | None = None, top_k: int = 5, variant: str | None = None
+) -> list[dict]:
+    bundle = load_masked_lm(model, version, models_dir_of(variant))
     return fill_mask_examples(bundle.model, bundle.tokenizer, sentences, top_k)
 
 
@@ -43,11 +50,12 @@ def fill_mask(sentences: list[str], model: str | None = None, version: str | Non
 @click.argument("sentences", nargs=-1, required=True)
 @click.option("--model", "model", default=None, help="A model directory (default: the latest trained version).")
 @click.option("--version", default=None, help="A version of data/06_models/masked_lm (default: the latest).")
+@click.option("--variant", default=None, help="A mask_rate_comparison variant's model, e.g. mask_030.")
 @click.option("--top-k", default=5, show_default=True, type=click.IntRange(1, 100))
-def fill_mask_command(sentences: tuple[str, ...], model: str | None, version: str | None, top_k: int) -> None:
+def fill_mask_command(sentences: tuple[str, ...], model: str | None, version: str | None, variant: str | None, top_k: int) -> None:
     """Print the top-k fills of [MASK] in each SENTENCE."""
     try:
-        examples = fill_mask(list(sentences), model, version, top_k)
+        examples = fill_mask(list(sentences), model, version, top_k, variant)
     except ValueError as error:
         raise click.UsageError(str(error)) from error
     for example in examples:
