@@ -137,9 +137,11 @@ class NodeTimingHook:
             for e in self.nodes.values() if "node_end" in e
         ]
         total = time.perf_counter() - self.started
-        lines = [f"{'node':<32} {'seconds':>9} {'with I/O':>9} {'peak GB':>8}"]
-        lines += [f"{r['node']:<32} {r['seconds']:>9.1f} {r['seconds_with_io']:>9.1f} {r['peak_rss_gb']:>8.2f}" for r in rows]
-        logger.info("Time per node (pipeline %.1f s):\n%s", total, "\n".join(lines))
+        # One short line per node: Kedro's rich log handler wraps wide tables into a narrow column.
+        logger.info("Time per node (pipeline %.1f s in all):", total)
+        for r in rows:
+            logger.info("  %s: %.1f s (%.1f s with catalog I/O), peak memory %.2f GB",
+                        r["node"], r["seconds"], r["seconds_with_io"], r["peak_rss_gb"])
         target = os.environ.get(NODE_TIMINGS_ENV)
         if target:
             path = Path(target)
