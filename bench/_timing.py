@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -133,7 +132,3 @@ def run_measured(command: list[str], cwd: str | None = None, env: dict | None = 
     output = subprocess.run([sys.executable, "-c", wrapper, *command], cwd=cwd, env=env, capture_output=True, text=True, check=True)
     return json.loads(output.stdout)
 
-
-def peak_rss_gb() -> float:
-    """This process's own peak resident memory so far."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

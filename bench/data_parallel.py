@@ -10,10 +10,10 @@ all-reduce and sharding rather than a speed-up; on multi-GPU machines each rank 
 from __future__ import annotations
 
 import argparse
-import statistics
 from dataclasses import replace
 
 import numpy as np
+from _timing import alternate_rates, rate_table
 
 from bert_mlm.core.distributed import DistributedConfig
 from bert_mlm.core.evaluation import EvaluationConfig
@@ -48,18 +48,18 @@ def main() -> None:
         "2 processes (gloo)": (replace(experiment.training, batch_size=args.global_batch // 2),
                                DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29551")),
     }
-    rates = {name: [] for name in setups}
-    for _ in range(args.repeats):
-        for name, (training, distributed) in setups.items():
+    def rate(training: TrainingConfig, distributed: DistributedConfig):
+        def measure() -> float:
             _, result = train_data_parallel(experiment, training, experiment.masking, distributed)
             history = result.history.iloc[3:]
-            rates[name].append(history["tokens"].sum() / history["seconds"].sum())
-    reference = statistics.median(rates["1 process"])
-    print(f"2-layer x 128 model, global batch {args.global_batch} x 128, {args.steps} steps, {args.repeats} alternating repeats\n")
-    print("| setup | median tokens/s | vs 1 process |")
-    print("|---|---|---|")
-    for name, values in rates.items():
-        print(f"| {name} | {statistics.median(values):,.0f} | {statistics.median(values) / reference:.2f}x |")
+            return history["tokens"].sum() / history["seconds"].sum()
+        return measure
+
+    rates = alternate_rates({name: rate(*setup) for name, setup in setups.items()}, args.repeats)
+    print(rate_table(
+        "Data-parallel training: 1 vs 2 processes", rates, "1 process", "tokens/s",
+        [f"2-layer x 128 model, global batch {args.global_batch} x 128, {args.steps} steps, {args.repeats} alternating repeats"],
+    ).markdown())
 
 
 if __name__ == "__main__":

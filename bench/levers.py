@@ -26,24 +26,22 @@ from bert_mlm.core.sequences import batch_order, build_sequences, padding_effici
 class StepSystem:
     """One training-step variant: built (and warmed up) on first use, then timed per call."""
 
-    def __init__(self, prepared: Prepared, base, batches, *, attention="eager", fused=True, compiled=False,
+    def __init__(self, base, batches, *, attention="eager", fused=True, compiled=False,
                  full_head=False, threads=None, steps=4) -> None:
-        self.args = (prepared, base, batches)
+        self.base, self.batches = base, batches
         self.options = {"attention": attention, "fused": fused, "compiled": compiled, "full_head": full_head}
         self.threads, self.steps, self.ready, self.setup_seconds = threads, steps, False, 0.0
 
     def build(self) -> None:
-        prepared, base, batches = self.args
-        setup = replace(base, model_config=replace(base.model_config, attn_implementation=self.options["attention"]))
+        setup = replace(self.base, model_config=replace(self.base.model_config, attn_implementation=self.options["attention"]))
         self.model = setup.new_model()
         self.model.train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=self.options["fused"],
                                            foreach=None if self.options["fused"] else True)
         sparse = MaskedPositionsMLM(self.model)
         self.forward = torch.compile(sparse) if self.options["compiled"] else sparse
-        self.batches = batches
         started = time.perf_counter()
-        for batch in batches[:3]:  # warm-up (and compilation) outside the timing
+        for batch in self.batches[:3]:  # warm-up (and compilation) outside the timing
             self.one_step(*batch)
         self.setup_seconds = time.perf_counter() - started
         self.ready = True
@@ -143,7 +141,7 @@ def run(prepared: Prepared, layers: int = 4, hidden: int = 256, repeats: int = 3
     note = f"{size}; {steps} timed steps per call after 3 warm-up steps, {repeats} alternating repeats."
 
     def system(**options) -> StepSystem:
-        return StepSystem(prepared, base, batches, steps=steps, **options)
+        return StepSystem(base, batches, steps=steps, **options)
 
     tables = [
         ab_table("Lever: MLM head at masked positions only vs at every position",

@@ -13,6 +13,7 @@ all count. MFU uses the same useful FLOPs for both systems (the head at masked p
 from __future__ import annotations
 
 import argparse
+import time
 
 from _data import Prepared, experiment, prepare
 from _hf import train_with_hf_trainer
@@ -28,7 +29,6 @@ def run(prepared: Prepared, layers: int = 4, hidden: int = 256, steps: int = 15,
 
     def ours() -> float:
         ends, tokens = [], []
-        import time
 
         def on_step(step: int, record: dict) -> None:
             ends.append(time.perf_counter())

@@ -52,13 +52,14 @@ def validate_variants(parameters: dict, built: dict) -> None:
     from dataclasses import asdict
 
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
+    from bert_mlm.pipelines.mask_rate_comparison.nodes import OVERRIDABLE
 
     for variant in VARIANTS:
         overrides = (parameters.get(variant) or {}).get("overrides") or {}
         if not isinstance(overrides, dict):
             raise ValueError(f"{variant}.overrides: {overrides!r} must be a mapping of masking/training values")
         for section, values in overrides.items():
-            if section not in ("masking", "training"):
+            if section not in OVERRIDABLE:
                 raise ValueError(f"{variant}.overrides.{section}: only masking and training can be overridden per variant")
             if not isinstance(values or {}, dict):
                 raise ValueError(f"{variant}.overrides.{section}: {values!r} must be a mapping of {section} values")

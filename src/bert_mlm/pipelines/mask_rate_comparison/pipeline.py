@@ -11,9 +11,8 @@ import warnings
 
 from kedro.pipeline import Node, Pipeline
 
-from bert_mlm.pipelines.evaluation.nodes import evaluate_masked_lm
+from bert_mlm.pipelines import evaluation, training
 from bert_mlm.pipelines.mask_rate_comparison.nodes import compare_mask_rates, variant_overrides
-from bert_mlm.pipelines.training.nodes import train_masked_lm
 
 # To add a variant, add its name here and its overrides to parameters_mask_rate_comparison.yml.
 VARIANTS = ("mask_015", "mask_030", "mask_045")
@@ -25,30 +24,16 @@ SHARED_PARAMETERS = {
 
 
 def variant_pipeline(name: str) -> Pipeline:
-    nodes = [
-        Node(variant_overrides, "params:overrides", "overrides", name="variant_overrides"),
-        Node(
-            train_masked_lm,
-            inputs=[
-                "model_input_sequences", "tokenizer", "overrides", "params:model", "params:training",
-                "params:masking", "params:evaluation", "params:sequences", "params:distributed",
-            ],
-            outputs=["trained_model", "training_history", "training_curves", "training_summary"],
-            name="train_masked_lm",
-            tags=["training", "model"],
-        ),
-        Node(
-            evaluate_masked_lm,
-            inputs=[
-                "trained_model", "model_input_sequences", "token_ids", "extra_eval_corpus",
-                "training_summary", "params:evaluation", "params:sequences",
-            ],
-            outputs="metrics",
-            name="evaluate_masked_lm",
-            tags=["evaluation"],
-        ),
-    ]
-    return Pipeline(nodes, namespace=name, inputs=SHARED_INPUTS, parameters=SHARED_PARAMETERS, tags=["mask_rate_comparison"])
+    """The project's training and evaluation pipelines in namespace ``name``; the training node
+    takes the variant's overrides where the default chain passes the tuning study's result."""
+    overrides = Pipeline([Node(variant_overrides, "params:overrides", "overrides", name="variant_overrides")], namespace=name)
+    trained = Pipeline(
+        [training.create_pipeline(), evaluation.create_pipeline()],
+        namespace=name,
+        inputs={**{shared: shared for shared in SHARED_INPUTS}, "tuning_best_params": f"{name}.overrides"},
+        parameters=SHARED_PARAMETERS,
+    )
+    return Pipeline([overrides, trained], tags=["mask_rate_comparison"])
 
 
 def create_pipeline(**kwargs) -> Pipeline:
