@@ -14,6 +14,7 @@ from kedro.framework.hooks import hook_impl
 
 from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.distributed import DistributedConfig
+from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.params import build_config
@@ -34,6 +35,7 @@ SECTIONS = {
     "training": TrainingConfig,
     "tuning": TuningConfig,
     "distributed": DistributedConfig,
+    "data": DataConfig,
 }
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bert_mlm.core.evaluation import (
+    MASK_BLOCK,
     EvaluationConfig,
     EvaluationSet,
     baseline_accuracy,
@@ -49,14 +50,28 @@ def model(tiny_tokenizer):
     return build_model(TINY, tiny_tokenizer, seed=0).eval()
 
 
-def _prepare(tokenizer, data, config=None, collator=None, sequences=None):
-    return prepare_evaluation_set(
+def _prepare(tokenizer, data, config=None, collator=None, sequences=None, materialise=True):
+    streamed = prepare_evaluation_set(
         data["sequences"] if sequences is None else sequences,
         collator or data["collator"],
         tokenizer.mask_token_id,
         data["replacement"],
         config or EvaluationConfig(),
     )
+    return streamed.materialise() if materialise else streamed
+
+
+def test_the_streamed_set_is_the_materialised_one_block_by_block(tiny_tokenizer, data, model):
+    streamed = _prepare(tiny_tokenizer, data, materialise=False)
+    whole = streamed.materialise()
+    assert len(streamed) == len(data["sequences"]) > 2 * MASK_BLOCK  # several blocks
+    rebuilt = [torch.cat(parts) for parts in zip(*streamed.blocks(), strict=True)]
+    assert _same(whole, EvaluationSet(*rebuilt))
+    assert streamed.masked_tokens == whole.masked_tokens
+    assert evaluate(model, streamed, batch_size=50) == pytest.approx(evaluate(model, whole, batch_size=50))
+    # Blocks are masked independently: the second block's masks do not depend on the first's.
+    first_two = _prepare(tiny_tokenizer, data, sequences=data["sequences"][: 2 * MASK_BLOCK])
+    assert torch.equal(first_two.labels, whole.labels[: 2 * MASK_BLOCK])
 
 
 def _same(a: EvaluationSet, b: EvaluationSet) -> bool:

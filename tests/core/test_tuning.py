@@ -110,20 +110,19 @@ def test_two_workers_share_one_study_and_finish_exactly_n_trials(tmp_path, kind)
 
 
 # ----------------------------------------------------------------------------- the node
-def tiny_inputs():
+def tiny_inputs(directory: Path):
+    """A real token store and sequence index (one document per sequence) of 200 short texts."""
+    from bert_mlm.core.sequences import SequenceConfig, build_sequence_index
+    from bert_mlm.core.token_store import write_token_store
     from bert_mlm.core.tokenizer import train_wordpiece
 
     rng = np.random.default_rng(0)
     words = ["alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma"]
     texts = [" ".join(rng.choice(words, size=20)) for _ in range(200)]
     tokenizer = train_wordpiece(texts, vocab_size=60, min_frequency=1)
-    rows = []
-    for split, start in (("train", 0), ("valid", 150)):
-        for text in texts[start : start + 50 if split == "valid" else 150]:
-            rows.append({"split": split, "input_ids": np.asarray(tokenizer(text)["input_ids"], dtype=np.int32)})
-    frame = pd.DataFrame(rows)
-    frame["length"] = frame["input_ids"].map(len)
-    return frame, tokenizer
+    store = write_token_store(directory / "store", {"train": texts[:150], "valid": texts[150:]}, tokenizer)
+    index = build_sequence_index(store, SequenceConfig(mode="document", max_length=32), ("train", "valid", "test"))
+    return store, index, tokenizer
 
 
 PARAMS = {
@@ -131,7 +130,7 @@ PARAMS = {
     "training": {"batch_size": 8, "progress": False, "warmup_steps": 1},
     "masking": {"probability": 0.15},
     "evaluation": {"batch_size": 16},
-    "sequences": {"max_length": 32},
+    "sequences": {"max_length": 32, "mode": "document"},
 }
 
 
@@ -140,14 +139,15 @@ def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, mon
     real_evaluate = experiment_module.evaluate
 
     def recording_evaluate(model, evaluation_set, *args, **kwargs):
-        seen.append((evaluation_set.input_ids.clone(), evaluation_set.labels.clone()))
+        whole = evaluation_set.materialise()
+        seen.append((whole.input_ids.clone(), whole.labels.clone()))
         return real_evaluate(model, evaluation_set, *args, **kwargs)
 
     monkeypatch.setattr(experiment_module, "evaluate", recording_evaluate)
-    sequences, tokenizer = tiny_inputs()
+    store, index, tokenizer = tiny_inputs(tmp_path)
     tuning = {"n_trials": 2, "trial_steps": 4, "eval_every": 2, "storage": f"sqlite:///{tmp_path}/s.db", "pruner": "none"}
     best, trials, objective_plot, history_plot = tune_mask_probability(
-        sequences, tokenizer, tuning, PARAMS["model"], PARAMS["training"], PARAMS["masking"], PARAMS["evaluation"], PARAMS["sequences"]
+        store, index, tokenizer, tuning, PARAMS["model"], PARAMS["training"], PARAMS["masking"], PARAMS["evaluation"], PARAMS["sequences"]
     )
     probabilities = trials["params_probability"].tolist()
     assert len(probabilities) == 2 and probabilities[0] != probabilities[1]
@@ -161,10 +161,10 @@ def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, mon
 
 
 def test_zero_trials_bypasses_tuning(tmp_path):
-    sequences, tokenizer = tiny_inputs()
+    store, index, tokenizer = tiny_inputs(tmp_path)
     tuning = {"n_trials": 0, "storage": f"sqlite:///{tmp_path}/never.db"}
     best, trials, _, _ = tune_mask_probability(
-        sequences, tokenizer, tuning, PARAMS["model"], PARAMS["training"], {"probability": 0.2}, PARAMS["evaluation"], PARAMS["sequences"]
+        store, index, tokenizer, tuning, PARAMS["model"], PARAMS["training"], {"probability": 0.2}, PARAMS["evaluation"], PARAMS["sequences"]
     )
     assert best == {"masking": {"probability": 0.2}, "source": "parameters"}
     assert trials.empty
@@ -187,14 +187,14 @@ def test_bad_tuning_config_names_the_parameter(overrides, message):
 
 
 def test_node_reruns_continue_and_a_changed_setup_starts_a_new_study(tmp_path):
-    sequences, tokenizer = tiny_inputs()
+    store, index, tokenizer = tiny_inputs(tmp_path)
     tuning = {"n_trials": 2, "trial_steps": 2, "eval_every": 1, "storage": f"sqlite:///{tmp_path}/s.db", "pruner": "none"}
     args = (PARAMS["model"], PARAMS["training"], PARAMS["masking"], PARAMS["evaluation"], PARAMS["sequences"])
-    first, trials_first, _, _ = tune_mask_probability(sequences, tokenizer, tuning, *args)
-    again, trials_again, _, _ = tune_mask_probability(sequences, tokenizer, tuning, *args)
+    first, trials_first, _, _ = tune_mask_probability(store, index, tokenizer, tuning, *args)
+    again, trials_again, _, _ = tune_mask_probability(store, index, tokenizer, tuning, *args)
     assert again["study_name"] == first["study_name"] and first["study_name"].startswith("mask-probability-")
     assert trials_again["number"].tolist() == trials_first["number"].tolist() == [0, 1]
-    changed, trials_changed, _, _ = tune_mask_probability(sequences, tokenizer, {**tuning, "trial_steps": 3}, *args)
+    changed, trials_changed, _, _ = tune_mask_probability(store, index, tokenizer, {**tuning, "trial_steps": 3}, *args)
     assert changed["study_name"] != first["study_name"]
     assert trials_changed["number"].tolist() == [0, 1]
     assert len(optuna.get_all_study_names(f"sqlite:///{tmp_path}/s.db")) == 2

@@ -5,12 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 from omegaconf import OmegaConf
+from kedro.io.core import Version
 from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+
+from bert_mlm.core.documents import DocumentShards
+from bert_mlm.core.experiment import open_sequences
+from bert_mlm.core.token_store import TokenStore
+from bert_mlm.datasets.data import SequenceIndexDataset
 
 METRIC_KEYS = {
     "eval_loss", "eval_perplexity", "eval_accuracy", "eval_top5_accuracy", "eval_masked_tokens",
@@ -48,7 +55,8 @@ def test_data_pipelines_on_a_real_book(project_copy, monkeypatch, small_corpus, 
     # The last run's node timings (NodeTimingHook): the node itself, then with its catalog I/O.
     (timed,) = json.loads(timings.read_text())["nodes"]
     assert timed["node"] == "build_model_inputs" and 0 < timed["seconds"] <= timed["seconds_with_io"]
-    documents = pd.read_parquet(latest(data / "02_intermediate" / "corpus_documents.parquet"))
+    shards = DocumentShards(latest(data / "02_intermediate" / "corpus_documents"))
+    documents = shards.frame()
     assert set(documents["split"]) == {"train", "valid", "test"}
     assert documents["source"].eq(str(small_corpus)).all()
     stats = pd.read_csv(latest(data / "08_reporting" / "corpus_stats.csv")).set_index("split")
@@ -58,15 +66,36 @@ def test_data_pipelines_on_a_real_book(project_copy, monkeypatch, small_corpus, 
     assert tokenizer.pad_token_id == 0 and tokenizer.mask_token == "[MASK]"
     tokenization = pd.read_csv(latest(data / "08_reporting" / "tokenization_stats.csv")).set_index("split")
     assert tokenization.loc["test", "unknown_rate"] < 0.01
+    assert tokenization.loc["all", "store_bytes_per_token"] < 2.2  # uint16 (+ one separator per document)
 
-    token_ids = pd.read_parquet(latest(data / "04_feature" / "token_ids.parquet"))
-    assert token_ids["input_ids"].iloc[0].dtype.name == "int32"
-    sequences = pd.read_parquet(latest(data / "05_model_input" / "sequences.parquet"))
+    store = TokenStore(latest(data / "04_feature" / "token_store"))
+    assert store.dtype == np.uint16
+    for split in ("train", "valid", "test"):
+        texts = documents.loc[documents["split"] == split, "text"].tolist()
+        assert len(store.split(split)) == len(texts)
+        assert store.split(split).document(0).tolist() == tokenizer(texts[0], add_special_tokens=False)["input_ids"]
+    index = SequenceIndexDataset(str(data / "05_model_input" / "sequence_index"), version=Version(None, None)).load()
+    sequences = open_sequences(store, index, tokenizer)
     # Packing keeps every token: per split, document tokens + one [SEP] each + one [CLS] per block.
-    for split, part in sequences.groupby("split"):
-        docs = token_ids[token_ids["split"] == split]["input_ids"]
-        assert part["length"].sum() == sum(len(d) + 1 for d in docs) + len(part)
-    assert sequences["length"].max() <= 64  # smoke env's sequences.max_length
+    for split, split_sequences in sequences.items():
+        assert split_sequences.lengths.sum() == store.split(split).num_tokens + len(split_sequences)
+        assert all(s[0] == tokenizer.cls_token_id for s in split_sequences[:50])
+    assert max(s.lengths.max() for s in sequences.values()) <= 64  # smoke env's sequences.max_length
+
+
+def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_corpus):
+    """Runs that change only training parameters run `--pipelines training,evaluation` on the
+    stored versions: no data stage runs again, and a changed sequence shape is refused."""
+    run_session(project_copy, monkeypatch, **{"corpus.path": str(small_corpus), "tuning.n_trials": 0})
+    data = project_copy / "data"
+    stored = {p: sorted(p.iterdir()) for p in (data / "04_feature" / "token_store", data / "05_model_input" / "sequence_index")}
+    run_session(project_copy, monkeypatch, pipeline_name="training", **{"training.max_steps": 3})
+    run_session(project_copy, monkeypatch, pipeline_name="evaluation")
+    assert {p: sorted(p.iterdir()) for p in stored} == stored  # no new data versions
+    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
+    assert metrics["train_steps"] == 3 and metrics["eval_masked_tokens"] > 0
+    with pytest.raises(Exception, match=r"sequences: the stored sequence_index is packed x 64.*x 32"):
+        run_session(project_copy, monkeypatch, pipeline_name="training", **{"sequences.max_length": 32})
 
 
 @pytest.mark.slow

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-TASKS = ["clean_and_split_corpus", "build_tokenizer", "encode_corpus", "build_model_inputs",
-         "tune_mask_probability", "train_masked_lm", "evaluate_masked_lm", "build_run_report"]
+TASKS = ["clean_and_split_corpus", "summarise_corpus", "build_tokenizer", "encode_corpus", "summarise_tokens",
+         "build_model_inputs", "tune_mask_probability", "train_masked_lm", "evaluate_masked_lm", "build_run_report"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
@@ -25,6 +25,9 @@ def viz_build(tmp_path_factory, project_root) -> Path:
     shutil.copy(project_root / "pyproject.toml", root / "pyproject.toml")
     (root / "src").mkdir()
     (root / "data").mkdir()
+    # Stored data stages, so that the previews of the data path's datasets are built too.
+    subprocess.run([sys.executable, "-m", "kedro", "run", "--env", "smoke", "--pipelines", "ingestion,tokenization,sequences"],
+                   cwd=root, capture_output=True, text=True, timeout=600, check=True)
     result = subprocess.run([sys.executable, "-m", "kedro", "viz", "build", "--include-previews"],
                             cwd=root, capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
@@ -39,6 +42,12 @@ def test_static_build_holds_the_chain(viz_build):
     layers = {n.get("layer") for n in graph["nodes"] if n["type"] == "data"}
     assert {"raw", "intermediate", "feature", "model_input", "models", "model_output", "reporting"} <= layers
     assert {t["id"] for t in graph["tags"]} >= {"ingestion", "tokenization", "sequences", "tuning", "training", "evaluation", "reporting"}
+    # The data path's directory datasets show a table preview of what they hold.
+    details = [json.loads(p.read_text()) for p in (viz_build / "api" / "nodes").iterdir()]
+    previews = {d["type"].rsplit(".", 1)[-1]: d.get("preview") for d in details if d.get("type")}
+    assert previews["TokenStoreDataset"]["columns"][:3] == ["split", "documents", "tokens"]
+    assert [row[-2] for row in previews["TokenStoreDataset"]["data"]] == ["uint16"] * 3
+    assert previews["DocumentShardsDataset"]["columns"] == ["source", "text"]
 
 
 def free_port() -> int:

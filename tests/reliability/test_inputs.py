@@ -9,16 +9,23 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from kedro.io import DatasetError
+from kedro.io.core import Version
 
 from bert_mlm.core.corpus import CorpusError, RawText, clean_documents, read_corpus
 from bert_mlm.datasets.corpus import CorpusDataset
-from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus
+from bert_mlm.datasets.data import DocumentShardsDataset
+from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus, summarise_corpus
 
 PARAMS = {"min_chars": 20}
 
 
 def ingest(path: Path, **params) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return clean_and_split_corpus(CorpusDataset(path=str(path), **params).load(), PARAMS)
+    """The ingestion node and its catalog dataset, as a run does them: documents and stats."""
+    stream = clean_and_split_corpus(CorpusDataset(path=str(path), **params).load(), PARAMS, {"workers": 1})
+    dataset = DocumentShardsDataset(filepath=str(path.parent / f"shards-{time.monotonic_ns()}"), version=Version(None, None))
+    dataset.save(stream)
+    shards = dataset.load()
+    return shards.frame(), summarise_corpus(shards)
 
 
 def test_missing_path(tmp_path):
@@ -28,7 +35,7 @@ def test_missing_path(tmp_path):
 
 def test_empty_file(tmp_path):
     (tmp_path / "empty.txt").write_text("")
-    with pytest.raises(CorpusError, match=r"corpus\.path: the corpus is empty after cleaning"):
+    with pytest.raises((CorpusError, DatasetError), match=r"^corpus\.path: the corpus is empty after cleaning"):
         ingest(tmp_path / "empty.txt")
 
 
@@ -77,7 +84,7 @@ def test_corpus_without_any_training_document(tmp_path):
         if assign_splits(documents["doc_hash"].tolist(), {"train": 0.9, "valid": 0.05, "test": 0.05}) != ["train"]:
             break
     (tmp_path / "tiny.txt").write_text(text)
-    with pytest.raises(CorpusError, match=r"corpus\.path: the corpus is too small"):
+    with pytest.raises((CorpusError, DatasetError), match=r"^corpus\.path: the corpus is too small"):
         ingest(tmp_path / "tiny.txt")
 
 

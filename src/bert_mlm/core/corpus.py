@@ -3,6 +3,12 @@
 Everything here is Kedro-free. A *document* is one cleaned paragraph of running text (a
 blank-line separated block of a text file, one row of a table, one docstring paragraph of the
 built-in corpus). Documents are the unit of de-duplication and of the train/valid/test split.
+
+The corpus streams: :func:`iter_raw_batches` reads files and tables in bounded chunks (text files
+are cut at paragraph boundaries, tables by rows), :func:`clean_batch` turns one chunk into
+documents (a pure function, so it runs on worker processes or Dask workers), and
+:func:`stream_documents` de-duplicates and splits them in input order. Memory is bounded by a
+chunk, plus 8 bytes per distinct document for exact de-duplication.
 """
 
 from __future__ import annotations
@@ -16,12 +22,15 @@ import re
 import sysconfig
 import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 TEXT_SUFFIXES = (".txt", ".raw", ".text", ".md")
 TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl")
@@ -121,48 +130,200 @@ def _count_and_replace(error: UnicodeDecodeError) -> tuple[str, int]:
 codecs.register_error("bert_mlm_count_replace", _count_and_replace)
 
 
-def decode_text(data: bytes, source: str) -> RawText:
-    """Decode UTF-8, replacing (and counting) undecodable bytes; refuse binary files."""
+def decode_text(data: bytes, source: str, check_binary: bool = True) -> RawText:
+    """Decode UTF-8, replacing (and counting) undecodable bytes; refuse binary files.
+
+    ``check_binary`` looks at the first 64 KiB; a file read in chunks checks its first chunk.
+    """
     sample = data[:65536]
-    if b"\x00" in sample:
+    if check_binary and b"\x00" in sample:
         raise CorpusError(f"corpus file {source!r} looks binary (it contains NUL bytes)")
     _replaced_bytes.count = 0
     text = data.decode("utf-8", errors="bert_mlm_count_replace")
     replaced = _replaced_bytes.count
-    if sample and len(_CONTROL.findall(text[:65536])) > 0.1 * min(len(text), 65536):
+    if check_binary and sample and len(_CONTROL.findall(text[:65536])) > 0.1 * min(len(text), 65536):
         raise CorpusError(f"corpus file {source!r} looks binary (mostly control characters)")
     return RawText(source=source, text=text, replaced_bytes=replaced)
 
 
-def read_table_texts(file: Path, text_column: str) -> list[RawText]:
+# A blank line in bytes (CRLF too). Cutting a file right after one gives the same paragraphs as
+# reading it whole: the cut falls between two paragraphs, and never inside a UTF-8 sequence.
+_BLANK_LINE_BYTES = re.compile(rb"\n[ \t\r]*\n")
+READ_CHUNK_BYTES = 8 << 20
+TABLE_CHUNK_ROWS = 20_000
+
+
+def _paragraph_cut(block: bytes, hard_limit: int) -> int:
+    """Where to cut ``block``: after its last blank line; 0 (read on) when it has none and is
+    under ``hard_limit``; else at the last space or newline, or the last UTF-8 character start.
+
+    Only a single paragraph longer than ``hard_limit`` is cut inside; it would be cut into
+    ``corpus.max_document_chars`` pieces anyway, so only where one piece ends moves.
+    """
+    tail_start = max(0, len(block) - (1 << 20))
+    for start in (tail_start, 0) if tail_start else (0,):
+        last = None
+        for last in _BLANK_LINE_BYTES.finditer(block, start):
+            pass
+        if last is not None:
+            return last.end()
+    if len(block) < hard_limit:
+        return 0
+    cut = max(block.rfind(b" "), block.rfind(b"\n"))
+    if cut > 0:
+        return cut + 1
+    cut = len(block) - 1
+    while cut > 0 and (block[cut] & 0xC0) == 0x80:  # back off to the start of the last character
+        cut -= 1
+    return cut if cut > 0 else len(block)
+
+
+def iter_text_file(file: Path, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[RawText]:
+    """A text file in chunks of about ``chunk_bytes``, each ending at a paragraph boundary."""
+    source = str(file)
+    first = True
+    carry = b""
+    with open(file, "rb") as handle:
+        while True:
+            data = handle.read(chunk_bytes)
+            block = carry + data if carry else data
+            if len(data) < chunk_bytes:  # the end of the file
+                if block:
+                    yield decode_text(block, source, check_binary=first)
+                return
+            cut = _paragraph_cut(block, hard_limit=4 * chunk_bytes)
+            if cut == 0:
+                carry = block
+                continue
+            yield decode_text(block[:cut], source, check_binary=first)
+            first = False
+            carry = block[cut:]
+
+
+def _table_columns(file: Path, suffix: str) -> list[str]:
+    if suffix == ".parquet":
+        return list(pq.ParquetFile(file).schema_arrow.names)
+    if suffix == ".csv":
+        return list(pd.read_csv(file, nrows=0, encoding_errors="replace").columns)
+    return []  # JSONL: checked per chunk, its rows need not share keys
+
+
+def iter_table_rows(file: Path, text_column: str, chunk_rows: int = TABLE_CHUNK_ROWS) -> Iterator[list[RawText]]:
+    """The ``text_column`` of a ``.csv``/``.parquet``/``.jsonl`` table, ``chunk_rows`` rows at a
+    time; every non-null value is one document."""
     suffix = file.suffix.lower()
-    try:
-        if suffix == ".csv":
-            frame = pd.read_csv(file, dtype=str, keep_default_na=False, encoding_errors="replace")
-        elif suffix == ".parquet":
-            frame = pd.read_parquet(file)
-        else:
-            frame = pd.read_json(file, lines=True, dtype=False)
-    except Exception as error:  # pandas raises many types; the user needs the file name
-        raise CorpusError(f"corpus file {str(file)!r} could not be read as {suffix}: {error}") from error
-    if text_column not in frame.columns:
-        raise CorpusError(
-            f"corpus.text_column: column {text_column!r} does not exist in {str(file)!r}; "
-            f"its columns are {list(map(str, frame.columns))}"
+    source = str(file)
+
+    def missing(columns) -> CorpusError:
+        return CorpusError(
+            f"corpus.text_column: column {text_column!r} does not exist in {source!r}; "
+            f"its columns are {list(map(str, columns))}"
         )
-    values = frame[text_column].dropna().astype(str)
-    return [RawText(source=str(file), text=v, is_document=True) for v in values]
+
+    try:
+        columns = _table_columns(file, suffix)
+        if suffix in (".parquet", ".csv") and text_column not in columns:
+            raise missing(columns)
+        if suffix == ".parquet":
+            chunks = (
+                batch.column(0).drop_null().to_pylist()
+                for batch in pq.ParquetFile(file).iter_batches(batch_size=chunk_rows, columns=[text_column])
+            )
+        elif suffix == ".csv":
+            chunks = (
+                frame[text_column].tolist()
+                for frame in pd.read_csv(
+                    file, dtype=str, keep_default_na=False, encoding_errors="replace",
+                    usecols=[text_column], chunksize=chunk_rows,
+                )
+            )
+        else:
+            chunks = (
+                _jsonl_column(frame, text_column, missing)
+                for frame in pd.read_json(file, lines=True, dtype=False, chunksize=chunk_rows)
+            )
+        for values in chunks:
+            yield [RawText(source=source, text=str(v), is_document=True) for v in values]
+    except CorpusError:
+        raise
+    except Exception as error:  # pandas and pyarrow raise many types; the user needs the file name
+        raise CorpusError(f"corpus file {source!r} could not be read as {suffix}: {error}") from error
+
+
+def _jsonl_column(frame: pd.DataFrame, text_column: str, missing: Callable) -> list:
+    if text_column not in frame.columns:
+        raise missing(frame.columns)
+    return frame[text_column].dropna().tolist()
+
+
+def iter_raw_batches(
+    path: str | os.PathLike | None,
+    text_column: str = "text",
+    chunk_bytes: int = READ_CHUNK_BYTES,
+    builtin_max_files: int | None = None,
+) -> Iterator[list[RawText]]:
+    """The raw corpus in batches of about ``chunk_bytes`` of text, in a fixed order.
+
+    ``path``: a file, a directory (recursive) or a glob; ``None`` is the built-in corpus.
+    """
+    if path is None:
+        yield from _batched(builtin_corpus(builtin_max_files), chunk_bytes)
+        return
+    for file in resolve_corpus_files(path):
+        if file.suffix.lower() in TABLE_SUFFIXES:
+            yield from _batched((row for rows in iter_table_rows(file, text_column) for row in rows), chunk_bytes)
+        else:
+            for chunk in iter_text_file(file, chunk_bytes):
+                yield [chunk]
+
+
+@dataclass(frozen=True)
+class CorpusSource:
+    """Where a corpus is (not its text): a file, directory or glob, or the built-in corpus.
+
+    Loading it reads nothing; :meth:`batches` streams the raw texts.
+    """
+
+    path: str | None = None
+    text_column: str = "text"
+    builtin_when_empty: bool = True
+    builtin_max_files: int | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.path is None and not self.builtin_when_empty
+
+    def describe(self) -> str:
+        return self.path or ("built-in corpus" if self.builtin_when_empty else "none")
+
+    def files(self) -> list[Path]:
+        return [] if self.path is None else resolve_corpus_files(self.path)
+
+    def total_bytes(self) -> int | None:
+        return sum(f.stat().st_size for f in self.files()) if self.path is not None else None
+
+    def batches(self, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[list[RawText]]:
+        if self.is_empty:
+            return iter(())
+        return iter_raw_batches(self.path, self.text_column, chunk_bytes, self.builtin_max_files)
+
+
+def _batched(items: Iterable[RawText], chunk_bytes: int) -> Iterator[list[RawText]]:
+    batch: list[RawText] = []
+    size = 0
+    for item in items:
+        batch.append(item)
+        size += len(item.text)
+        if size >= chunk_bytes:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def read_corpus(path: str | os.PathLike, text_column: str = "text") -> list[RawText]:
-    """Read every corpus file under ``path`` (file, directory or glob)."""
-    items: list[RawText] = []
-    for file in resolve_corpus_files(path):
-        if file.suffix.lower() in TABLE_SUFFIXES:
-            items.extend(read_table_texts(file, text_column))
-        else:
-            items.append(decode_text(file.read_bytes(), str(file)))
-    return items
+    """Every corpus file under ``path`` (file, directory or glob), in memory: for small corpora."""
+    return [item for batch in iter_raw_batches(path, text_column) for item in batch]
 
 
 # ----------------------------------------------------------------------------- built-in corpus
@@ -256,37 +417,155 @@ def chunk_text(text: str, max_chars: int) -> list[str]:
     return [p for p in pieces if p]
 
 
-def clean_documents(
-    items: Iterable[RawText], min_chars: int = 20, deduplicate: bool = True, max_chars: int = 100_000
-) -> tuple[pd.DataFrame, CleaningReport]:
-    """Clean raw texts into documents: a frame with ``source``, ``text`` and ``doc_hash``."""
-    report = CleaningReport()
-    seen: set[str] = set()
-    sources, texts, hashes = [], [], []
+@dataclass
+class CleanedBatch:
+    """Documents cleaned from one raw batch, before de-duplication (picklable: crosses processes)."""
+
+    sources: list[str]
+    texts: list[str]
+    hashes: np.ndarray  # uint64: the first 8 bytes of each text's blake2b digest
+    splits: np.ndarray  # uint8 index into SPLITS
+    utf8_bytes: np.ndarray  # int64
+    raw_items: int = 0
+    replaced_bytes: int = 0
+    dropped_short: int = 0
+    sources_seen: tuple[str, ...] = ()
+
+
+def clean_batch(
+    items: Sequence[RawText],
+    min_chars: int = 20,
+    max_chars: int = 100_000,
+    ratios: dict[str, float] | None = None,
+    salt: str = "",
+) -> CleanedBatch:
+    """Clean one batch of raw texts into documents, each with its hash and split.
+
+    A pure function of its arguments (no state across batches), so batches can be cleaned on any
+    worker in any order and the result does not depend on which.
+    """
+    edges = _split_edges(ratios or {"train": 1.0})
+    sources: list[str] = []
+    texts: list[str] = []
+    hashes: list[int] = []
+    dropped_short = replaced = 0
     for item in items:
-        report.raw_items += 1
-        report.replaced_bytes += item.replaced_bytes
-        if item.source not in report.per_source:
-            report.per_source[item.source] = 0
-        paragraphs = (
-            [join_paragraph(normalise(item.text))] if item.is_document else split_paragraphs(item.text)
-        )
+        replaced += item.replaced_bytes
+        paragraphs = [join_paragraph(normalise(item.text))] if item.is_document else split_paragraphs(item.text)
         for paragraph in (piece for p in paragraphs for piece in chunk_text(p, max_chars)):
             if len(paragraph) < min_chars:
-                report.dropped_short += 1
+                dropped_short += 1
                 continue
-            digest = document_hash(paragraph)
-            if deduplicate:
-                if digest in seen:
-                    report.dropped_duplicates += 1
-                    continue
-                seen.add(digest)
             sources.append(item.source)
             texts.append(paragraph)
-            hashes.append(digest)
-            report.per_source[item.source] += 1
+            hashes.append(int.from_bytes(hashlib.blake2b(paragraph.encode("utf-8"), digest_size=8).digest(), "big"))
+    splits = np.fromiter((_split_of(f"{h:016x}", edges, salt) for h in hashes), dtype=np.uint8, count=len(hashes))
+    return CleanedBatch(
+        sources=sources,
+        texts=texts,
+        hashes=np.asarray(hashes, dtype=np.uint64),
+        splits=splits,
+        utf8_bytes=np.fromiter((len(t.encode("utf-8")) for t in texts), dtype=np.int64, count=len(texts)),
+        raw_items=len(items),
+        replaced_bytes=replaced,
+        dropped_short=dropped_short,
+        sources_seen=tuple(dict.fromkeys(item.source for item in items)),
+    )
+
+
+class Deduplicator:
+    """Exact de-duplication by 8-byte hashes: 8 bytes of memory per distinct document.
+
+    The seen hashes are kept as a few sorted NumPy runs (merged when they multiply), so a
+    batch is checked with vectorised binary searches instead of a Python set (which costs ~70
+    bytes a document). Two different documents share a 64-bit hash with probability about
+    n^2 / 2^65: ~3e-6 for 10 million documents.
+    """
+
+    def __init__(self) -> None:
+        self._runs: list[np.ndarray] = []
+        self.size = 0
+
+    def first_occurrences(self, hashes: np.ndarray) -> np.ndarray:
+        """A boolean mask of ``hashes`` never seen before (the first of equal ones in the batch)."""
+        keep = np.zeros(len(hashes), dtype=bool)
+        if not len(hashes):
+            return keep
+        unique, first = np.unique(hashes, return_index=True)
+        new = np.ones(len(unique), dtype=bool)
+        for run in self._runs:
+            position = np.searchsorted(run, unique).clip(max=len(run) - 1)
+            new &= run[position] != unique
+        keep[first[new]] = True
+        self._add(unique[new])
+        return keep
+
+    def _add(self, fresh: np.ndarray) -> None:
+        if not len(fresh):
+            return
+        self._runs.append(fresh)
+        self.size += len(fresh)
+        # Keep run sizes roughly geometric: O(log n) runs to search, amortised O(n log n) merging.
+        while len(self._runs) > 1 and len(self._runs[-2]) <= 2 * len(self._runs[-1]):
+            last = self._runs.pop()
+            self._runs[-1] = np.union1d(self._runs[-1], last)
+
+
+def stream_documents(
+    cleaned: Iterable[CleanedBatch], deduplicate: bool, report: CleaningReport
+) -> Iterator[CleanedBatch]:
+    """De-duplicate cleaned batches in their order, counting into ``report`` as they pass.
+
+    Yields each batch with only its kept documents (input order; ``splits`` says where each goes).
+    """
+    seen = Deduplicator() if deduplicate else None
+    for batch in cleaned:
+        report.raw_items += batch.raw_items
+        report.replaced_bytes += batch.replaced_bytes
+        report.dropped_short += batch.dropped_short
+        for source in batch.sources_seen:
+            report.per_source.setdefault(source, 0)
+        if seen is not None:
+            keep = np.flatnonzero(seen.first_occurrences(batch.hashes))
+            report.dropped_duplicates += len(batch.hashes) - len(keep)
+            if len(keep) < len(batch.hashes):
+                batch = replace(
+                    batch,
+                    sources=[batch.sources[i] for i in keep],
+                    texts=[batch.texts[i] for i in keep],
+                    hashes=batch.hashes[keep],
+                    splits=batch.splits[keep],
+                    utf8_bytes=batch.utf8_bytes[keep],
+                )
+        for source in batch.sources:
+            report.per_source[source] += 1
+        yield batch
     report.sources = len(report.per_source)
-    frame = pd.DataFrame({"source": sources, "text": texts, "doc_hash": hashes})
+
+
+def clean_documents(
+    items: Iterable[RawText],
+    min_chars: int = 20,
+    deduplicate: bool = True,
+    max_chars: int = 100_000,
+    ratios: dict[str, float] | None = None,
+    salt: str = "",
+) -> tuple[pd.DataFrame, CleaningReport]:
+    """Clean raw texts into an in-memory frame (``source``, ``text``, ``doc_hash``, ``split``):
+    for small corpora (an extra evaluation corpus, tests). Large corpora stream through
+    :func:`stream_documents` into document shards instead."""
+    report = CleaningReport()
+    items = list(items)
+    batches = list(stream_documents([clean_batch(items, min_chars, max_chars, ratios, salt)], deduplicate, report))
+    batch = batches[0]
+    frame = pd.DataFrame(
+        {
+            "source": batch.sources,
+            "text": batch.texts,
+            "doc_hash": [f"{int(h):016x}" for h in batch.hashes],
+            "split": [SPLITS[c] for c in batch.splits],
+        }
+    )
     return frame, report
 
 
@@ -310,21 +589,25 @@ def validate_split_ratios(ratios: dict[str, float]) -> dict[str, float]:
     return values
 
 
+def _split_edges(ratios: dict[str, float]) -> tuple[float, float]:
+    ratios = validate_split_ratios(ratios)
+    return ratios["train"], ratios["train"] + ratios["valid"]
+
+
+def _split_of(digest: str, edges: tuple[float, float], salt: str) -> int:
+    key = hashlib.blake2b((salt + digest).encode(), digest_size=8).digest()
+    u = int.from_bytes(key, "big") / 2**64
+    return 0 if u < edges[0] else 1 if u < edges[1] else 2
+
+
 def assign_splits(hashes: Sequence[str], ratios: dict[str, float], salt: str = "") -> list[str]:
     """Split by a hash of each document, not its position.
 
     A document's split depends only on its own text (and an optional salt), so the split is
     stable when the corpus grows or is re-ordered, and duplicates cannot straddle splits.
     """
-    ratios = validate_split_ratios(ratios)
-    train_edge = ratios["train"]
-    valid_edge = train_edge + ratios["valid"]
-    result = []
-    for digest in hashes:
-        key = hashlib.blake2b((salt + digest).encode(), digest_size=8).digest()
-        u = int.from_bytes(key, "big") / 2**64
-        result.append("train" if u < train_edge else "valid" if u < valid_edge else "test")
-    return result
+    edges = _split_edges(ratios)
+    return [SPLITS[_split_of(digest, edges, salt)] for digest in hashes]
 
 
 def corpus_stats(documents: pd.DataFrame, report: CleaningReport) -> pd.DataFrame:

@@ -1,16 +1,18 @@
 """Fixed-protocol evaluation, so that runs (and tuning trials) are comparable.
 
-The protocol: every held-out sequence is masked once, by a generator seeded from
-``evaluation.seed``, at ``evaluation.mask_probability`` with BERT's 80/10/10 replacement. The
-masks depend only on the data and the protocol, never on the model, the training mask rate, the
-batch size or the device; every model evaluated on the same data sees identical masks. Metrics
-are token-weighted over all masked tokens.
+The protocol: every held-out sequence is masked once, at ``evaluation.mask_probability`` with
+BERT's 80/10/10 replacement, by generators seeded from ``evaluation.seed`` and the position of
+each block of ``MASK_BLOCK`` sequences. The masks depend only on the data and the protocol, never
+on the model, the training mask rate, the batch size or the device; every model evaluated on the
+same data sees identical masks. Metrics are token-weighted over all masked tokens.
+
+The masked set is made block by block while it is evaluated, so a large held-out split costs
+one block of memory.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase, pipeline
 
-from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, mask_tokens
+from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, mask_seed, mask_tokens
 from bert_mlm.core.model import MaskedPositionsMLM
-from bert_mlm.core.sequences import Collator
+from bert_mlm.core.sequences import Collator, sequence_lengths
 
 
 @dataclass(frozen=True)
@@ -38,9 +40,24 @@ class EvaluationConfig:
             raise ValueError(f"evaluation.batch_size: {self.batch_size!r} must be a positive integer")
 
 
+# Sequences masked together under one generator; part of the protocol (see EVALUATION_SCHEME).
+MASK_BLOCK = 256
+EVALUATION_STREAM = 3
+# Bumped whenever the same protocol would draw other masks (2: per-block generators), so that
+# tuning studies never compare trials evaluated under different schemes.
+EVALUATION_SCHEME = 2
+
+
+def _trimmed_batches(input_ids, attention_mask, labels, batch_size: int):
+    for start in range(0, len(input_ids), batch_size):
+        stop = start + batch_size
+        width = int(attention_mask[start:stop].sum(dim=1).max())
+        yield input_ids[start:stop, :width], attention_mask[start:stop, :width], labels[start:stop, :width]
+
+
 @dataclass
 class EvaluationSet:
-    """Masked held-out data: inputs, attention masks and labels, fixed once."""
+    """Masked held-out data held in memory: inputs, attention masks and labels."""
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
@@ -51,14 +68,46 @@ class EvaluationSet:
         return int((self.labels != IGNORE_INDEX).sum())
 
     def batches(self, batch_size: int):
-        for start in range(0, len(self.input_ids), batch_size):
-            stop = start + batch_size
-            width = int(self.attention_mask[start:stop].sum(dim=1).max())
-            yield (
-                self.input_ids[start:stop, :width],
-                self.attention_mask[start:stop, :width],
-                self.labels[start:stop, :width],
+        yield from _trimmed_batches(self.input_ids, self.attention_mask, self.labels, batch_size)
+
+
+class StreamedEvaluationSet:
+    """Held-out sequences masked under the fixed protocol, block by block, as they are read."""
+
+    def __init__(self, sequences: Sequence[np.ndarray], collator: Collator, mask_token_id: int,
+                 replacement_ids: torch.Tensor, config: EvaluationConfig):
+        self.sequences = sequences
+        self.collator = Collator(collator.pad_id, collator.special_ids, collator.max_length, padding="static")
+        self.mask_token_id = mask_token_id
+        self.replacement_ids = replacement_ids
+        self.masking = MaskingConfig(config.mask_probability, 0.8, 0.1)
+        self.seed = int(config.seed)
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def blocks(self):
+        for block, start in enumerate(range(0, len(self.sequences), MASK_BLOCK)):
+            batch = self.collator([self.sequences[i] for i in range(start, min(start + MASK_BLOCK, len(self.sequences)))])
+            generator = torch.Generator().manual_seed(mask_seed(self.seed, 0, block, stream=EVALUATION_STREAM))
+            inputs, labels = mask_tokens(
+                batch["input_ids"], batch["special_tokens_mask"], self.mask_token_id, self.replacement_ids,
+                self.masking, generator,
             )
+            yield inputs, batch["attention_mask"], labels
+
+    def batches(self, batch_size: int):
+        for block in self.blocks():
+            yield from _trimmed_batches(*block, batch_size)
+
+    def materialise(self) -> EvaluationSet:
+        """The whole set in memory (small sets: tests, notebooks)."""
+        inputs, attention, labels = zip(*self.blocks(), strict=True)
+        return EvaluationSet(torch.cat(inputs), torch.cat(attention), torch.cat(labels))
+
+    @property
+    def masked_tokens(self) -> int:
+        return sum(int((labels != IGNORE_INDEX).sum()) for _, _, labels in self.blocks())
 
 
 def prepare_evaluation_set(
@@ -67,18 +116,14 @@ def prepare_evaluation_set(
     mask_token_id: int,
     replacement_ids: torch.Tensor,
     config: EvaluationConfig,
-) -> EvaluationSet:
-    if not sequences:
+) -> StreamedEvaluationSet:
+    if not len(sequences):
         raise ValueError("evaluation: there are no held-out sequences to evaluate on")
-    chosen = list(sequences[: config.max_sequences] if config.max_sequences else sequences)
-    static = Collator(collator.pad_id, collator.special_ids, collator.max_length, padding="static")
-    batch = static(chosen)
-    generator = torch.Generator().manual_seed(int(config.seed))
-    masking = MaskingConfig(config.mask_probability, 0.8, 0.1)
-    inputs, labels = mask_tokens(
-        batch["input_ids"], batch["special_tokens_mask"], mask_token_id, replacement_ids, masking, generator
-    )
-    return EvaluationSet(inputs, batch["attention_mask"], labels)
+    if config.max_sequences:
+        sequences = sequences.head(config.max_sequences) if hasattr(sequences, "head") else sequences[: config.max_sequences]
+    if int(sequence_lengths(sequences).max()) > collator.max_length:
+        raise ValueError(f"evaluation: a sequence exceeds sequences.max_length={collator.max_length}")
+    return StreamedEvaluationSet(sequences, collator, mask_token_id, replacement_ids, config)
 
 
 @torch.no_grad()
@@ -120,23 +165,35 @@ def evaluate(
     }
 
 
-def most_frequent_token(train_documents: Sequence[np.ndarray], special_ids: Sequence[int]) -> int:
-    counts = Counter()
-    for ids in train_documents:
-        values, freq = np.unique(ids, return_counts=True)
-        counts.update(dict(zip(values.tolist(), freq.tolist(), strict=True)))
-    for token in special_ids:
-        counts.pop(token, None)
-    if not counts:
+def most_frequent_token(train: Sequence[np.ndarray] | np.ndarray, special_ids: Sequence[int]) -> int:
+    """The most frequent non-special token of the training data: ``train`` is a list of token
+    arrays, or a frequency per token id (a token store split's ``counts``)."""
+    if isinstance(train, np.ndarray) and train.ndim == 1 and train.dtype.kind in "iu":
+        counts = train.astype(np.int64, copy=True)
+    else:
+        counts = np.zeros(0, dtype=np.int64)
+        for ids in train:
+            found = np.bincount(np.asarray(ids, dtype=np.int64))
+            if len(found) > len(counts):
+                found[: len(counts)] += counts
+                counts = found
+            else:
+                counts[: len(found)] += found
+    special = [t for t in special_ids if t < len(counts)]
+    counts[special] = 0
+    if not len(counts) or counts.max() == 0:
         raise ValueError("evaluation: the training split holds no token")
-    return counts.most_common(1)[0][0]
+    return int(np.argmax(counts))
 
 
-def baseline_accuracy(evaluation_set: EvaluationSet, token_id: int) -> float:
+def baseline_accuracy(evaluation_set, token_id: int) -> float:
     """Accuracy of always predicting ``token_id`` at the masked positions."""
-    selected = evaluation_set.labels != IGNORE_INDEX
-    total = int(selected.sum())
-    return float((evaluation_set.labels[selected] == token_id).sum()) / total if total else 0.0
+    hits = total = 0
+    for _, _, labels in evaluation_set.batches(MASK_BLOCK):
+        selected = labels != IGNORE_INDEX
+        total += int(selected.sum())
+        hits += int((labels[selected] == token_id).sum())
+    return hits / total if total else 0.0
 
 
 def fill_mask_examples(

@@ -7,32 +7,37 @@ training run are built the same way.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
 from bert_mlm.core.distributed import DistributedConfig, Rank, launch
-from bert_mlm.core.evaluation import EvaluationConfig, EvaluationSet, evaluate, prepare_evaluation_set
+from bert_mlm.core.evaluation import EvaluationConfig, StreamedEvaluationSet, evaluate, prepare_evaluation_set
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
-from bert_mlm.core.sequences import Collator, SequenceConfig
+from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, SequenceIndex
+from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.training import StepCallback, TokenIds, TrainingConfig, TrainingResult, autocast_dtype, train
 
 
-def sequences_by_split(model_input_sequences: pd.DataFrame) -> dict[str, list[np.ndarray]]:
+def open_sequences(
+    token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase
+) -> dict[str, IndexedSequences]:
+    """Every split's sequences, read from the memory-mapped store on demand."""
+    token_store.check_tokenizer(tokenizer.get_vocab())
     return {
-        split: list(part["input_ids"])
-        for split, part in model_input_sequences.groupby("split", sort=False)
+        split: sequence_index.sequences(token_store, split, tokenizer.cls_token_id, tokenizer.sep_token_id)
+        for split in sequence_index.splits
     }
 
 
 @dataclass
 class Experiment:
     tokenizer: PreTrainedTokenizerBase
-    sequences: dict[str, list[np.ndarray]]
+    sequences: dict[str, Sequence[np.ndarray]]
     model_config: ModelConfig
     training: TrainingConfig
     masking: MaskingConfig
@@ -49,7 +54,7 @@ class Experiment:
             self.tokenizer.pad_token_id, self.token_ids.special, self.sequence_config.max_length, self.sequence_config.padding
         )
 
-    def evaluation_set(self, split: str, max_sequences: int | None = None) -> EvaluationSet:
+    def evaluation_set(self, split: str, max_sequences: int | None = None) -> StreamedEvaluationSet:
         config = replace(self.evaluation, max_sequences=max_sequences or self.evaluation.max_sequences)
         return prepare_evaluation_set(
             self.sequences.get(split, []), self.collator, self.token_ids.mask, self.token_ids.replacement, config
@@ -65,7 +70,7 @@ class Experiment:
             training or self.training, self.collator, on_step,
         )
 
-    def evaluate(self, model: BertForMaskedLM, evaluation_set: EvaluationSet, precision: str = "fp32") -> dict:
+    def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet, precision: str = "fp32") -> dict:
         return evaluate(model, evaluation_set, self.evaluation.batch_size, amp_dtype=autocast_dtype(precision))
 
 
@@ -73,7 +78,7 @@ def train_trial(
     experiment: Experiment,
     masking: MaskingConfig,
     training: TrainingConfig,
-    evaluation_set: EvaluationSet,
+    evaluation_set: StreamedEvaluationSet,
     eval_every: int,
     report,
 ) -> float:

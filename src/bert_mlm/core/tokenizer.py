@@ -32,7 +32,10 @@ class TokenizerConfig:
     limit_alphabet: int = 1000
     # An existing vocabulary (vocab.txt or a tokenizer directory) instead of training one.
     vocab_path: str | None = None
-    encode_batch_size: int = 4096
+    # Train the vocabulary on an evenly spread sample of about this many bytes of the train
+    # split when it is larger (null: all of it). Word counts, the trainer's memory, grow with
+    # the text it sees; a vocabulary of a few ten thousand pieces is settled long before 100 MB.
+    training_sample_bytes: int | None = 100_000_000
 
     def __post_init__(self) -> None:
         if not isinstance(self.vocab_size, int) or self.vocab_size <= len(SPECIAL_TOKENS):
@@ -42,6 +45,13 @@ class TokenizerConfig:
             )
         if not isinstance(self.min_frequency, int) or self.min_frequency < 1:
             raise ValueError(f"tokenizer.min_frequency: {self.min_frequency!r} must be a positive integer")
+        if self.training_sample_bytes is not None and (
+            not isinstance(self.training_sample_bytes, int) or self.training_sample_bytes < 1_000_000
+        ):
+            raise ValueError(
+                f"tokenizer.training_sample_bytes: {self.training_sample_bytes!r} must be an integer of at least "
+                "1000000 (or null: train on the whole train split)"
+            )
 
 
 class VocabularyError(ValueError):
@@ -90,7 +100,7 @@ def _wrap(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None, chi
 
 
 def train_wordpiece(
-    texts: Iterable[str],
+    texts: Iterable[str] | Iterable[list[str]],
     vocab_size: int = 8192,
     min_frequency: int = 2,
     lowercase: bool = True,
@@ -99,7 +109,8 @@ def train_wordpiece(
     limit_alphabet: int = 1000,
     show_progress: bool = False,
 ) -> BertTokenizerFast:
-    """Train a BERT-style WordPiece vocabulary on ``texts``."""
+    """Train a BERT-style WordPiece vocabulary on ``texts`` (strings, or batches of strings:
+    streamed, so the corpus need not fit in memory)."""
     if vocab_size <= len(SPECIAL_TOKENS):
         raise VocabularyError(
             f"tokenizer.vocab_size: {vocab_size} must be larger than the "
@@ -115,7 +126,13 @@ def train_wordpiece(
         show_progress=show_progress,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
-    return _wrap(_with_bert_post_processor(tokenizer), lowercase, strip_accents, chinese_chars)
+    # The trainer picks the same pieces on every run but numbers them in a run-dependent order
+    # (hash-map iteration); renumbering them (special tokens first, then by string) makes the
+    # token ids, and so everything downstream, a function of the corpus alone.
+    trained = tokenizer.get_vocab()
+    ordered = list(SPECIAL_TOKENS) + sorted(t for t in trained if t not in SPECIAL_TOKENS)
+    canonical = _backend(WordPiece(vocab={t: i for i, t in enumerate(ordered)}, unk_token=UNK), lowercase, strip_accents, chinese_chars)
+    return _wrap(_with_bert_post_processor(canonical), lowercase, strip_accents, chinese_chars)
 
 
 def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:

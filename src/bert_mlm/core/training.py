@@ -36,7 +36,7 @@ from bert_mlm.core.masking import (
     replacement_vocabulary,
 )
 from bert_mlm.core.model import MaskedPositionsMLM, masked_lm_loss
-from bert_mlm.core.sequences import Collator, batch_order
+from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
 
 logger = logging.getLogger(__name__)
 
@@ -269,7 +269,7 @@ def restore_rng_states(states: dict) -> None:
 
 
 # ----------------------------------------------------------------------------- the loop
-def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, rank: Rank = SINGLE) -> list[list[int]]:
+def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, rank: Rank = SINGLE) -> Batches:
     """This rank's micro-batches of one epoch, shuffled from (seed, epoch): identical when resumed.
 
     Every rank draws the same epoch order and takes every ``world_size``-th batch (a distributed
@@ -306,7 +306,7 @@ def train(
     :func:`bert_mlm.core.distributed.launch`) each rank trains on its shard with its own masks,
     gradients are averaged by ``DistributedDataParallel``, and only rank 0 writes checkpoints.
     """
-    if not sequences:
+    if not len(sequences):
         raise ValueError("training: there are no training sequences (is the train split empty?)")
     if config.epochs is not None:
         batches_per_epoch = math.ceil(len(sequences) / config.batch_size)
@@ -331,7 +331,7 @@ def train(
         num_training_steps=config.max_steps,
     )
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    lengths = [len(s) for s in sequences]
+    lengths = sequence_lengths(sequences)
 
     step, epoch, next_batch, records, resumed_from = 0, 0, 0, [], 0
     # Dropout draws from the global generators: seed them, so that the same seed and config

@@ -1,6 +1,14 @@
-"""Kedro datasets of this project (Hugging Face directories, corpus sources, token arrays)."""
+"""Kedro datasets of this project (Hugging Face directories, corpus sources, the data path)."""
 
 from bert_mlm.datasets.corpus import CorpusDataset
+from bert_mlm.datasets.data import DocumentShardsDataset, SequenceIndexDataset, TokenStoreDataset
 from bert_mlm.datasets.pretrained import MaskedLMDataset, TokenizerDataset
 
-__all__ = ["CorpusDataset", "MaskedLMDataset", "TokenizerDataset"]
+__all__ = [
+    "CorpusDataset",
+    "DocumentShardsDataset",
+    "MaskedLMDataset",
+    "SequenceIndexDataset",
+    "TokenStoreDataset",
+    "TokenizerDataset",
+]

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
 from kedro.io import AbstractDataset, DatasetError
 
-from bert_mlm.core.corpus import builtin_corpus, read_corpus
+from bert_mlm.core.corpus import CorpusSource
 
 
-class CorpusDataset(AbstractDataset[Any, pd.DataFrame]):
-    """Reads ``path`` (a text file, a directory, or a glob of ``.txt``/``.raw``/``.csv``/
-    ``.parquet``/``.jsonl`` files) into a frame of raw texts: ``source``, ``text``,
-    ``replaced_bytes`` and ``is_document`` (table rows are documents already).
+class CorpusDataset(AbstractDataset[Any, CorpusSource]):
+    """The user's corpus at ``path`` (a text file, a directory, or a glob of ``.txt``/``.raw``/
+    ``.csv``/``.parquet``/``.jsonl`` files), loaded as a :class:`CorpusSource`: where the texts
+    are, checked to exist, not the texts themselves (the ingestion node streams them).
 
-    With an empty ``path``, loads the built-in corpus (Python standard-library docstrings) when
-    ``builtin_when_empty`` is true, else an empty frame (an optional extra corpus).
+    With an empty ``path``: the built-in corpus (Python standard-library docstrings) when
+    ``builtin_when_empty`` is true, else no corpus (an optional extra corpus).
     The catalog fills ``path`` from the ``corpus.path`` runtime parameter, so
     ``kedro run --params corpus.path=...`` switches the corpus.
     """
@@ -35,19 +34,10 @@ class CorpusDataset(AbstractDataset[Any, pd.DataFrame]):
         self._builtin_max_files = builtin_max_files
         self.metadata = metadata
 
-    def load(self) -> pd.DataFrame:
-        if self._path is None:
-            items = builtin_corpus(self._builtin_max_files) if self._builtin_when_empty else []
-        else:
-            items = read_corpus(self._path, self._text_column)
-        return pd.DataFrame(
-            {
-                "source": [i.source for i in items],
-                "text": [i.text for i in items],
-                "replaced_bytes": [i.replaced_bytes for i in items],
-                "is_document": [i.is_document for i in items],
-            }
-        )
+    def load(self) -> CorpusSource:
+        source = CorpusSource(self._path, self._text_column, self._builtin_when_empty, self._builtin_max_files)
+        source.files()  # a missing path or a directory without corpus files fails here, named
+        return source
 
     def save(self, data: Any) -> None:
         raise DatasetError("CorpusDataset is read-only: it reads the user's corpus")

@@ -8,14 +8,13 @@ temporary name and renamed, so a crash never leaves a half-written version that 
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-from kedro.io.core import AbstractVersionedDataset, DatasetError, Version
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from bert_mlm.datasets.directory import AtomicDirectoryDataset
 
 
 @dataclass
@@ -26,47 +25,21 @@ class MaskedLM:
     tokenizer: PreTrainedTokenizerBase
 
 
-class _PretrainedDirectoryDataset(AbstractVersionedDataset):
-    def __init__(self, filepath: str, version: Version | None = None, metadata: dict[str, Any] | None = None):
-        super().__init__(PurePosixPath(Path(filepath).as_posix()), version)
-        self.metadata = metadata
-
+class _PretrainedDirectoryDataset(AtomicDirectoryDataset):
     def _write(self, objects: list[Any]) -> None:
-        final = Path(str(self._get_save_path()))
-        temporary = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-        shutil.rmtree(temporary, ignore_errors=True)
-        temporary.mkdir(parents=True)
-        try:
+        def fill(directory: Path) -> None:
+            directory.mkdir(parents=True)
             for obj in objects:
-                obj.save_pretrained(str(temporary))
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(temporary, final)
-        except BaseException:
-            shutil.rmtree(temporary, ignore_errors=True)
-            raise
+                obj.save_pretrained(str(directory))
 
-    def _load_dir(self) -> str:
-        path = Path(str(self._get_load_path()))
-        if not path.is_dir():
-            raise DatasetError(f"{path} is not a saved directory")
-        return str(path)
-
-    def _exists(self) -> bool:
-        try:
-            return Path(str(self._get_load_path())).is_dir()
-        except DatasetError:
-            return False
-
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "version": self._version}
+        self._write_directory(fill)
 
 
 class TokenizerDataset(_PretrainedDirectoryDataset):
     """A tokenizer directory (``tokenizer.json`` and configs) loaded with ``AutoTokenizer``."""
 
     def load(self) -> PreTrainedTokenizerBase:
-        return AutoTokenizer.from_pretrained(self._load_dir())
+        return AutoTokenizer.from_pretrained(str(self._load_dir()))
 
     def save(self, data: PreTrainedTokenizerBase) -> None:
         self._write([data])
@@ -76,7 +49,7 @@ class MaskedLMDataset(_PretrainedDirectoryDataset):
     """A model directory (safetensors weights, config, and the tokenizer inside)."""
 
     def load(self) -> MaskedLM:
-        directory = self._load_dir()
+        directory = str(self._load_dir())
         return MaskedLM(
             model=AutoModelForMaskedLM.from_pretrained(directory),
             tokenizer=AutoTokenizer.from_pretrained(directory),

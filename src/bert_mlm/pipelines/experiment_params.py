@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import pandas as pd
 from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.core.evaluation import EvaluationConfig
-from bert_mlm.core.experiment import Experiment, sequences_by_split
+from bert_mlm.core.experiment import Experiment, open_sequences
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.params import build_config
-from bert_mlm.core.sequences import SequenceConfig
+from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
+from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.training import TrainingConfig
 
 # Keys of the evaluation section that are not part of the evaluation protocol.
@@ -23,18 +23,26 @@ def evaluation_protocol(evaluation_params: dict) -> EvaluationConfig:
 
 
 def build_experiment(
-    model_input_sequences: pd.DataFrame,
+    token_store: TokenStore,
+    sequence_index: SequenceIndex,
     tokenizer: PreTrainedTokenizerBase,
     parameters: dict,
 ) -> Experiment:
     """``parameters`` holds the ``model``, ``training``, ``masking``, ``evaluation`` and
     ``sequences`` sections."""
+    sequence_config = build_config(SequenceConfig, parameters["sequences"], "sequences")
+    if (sequence_index.mode, sequence_index.max_length) != (sequence_config.mode, sequence_config.max_length):
+        raise ValueError(
+            f"sequences: the stored sequence_index is {sequence_index.mode} x {sequence_index.max_length}, "
+            f"the parameters ask for {sequence_config.mode} x {sequence_config.max_length}; "
+            "run the sequences pipeline with these parameters first"
+        )
     return Experiment(
         tokenizer=tokenizer,
-        sequences=sequences_by_split(model_input_sequences),
+        sequences=open_sequences(token_store, sequence_index, tokenizer),
         model_config=build_config(ModelConfig, parameters["model"], "model"),
         training=build_config(TrainingConfig, parameters["training"], "training"),
         masking=build_config(MaskingConfig, parameters["masking"], "masking"),
         evaluation=evaluation_protocol(parameters["evaluation"]),
-        sequence_config=build_config(SequenceConfig, parameters["sequences"], "sequences"),
+        sequence_config=sequence_config,
     )

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import logging
 
-import pandas as pd
-
-from bert_mlm.core.corpus import RawText, clean_documents
+from bert_mlm.core.corpus import CorpusSource, clean_documents
 from bert_mlm.core.evaluation import (
     baseline_accuracy,
     evaluate,
@@ -14,8 +12,10 @@ from bert_mlm.core.evaluation import (
     most_frequent_token,
     prepare_evaluation_set,
 )
+from bert_mlm.core.experiment import open_sequences
 from bert_mlm.core.params import build_config
-from bert_mlm.core.sequences import Collator, SequenceConfig, build_sequences
+from bert_mlm.core.sequences import Collator, SequenceConfig, SequenceIndex, build_sequences
+from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.tokenizer import encode_documents
 from bert_mlm.core.training import TokenIds
 from bert_mlm.datasets.pretrained import MaskedLM
@@ -28,9 +28,9 @@ DEFAULT_SENTENCES = ("The [MASK] of the function is returned.", "This module pro
 
 def evaluate_masked_lm(
     trained_model: MaskedLM,
-    model_input_sequences: pd.DataFrame,
-    token_ids: pd.DataFrame,
-    extra_eval_corpus: pd.DataFrame,
+    token_store: TokenStore,
+    sequence_index: SequenceIndex,
+    extra_eval_corpus: CorpusSource,
     training_summary: dict,
     evaluation_params: dict,
     sequence_params: dict,
@@ -43,10 +43,9 @@ def evaluate_masked_lm(
     ids = TokenIds.from_tokenizer(tokenizer)
     collator = Collator(ids.pad, ids.special, sequence_config.max_length, sequence_config.padding)
 
-    test_sequences = list(model_input_sequences.loc[model_input_sequences["split"] == "test", "input_ids"])
-    test_set = prepare_evaluation_set(test_sequences, collator, ids.mask, ids.replacement, protocol)
-    train_documents = list(token_ids.loc[token_ids["split"] == "train", "input_ids"])
-    frequent = most_frequent_token(train_documents, ids.special)
+    sequences = open_sequences(token_store, sequence_index, tokenizer)
+    test_set = prepare_evaluation_set(sequences["test"], collator, ids.mask, ids.replacement, protocol)
+    frequent = most_frequent_token(token_store.split("train").counts, ids.special)
 
     metrics = dict(evaluate(model, test_set, protocol.batch_size))
     metrics["baseline_accuracy"] = baseline_accuracy(test_set, frequent)
@@ -57,12 +56,12 @@ def evaluate_masked_lm(
     metrics["eval_seed"] = protocol.seed
     metrics.update(training_summary)
 
-    if len(extra_eval_corpus):
-        items = (RawText(r.source, r.text, int(r.replaced_bytes), bool(r.is_document)) for r in extra_eval_corpus.itertuples(index=False))
+    if not extra_eval_corpus.is_empty:
+        items = (item for batch in extra_eval_corpus.batches() for item in batch)
         documents, _ = clean_documents(items, min_chars=1, deduplicate=False)
         encoded = encode_documents(tokenizer, documents["text"].tolist())
-        sequences = build_sequences(encoded, sequence_config.mode, sequence_config.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
-        extra_set = prepare_evaluation_set(sequences, collator, ids.mask, ids.replacement, protocol)
+        extra_sequences = build_sequences(encoded, sequence_config.mode, sequence_config.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
+        extra_set = prepare_evaluation_set(extra_sequences, collator, ids.mask, ids.replacement, protocol)
         extra = evaluate(model, extra_set, protocol.batch_size)
         metrics.update({f"extra_{k}": v for k, v in extra.items()})
         metrics["extra_baseline_accuracy"] = baseline_accuracy(extra_set, frequent)

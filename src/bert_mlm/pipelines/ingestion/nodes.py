@@ -1,4 +1,4 @@
-"""Nodes of the ``ingestion`` pipeline: raw texts -> cleaned, de-duplicated, split documents."""
+"""Nodes of the ``ingestion`` pipeline: raw texts -> cleaned, de-duplicated, split document shards."""
 
 from __future__ import annotations
 
@@ -6,39 +6,35 @@ import logging
 
 import pandas as pd
 
-from bert_mlm.core.corpus import CorpusConfig, CorpusError, RawText, assign_splits, clean_documents, corpus_stats
+from bert_mlm.core.corpus import CorpusConfig, CorpusSource
+from bert_mlm.core.documents import DocumentShards, DocumentStream
+from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.params import build_config
 
 logger = logging.getLogger(__name__)
 
 
-def clean_and_split_corpus(raw_corpus: pd.DataFrame, corpus_params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+def clean_and_split_corpus(raw_corpus: CorpusSource, corpus_params: dict, data_params: dict) -> DocumentStream:
     """Clean the raw texts into documents and assign each a split by its hash.
 
-    Returns the documents (``source``, ``text``, ``doc_hash``, ``split``) and a stats table
-    (documents, characters and sources per split; replaced bytes; duplicates dropped).
+    Returns the work, not the documents: the ``corpus_documents`` dataset runs it while writing
+    its shards, chunk by chunk (on ``data.engine``), so the corpus is never held in memory.
     """
-    config = build_config(CorpusConfig, corpus_params, "corpus")
-    items = (
-        RawText(source=r.source, text=r.text, replaced_bytes=int(r.replaced_bytes), is_document=bool(r.is_document))
-        for r in raw_corpus.itertuples(index=False)
+    return DocumentStream(
+        source=raw_corpus,
+        config=build_config(CorpusConfig, corpus_params, "corpus"),
+        data=build_config(DataConfig, data_params, "data"),
     )
-    documents, report = clean_documents(items, config.min_chars, config.deduplicate, config.max_document_chars)
-    if documents.empty:
-        raise CorpusError(
-            f"corpus.path: the corpus is empty after cleaning ({report.raw_items} raw item(s), "
-            f"{report.dropped_short} shorter than corpus.min_chars={config.min_chars})"
-        )
-    documents["split"] = assign_splits(documents["doc_hash"].tolist(), config.split_ratios, config.split_salt)
-    if not (documents["split"] == "train").any():
-        raise CorpusError(
-            f"corpus.path: the corpus is too small: none of its {len(documents)} document(s) landed in "
-            "the train split (corpus.split_ratios); add text"
-        )
-    stats = corpus_stats(documents, report)
+
+
+def summarise_corpus(corpus_documents: DocumentShards) -> pd.DataFrame:
+    """Documents, characters and sources per split; replaced bytes; duplicates and short items dropped."""
+    stats = corpus_documents.stats()
+    cleaning = corpus_documents.manifest["cleaning"]
     logger.info(
         "Corpus: %d documents from %d source(s); %d duplicates and %d short items dropped; "
         "%d undecodable bytes replaced",
-        len(documents), report.sources, report.dropped_duplicates, report.dropped_short, report.replaced_bytes,
+        stats.iloc[-1]["documents"], cleaning["sources"], cleaning["duplicates_dropped"],
+        cleaning["short_dropped"], cleaning["replaced_bytes"],
     )
-    return documents, stats
+    return stats

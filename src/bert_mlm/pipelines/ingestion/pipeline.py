@@ -1,6 +1,6 @@
 from kedro.pipeline import Node, Pipeline
 
-from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus
+from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus, summarise_corpus
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -8,10 +8,17 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 clean_and_split_corpus,
-                inputs=["raw_corpus", "params:corpus"],
-                outputs=["corpus_documents", "corpus_stats"],
+                inputs=["raw_corpus", "params:corpus", "params:data"],
+                outputs="corpus_documents",
                 name="clean_and_split_corpus",
                 tags=["ingestion", "data"],
-            )
+            ),
+            Node(
+                summarise_corpus,
+                inputs="corpus_documents",
+                outputs="corpus_stats",
+                name="summarise_corpus",
+                tags=["ingestion", "data"],
+            ),
         ]
     )

@@ -8,8 +8,8 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 build_model_inputs,
-                inputs=["token_ids", "tokenizer", "params:sequences", "params:model", "params:training"],
-                outputs=["model_input_sequences", "sequence_stats"],
+                inputs=["token_store", "tokenizer", "params:sequences", "params:model", "params:training"],
+                outputs=["sequence_index", "sequence_stats"],
                 name="build_model_inputs",
                 tags=["sequences", "data"],
             )

@@ -1,29 +1,35 @@
-"""Nodes of the ``tokenization`` pipeline: a WordPiece tokenizer and the corpus as token ids."""
+"""Nodes of the ``tokenization`` pipeline: a WordPiece tokenizer and the corpus as a token store."""
 
 from __future__ import annotations
 
 import logging
 
-import numpy as np
 import pandas as pd
 from transformers import PreTrainedTokenizerFast
 
+from bert_mlm.core.documents import DocumentShards
+from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.params import build_config
-from bert_mlm.core.tokenizer import TokenizerConfig, encode_documents, load_tokenizer, train_wordpiece
+from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
+from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordpiece
 
 logger = logging.getLogger(__name__)
 
 
-def build_tokenizer(corpus_documents: pd.DataFrame, tokenizer_params: dict) -> PreTrainedTokenizerFast:
-    """Train a WordPiece vocabulary on the train split, or load ``tokenizer.vocab_path``."""
+def build_tokenizer(corpus_documents: DocumentShards, tokenizer_params: dict) -> PreTrainedTokenizerFast:
+    """Train a WordPiece vocabulary on the train split (streamed; on an evenly spread sample of
+    ``tokenizer.training_sample_bytes`` when the split is larger), or load ``tokenizer.vocab_path``."""
     config = build_config(TokenizerConfig, tokenizer_params, "tokenizer")
     if config.vocab_path:
         tokenizer = load_tokenizer(config.vocab_path, config.lowercase, config.strip_accents, config.chinese_chars)
         logger.info("Loaded a vocabulary of %d tokens from %s", len(tokenizer), config.vocab_path)
         return tokenizer
-    train_texts = corpus_documents.loc[corpus_documents["split"] == "train", "text"].tolist()
+    train_bytes = corpus_documents.utf8_bytes("train")
+    fraction = None
+    if config.training_sample_bytes and train_bytes > config.training_sample_bytes:
+        fraction = config.training_sample_bytes / train_bytes
     tokenizer = train_wordpiece(
-        train_texts,
+        corpus_documents.iter_texts("train", fraction),
         vocab_size=config.vocab_size,
         min_frequency=config.min_frequency,
         lowercase=config.lowercase,
@@ -31,35 +37,31 @@ def build_tokenizer(corpus_documents: pd.DataFrame, tokenizer_params: dict) -> P
         chinese_chars=config.chinese_chars,
         limit_alphabet=config.limit_alphabet,
     )
-    logger.info("Trained a WordPiece vocabulary of %d tokens on %d documents", len(tokenizer), len(train_texts))
+    logger.info(
+        "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
+        len(tokenizer), f"{fraction:.1%}" if fraction else "all", train_bytes / 1e6,
+    )
     return tokenizer
 
 
-def encode_corpus(
-    corpus_documents: pd.DataFrame, tokenizer: PreTrainedTokenizerFast, tokenizer_params: dict
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Token ids (int32, without special tokens) of every document, and per-split stats."""
-    config = build_config(TokenizerConfig, tokenizer_params, "tokenizer")
-    ids = encode_documents(tokenizer, corpus_documents["text"].tolist(), config.encode_batch_size)
-    token_ids = pd.DataFrame(
-        {"split": corpus_documents["split"].to_numpy(), "doc_hash": corpus_documents["doc_hash"].to_numpy(), "input_ids": ids}
+def encode_corpus(corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data_params: dict) -> EncodingJob:
+    """Encode every split into the token store. Returns the work: the ``token_store`` dataset
+    runs it while writing, shard by shard on all cores (or on ``data.engine: dask``)."""
+    return EncodingJob(
+        documents=corpus_documents,
+        tokenizer_json=tokenizer.backend_tokenizer.to_str(),
+        vocabulary=tokenizer.get_vocab(),
+        separator_id=tokenizer.sep_token_id,
+        data=build_config(DataConfig, data_params, "data"),
     )
-    lengths = np.fromiter((len(a) for a in ids), dtype=np.int64, count=len(ids))
-    unknown = np.fromiter((int((a == tokenizer.unk_token_id).sum()) for a in ids), dtype=np.int64, count=len(ids))
-    rows = []
-    for split in ("train", "valid", "test", "all"):
-        chosen = np.ones(len(ids), bool) if split == "all" else (token_ids["split"] == split).to_numpy()
-        tokens = int(lengths[chosen].sum())
-        rows.append(
-            {
-                "split": split,
-                "documents": int(chosen.sum()),
-                "tokens": tokens,
-                "unknown_tokens": int(unknown[chosen].sum()),
-                "unknown_rate": float(unknown[chosen].sum() / tokens) if tokens else 0.0,
-                "vocab_size": len(tokenizer),
-            }
-        )
-    stats = pd.DataFrame(rows)
-    logger.info("Encoded %d tokens; unknown-token rate %.4f%%", stats.iloc[-1]["tokens"], 100 * stats.iloc[-1]["unknown_rate"])
-    return token_ids, stats
+
+
+def summarise_tokens(token_store: TokenStore, tokenizer: PreTrainedTokenizerFast) -> pd.DataFrame:
+    """Per split: documents, tokens, unknown tokens and their rate, and the store's size."""
+    token_store.check_tokenizer(tokenizer.get_vocab())
+    stats = token_store_stats(token_store, tokenizer.unk_token_id, len(tokenizer))
+    logger.info(
+        "Encoded %d tokens; unknown-token rate %.4f%%; %.2f bytes per token in the store",
+        stats.iloc[-1]["tokens"], 100 * stats.iloc[-1]["unknown_rate"], stats.iloc[-1]["store_bytes_per_token"],
+    )
+    return stats

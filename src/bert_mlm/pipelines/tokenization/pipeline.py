@@ -1,6 +1,6 @@
 from kedro.pipeline import Node, Pipeline
 
-from bert_mlm.pipelines.tokenization.nodes import build_tokenizer, encode_corpus
+from bert_mlm.pipelines.tokenization.nodes import build_tokenizer, encode_corpus, summarise_tokens
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -15,9 +15,16 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 encode_corpus,
-                inputs=["corpus_documents", "tokenizer", "params:tokenizer"],
-                outputs=["token_ids", "tokenization_stats"],
+                inputs=["corpus_documents", "tokenizer", "params:data"],
+                outputs="token_store",
                 name="encode_corpus",
+                tags=["tokenization", "data"],
+            ),
+            Node(
+                summarise_tokens,
+                inputs=["token_store", "tokenizer"],
+                outputs="tokenization_stats",
+                name="summarise_tokens",
                 tags=["tokenization", "data"],
             ),
         ]

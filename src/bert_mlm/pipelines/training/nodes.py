@@ -14,6 +14,8 @@ from bert_mlm.core.experiment import train_data_parallel
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.params import build_config
 from bert_mlm.core.report import training_curves
+from bert_mlm.core.sequences import SequenceIndex
+from bert_mlm.core.token_store import TokenStore
 from bert_mlm.datasets.pretrained import MaskedLM
 from bert_mlm.pipelines.experiment_params import build_experiment
 
@@ -21,7 +23,8 @@ logger = logging.getLogger(__name__)
 
 
 def train_masked_lm(
-    model_input_sequences: pd.DataFrame,
+    token_store: TokenStore,
+    sequence_index: SequenceIndex,
     tokenizer: PreTrainedTokenizerBase,
     tuning_best_params: dict,
     model_params: dict,
@@ -39,7 +42,7 @@ def train_masked_lm(
     summary (tokens, throughput, the masking actually used and where it came from).
     """
     experiment = build_experiment(
-        model_input_sequences, tokenizer,
+        token_store, sequence_index, tokenizer,
         {"model": model_params, "training": training_params, "masking": masking_params,
          "evaluation": evaluation_params, "sequences": sequence_params},
     )

@@ -7,15 +7,17 @@ import json
 import logging
 from dataclasses import asdict, replace
 
-import numpy as np
 import optuna
 import pandas as pd
 import plotly.graph_objects as go
 from transformers import PreTrainedTokenizerBase
 
+from bert_mlm.core.evaluation import EVALUATION_SCHEME
 from bert_mlm.core.experiment import train_trial
 from bert_mlm.core.masking import MASKING_SCHEME
 from bert_mlm.core.params import build_config
+from bert_mlm.core.sequences import SequenceIndex
+from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.tuning import SEARCHABLE, TuningConfig, best_parameters, masking_for, run_study, trials_table
 from bert_mlm.pipelines.experiment_params import build_experiment
 
@@ -23,7 +25,8 @@ logger = logging.getLogger(__name__)
 
 
 def tune_mask_probability(
-    model_input_sequences: pd.DataFrame,
+    token_store: TokenStore,
+    sequence_index: SequenceIndex,
     tokenizer: PreTrainedTokenizerBase,
     tuning_params: dict,
     model_params: dict,
@@ -38,7 +41,7 @@ def tune_mask_probability(
     """
     config = build_config(TuningConfig, tuning_params, "tuning")
     experiment = build_experiment(
-        model_input_sequences, tokenizer,
+        token_store, sequence_index, tokenizer,
         {"model": model_params, "training": training_params, "masking": masking_params,
          "evaluation": evaluation_params, "sequences": sequence_params},
     )
@@ -80,11 +83,11 @@ def study_fingerprint(experiment, config: TuningConfig) -> str:
         "sequences": asdict(experiment.sequence_config),
         "tuning": {k: v for k, v in asdict(config).items() if k in ("trial_steps", "eval_every", "search_space", "eval_max_sequences")},
         "masking_scheme": MASKING_SCHEME,
+        "evaluation_scheme": EVALUATION_SCHEME,
+        # The data: digests of the stored tokens and of the sequence index (not the tokens themselves).
+        "data": {split: experiment.sequences[split].fingerprint for split in ("train", "valid") if split in experiment.sequences},
     }
     digest.update(json.dumps(comparable, sort_keys=True, default=str).encode())
-    for split in ("train", "valid"):
-        for sequence in experiment.sequences.get(split, []):
-            digest.update(np.ascontiguousarray(sequence, dtype=np.int32).tobytes())
     return digest.hexdigest()
 
 

@@ -9,7 +9,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 tune_mask_probability,
                 inputs=[
-                    "model_input_sequences", "tokenizer", "params:tuning", "params:model", "params:training",
+                    "token_store", "sequence_index", "tokenizer", "params:tuning", "params:model", "params:training",
                     "params:masking", "params:evaluation", "params:sequences",
                 ],
                 outputs=["tuning_best_params", "tuning_trials", "tuning_objective_plot", "tuning_history_plot"],

@@ -1,0 +1,353 @@
+"""Document shards: the cleaned corpus on disk, per split, in Parquet files of bounded size.
+
+Layout of one shard directory::
+
+    manifest.json                 counts per split, cleaning counts, the settings that made it
+    train/part-00000.parquet      columns text (string), source (dictionary), doc_hash (uint64)
+    train/part-00001.parquet ...
+    valid/part-00000.parquet
+    test/part-00000.parquet
+
+The writer holds one row group per split in memory; the reader yields row groups. Nothing
+here holds the corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tqdm.auto import tqdm
+
+from bert_mlm.core.corpus import (
+    SPLITS,
+    CleanedBatch,
+    CleaningReport,
+    CorpusConfig,
+    CorpusError,
+    CorpusSource,
+    clean_batch,
+    stream_documents,
+)
+from bert_mlm.core.engine import DataConfig, open_engine
+
+MANIFEST = "manifest.json"
+FORMAT = "bert-mlm-document-shards"
+FORMAT_VERSION = 1
+ROW_GROUP_BYTES = 8 << 20
+PART_BYTES = 256 << 20
+SCHEMA = pa.schema(
+    [("text", pa.string()), ("source", pa.dictionary(pa.int32(), pa.string())), ("doc_hash", pa.uint64())]
+)
+
+
+@dataclass
+class SplitCounts:
+    documents: int = 0
+    characters: int = 0
+    utf8_bytes: int = 0
+    sources: set[str] = field(default_factory=set)
+
+
+class DocumentShardWriter:
+    """Appends cleaned batches to per-split Parquet parts under ``directory`` (which must be new).
+
+    Call :meth:`close` with the cleaning report to write the manifest; the directory is complete
+    only then (the Kedro dataset writes it under a temporary name and renames it).
+    """
+
+    def __init__(self, directory: str | os.PathLike, row_group_bytes: int = ROW_GROUP_BYTES, part_bytes: int = PART_BYTES):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=False)
+        self.row_group_bytes = row_group_bytes
+        self.part_bytes = part_bytes
+        self.counts = {split: SplitCounts() for split in SPLITS}
+        self._pending: dict[str, list[CleanedBatch]] = {split: [] for split in SPLITS}
+        self._pending_bytes = dict.fromkeys(SPLITS, 0)
+        self._writers: dict[str, pq.ParquetWriter | None] = dict.fromkeys(SPLITS)
+        self._part_bytes = dict.fromkeys(SPLITS, 0)
+        self._parts: dict[str, list[str]] = {split: [] for split in SPLITS}
+
+    def write(self, batch: CleanedBatch) -> None:
+        for code, split in enumerate(SPLITS):
+            chosen = np.flatnonzero(batch.splits == code)
+            if not len(chosen):
+                continue
+            part = CleanedBatch(
+                sources=[batch.sources[i] for i in chosen],
+                texts=[batch.texts[i] for i in chosen],
+                hashes=batch.hashes[chosen],
+                splits=batch.splits[chosen],
+                utf8_bytes=batch.utf8_bytes[chosen],
+            )
+            counts = self.counts[split]
+            counts.documents += len(chosen)
+            counts.characters += sum(map(len, part.texts))
+            size = int(part.utf8_bytes.sum())
+            counts.utf8_bytes += size
+            counts.sources.update(part.sources)
+            self._pending[split].append(part)
+            self._pending_bytes[split] += size
+            if self._pending_bytes[split] >= self.row_group_bytes:
+                self._flush(split)
+
+    def _flush(self, split: str) -> None:
+        pending = self._pending[split]
+        if not pending:
+            return
+        table = pa.table(
+            {
+                "text": pa.array([t for p in pending for t in p.texts], pa.string()),
+                "source": pa.array([s for p in pending for s in p.sources], pa.string()).dictionary_encode(),
+                "doc_hash": pa.array(np.concatenate([p.hashes for p in pending]), pa.uint64()),
+            },
+            schema=SCHEMA,
+        )
+        writer = self._writers[split]
+        if writer is None:
+            name = f"{split}/part-{len(self._parts[split]):05d}.parquet"
+            (self.directory / split).mkdir(exist_ok=True)
+            writer = self._writers[split] = pq.ParquetWriter(self.directory / name, SCHEMA, compression="zstd")
+            self._parts[split].append(name)
+            self._part_bytes[split] = 0
+        writer.write_table(table, row_group_size=len(table))
+        self._part_bytes[split] += self._pending_bytes[split]
+        self._pending[split], self._pending_bytes[split] = [], 0
+        if self._part_bytes[split] >= self.part_bytes:
+            writer.close()
+            self._writers[split] = None
+
+    def close(self, report: CleaningReport, settings: dict) -> dict:
+        for split in SPLITS:
+            self._flush(split)
+            if self._writers[split] is not None:
+                self._writers[split].close()
+        manifest = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "splits": {
+                split: {
+                    "documents": c.documents,
+                    "characters": c.characters,
+                    "utf8_bytes": c.utf8_bytes,
+                    "sources": len(c.sources),
+                    "parts": self._parts[split],
+                }
+                for split, c in self.counts.items()
+            },
+            "cleaning": {
+                "raw_items": report.raw_items,
+                "sources": report.sources,
+                "replaced_bytes": report.replaced_bytes,
+                "duplicates_dropped": report.dropped_duplicates,
+                "short_dropped": report.dropped_short,
+                "all_sources": sorted({s for c in self.counts.values() for s in c.sources}),
+            },
+            "settings": settings,
+        }
+        write_json(self.directory / MANIFEST, manifest)
+        return manifest
+
+    def abort(self) -> None:
+        for writer in self._writers.values():
+            if writer is not None:
+                writer.close()
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write and fsync: a manifest is the last file of a directory and vouches for the rest."""
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, default=_json_default)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if hasattr(value, "__dataclass_fields__"):
+        return asdict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def read_manifest(directory: Path, expected_format: str, name: str) -> dict:
+    path = directory / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        raise CorpusError(f"{name}: {str(path)!r} is missing; the directory {str(directory)!r} is incomplete") from error
+    except ValueError as error:
+        raise CorpusError(f"{name}: {str(path)!r} is not valid JSON (truncated?): {error}") from error
+    if manifest.get("format") != expected_format:
+        raise CorpusError(f"{name}: {str(directory)!r} is not a {expected_format} directory")
+    return manifest
+
+
+class DocumentShards:
+    """Read access to a document shard directory: counts, and texts by row group."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory)
+        self.manifest = read_manifest(self.directory, FORMAT, "corpus_documents")
+        for split in SPLITS:
+            for part in self.manifest["splits"][split]["parts"]:
+                if not (self.directory / part).is_file():
+                    raise CorpusError(f"corpus_documents: the shard {str(self.directory / part)!r} is missing")
+
+    def __reduce__(self):
+        return (DocumentShards, (str(self.directory),))
+
+    def documents(self, split: str) -> int:
+        return int(self.manifest["splits"][split]["documents"])
+
+    def utf8_bytes(self, split: str) -> int:
+        return int(self.manifest["splits"][split]["utf8_bytes"])
+
+    def row_groups(self, split: str) -> list[tuple[str, int]]:
+        """(part, row group) pairs of a split, in document order: the unit of parallel work."""
+        groups = []
+        for part in self.manifest["splits"][split]["parts"]:
+            groups.extend((part, g) for g in range(self._open(part).num_row_groups))
+        return groups
+
+    def _open(self, part: str) -> pq.ParquetFile:
+        path = self.directory / part
+        try:
+            return pq.ParquetFile(path)
+        except (OSError, pa.ArrowInvalid) as error:
+            raise CorpusError(f"corpus_documents: the shard {str(path)!r} is truncated or not Parquet: {error}") from error
+
+    def read(self, part: str, row_group: int, columns: tuple[str, ...] = ("text",)) -> pa.Table:
+        return self._open(part).read_row_group(row_group, columns=list(columns))
+
+    def texts(self, part: str, row_group: int) -> list[str]:
+        return self.read(part, row_group).column("text").to_pylist()
+
+    def iter_texts(self, split: str, sample_fraction: float | None = None) -> Iterator[list[str]]:
+        """The texts of a split, a row group at a time. With ``sample_fraction``, a fixed subset
+        of about that share of the documents, evenly spread over the whole split (not its first
+        files): document ``j`` is taken when ``frac(j * golden ratio) < sample_fraction``."""
+        position = 0
+        for part, group in self.row_groups(split):
+            texts = self.texts(part, group)
+            count = len(texts)
+            if sample_fraction is not None and sample_fraction < 1:
+                keys = sample_key(np.arange(position, position + count))
+                texts = [texts[i] for i in np.flatnonzero(keys < sample_fraction)]
+            position += count
+            yield texts
+
+    def frame(self, split: str | None = None) -> pd.DataFrame:
+        """Documents as one frame (``split``, ``source``, ``text``): for small corpora and notebooks."""
+        frames = []
+        for name in SPLITS if split is None else (split,):
+            for part in self.manifest["splits"][name]["parts"]:
+                table = pq.read_table(self.directory / part, columns=["source", "text"])
+                frames.append(table.to_pandas().astype({"source": str}).assign(split=name))
+        if not frames:
+            return pd.DataFrame({"source": [], "text": [], "split": []})
+        return pd.concat(frames, ignore_index=True)[["split", "source", "text"]]
+
+    def stats(self) -> pd.DataFrame:
+        """One row per split plus ``all``: documents, characters, sources, and the cleaning counts."""
+        splits = self.manifest["splits"]
+        cleaning = self.manifest["cleaning"]
+        rows = [
+            {"split": s, "documents": splits[s]["documents"], "characters": splits[s]["characters"],
+             "sources": splits[s]["sources"]}
+            for s in SPLITS
+        ]
+        rows.append(
+            {"split": "all", "documents": sum(r["documents"] for r in rows),
+             "characters": sum(r["characters"] for r in rows), "sources": len(cleaning["all_sources"])}
+        )
+        stats = pd.DataFrame(rows)
+        stats["replaced_bytes"] = cleaning["replaced_bytes"]
+        stats["duplicates_dropped"] = cleaning["duplicates_dropped"]
+        stats["short_dropped"] = cleaning["short_dropped"]
+        return stats
+
+
+def sample_key(positions: np.ndarray) -> np.ndarray:
+    """A low-discrepancy value in [0, 1) per document position (a Weyl sequence): any share of
+    documents taken by ``key < share`` is spread evenly over the split."""
+    return np.modf(positions.astype(np.float64) * 0.6180339887498949)[0]
+
+
+def write_document_shards(
+    directory: str | os.PathLike, batches: Iterable[CleanedBatch], report: CleaningReport, settings: dict,
+    row_group_bytes: int = ROW_GROUP_BYTES,
+) -> dict:
+    """Drain ``batches`` into a new shard directory; returns the manifest."""
+    writer = DocumentShardWriter(directory, row_group_bytes=row_group_bytes)
+    try:
+        for batch in batches:
+            writer.write(batch)
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.close(report, settings)
+
+
+@dataclass
+class DocumentStream:
+    """The cleaned, de-duplicated, split corpus, produced while it is written.
+
+    The ingestion node returns one of these instead of the documents; the catalog's shard
+    dataset calls :meth:`write`, so the corpus flows from the source files into shards without
+    ever being held in memory.
+    """
+
+    source: CorpusSource
+    config: CorpusConfig
+    data: DataConfig
+    report: CleaningReport = field(default_factory=CleaningReport)
+
+    def write(self, directory: str | os.PathLike) -> dict:
+        config = self.config
+        total = self.source.total_bytes()
+        progress = tqdm(total=total, unit="B", unit_scale=True, desc="ingestion", disable=None, mininterval=2)
+
+        def raw_batches():
+            for batch in self.source.batches(self.data.chunk_bytes):
+                progress.update(sum(len(item.text) for item in batch))
+                yield batch
+
+        settings = {
+            "source": self.source.describe(),
+            "text_column": self.source.text_column,
+            "corpus": asdict(config),
+        }
+        try:
+            with open_engine(self.data) as engine:
+                cleaned = engine.map_ordered(
+                    clean_batch, raw_batches(), config.min_chars, config.max_document_chars,
+                    dict(config.split_ratios), config.split_salt,
+                )
+                manifest = write_document_shards(
+                    directory, stream_documents(cleaned, config.deduplicate, self.report), self.report, settings,
+                    row_group_bytes=self.data.chunk_bytes,
+                )
+        finally:
+            progress.close()
+        splits = manifest["splits"]
+        documents = sum(s["documents"] for s in splits.values())
+        if documents == 0:
+            raise CorpusError(
+                f"corpus.path: the corpus is empty after cleaning ({self.report.raw_items} raw item(s), "
+                f"{self.report.dropped_short} shorter than corpus.min_chars={config.min_chars})"
+            )
+        if splits["train"]["documents"] == 0:
+            raise CorpusError(
+                f"corpus.path: the corpus is too small: none of its {documents} document(s) landed in "
+                "the train split (corpus.split_ratios); add text"
+            )
+        return manifest

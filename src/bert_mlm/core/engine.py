@@ -1,0 +1,151 @@
+"""Where the data stages run their parallel work: this machine's cores, or a Dask cluster.
+
+Both engines expose one operation, :meth:`map_ordered`: apply a pure function to a stream of
+work items with a bounded number in flight, and yield the results in input order. The output
+therefore does not depend on the engine, the number of workers or their timing (the Dask
+engine writes the same store, byte for byte, as the local one), and memory is bounded by the
+items in flight, never by the corpus.
+
+- ``local``: a process pool over this machine's cores for Python-bound work (cleaning);
+  work that parallelises itself (``tokenizers`` encodes on all cores in Rust) runs in-process.
+- ``dask``: ``dask.distributed`` tasks, on a ``LocalCluster`` or on a running scheduler
+  (``data.scheduler_address``); items travel to the workers and results back to this process,
+  which writes the files, so workers need no shared filesystem.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+ENGINES = ("local", "dask")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    engine: str = "local"
+    # Worker processes: local engine's cleaning pool, or the LocalCluster's workers. null: all cores.
+    workers: int | None = None
+    # A running Dask scheduler (tcp://host:8786); null starts a LocalCluster for the run.
+    scheduler_address: str | None = None
+    # Work items in flight per worker: bounds memory (each holds one chunk of text).
+    in_flight_per_worker: int = 2
+    # Text per work item: a read chunk when cleaning, a shard row group when encoding.
+    chunk_bytes: int = 8 << 20
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"data.engine: {self.engine!r} is not one of {ENGINES}")
+        if self.workers is not None and (not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 1):
+            raise ValueError(f"data.workers: {self.workers!r} must be a positive integer (or null: all cores)")
+        if not isinstance(self.in_flight_per_worker, int) or self.in_flight_per_worker < 1:
+            raise ValueError(f"data.in_flight_per_worker: {self.in_flight_per_worker!r} must be a positive integer")
+        if not isinstance(self.chunk_bytes, int) or self.chunk_bytes < 1 << 16:
+            raise ValueError(f"data.chunk_bytes: {self.chunk_bytes!r} must be an integer of at least 65536")
+        if self.scheduler_address is not None and self.engine != "dask":
+            raise ValueError("data.scheduler_address: set data.engine=dask to use a Dask scheduler")
+
+    @property
+    def worker_count(self) -> int:
+        return self.workers or os.cpu_count() or 1
+
+
+def _ordered(submit: Callable[..., Any], result: Callable[[Any], Any], function: Callable, items: Iterable,
+             args: tuple, limit: int) -> Iterator[Any]:
+    pending: deque = deque()
+    for item in items:
+        pending.append(submit(function, item, *args))
+        if len(pending) >= limit:
+            yield result(pending.popleft())
+    while pending:
+        yield result(pending.popleft())
+
+
+class LocalEngine:
+    def __init__(self, config: DataConfig):
+        self.config = config
+        self._pool: Executor | None = None
+
+    @property
+    def workers(self) -> int:
+        return self.config.worker_count
+
+    def map_ordered(self, function: Callable, items: Iterable, *args: Any, python_bound: bool = True) -> Iterator[Any]:
+        """``function(item, *args)`` for each item, in order. ``python_bound=False``: the function
+        uses every core itself (Rust threads), so it runs in this process."""
+        if not python_bound or self.workers == 1:
+            return (function(item, *args) for item in items)
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+        limit = self.workers * self.config.in_flight_per_worker
+        return _ordered(self._pool.submit, lambda f: f.result(), function, items, args, limit)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+
+class DaskEngine:
+    def __init__(self, config: DataConfig):
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError as error:
+            raise ValueError(
+                "data.engine: dask needs dask[distributed]; install it with pip install \"dask[distributed]\""
+            ) from error
+        self.config = config
+        self._cluster = None
+        if config.scheduler_address:
+            try:
+                self.client = Client(config.scheduler_address, timeout="30s")
+            except OSError as error:
+                raise ValueError(
+                    f"data.scheduler_address: no Dask scheduler answered at {config.scheduler_address!r} ({error})"
+                ) from error
+        else:
+            self._cluster = LocalCluster(
+                n_workers=config.worker_count, threads_per_worker=1, processes=True,
+                dashboard_address=None, silence_logs=logging.WARNING,
+            )
+            self.client = Client(self._cluster)
+        logger.info("Dask engine: %s", self.client)
+
+    @property
+    def workers(self) -> int:
+        return max(1, len(self.client.scheduler_info().get("workers", {})))
+
+    def map_ordered(self, function: Callable, items: Iterable, *args: Any, python_bound: bool = True) -> Iterator[Any]:
+        # Large shared arguments (a tokenizer) are sent to every worker once, not with each task.
+        shared = tuple(self.client.scatter(a, broadcast=True, hash=False) if _large(a) else a for a in args)
+        limit = self.workers * self.config.in_flight_per_worker
+        return _ordered(
+            lambda fn, item, *rest: self.client.submit(fn, item, *rest, pure=False),
+            lambda future: future.result(), function, items, shared, limit,
+        )
+
+    def close(self) -> None:
+        self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+def _large(value: Any) -> bool:
+    return isinstance(value, (str, bytes)) and len(value) > 100_000
+
+
+@contextmanager
+def open_engine(config: DataConfig):
+    engine = DaskEngine(config) if config.engine == "dask" else LocalEngine(config)
+    try:
+        yield engine
+    finally:
+        engine.close()

@@ -1,0 +1,334 @@
+"""The token store: the encoded corpus as flat, memory-mapped token arrays, one per split.
+
+Layout of one store directory (the shape of Megatron-LM's ``.bin``/``.idx`` pair and nanoGPT's
+``train.bin``)::
+
+    manifest.json       dtype, vocabulary, per-split counts and digests
+    train.bin           every document's tokens followed by one [SEP], back to back
+                        (uint16 when the vocabulary has fewer than 65,536 entries, else int32)
+    train.idx           int64 document offsets into train.bin (documents + 1 entries)
+    train.counts.npy    int64 frequency of every token id in the split
+    valid.* test.*
+
+Keeping the separator in the stream makes a packed sequence one contiguous slice (no copy, no
+index per token), and document ``i`` is ``bin[idx[i] : idx[i + 1] - 1]``. Readers map the files;
+memory is the pages in use, never the corpus.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+from tqdm.auto import tqdm
+
+from bert_mlm.core.corpus import SPLITS, CorpusError
+from bert_mlm.core.documents import DocumentShards, read_manifest, write_json
+from bert_mlm.core.engine import DataConfig, open_engine
+
+FORMAT = "bert-mlm-token-store"
+FORMAT_VERSION = 1
+NAME = "token_store"
+
+
+class TokenStoreError(CorpusError):
+    """A token store file that is missing, truncated, or belongs to another store."""
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.int32)
+
+
+def vocabulary_digest(vocabulary: dict[str, int]) -> str:
+    """Identifies a vocabulary (token -> id), whatever file format it was saved in."""
+    payload = json.dumps(sorted(vocabulary.items(), key=lambda item: item[1]), ensure_ascii=False)
+    return hashlib.blake2b(payload.encode(), digest_size=10).hexdigest()
+
+
+@dataclass
+class TokenSplit:
+    """One split of a store: ``tokens`` (documents, each followed by the separator) and
+    ``offsets`` (``len + 1`` document starts). Arrays are memory maps when read from disk."""
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+    separator_id: int
+    counts: np.ndarray | None = None
+    digest: str = ""
+    origin: tuple[str, str] | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_documents(cls, documents: Sequence[np.ndarray], separator_id: int, dtype=np.int32) -> TokenSplit:
+        """An in-memory split from a list of token-id arrays (small data, tests)."""
+        lengths = np.fromiter((len(d) + 1 for d in documents), dtype=np.int64, count=len(documents))
+        offsets = np.zeros(len(documents) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        tokens = np.full(int(offsets[-1]), separator_id, dtype=dtype)
+        for start, document in zip(offsets[:-1], documents, strict=True):
+            tokens[start : start + len(document)] = document
+        digest = hashlib.blake2b(tokens.tobytes(), digest_size=10).hexdigest()
+        return cls(tokens, offsets, separator_id, digest=digest)
+
+    def __reduce__(self):
+        if self.origin is not None:  # travels to data-parallel workers as a path, not as its data
+            return (_open_split, self.origin)
+        return (TokenSplit, (self.tokens, self.offsets, self.separator_id, self.counts, self.digest))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens in the stream, the separators included."""
+        return len(self.tokens)
+
+    def document(self, index: int) -> np.ndarray:
+        return self.tokens[self.offsets[index] : self.offsets[index + 1] - 1]
+
+    def documents(self) -> Iterator[np.ndarray]:
+        for index in range(len(self)):
+            yield self.document(index)
+
+    def slice(self, start: int, stop: int) -> np.ndarray:
+        """A slice of the token stream (separators included)."""
+        return self.tokens[start:stop]
+
+
+def _open_split(directory: str, split: str) -> TokenSplit:
+    return TokenStore(directory).split(split)
+
+
+class TokenStore:
+    """A token store directory, validated on open: a truncated or foreign file is named."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory)
+        self.manifest = read_manifest(self.directory, FORMAT, NAME)
+        self.dtype = np.dtype(self.manifest["dtype"])
+        for split in SPLITS:
+            info = self.manifest["splits"][split]
+            self._check_size(f"{split}.bin", info["tokens"] * self.dtype.itemsize)
+            self._check_size(f"{split}.idx", (info["documents"] + 1) * 8)
+        self._splits: dict[str, TokenSplit] = {}
+
+    def __reduce__(self):
+        return (TokenStore, (str(self.directory),))
+
+    def _check_size(self, name: str, expected: int) -> None:
+        path = self.directory / name
+        if not path.is_file():
+            raise TokenStoreError(f"{NAME}: {str(path)!r} is missing")
+        actual = path.stat().st_size
+        if actual != expected:
+            raise TokenStoreError(
+                f"{NAME}: {str(path)!r} holds {actual} bytes where its manifest expects {expected}: "
+                "the file is truncated or belongs to another store; run the tokenization pipeline again"
+            )
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.manifest["vocab_size"])
+
+    @property
+    def vocabulary_digest(self) -> str:
+        return self.manifest["vocabulary_digest"]
+
+    def digest(self, split: str) -> str:
+        return self.manifest["splits"][split]["digest"]
+
+    def split(self, name: str) -> TokenSplit:
+        if name not in self._splits:
+            info = self.manifest["splits"][name]
+            self._splits[name] = TokenSplit(
+                tokens=_map(self.directory / f"{name}.bin", self.dtype, info["tokens"]),
+                offsets=_map(self.directory / f"{name}.idx", np.dtype(np.int64), info["documents"] + 1),
+                separator_id=int(self.manifest["separator_id"]),
+                counts=np.load(self.directory / f"{name}.counts.npy"),
+                digest=info["digest"],
+                origin=(str(self.directory), name),
+            )
+        return self._splits[name]
+
+    def check_tokenizer(self, vocabulary: dict[str, int]) -> None:
+        if vocabulary_digest(vocabulary) != self.vocabulary_digest:
+            raise TokenStoreError(
+                f"{NAME}: {str(self.directory)!r} was encoded with another vocabulary than the tokenizer "
+                "given with it; run the tokenization pipeline again so both come from one run"
+            )
+
+
+def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
+    if count == 0:  # an empty file cannot be mapped
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+
+
+class TokenStoreWriter:
+    """Appends encoded documents, split by split, to a new store directory."""
+
+    def __init__(self, directory: str | os.PathLike, vocab_size: int, separator_id: int):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=False)
+        self.vocab_size = vocab_size
+        self.separator_id = separator_id
+        self.dtype = token_dtype(vocab_size)
+        self.splits: dict[str, dict] = {}
+
+    def write_split(self, split: str, encoded: Iterator[tuple[np.ndarray, np.ndarray]]) -> dict:
+        """``encoded`` yields (tokens with a separator after each document, document lengths)."""
+        digest = hashlib.blake2b(digest_size=10)
+        counts = np.zeros(self.vocab_size, dtype=np.int64)
+        position = documents = 0
+        with open(self.directory / f"{split}.bin", "wb") as tokens_file, open(self.directory / f"{split}.idx", "wb") as idx_file:
+            idx_file.write(np.zeros(1, dtype=np.int64).tobytes())
+            for tokens, lengths in encoded:
+                tokens = np.ascontiguousarray(tokens, dtype=self.dtype)
+                data = tokens.tobytes()
+                tokens_file.write(data)
+                digest.update(data)
+                ends = position + np.cumsum(lengths.astype(np.int64) + 1)
+                idx_file.write(ends.tobytes())
+                counts += np.bincount(tokens, minlength=self.vocab_size)[: self.vocab_size]
+                position += len(tokens)
+                documents += len(lengths)
+            for handle in (tokens_file, idx_file):
+                handle.flush()
+                os.fsync(handle.fileno())
+        np.save(self.directory / f"{split}.counts.npy", counts)
+        self.splits[split] = {
+            "documents": documents,
+            "tokens": position,
+            "document_tokens": position - documents,
+            "digest": digest.hexdigest(),
+        }
+        return self.splits[split]
+
+    def close(self, extra: dict) -> dict:
+        manifest = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "dtype": self.dtype.name,
+            "vocab_size": self.vocab_size,
+            "separator_id": self.separator_id,
+            "splits": self.splits,
+            **extra,
+        }
+        write_json(self.directory / "manifest.json", manifest)
+        return manifest
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(serialised: str) -> Tokenizer:
+    return Tokenizer.from_str(serialised)
+
+
+ENCODE_SLICE_CHARS = 1 << 20
+
+
+def encode_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of ``texts`` (no [CLS]; one separator after each) and each document's length.
+
+    A pure function of its arguments, run in-process or on Dask workers alike. ``tokenizers``
+    encodes on all cores (``encode_batch_fast``: no character offsets), ~1 MB of text at a time:
+    its per-token objects cost ~40x the text, so larger calls only cost memory (measured: the
+    same speed at 1,000 and 100,000 documents per call).
+    """
+    tokenizer = _tokenizer(tokenizer_json)
+    pieces: list[np.ndarray] = []
+    lengths = np.empty(len(texts), dtype=np.int64)
+    start = 0
+    while start < len(texts):
+        stop, size = start, 0
+        while stop < len(texts) and (size < ENCODE_SLICE_CHARS or stop == start):
+            size += len(texts[stop])
+            stop += 1
+        flat: list[int] = []
+        for index, encoding in enumerate(tokenizer.encode_batch_fast(texts[start:stop], add_special_tokens=False), start):
+            ids = encoding.ids
+            flat.extend(ids)
+            flat.append(separator_id)
+            lengths[index] = len(ids)
+        pieces.append(np.asarray(flat, dtype=dtype))
+        start = stop
+    return (np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)), lengths
+
+
+@dataclass
+class EncodingJob:
+    """Encode document shards into a token store; run by the catalog's store dataset on save,
+    so the token ids are written as they are made, never held."""
+
+    documents: DocumentShards
+    tokenizer_json: str
+    vocabulary: dict[str, int]
+    separator_id: int
+    data: DataConfig
+
+    def write(self, directory: str | os.PathLike) -> dict:
+        vocab_size = max(self.vocabulary.values()) + 1
+        writer = TokenStoreWriter(directory, vocab_size, self.separator_id)
+        total = sum(self.documents.utf8_bytes(split) for split in SPLITS)
+        progress = tqdm(total=total, unit="B", unit_scale=True, desc="encoding", disable=None, mininterval=2)
+        try:
+            with open_engine(self.data) as engine:
+                for split in SPLITS:
+
+                    def texts(split: str = split) -> Iterator[list[str]]:
+                        for part, group in self.documents.row_groups(split):
+                            batch = self.documents.texts(part, group)
+                            progress.update(sum(len(t) for t in batch))
+                            yield batch
+
+                    encoded = engine.map_ordered(
+                        encode_texts, texts(), self.tokenizer_json, self.separator_id, writer.dtype.name,
+                        python_bound=False,
+                    )
+                    writer.write_split(split, encoded)
+        finally:
+            progress.close()
+        return writer.close({"vocabulary_digest": vocabulary_digest(self.vocabulary)})
+
+
+def token_store_stats(store: TokenStore, unk_id: int, vocab_size: int):
+    """Per split and ``all``: documents, tokens (without separators), unknown tokens and rate,
+    and the bytes the store spends per token."""
+    import pandas as pd
+
+    rows = []
+    for split in (*SPLITS, "all"):
+        names = SPLITS if split == "all" else (split,)
+        infos = [store.manifest["splits"][s] for s in names]
+        tokens = sum(i["document_tokens"] for i in infos)
+        unknown = sum(int(store.split(s).counts[unk_id]) for s in names)
+        stored = sum(i["tokens"] for i in infos)
+        rows.append({
+            "split": split,
+            "documents": sum(i["documents"] for i in infos),
+            "tokens": tokens,
+            "unknown_tokens": unknown,
+            "unknown_rate": unknown / tokens if tokens else 0.0,
+            "vocab_size": vocab_size,
+            "dtype": store.dtype.name,
+            "store_bytes_per_token": stored * store.dtype.itemsize / tokens if tokens else 0.0,
+        })
+    return pd.DataFrame(rows)
+
+
+def write_token_store(directory: str | os.PathLike, texts: dict[str, list[str]], tokenizer) -> TokenStore:
+    """A store of in-memory texts per split (small corpora, tests), by the pipeline's writer."""
+    vocabulary = tokenizer.get_vocab()
+    writer = TokenStoreWriter(directory, max(vocabulary.values()) + 1, tokenizer.sep_token_id)
+    serialised = tokenizer.backend_tokenizer.to_str()
+    for split in SPLITS:
+        batch = list(texts.get(split, []))
+        encoded = [encode_texts(batch, serialised, tokenizer.sep_token_id, writer.dtype.name)] if batch else []
+        writer.write_split(split, iter(encoded))
+    writer.close({"vocabulary_digest": vocabulary_digest(vocabulary)})
+    return TokenStore(directory)

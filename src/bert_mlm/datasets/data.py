@@ -1,0 +1,109 @@
+"""The data path's versioned directory datasets: document shards, token store, sequence index.
+
+Each saves atomically (see :class:`~bert_mlm.datasets.directory.AtomicDirectoryDataset`) and
+loads a light handle that reads its files on demand, never the whole corpus. The document and
+token datasets save *jobs* (a :class:`~bert_mlm.core.documents.DocumentStream`, an
+:class:`~bert_mlm.core.token_store.EncodingJob`): the node describes the work, and the data is
+written here while it is produced, so it never has to fit in memory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from kedro.io.core import DatasetError
+
+from bert_mlm.core.corpus import SPLITS, CorpusError
+from bert_mlm.core.documents import DocumentShards, DocumentStream, write_json
+from bert_mlm.core.sequences import SequenceIndex, SplitIndex
+from bert_mlm.core.token_store import EncodingJob, TokenStore
+from bert_mlm.datasets.directory import AtomicDirectoryDataset
+
+TablePreview = dict  # kedro-viz renders a preview annotated with this name as a table
+
+
+class _JobDirectoryDataset(AtomicDirectoryDataset):
+    def _run(self, job) -> None:
+        try:
+            self._write_directory(job.write)
+        except (CorpusError, ValueError) as error:
+            # One line naming the parameter or file, not "Failed while saving data to dataset ...".
+            raise DatasetError(str(error)) from error
+
+
+class DocumentShardsDataset(_JobDirectoryDataset):
+    """Cleaned documents as Parquet shards per split (``text``, ``source``, ``doc_hash``)."""
+
+    def load(self) -> DocumentShards:
+        return DocumentShards(self._load_dir())
+
+    def save(self, data: DocumentStream) -> None:
+        self._run(data)
+
+    def preview(self, nrows: int = 10) -> TablePreview:
+        shards = self.load()
+        split = next((s for s in SPLITS if shards.row_groups(s)), "train")
+        part, group = shards.row_groups(split)[0]
+        frame = shards.read(part, group, ("source", "text")).slice(0, nrows).to_pandas()
+        frame["text"] = frame["text"].str.slice(0, 200)
+        return frame.astype(str).to_dict(orient="split")
+
+
+class TokenStoreDataset(_JobDirectoryDataset):
+    """The encoded corpus: a memory-mapped flat token array and document offsets per split."""
+
+    def load(self) -> TokenStore:
+        return TokenStore(self._load_dir())
+
+    def save(self, data: EncodingJob) -> None:
+        self._run(data)
+
+    def preview(self) -> TablePreview:
+        store = self.load()
+        rows = [
+            {"split": split, **store.manifest["splits"][split], "dtype": store.dtype.name,
+             "bytes_per_token": store.dtype.itemsize}
+            for split in SPLITS
+        ]
+        return pd.DataFrame(rows).to_dict(orient="split")
+
+
+class SequenceIndexDataset(AtomicDirectoryDataset):
+    """Where each model-input sequence lies in the token store: three small arrays per split."""
+
+    FIELDS = ("starts", "counts", "add_sep")
+
+    def load(self) -> SequenceIndex:
+        directory = self._load_dir()
+        try:
+            manifest = json.loads((directory / "manifest.json").read_text())
+            splits = {
+                split: SplitIndex(*(np.load(directory / f"{split}.{name}.npy", mmap_mode="r") for name in self.FIELDS))
+                for split in manifest["splits"]
+            }
+        except (OSError, ValueError, KeyError) as error:
+            raise DatasetError(f"sequence_index: {str(directory)!r} is incomplete or damaged ({error})") from error
+        for split, index in splits.items():
+            if not len(index.starts) == len(index.counts) == len(index.add_sep) == manifest["splits"][split]:
+                raise DatasetError(f"sequence_index: the arrays of the {split} split in {str(directory)!r} disagree")
+        return SequenceIndex(manifest["mode"], manifest["max_length"], splits, manifest["store_digests"])
+
+    def save(self, data: SequenceIndex) -> None:
+        def fill(directory: Path) -> None:
+            directory.mkdir(parents=True)
+            for split, index in data.splits.items():
+                for name in self.FIELDS:
+                    np.save(directory / f"{split}.{name}.npy", np.ascontiguousarray(getattr(index, name)))
+            write_json(directory / "manifest.json", {
+                "mode": data.mode, "max_length": data.max_length, "store_digests": data.store_digests,
+                "splits": {split: len(index) for split, index in data.splits.items()},
+            })
+
+        self._write_directory(fill)
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "version": self._version}

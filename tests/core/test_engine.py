@@ -1,0 +1,72 @@
+"""The data engines: order-preserving parallel maps, and the Dask engine writing the same files,
+byte for byte, as the local one."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from bert_mlm.core.corpus import CorpusConfig, CorpusSource
+from bert_mlm.core.documents import DocumentShards, DocumentStream
+from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.token_store import EncodingJob, TokenStore
+from bert_mlm.core.tokenizer import load_tokenizer
+
+
+def _square(x: int, offset: int) -> int:
+    return x * x + offset
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_local_engine_keeps_the_input_order(workers):
+    with open_engine(DataConfig(workers=workers, in_flight_per_worker=1)) as engine:
+        assert list(engine.map_ordered(_square, range(50), 3)) == [x * x + 3 for x in range(50)]
+        assert list(engine.map_ordered(_square, range(5), 0, python_bound=False)) == [0, 1, 4, 9, 16]
+
+
+@pytest.mark.parametrize(
+    ("values", "parameter"),
+    [({"engine": "spark"}, "data.engine"), ({"workers": 0}, "data.workers"), ({"chunk_bytes": 10}, "data.chunk_bytes"),
+     ({"scheduler_address": "tcp://x:1"}, "data.scheduler_address"), ({"in_flight_per_worker": 0}, "data.in_flight_per_worker")],
+)
+def test_bad_data_config_names_the_parameter(values, parameter):
+    with pytest.raises(ValueError, match=parameter.replace(".", r"\.")):
+        DataConfig(**values)
+
+
+def _files(directory: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*")) if p.is_file()
+    }
+
+
+def _write(engine: DataConfig, corpus: Path, vocab: Path, target: Path) -> tuple[Path, Path]:
+    stream = DocumentStream(CorpusSource(str(corpus)), CorpusConfig(), engine)
+    stream.write(target / "documents")
+    tokenizer = load_tokenizer(vocab)
+    job = EncodingJob(DocumentShards(target / "documents"), tokenizer.backend_tokenizer.to_str(), tokenizer.get_vocab(),
+                      tokenizer.sep_token_id, engine)
+    job.write(target / "store")
+    return target / "documents", target / "store"
+
+
+@pytest.mark.slow
+def test_dask_on_two_workers_writes_the_local_engines_bytes(shared_data, tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("austen-persuasion.txt", "melville-moby_dick.txt", "blake-poems.txt"):  # CRLF and LF
+        (corpus / name).symlink_to(shared_data / "corpora" / "gutenberg" / name)
+    vocab = shared_data / "vocab" / "bert-base-uncased.vocab.txt"
+    small_chunks = 256 << 10  # many work items, several per worker
+    local = _write(DataConfig(engine="local", workers=2, chunk_bytes=small_chunks), corpus, vocab, tmp_path / "local")
+    dask = _write(DataConfig(engine="dask", workers=2, chunk_bytes=small_chunks), corpus, vocab, tmp_path / "dask")
+    for ours, theirs in zip(local, dask, strict=True):
+        files = _files(ours)
+        assert len(files) >= 4 and files == _files(theirs)
+    store = TokenStore(dask[1])
+    assert store.dtype.name == "uint16"  # 30,522 entries
+    assert len(DocumentShards(dask[0]).row_groups("train")) > 2  # the work was split into several items
+    assert len(store.split("train")) == DocumentShards(dask[0]).documents("train")
