@@ -1,5 +1,10 @@
 """Run `kedro run` in a scratch copy of this project (fresh data/ and tuning study), measuring
-wall time, peak memory and the time of every node (the project's NodeTimingHook)."""
+wall time, peak memory and the time of every node (the project's NodeTimingHook).
+
+A scratch project can also be made from another checkout of the project (``source``: a git
+worktree of an older commit), whose ``src/`` then goes first on ``PYTHONPATH``: the way the
+benchmarks run the previous implementation side by side with this one.
+"""
 
 from __future__ import annotations
 
@@ -15,32 +20,39 @@ from _timing import run_measured
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def scratch_project(parent: str) -> Path:
+def scratch_project(parent: str, source: Path = ROOT) -> Path:
     project = Path(parent) / "project"
     project.mkdir()
     for name in ("conf", "pyproject.toml", ".telemetry"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("local"))
+        origin = source / name
+        if origin.is_dir():
+            shutil.copytree(origin, project / name, ignore=shutil.ignore_patterns("local"))
             (project / name / "local").mkdir(exist_ok=True)
-        elif source.exists():
-            shutil.copy2(source, project / name)
-    (project / "src").mkdir()  # bert_mlm itself is imported from the installed package
+        elif origin.exists():
+            shutil.copy2(origin, project / name)
+    (project / "src").mkdir()  # bert_mlm itself is imported from the installed package (or PYTHONPATH)
     (project / "data").mkdir()
     return project
 
 
+def kedro_run_in(project: Path, arguments: list[str], source: Path = ROOT) -> dict:
+    """``kedro run ARGUMENTS`` in ``project``; wall seconds, peak memory and node timings."""
+    timings = project / "node_timings.json"
+    timings.unlink(missing_ok=True)
+    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "BERT_MLM_NODE_TIMINGS": str(timings)}
+    if source != ROOT:
+        env["PYTHONPATH"] = os.pathsep.join([str(source / "src"), env.get("PYTHONPATH", "")])
+    kedro = str(Path(sys.executable).with_name("kedro"))
+    measured = run_measured([kedro, "run", *arguments], cwd=str(project), env=env)
+    if measured["returncode"] != 0:
+        raise RuntimeError(f"kedro run {' '.join(arguments)} failed:\n{measured['stderr_tail']}")
+    measured["nodes"] = json.loads(timings.read_text())["nodes"]
+    metrics = sorted((project / "data" / "08_reporting" / "metrics.json").glob("*/metrics.json"))
+    measured["metrics"] = json.loads(metrics[-1].read_text()) if metrics else None
+    return measured
+
+
 def kedro_run(arguments: list[str]) -> dict:
-    """``kedro run ARGUMENTS`` in a fresh scratch project; wall seconds, peak RSS and node timings."""
+    """``kedro run ARGUMENTS`` in a fresh scratch project of this checkout."""
     with tempfile.TemporaryDirectory(prefix="bert-mlm-bench-") as scratch:
-        project = scratch_project(scratch)
-        timings = Path(scratch) / "node_timings.json"
-        env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "BERT_MLM_NODE_TIMINGS": str(timings)}
-        kedro = str(Path(sys.executable).with_name("kedro"))
-        measured = run_measured([kedro, "run", *arguments], cwd=str(project), env=env)
-        if measured["returncode"] != 0:
-            raise RuntimeError(f"kedro run {' '.join(arguments)} failed:\n{measured['stderr_tail']}")
-        measured["nodes"] = json.loads(timings.read_text())["nodes"]
-        metrics = sorted((project / "data" / "08_reporting" / "metrics.json").glob("*/metrics.json"))
-        measured["metrics"] = json.loads(metrics[-1].read_text()) if metrics else None
-        return measured
+        return kedro_run_in(scratch_project(scratch), arguments)

@@ -116,19 +116,41 @@ def machine_info() -> dict:
     }
 
 
-def run_measured(command: list[str], cwd: str | None = None, env: dict | None = None) -> dict:
-    """Wall seconds and peak resident memory of ``command`` and its descendants.
+def run_measured(command: list[str], cwd: str | None = None, env: dict | None = None, sample_seconds: float = 0.25) -> dict:
+    """Wall seconds and memory of ``command`` and its descendants.
 
+    ``peak_rss_gb``: the largest resident set of any one process (what ``/usr/bin/time -v``
+    reports). ``peak_pss_gb``: the peak of the whole process tree's proportional set size, sampled
+    every ``sample_seconds`` (shared pages counted once: worker pools are not double-counted).
     A fresh Python wrapper runs the command, so that ``RUSAGE_CHILDREN`` holds only its peak.
     """
     wrapper = (
-        "import json, resource, subprocess, sys, time\n"
+        "import json, resource, subprocess, sys, time, psutil\n"
         "started = time.perf_counter()\n"
-        "completed = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)\n"
-        "print(json.dumps({'seconds': time.perf_counter() - started, 'returncode': completed.returncode,\n"
+        "process = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)\n"
+        "import threading\n"
+        "tail = []\n"
+        "reader = threading.Thread(target=lambda: tail.append(process.stderr.read()), daemon=True)\n"
+        "reader.start()\n"
+        "peak = 0\n"
+        "root = psutil.Process(process.pid)\n"
+        "while process.poll() is None:\n"
+        "    total = 0\n"
+        "    try:\n"
+        "        for p in [root, *root.children(recursive=True)]:\n"
+        "            try:\n"
+        "                total += p.memory_full_info().pss\n"
+        "            except (psutil.NoSuchProcess, psutil.AccessDenied):\n"
+        "                pass\n"
+        "    except psutil.NoSuchProcess:\n"
+        "        pass\n"
+        "    peak = max(peak, total)\n"
+        "    time.sleep(float(sys.argv[1]))\n"
+        "reader.join()\n"
+        "print(json.dumps({'seconds': time.perf_counter() - started, 'returncode': process.returncode,\n"
         "    'peak_rss_gb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20,\n"
-        "    'stderr_tail': completed.stderr[-4000:]}))\n"
+        "    'peak_pss_gb': peak / 2**30, 'stderr_tail': ''.join(tail)[-4000:]}))\n"
     )
-    output = subprocess.run([sys.executable, "-c", wrapper, *command], cwd=cwd, env=env, capture_output=True, text=True, check=True)
+    output = subprocess.run([sys.executable, "-c", wrapper, str(sample_seconds), *command], cwd=cwd, env=env,
+                            capture_output=True, text=True, check=True)
     return json.loads(output.stdout)
-

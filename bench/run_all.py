@@ -78,7 +78,9 @@ def main() -> None:
             tables.append(quality.run(prepared, steps=10 if args.quick else args.quality_steps, **size,
                                       hf_defaults=not args.no_hf_defaults))
         elif section == "scaling":
-            tables.append(scaling.run(args.corpus, (1, 2) if args.quick else (1, 4, 16)))
+            tables.extend(scaling.run(args.corpus, (1, 2) if args.quick else (1, 16, 64, 256),
+                                      baseline_factors=(1,) if args.quick else (1, 16, 64),
+                                      train_factors=(2,) if args.quick else (64, 256)))
         elif section == "end_to_end":
             quick = ["--env", "smoke"] if args.quick else []
             tables.append(end_to_end.run(quick))

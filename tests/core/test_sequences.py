@@ -8,9 +8,12 @@ import torch
 
 from bert_mlm.core.sequences import (
     Collator,
+    IndexedSequences,
     SequenceConfig,
     batch_order,
+    build_sequence_index,
     build_sequences,
+    index_split,
     pack_documents,
     padded_length,
     padding_efficiency,
@@ -216,3 +219,48 @@ def test_sequence_config_accepts_valid_values_and_check_fits():
     SequenceConfig(max_length=512).check_fits(512)
     with pytest.raises(ValueError, match=r"sequences\.max_length.*model\.max_position_embeddings"):
         SequenceConfig(max_length=513).check_fits(512)
+
+
+# ----------------------------------------------------------------------------- the index over a token store
+@pytest.mark.parametrize("mode", ["packed", "document"])
+@pytest.mark.parametrize("max_length", [8, 64, 129])
+def test_indexed_sequences_read_from_the_store_equal_the_built_ones(tmp_path, mode, max_length):
+    from bert_mlm.core.token_store import TokenSplit
+
+    docs = random_documents(300, seed=4)
+    split = TokenSplit.from_documents(docs, SEP, dtype=np.uint16)
+    indexed = IndexedSequences(split, index_split(split, mode, max_length), CLS, SEP)
+    built = build_sequences(docs, mode, max_length, CLS, SEP)
+    assert len(indexed) == len(built)
+    np.testing.assert_array_equal(indexed.lengths, [len(s) for s in built])
+    assert all(np.array_equal(indexed[i], built[i]) and indexed[i].dtype == np.int32 for i in range(len(built)))
+    # Packed sequences are contiguous slices of the stream: the index holds no token.
+    if mode == "packed":
+        assert not indexed.index.add_sep.any()
+    assert indexed.head(5).lengths.tolist() == indexed.lengths[:5].tolist()
+
+
+def test_index_refuses_another_store(tmp_path, tiny_tokenizer):
+    from bert_mlm.core.token_store import write_token_store
+
+    texts = [f"sentence number {i} with some words" for i in range(50)]
+    store = write_token_store(tmp_path / "a", {"train": texts, "valid": texts[:5], "test": texts[:5]}, tiny_tokenizer)
+    other = write_token_store(tmp_path / "b", {"train": texts[1:], "valid": texts[:5], "test": texts[:5]}, tiny_tokenizer)
+    index = build_sequence_index(store, SequenceConfig(max_length=16), ("train", "valid", "test"))
+    sequences = index.sequences(store, "train", CLS, SEP)
+    assert sum(sequences.lengths) == store.split("train").num_tokens + len(sequences)
+    with pytest.raises(ValueError, match="sequence_index: built on another token store"):
+        index.sequences(other, "train", CLS, SEP)
+    assert index.sequences(other, "valid", CLS, SEP).fingerprint == sequences_of(index, store, "valid").fingerprint
+
+
+def sequences_of(index, store, split):
+    return index.sequences(store, split, CLS, SEP)
+
+
+def test_batches_are_views_of_one_order():
+    lengths = _varied_lengths(1000)
+    batches = batch_order(lengths, 32, torch.Generator().manual_seed(0), bucketed=True)
+    assert len(batches) == 32 and len(batches[::2]) == 16
+    assert batches[::2][1].tolist() == batches[2].tolist()
+    assert batches[3].base is not None  # a view, not a copy

@@ -214,3 +214,29 @@ def test_auto_learning_rate_scales_with_width():
     result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
     assert result.learning_rate == pytest.approx(2e-3 * 128 / 32)
     assert result.history["learning_rate"].max() <= result.learning_rate + 1e-12
+
+
+def test_training_on_the_memory_mapped_store_equals_training_on_arrays(tmp_path):
+    """The same sequences, read from a token store through the index, train the same weights."""
+    from bert_mlm.core.sequences import IndexedSequences, index_split
+    from bert_mlm.core.token_store import TokenSplit, TokenStoreWriter
+
+    sequences = repetitive_sequences()
+    writer = TokenStoreWriter(tmp_path / "store", VOCAB, separator_id=3)
+    documents = [s[1:-1] for s in sequences]
+    split = TokenSplit.from_documents(documents, separator_id=3)
+    writer.write_split("train", iter([(split.tokens, np.array([len(d) for d in documents]))]))
+    for name in ("valid", "test"):
+        writer.write_split(name, iter([]))
+    writer.close({"vocabulary_digest": ""})
+    from bert_mlm.core.token_store import TokenStore
+
+    stored = TokenStore(tmp_path / "store").split("train")
+    indexed = IndexedSequences(stored, index_split(stored, "document", 32), cls_id=2, sep_id=3)
+    assert all(np.array_equal(indexed[i], sequences[i]) for i in range(len(sequences)))
+    results = []
+    for data in (sequences, indexed):
+        model, ids, config, collator = setup(max_steps=6)
+        train(model, data, ids, MaskingConfig(), config, collator)
+        results.append(model.state_dict())
+    assert all(torch.equal(results[0][k], results[1][k]) for k in results[0])

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import optuna
-import pandas as pd
 import pytest
 import torch
 

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
-from omegaconf import OmegaConf
 from kedro.io.core import Version
+from omegaconf import OmegaConf
 from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 
 from bert_mlm.core.documents import DocumentShards

@@ -2,7 +2,9 @@
 
 MODE `train`: trains the tiny model with checkpoints every 3 steps and announces each step, so
 the test can SIGKILL it mid-run. MODE `write`: saves one good checkpoint, then starts a second
-whose write stalls half-way (announced), so the test can SIGKILL it mid-write.
+whose write stalls half-way (announced), so the test can SIGKILL it mid-write. MODE `store`:
+encodes the shards in DIRECTORY/documents into a new version of the token store dataset at
+DIRECTORY/token_store, stalling (announced) after half of the train split is on disk.
 """
 
 import sys
@@ -29,6 +31,32 @@ if mode == "train":
             time.sleep(3600)  # wait to be killed
 
     training_module.train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, on_step=announce)
+elif mode == "store":
+    from kedro.io.core import Version
+
+    from bert_mlm.core import token_store as store_module
+    from bert_mlm.core.documents import DocumentShards
+    from bert_mlm.core.engine import DataConfig
+    from bert_mlm.core.tokenizer import load_tokenizer
+    from bert_mlm.datasets.data import TokenStoreDataset
+
+    real_write_split = store_module.TokenStoreWriter.write_split
+
+    def stalling_write_split(self, split, encoded):
+        def half_then_stall():
+            for number, item in enumerate(encoded):
+                yield item
+                if number == 1:
+                    print("writing", flush=True)
+                    time.sleep(3600)
+
+        return real_write_split(self, split, half_then_stall())
+
+    store_module.TokenStoreWriter.write_split = stalling_write_split
+    tokenizer = load_tokenizer(sys.argv[3])
+    job = store_module.EncodingJob(DocumentShards(Path(directory) / "documents"), tokenizer.backend_tokenizer.to_str(),
+                                   tokenizer.get_vocab(), tokenizer.sep_token_id, DataConfig(workers=1))
+    TokenStoreDataset(str(Path(directory) / "token_store"), version=Version(None, "2026-01-02T00.00.00.000Z")).save(job)
 elif mode == "model":
     from kedro.io.core import Version
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import optuna
+import pytest
 import torch
 
 from bert_mlm.core.masking import MaskingConfig
@@ -19,8 +21,8 @@ from test_training import repetitive_sequences, setup  # noqa: E402
 WORKER = Path(__file__).with_name("crash_worker.py")
 
 
-def start(mode: str, directory: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(WORKER), mode, str(directory)], stdout=subprocess.PIPE, text=True)
+def start(mode: str, directory: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(WORKER), mode, str(directory), *extra], stdout=subprocess.PIPE, text=True)
 
 
 def wait_for(process: subprocess.Popen, text: str) -> None:
@@ -78,6 +80,99 @@ def test_kill_9_while_a_model_version_is_written_keeps_the_previous_version(tmp_
     latest = MaskedLMDataset(path, version=Version(None, None))
     assert str(latest._get_load_path()).endswith("2026-01-01T00.00.00.000Z/masked_lm")
     assert latest.load().model.config.hidden_size == 32
+
+
+def _documents_and_first_store(tmp_path: Path, shared: Path, vocab: Path):
+    """Document shards of two books (small chunks: several work items) and one good store version."""
+    from kedro.io.core import Version
+
+    from bert_mlm.core.corpus import CorpusConfig, CorpusSource
+    from bert_mlm.core.documents import DocumentShards, DocumentStream
+    from bert_mlm.core.engine import DataConfig
+    from bert_mlm.core.token_store import EncodingJob
+    from bert_mlm.core.tokenizer import load_tokenizer
+    from bert_mlm.datasets.data import TokenStoreDataset
+
+    books = [shared / "corpora" / "gutenberg" / name for name in ("austen-persuasion.txt", "chesterton-brown.txt")]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for book in books:
+        (corpus / book.name).symlink_to(book)
+    data = DataConfig(workers=1, chunk_bytes=1 << 16)
+    DocumentStream(CorpusSource(str(corpus)), CorpusConfig(), data).write(tmp_path / "documents")
+    tokenizer = load_tokenizer(vocab)
+    job = EncodingJob(DocumentShards(tmp_path / "documents"), tokenizer.backend_tokenizer.to_str(), tokenizer.get_vocab(),
+                      tokenizer.sep_token_id, data)
+    TokenStoreDataset(str(tmp_path / "token_store"), version=Version(None, "2026-01-01T00.00.00.000Z")).save(job)
+    return job
+
+
+def test_kill_9_while_the_token_store_is_written_keeps_the_previous_version(tmp_path, shared_data):
+    from kedro.io.core import Version
+
+    from bert_mlm.datasets.data import TokenStoreDataset
+
+    vocab = shared_data / "vocab" / "bert-base-uncased.vocab.txt"
+    _documents_and_first_store(tmp_path, shared_data, vocab)
+    worker = start("store", tmp_path, str(vocab))
+    wait_for(worker, "writing")
+    partial = [p for p in (tmp_path / "token_store").rglob(".token_store.tmp-*") if p.is_dir()]
+    assert partial and (partial[0] / "train.bin").stat().st_size > 0  # half a store on disk
+    worker.kill()
+    worker.wait(timeout=30)
+    latest = TokenStoreDataset(str(tmp_path / "token_store"), version=Version(None, None))
+    assert str(latest._get_load_path()).endswith("2026-01-01T00.00.00.000Z/token_store")
+    store = latest.load()
+    assert len(store.split("train")) > 1000 and store.split("train").document(0).size > 0
+
+
+def test_a_full_disk_while_shards_or_the_store_are_written_leaves_no_version(tmp_path, shared_data):
+    """A real full disk (a small tmpfs, filled up to 200 kB): the write fails naming the cause, no version appears, and
+    the previous one still loads."""
+    from kedro.io import DatasetError
+    from kedro.io.core import Version
+
+    from bert_mlm.core.corpus import CorpusConfig, CorpusSource
+    from bert_mlm.core.documents import DocumentStream
+    from bert_mlm.core.engine import DataConfig
+    from bert_mlm.datasets.data import DocumentShardsDataset, TokenStoreDataset
+
+    vocab = shared_data / "vocab" / "bert-base-uncased.vocab.txt"
+    job = _documents_and_first_store(tmp_path, shared_data, vocab)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        import shutil
+
+        shutil.copytree(tmp_path / "token_store", disk / "token_store")
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        (disk / "filler").write_bytes(b"\0" * max(0, free - (200 << 10)))  # 200 kB left: less than a store
+        target = TokenStoreDataset(str(disk / "token_store"), version=Version(None, "2026-01-03T00.00.00.000Z"))
+        with pytest.raises((OSError, DatasetError), match="No space left on device"):
+            target.save(job)
+        latest = TokenStoreDataset(str(disk / "token_store"), version=Version(None, None))
+        assert str(latest._get_load_path()).endswith("2026-01-01T00.00.00.000Z/token_store")
+        assert len(latest.load().split("train")) > 1000
+        assert not list((disk / "token_store").rglob(".token_store.tmp-*"))  # the partial write was removed
+
+        (disk / "filler").unlink()
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        (disk / "filler").write_bytes(b"\0" * max(0, free - (200 << 10)))
+        shards = DocumentShardsDataset(str(disk / "corpus_documents"), version=Version(None, None))
+        big = tmp_path / "big"
+        big.mkdir()
+        for copy in range(4):
+            (big / f"moby-{copy}.txt").symlink_to(shared_data / "corpora" / "gutenberg" / "melville-moby_dick.txt")
+        stream = DocumentStream(CorpusSource(str(big)), CorpusConfig(deduplicate=False), DataConfig(workers=1, chunk_bytes=1 << 16))
+        with pytest.raises((OSError, DatasetError), match="No space left on device"):
+            shards.save(stream)
+        assert not [p for p in (disk / "corpus_documents").rglob("*") if p.is_file()]
+        assert not shards.exists()
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
 
 
 def test_fp16_overflow_skips_the_step_and_training_goes_on():

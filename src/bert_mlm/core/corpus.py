@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 TEXT_SUFFIXES = (".txt", ".raw", ".text", ".md")
@@ -162,11 +161,9 @@ def _paragraph_cut(block: bytes, hard_limit: int) -> int:
     """
     tail_start = max(0, len(block) - (1 << 20))
     for start in (tail_start, 0) if tail_start else (0,):
-        last = None
-        for last in _BLANK_LINE_BYTES.finditer(block, start):
-            pass
-        if last is not None:
-            return last.end()
+        ends = [match.end() for match in _BLANK_LINE_BYTES.finditer(block, start)]
+        if ends:
+            return ends[-1]
     if len(block) < hard_limit:
         return 0
     cut = max(block.rfind(b" "), block.rfind(b"\n"))

@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from tqdm.auto import tqdm
 
 from bert_mlm.core.corpus import (

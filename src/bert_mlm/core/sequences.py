@@ -10,7 +10,7 @@ static padding (the tutorial's ``max_length`` padding) and dynamic padding to a 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np

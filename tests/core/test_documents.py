@@ -1,0 +1,165 @@
+"""Streaming ingestion into document shards: the same documents as reading the corpus whole,
+bounded chunks, the sample for tokenizer training, and damaged shards named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bert_mlm.core.corpus import (
+    SPLITS,
+    CleaningReport,
+    CorpusConfig,
+    CorpusError,
+    CorpusSource,
+    Deduplicator,
+    RawText,
+    clean_batch,
+    clean_documents,
+    iter_table_rows,
+    iter_text_file,
+    read_corpus,
+    split_paragraphs,
+    stream_documents,
+)
+from bert_mlm.core.documents import DocumentShards, DocumentShardWriter, DocumentStream, sample_key
+from bert_mlm.core.engine import DataConfig
+
+RATIOS = {"train": 0.8, "valid": 0.1, "test": 0.1}
+
+
+def write_shards(path, target, chunk_bytes=1 << 16, **corpus):
+    stream = DocumentStream(CorpusSource(str(path)), CorpusConfig(**{"split_ratios": RATIOS, **corpus}),
+                            DataConfig(workers=1, chunk_bytes=chunk_bytes))
+    stream.write(target)
+    return DocumentShards(target), stream.report
+
+
+def mixed_corpus(directory):
+    """English and Chinese text files (one with CRLF) and tables, with duplicates across files."""
+    directory.mkdir()
+    english = "\n\n".join(f"Paragraph {i} of the English text,\nhard-wrapped over two lines." for i in range(400))
+    chinese = "\n\n".join(f"第{i}段：这家酒店的服务很好，房间干净，早餐也不错。" for i in range(400))
+    (directory / "a-english.txt").write_text(english, encoding="utf-8")
+    (directory / "b-chinese.txt").write_bytes(chinese.replace("\n", "\r\n").encode("utf-8"))
+    (directory / "c-copy.txt").write_text(english[: len(english) // 2], encoding="utf-8")  # duplicates
+    pd.DataFrame({"text": [f"评论{i}：位置很方便，下次还会再来住。" for i in range(300)]}).to_csv(directory / "d.csv", index=False)
+    pd.DataFrame({"text": [f"Row {i} of a parquet table with enough words." for i in range(300)]}).to_parquet(directory / "e.parquet")
+    return directory
+
+
+def test_shards_hold_the_documents_of_the_whole_corpus_read_at_once(tmp_path):
+    corpus = mixed_corpus(tmp_path / "corpus")
+    shards, report = write_shards(corpus, tmp_path / "shards", chunk_bytes=1 << 16)
+    expected, expected_report = clean_documents(read_corpus(corpus), ratios=RATIOS)
+    for split in SPLITS:
+        got = shards.frame(split)
+        want = expected[expected["split"] == split]
+        assert got["text"].tolist() == want["text"].tolist()
+        assert got["source"].tolist() == want["source"].tolist()
+    assert report.dropped_duplicates == expected_report.dropped_duplicates > 100
+    stats = shards.stats().set_index("split")
+    assert stats.loc["all", "documents"] == len(expected)
+    assert stats.loc["all", "duplicates_dropped"] == expected_report.dropped_duplicates
+    assert stats.loc["all", "sources"] == 5
+    assert stats.loc["train", "characters"] == expected.loc[expected["split"] == "train", "text"].str.len().sum()
+    assert any("酒店" in text for text in shards.frame("train")["text"])
+
+
+def test_small_chunks_make_many_row_groups_and_parts(tmp_path):
+    writer = DocumentShardWriter(tmp_path / "shards", row_group_bytes=2000, part_bytes=10_000)
+    texts = [f"document number {i} " * 5 for i in range(2000)]
+    for start in range(0, len(texts), 100):
+        writer.write(clean_batch([RawText("s", t, is_document=True) for t in texts[start : start + 100]],
+                                 min_chars=1, ratios={"train": 1.0}))
+    writer.close(CleaningReport(), {})
+    shards = DocumentShards(tmp_path / "shards")
+    assert len(shards.manifest["splits"]["train"]["parts"]) > 3
+    assert len(shards.row_groups("train")) > len(shards.manifest["splits"]["train"]["parts"])
+    assert [t for batch in shards.iter_texts("train") for t in batch] == [" ".join(t.split()) for t in texts]
+
+
+def test_text_files_are_read_in_bounded_chunks_at_paragraph_boundaries(shared_data):
+    book = shared_data / "corpora" / "gutenberg" / "melville-moby_dick.txt"  # CRLF line endings
+    chunks = list(iter_text_file(book, chunk_bytes=1 << 16))
+    assert len(chunks) > 10 and max(len(c.text.encode()) for c in chunks) < 4 << 16
+    whole = book.read_bytes().decode("utf-8")
+    assert [p for c in chunks for p in split_paragraphs(c.text)] == split_paragraphs(whole)
+
+
+def test_a_paragraph_longer_than_the_read_limit_is_cut_between_words(tmp_path):
+    path = tmp_path / "long.txt"
+    words = ["word", "mot", "词语", "слово"]
+    text = " ".join(words[i % 4] for i in range(60_000))  # one paragraph of ~400 kB, multi-byte characters
+    path.write_text(text, encoding="utf-8")
+    chunks = list(iter_text_file(path, chunk_bytes=1 << 14))
+    assert len(chunks) > 2
+    assert all(c.replaced_bytes == 0 for c in chunks)
+    assert " ".join(c.text.strip() for c in chunks) == text
+
+
+def test_tables_stream_in_row_chunks(tmp_path):
+    frame = pd.DataFrame({"id": range(100), "body": [f"row {i} 第{i}行" for i in range(100)]})
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    frame.to_parquet(tmp_path / "t.parquet")
+    frame.to_json(tmp_path / "t.jsonl", orient="records", lines=True, force_ascii=False)
+    for suffix in ("csv", "parquet", "jsonl"):
+        chunks = list(iter_table_rows(tmp_path / f"t.{suffix}", "body", chunk_rows=7))
+        assert len(chunks) == 15
+        assert [r.text for c in chunks for r in c] == frame["body"].tolist()
+        with pytest.raises(CorpusError, match=r"corpus\.text_column: column 'text' does not exist"):
+            list(iter_table_rows(tmp_path / f"t.{suffix}", "text"))
+
+
+def test_deduplicator_matches_a_set_and_costs_eight_bytes_a_document():
+    rng = np.random.default_rng(0)
+    seen, dedup = set(), Deduplicator()
+    for _ in range(40):
+        hashes = rng.integers(0, 5000, size=300).astype(np.uint64)
+        expected = []
+        for h in hashes.tolist():
+            expected.append(h not in seen)
+            seen.add(h)
+        assert dedup.first_occurrences(hashes).tolist() == expected
+    assert dedup.size == len(seen)
+    assert sum(run.nbytes for run in dedup._runs) == 8 * len(seen)
+    assert len(dedup._runs) <= 12  # a few sorted runs, not one per batch
+
+
+def test_stream_counts_match_the_batches():
+    items = [RawText(f"s{i % 3}", f"text {i % 50} long enough", replaced_bytes=1, is_document=True) for i in range(200)]
+    report = CleaningReport()
+    kept = list(stream_documents([clean_batch(items[:100], 5), clean_batch(items[100:], 5)], True, report))
+    assert sum(len(b.texts) for b in kept) == 50
+    assert report.dropped_duplicates == 150 and report.replaced_bytes == 200 and report.raw_items == 200
+    assert report.sources == 3
+
+
+def test_tokenizer_sample_is_evenly_spread_and_fixed(tmp_path):
+    keys = sample_key(np.arange(100_000))
+    assert abs((keys < 0.25).mean() - 0.25) < 0.001
+    assert abs((keys[:1000] < 0.25).mean() - 0.25) < 0.01 and abs((keys[-1000:] < 0.25).mean() - 0.25) < 0.01
+    corpus = mixed_corpus(tmp_path / "corpus")
+    shards, _ = write_shards(corpus, tmp_path / "shards", chunk_bytes=1 << 16)
+    every = [t for b in shards.iter_texts("train") for t in b]
+    sample = [t for b in shards.iter_texts("train", 0.3) for t in b]
+    assert sample == [t for b in shards.iter_texts("train", 0.3) for t in b]
+    assert 0.25 < len(sample) / len(every) < 0.35
+    assert set(sample) <= set(every)
+    assert any("酒店" in t for t in sample) and any("English" in t for t in sample)
+
+
+def test_damaged_shards_are_named(tmp_path):
+    corpus = mixed_corpus(tmp_path / "corpus")
+    shards, _ = write_shards(corpus, tmp_path / "shards")
+    part = tmp_path / "shards" / shards.manifest["splits"]["train"]["parts"][0]
+    part.write_bytes(part.read_bytes()[:100])
+    with pytest.raises(CorpusError, match=r"corpus_documents: the shard '.*part-00000\.parquet' is truncated"):
+        list(DocumentShards(tmp_path / "shards").iter_texts("train"))
+    part.unlink()
+    with pytest.raises(CorpusError, match=r"corpus_documents: the shard '.*part-00000\.parquet' is missing"):
+        DocumentShards(tmp_path / "shards")
+    (tmp_path / "shards" / "manifest.json").write_text('{"format": ')
+    with pytest.raises(CorpusError, match=r"corpus_documents: '.*manifest\.json' is not valid JSON"):
+        DocumentShards(tmp_path / "shards")

@@ -1,0 +1,120 @@
+"""The memory-mapped token store: layout, reader, dtype rule, damaged or foreign files named,
+and the same token ids as encoding the corpus in memory (English and Chinese)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bert_mlm.core.corpus import SPLITS, CorpusConfig, CorpusError, CorpusSource, clean_documents, read_corpus
+from bert_mlm.core.documents import DocumentShards, DocumentStream
+from bert_mlm.core.engine import DataConfig
+from bert_mlm.core.token_store import (
+    EncodingJob,
+    TokenSplit,
+    TokenStore,
+    TokenStoreError,
+    token_dtype,
+    token_store_stats,
+    write_token_store,
+)
+from bert_mlm.core.tokenizer import encode_documents, load_tokenizer
+
+from .conftest import synthetic_sentences
+
+
+@pytest.fixture
+def store(tmp_path, tiny_tokenizer):
+    texts = synthetic_sentences(600, seed=3)
+    return write_token_store(tmp_path / "store", {"train": texts[:500], "valid": texts[500:550], "test": texts[550:]},
+                             tiny_tokenizer), texts
+
+
+def test_layout_and_reader(store, tiny_tokenizer):
+    store, texts = store
+    train = store.split("train")
+    expected = encode_documents(tiny_tokenizer, texts[:500])
+    assert len(train) == 500 and store.dtype == np.uint16
+    assert all(np.array_equal(train.document(i), expected[i]) for i in range(500))
+    # The stream: every document followed by one [SEP]; offsets are document starts.
+    sep = tiny_tokenizer.sep_token_id
+    assert train.num_tokens == sum(len(d) + 1 for d in expected)
+    assert (train.tokens[train.offsets[1:] - 1] == sep).all()
+    assert train.slice(0, len(expected[0]) + 1).tolist() == [*expected[0].tolist(), sep]
+    assert isinstance(train.tokens, np.memmap)
+    np.testing.assert_array_equal(train.counts, np.bincount(train.tokens, minlength=len(tiny_tokenizer)))
+    assert (store.directory / "train.bin").stat().st_size == 2 * train.num_tokens  # 2 bytes a token
+    stats = token_store_stats(store, tiny_tokenizer.unk_token_id, len(tiny_tokenizer)).set_index("split")
+    assert stats.loc["all", "documents"] == 600 and stats.loc["all", "unknown_rate"] < 0.01
+    assert stats.loc["train", "tokens"] == sum(len(d) for d in expected)
+
+
+def test_token_dtype_rule():
+    assert token_dtype(8192) == np.uint16 and token_dtype(65_536) == np.uint16
+    assert token_dtype(65_537) == np.int32 and token_dtype(250_000) == np.int32
+
+
+def test_splits_travel_to_workers_as_a_path(store):
+    store, _ = store
+    train = store.split("train")
+    payload = pickle.dumps(train)
+    assert len(payload) < 1000 < train.tokens.nbytes
+    again = pickle.loads(payload)
+    np.testing.assert_array_equal(again.tokens, train.tokens)
+    in_memory = TokenSplit.from_documents([np.array([5, 6]), np.array([7])], separator_id=3)
+    assert in_memory.tokens.tolist() == [5, 6, 3, 7, 3] and in_memory.document(1).tolist() == [7]
+    assert pickle.loads(pickle.dumps(in_memory)).tokens.tolist() == [5, 6, 3, 7, 3]
+
+
+def test_truncated_and_foreign_files_are_named(store, shared_data):
+    store, _ = store
+    path = store.directory / "train.bin"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(TokenStoreError, match=r"token_store: '.*train\.bin' holds \d+ bytes where its manifest expects \d+"):
+        TokenStore(store.directory)
+    path.unlink()
+    with pytest.raises(TokenStoreError, match=r"token_store: '.*train\.bin' is missing"):
+        TokenStore(store.directory)
+    (store.directory / "manifest.json").unlink()
+    with pytest.raises(CorpusError, match=r"token_store: .*manifest\.json. is missing"):
+        TokenStore(store.directory)
+
+
+def test_a_store_refuses_another_tokenizer(store, shared_data):
+    store, _ = store
+    other = load_tokenizer(shared_data / "vocab" / "bert-base-uncased.vocab.txt")
+    with pytest.raises(TokenStoreError, match="another vocabulary"):
+        store.check_tokenizer(other.get_vocab())
+
+
+@pytest.mark.parametrize(
+    ("corpus", "column", "vocab"),
+    [
+        ("gutenberg", "text", "bert-base-uncased.vocab.txt"),
+        ("chnsenticorp/ChnSentiCorp_htl_all.csv", "review", "bert-base-chinese.vocab.txt"),
+    ],
+)
+def test_streamed_store_has_the_token_ids_of_the_in_memory_path(shared_data, tmp_path, corpus, column, vocab):
+    """Streaming (small chunks, shards, the store) changes nothing: the same documents in the same
+    splits, and the same token ids as cleaning and encoding the corpus whole, in memory."""
+    path = shared_data / "corpora" / corpus
+    tokenizer = load_tokenizer(shared_data / "vocab" / vocab)
+    data = DataConfig(workers=2, chunk_bytes=1 << 18)
+    DocumentStream(CorpusSource(str(path), column), CorpusConfig(min_chars=5), data).write(tmp_path / "documents")
+    shards = DocumentShards(tmp_path / "documents")
+    EncodingJob(shards, tokenizer.backend_tokenizer.to_str(), tokenizer.get_vocab(), tokenizer.sep_token_id,
+                data).write(tmp_path / "store")
+    store = TokenStore(tmp_path / "store")
+    documents, _ = clean_documents(read_corpus(path, column), min_chars=5, ratios=CorpusConfig().split_ratios)
+    for split in SPLITS:
+        texts = documents.loc[documents["split"] == split, "text"].tolist()
+        expected = encode_documents(tokenizer, texts)
+        got = store.split(split)
+        assert len(got) == len(expected) > 0
+        assert all(np.array_equal(got.document(i), expected[i]) for i in range(len(expected))), split
+    unknown = token_store_stats(store, tokenizer.unk_token_id, len(tokenizer)).set_index("split").loc["all", "unknown_rate"]
+    assert unknown < 0.01
+    assert pd.Series(store.manifest["splits"]).map(lambda s: s["documents"]).sum() == len(documents)
