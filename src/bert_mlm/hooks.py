@@ -92,24 +92,31 @@ def peak_rss_gb() -> float:
 
 
 class NodeTimingHook:
-    """Logs a table of every node's time at the end of a run: the node function itself and with
-    its catalog loads and saves, plus the process's peak memory when it finished.
+    """Ends every run with a short summary that survives copy and paste: a table of every node's
+    time (the node function itself, and with its catalog loads and saves: the data stages do
+    their work while their datasets save) and the process's peak memory when it finished, the
+    headline metrics, and where the report and the model were written.
 
     With the environment variable ``BERT_MLM_NODE_TIMINGS`` set to a path, the table is also
     written there as JSON (``bench/end_to_end.py`` uses it). Under ``ParallelRunner`` nodes run
     in worker processes that hold their own hook instances, so the table stays empty there.
     """
 
+    WRITTEN = {"run_report": "report", "trained_model": "model", "metrics": "metrics"}
+
     def __init__(self) -> None:
         self.nodes: dict[str, dict] = {}
         self.started = 0.0
+        self.catalog = None
+        self.written: dict[str, str] = {}
+        self.metrics: dict = {}
 
     def _entry(self, node) -> dict:
         return self.nodes.setdefault(node.name, {"node": node.name, "first_io": None, "last_io": None})
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
-        self.nodes, self.started = {}, time.perf_counter()
+        self.nodes, self.started, self.catalog, self.written, self.metrics = {}, time.perf_counter(), catalog, {}, {}
 
     @hook_impl
     def before_dataset_loaded(self, dataset_name: str, node) -> None:
@@ -131,6 +138,17 @@ class NodeTimingHook:
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data, node) -> None:
         self._entry(node)["last_io"] = time.perf_counter()
+        if dataset_name in self.WRITTEN:
+            self.written[self.WRITTEN[dataset_name]] = self._saved_path(dataset_name)
+        if dataset_name == "metrics" and isinstance(data, dict):
+            self.metrics = data
+
+    def _saved_path(self, dataset_name: str) -> str:
+        try:
+            dataset = self.catalog.get(dataset_name)
+            return str(dataset._get_versioned_path(dataset.resolve_save_version()))
+        except Exception:  # noqa: BLE001 - an unversioned or unusual dataset: name it instead
+            return dataset_name
 
     @hook_impl
     def after_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
@@ -140,11 +158,8 @@ class NodeTimingHook:
             for e in self.nodes.values() if "node_end" in e
         ]
         total = time.perf_counter() - self.started
-        # One short line per node: Kedro's rich log handler wraps wide tables into a narrow column.
-        logger.info("Time per node (pipeline %.1f s in all):", total)
-        for r in rows:
-            logger.info("  %s: %.1f s (%.1f s with catalog I/O), peak memory %.2f GB",
-                        r["node"], r["seconds"], r["seconds_with_io"], r["peak_rss_gb"])
+        for line in summary_lines(rows, total, self.metrics, self.written):
+            logger.info("%s", line)
         target = os.environ.get(NODE_TIMINGS_ENV)
         if target:
             path = Path(target)
@@ -152,6 +167,22 @@ class NodeTimingHook:
             temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
             temporary.write_text(json.dumps({"pipeline_seconds": total, "nodes": rows}, indent=2))
             os.replace(temporary, path)
+
+
+def summary_lines(rows: list[dict], total: float, metrics: dict, written: dict[str, str]) -> list[str]:
+    """The end-of-run summary, one aligned line per log record."""
+    width = max([len("node"), *(len(r["node"]) for r in rows)])
+    lines = [f"Run summary: {total:.1f} s in the pipeline", f"  {'node':<{width}}  {'node s':>8}  {'with I/O s':>10}  {'peak GB':>7}"]
+    lines += [f"  {r['node']:<{width}}  {r['seconds']:>8.1f}  {r['seconds_with_io']:>10.1f}  {r['peak_rss_gb']:>7.2f}" for r in rows]
+    if metrics:
+        lines.append(
+            f"  eval loss {metrics.get('eval_loss', float('nan')):.4f}, accuracy {metrics.get('eval_accuracy', float('nan')):.4f} "
+            f"({metrics.get('accuracy_over_baseline', float('nan')):.2f}x the most-frequent-token reference "
+            f"{metrics.get('baseline_accuracy', float('nan')):.4f}), {metrics.get('eval_masked_tokens', 0):,} masked tokens"
+        )
+    label = max([0, *(len(k) for k in written)])
+    lines += [f"  {name:<{label}}  {path}" for name, path in sorted(written.items())]
+    return lines
 
 
 MLFLOW_ENV = "BERT_MLM_MLFLOW"

@@ -8,6 +8,10 @@ import os
 import warnings
 
 from bert_mlm.hooks import MLFLOW_ENV, MlflowMetricsHook, NodeTimingHook, ValidateParametersHook
+from bert_mlm.logs import configure_logging
+
+# Plain one-line records in log files, Rich in a terminal (conf/logging.yml, bert_mlm/logs.py).
+configure_logging()
 
 # Raised inside Kedro's own config loader on every run; nothing a user of this project can act on.
 warnings.filterwarnings("ignore", message=r"register_new_resolver\(\) is deprecated", category=UserWarning)

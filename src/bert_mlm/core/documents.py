@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm.auto import tqdm
 
 from bert_mlm.core.corpus import (
     SPLITS,
@@ -37,6 +36,7 @@ from bert_mlm.core.corpus import (
     stream_documents,
 )
 from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.progress import Progress
 
 MANIFEST = "manifest.json"
 FORMAT = "bert-mlm-document-shards"
@@ -207,6 +207,9 @@ class DocumentShards:
     def documents(self, split: str) -> int:
         return int(self.manifest["splits"][split]["documents"])
 
+    def characters(self, split: str) -> int:
+        return int(self.manifest["splits"][split]["characters"])
+
     def utf8_bytes(self, split: str) -> int:
         return int(self.manifest["splits"][split]["utf8_bytes"])
 
@@ -313,11 +316,11 @@ class DocumentStream:
     def write(self, directory: str | os.PathLike) -> dict:
         config = self.config
         total = self.source.total_bytes()
-        progress = tqdm(total=total, unit="B", unit_scale=True, desc="ingestion", disable=None, mininterval=2)
+        progress = Progress(total, "ingestion", unit="B")
 
         def raw_batches():
             for batch in self.source.batches(self.data.chunk_bytes):
-                progress.update(sum(len(item.text) for item in batch))
+                progress.update(sum(len(item.text.encode("utf-8", "replace")) for item in batch))
                 yield batch
 
         settings = {

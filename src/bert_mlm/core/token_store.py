@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
-from tqdm.auto import tqdm
 
 from bert_mlm.core.corpus import SPLITS, CorpusError
 from bert_mlm.core.documents import DocumentShards, read_manifest, write_json
 from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.progress import Progress
 
 FORMAT = "bert-mlm-token-store"
 FORMAT_VERSION = 1
@@ -274,8 +274,8 @@ class EncodingJob:
     def write(self, directory: str | os.PathLike) -> dict:
         vocab_size = max(self.vocabulary.values()) + 1
         writer = TokenStoreWriter(directory, vocab_size, self.separator_id)
-        total = sum(self.documents.utf8_bytes(split) for split in SPLITS)
-        progress = tqdm(total=total, unit="B", unit_scale=True, desc="encoding", disable=None, mininterval=2)
+        total = sum(self.documents.characters(split) for split in SPLITS)
+        progress = Progress(total, "encoding", unit="chars")
         try:
             with open_engine(self.data) as engine:
                 for split in SPLITS:
@@ -283,7 +283,7 @@ class EncodingJob:
                     def texts(split: str = split) -> Iterator[list[str]]:
                         for part, group in self.documents.row_groups(split):
                             batch = self.documents.texts(part, group)
-                            progress.update(sum(len(t) for t in batch))
+                            progress.update(sum(len(t) for t in batch))  # characters, as the total
                             yield batch
 
                     encoded = engine.map_ordered(

@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from tqdm.auto import tqdm
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase, get_scheduler
 
 from bert_mlm.core.distributed import SINGLE, Rank, all_reduce_sum, gather_objects
@@ -36,6 +35,7 @@ from bert_mlm.core.masking import (
     replacement_vocabulary,
 )
 from bert_mlm.core.model import MaskedPositionsMLM, masked_lm_loss
+from bert_mlm.core.progress import Progress
 from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
 
 logger = logging.getLogger(__name__)
@@ -364,10 +364,7 @@ def train(
     batches = epoch_batches(lengths, config, epoch, rank)
     train_tokens = int(sum(r["tokens"] for r in records))
     nonfinite_streak = 0
-    progress = tqdm(
-        total=config.max_steps, initial=step, desc="training", unit="step",
-        disable=not (config.progress and rank.is_main), dynamic_ncols=True,
-    )
+    progress = Progress(config.max_steps, "training", unit="step", enabled=config.progress and rank.is_main, initial=step)
     try:
         while step < config.max_steps:
             # The step's time includes assembling and masking its batches: throughput is what a
@@ -460,10 +457,9 @@ def train(
                 "loss_scale": float(scaler.get_scale()) if scaler.is_enabled() else 1.0,
             }
             records.append(record)
-            progress.update(1)
-            progress.set_postfix(
-                loss=f"{record['loss']:.3f}", lr=f"{record['learning_rate']:.2e}",
-                tok_s=f"{record['tokens_per_second']:.0f}", refresh=False,
+            progress.update(
+                1, loss=f"{record['loss']:.4f}", lr=f"{record['learning_rate']:.2e}",
+                **{"tokens/s": f"{record['tokens_per_second']:,.0f}"},
             )
             due = config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.max_steps)
             if due and nonfinite_streak == 0:  # never replace a good checkpoint by a diverged state

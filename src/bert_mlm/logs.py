@@ -1,0 +1,97 @@
+"""How the project logs: plain one-line records in files, Rich's display in a terminal.
+
+``conf/logging.yml`` (Kedro reads it at start-up) writes plain lines; :func:`configure_logging`,
+called from ``settings.py``, switches to Rich when stdout is a terminal, and routes Optuna's
+records through the same handler instead of Optuna's own. ``BERT_MLM_LOGS=plain|rich`` forces
+one or the other; a ``KEDRO_LOGGING_CONFIG`` set by the user is left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import warnings
+from pathlib import Path
+
+LOGS_ENV = "BERT_MLM_LOGS"
+
+RICH = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"rich": {"class": "kedro.logging.RichHandler", "rich_tracebacks": True}},
+    "loggers": {"kedro": {"level": "INFO"}, "bert_mlm": {"level": "INFO"}, "optuna": {"level": "INFO"}},
+    "root": {"handlers": ["rich"]},
+}
+
+PLAIN = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s", "datefmt": "%Y-%m-%d %H:%M:%S"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stdout"}},
+    "loggers": {"kedro": {"level": "INFO"}, "bert_mlm": {"level": "INFO"}, "optuna": {"level": "INFO"}},
+    "root": {"handlers": ["console"]},
+}
+
+
+def wanted_style() -> str | None:
+    """``plain`` or ``rich``; ``None`` where the user's own Kedro logging file rules."""
+    forced = os.environ.get(LOGS_ENV, "").strip().lower()
+    if forced in ("plain", "rich"):
+        return forced
+    if os.environ.get("KEDRO_LOGGING_CONFIG"):
+        return None
+    return "rich" if sys.stdout.isatty() else "plain"
+
+
+class OneLineRecords(logging.Filter):
+    """Keeps a plain log one line per record: Kedro's "Running node" lines name the node (its
+    inputs and outputs run to 300+ characters; kedro-viz shows them), and line breaks inside a
+    message become " | "."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.name == "kedro.pipeline.node" and message.startswith("Running node: "):
+            message = "Running node: " + message.removeprefix("Running node: ").split(":", 1)[0]
+        if "\n" in message:
+            message = " | ".join(part.strip() for part in message.splitlines() if part.strip())
+        record.msg, record.args = message, None
+        return True
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+WARNING_CHARS = 200
+
+
+def _warning_as_one_record(message, category, filename, lineno, file=None, line=None) -> None:
+    """A library's warning as one log record: colour codes removed, long texts shortened (the
+    file and line say where to read the whole)."""
+    text = _ANSI.sub("", str(message))
+    if len(text) > WARNING_CHARS:
+        text = text[: WARNING_CHARS - 1] + "…"
+    logging.getLogger("py.warnings").warning("%s: %s (%s:%s)", category.__name__, text, Path(filename).name, lineno)
+
+
+def configure_logging() -> None:
+    try:
+        import optuna
+
+        # Optuna's trial lines through the project's handler and format, not Optuna's own.
+        optuna.logging.disable_default_handler()
+        optuna.logging.enable_propagation()
+    except ImportError:  # pragma: no cover - optuna is a dependency
+        pass
+    style = wanted_style()
+    if style is None:
+        return
+    from kedro.framework.project import LOGGING
+
+    LOGGING.configure(RICH if style == "rich" else PLAIN)
+    if style == "plain":
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(OneLineRecords())
+        warnings.showwarning = _warning_as_one_record  # a warning is one record too, not two raw lines
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # its bars (saving, loading weights) are not records

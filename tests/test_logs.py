@@ -1,0 +1,66 @@
+"""Logs that read well in files: a real `kedro run` with its output redirected to a file."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bert_mlm.core.progress import Progress
+from bert_mlm.hooks import summary_lines
+
+RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) +[\w.]+: ")
+
+
+@pytest.mark.slow
+def test_a_run_logged_to_a_file_has_one_plain_line_per_record(project_copy):
+    log = project_copy / "run.log"
+    kedro = str(Path(sys.executable).with_name("kedro"))
+    with open(log, "w") as handle:  # as `kedro run > run.log 2>&1` does
+        completed = subprocess.run(
+            [kedro, "run", "--env", "smoke", "--params", "training.progress=true,tuning.n_trials=2"],
+            cwd=project_copy, stdout=handle, stderr=subprocess.STDOUT, timeout=600,
+            env={k: v for k, v in os.environ.items() if k not in ("BERT_MLM_LOGS", "KEDRO_LOGGING_CONFIG")},
+        )
+    text = log.read_text()
+    assert completed.returncode == 0, text[-3000:]
+    lines = text.splitlines()
+    assert "\r" not in text
+    assert max(map(len, lines)) <= 300
+    strays = [line for line in lines if line.strip() and not RECORD.match(line)]
+    assert not strays, strays[:5]  # every record on one line: no continuation lines
+    progress = [line for line in lines if "bert_mlm.progress: training: step" in line]
+    assert len(progress) >= 5 and all(re.search(r"loss [\d.]+, lr [\d.e+-]+, tokens/s [\d,]+, .* ETA", p) for p in progress)
+    assert any("bert_mlm.progress: ingestion:" in line for line in lines)
+    assert any("optuna" in line and "Trial 1 finished" in line for line in lines)  # Optuna in the same format
+    summary = [line for line in lines if "bert_mlm.hooks: " in line]
+    assert any("Run summary" in line for line in summary)
+    assert any(re.search(r"bert_mlm\.hooks:   report +\S*data/08_reporting/run_report\.html/.+/run_report\.html$", line) for line in summary)
+    assert any(re.search(r"bert_mlm\.hooks:   model +\S*data/06_models/masked_lm/.+/masked_lm$", line) for line in summary)
+    assert any("eval loss" in line and "most-frequent-token reference" in line for line in summary)
+
+
+def test_progress_lines_at_tenths_with_the_bars_fields(caplog):
+    caplog.set_level("INFO", logger="bert_mlm.progress")
+    progress = Progress(40, "training", terminal=False, every_seconds=3600)
+    for _ in range(40):
+        progress.update(1, loss="1.2345")
+    assert len(caplog.records) == 10
+    assert caplog.records[-1].getMessage().startswith("training: step 40/40 (100%), loss 1.2345, ")
+    caplog.clear()
+    Progress(40, "x", terminal=False, enabled=False).update(40)
+    assert not caplog.records
+
+
+def test_summary_lines_are_aligned():
+    rows = [{"node": "a", "seconds": 1.0, "seconds_with_io": 2.0, "peak_rss_gb": 0.5},
+            {"node": "a_longer_name", "seconds": 10.0, "seconds_with_io": 20.0, "peak_rss_gb": 1.5}]
+    lines = summary_lines(rows, 33.0, {}, {"model": "m/path", "report": "r/path"})
+    assert lines[0] == "Run summary: 33.0 s in the pipeline"
+    assert len({len(line) for line in lines[1:4]}) == 1  # the table's columns line up
+    assert lines[2].endswith("0.50") and lines[3].endswith("1.50")
+    assert lines[-2:] == ["  model   m/path", "  report  r/path"]
