@@ -445,6 +445,7 @@ def clean_batch(
     sources: list[str] = []
     texts: list[str] = []
     hashes: list[int] = []
+    sizes: list[int] = []
     dropped_short = replaced = 0
     for item in items:
         replaced += item.replaced_bytes
@@ -453,16 +454,18 @@ def clean_batch(
             if len(paragraph) < min_chars:
                 dropped_short += 1
                 continue
+            encoded = paragraph.encode("utf-8")
             sources.append(item.source)
             texts.append(paragraph)
-            hashes.append(int.from_bytes(hashlib.blake2b(paragraph.encode("utf-8"), digest_size=8).digest(), "big"))
+            hashes.append(int.from_bytes(hashlib.blake2b(encoded, digest_size=8).digest(), "big"))
+            sizes.append(len(encoded))
     splits = np.fromiter((_split_of(f"{h:016x}", edges, salt) for h in hashes), dtype=np.uint8, count=len(hashes))
     return CleanedBatch(
         sources=sources,
         texts=texts,
         hashes=np.asarray(hashes, dtype=np.uint64),
         splits=splits,
-        utf8_bytes=np.fromiter((len(t.encode("utf-8")) for t in texts), dtype=np.int64, count=len(texts)),
+        utf8_bytes=np.asarray(sizes, dtype=np.int64),
         raw_items=len(items),
         replaced_bytes=replaced,
         dropped_short=dropped_short,
