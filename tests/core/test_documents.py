@@ -163,3 +163,50 @@ def test_damaged_shards_are_named(tmp_path):
     (tmp_path / "shards" / "manifest.json").write_text('{"format": ')
     with pytest.raises(CorpusError, match=r"corpus_documents: '.*manifest\.json' is not valid JSON"):
         DocumentShards(tmp_path / "shards")
+
+
+def test_a_binary_file_behind_a_short_header_is_still_refused(tmp_path):
+    path = tmp_path / "data.txt"
+    path.write_bytes(b"A short title line for the file\n\n" + bytes(range(256)) * 2000)
+    with pytest.raises(CorpusError, match=r"corpus file '.*data\.txt' looks binary"):
+        list(iter_text_file(path, chunk_bytes=1 << 16))
+
+
+def test_form_feed_and_ideographic_space_lines_end_paragraphs_in_chunks(tmp_path):
+    path = tmp_path / "rfc.txt"
+    blocks = ["First block of text.", "第二段：一行中文。", "Third block."] * 3000
+    separators = ["\n\x0c\n", "\n\u3000\n", "\r\r"]
+    path.write_bytes("".join(b + separators[i % 3] for i, b in enumerate(blocks)).encode("utf-8"))
+    chunks = list(iter_text_file(path, chunk_bytes=1 << 16))
+    assert len(chunks) > 1
+    assert [p for c in chunks for p in split_paragraphs(c.text)] == split_paragraphs(path.read_bytes().decode("utf-8"))
+
+
+def test_table_columns_must_hold_text(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": [1, 2, 3]}), tmp_path / "numbers.parquet")
+    with pytest.raises(CorpusError, match=r"column 'text' of '.*numbers\.parquet' holds int64 values, not text"):
+        list(iter_table_rows(tmp_path / "numbers.parquet", "text"))
+    pq.write_table(pa.table({"text": pa.array([b"caf\xc3\xa9", b"bad \xff byte"], pa.binary())}), tmp_path / "bytes.parquet")
+    rows = [r for chunk in iter_table_rows(tmp_path / "bytes.parquet", "text") for r in chunk]
+    assert [r.text for r in rows] == ["café", "bad \ufffd byte"] and rows[1].replaced_bytes == 1
+    assert all(r.is_document for r in rows)
+    (tmp_path / "objects.jsonl").write_text('{"text": "fine"}\n{"text": {"a": 1}}\n')
+    with pytest.raises(CorpusError, match=r"holds non-text values such as \{'a': 1\}"):
+        list(iter_table_rows(tmp_path / "objects.jsonl", "text"))
+
+
+def test_jsonl_rows_need_not_share_keys_across_chunks(tmp_path):
+    (tmp_path / "mixed.jsonl").write_text("".join(['{"title": "meta"}\n'] * 3 + ['{"text": "a real document"}\n'] * 3))
+    rows = [r.text for chunk in iter_table_rows(tmp_path / "mixed.jsonl", "text", chunk_rows=2) for r in chunk]
+    assert rows == ["a real document"] * 3
+    with pytest.raises(CorpusError, match=r"column 'body' does not exist in '.*mixed\.jsonl'; its columns are \['text', 'title'\]"):
+        list(iter_table_rows(tmp_path / "mixed.jsonl", "body", chunk_rows=2))
+
+
+def test_raw_items_count_files_and_rows_not_chunks(tmp_path):
+    corpus = mixed_corpus(tmp_path / "corpus")
+    _, report = write_shards(corpus, tmp_path / "shards", chunk_bytes=1 << 16)
+    assert report.raw_items == 3 + 300 + 300  # three text files, two tables of 300 rows

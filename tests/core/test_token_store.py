@@ -118,3 +118,13 @@ def test_streamed_store_has_the_token_ids_of_the_in_memory_path(shared_data, tmp
     unknown = token_store_stats(store, tokenizer.unk_token_id, len(tokenizer)).set_index("split").loc["all", "unknown_rate"]
     assert unknown < 0.01
     assert pd.Series(store.manifest["splits"]).map(lambda s: s["documents"]).sum() == len(documents)
+
+
+def test_documents_without_any_token_are_left_out(tmp_path, tiny_tokenizer):
+    from bert_mlm.core.token_store import encode_texts
+
+    texts = ["Return the value.", "\u200b\u200b\u200b", "A new list."]
+    tokens, lengths = encode_texts(texts, tiny_tokenizer.backend_tokenizer.to_str(), tiny_tokenizer.sep_token_id, "uint16")
+    assert len(lengths) == 2 and (tokens == tiny_tokenizer.sep_token_id).sum() == 2
+    store = write_token_store(tmp_path / "s", {"train": texts}, tiny_tokenizer)
+    assert len(store.split("train")) == 2

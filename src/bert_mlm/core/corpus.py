@@ -22,13 +22,14 @@ import re
 import sysconfig
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 TEXT_SUFFIXES = (".txt", ".raw", ".text", ".md")
@@ -81,6 +82,8 @@ class RawText:
     replaced_bytes: int = 0
     # A table row is one document already; a text file is split into paragraphs.
     is_document: bool = False
+    # False for the second and later chunks of a text file (raw items count files and rows).
+    starts_source: bool = True
 
 
 @dataclass
@@ -129,25 +132,31 @@ def _count_and_replace(error: UnicodeDecodeError) -> tuple[str, int]:
 codecs.register_error("bert_mlm_count_replace", _count_and_replace)
 
 
-def decode_text(data: bytes, source: str, check_binary: bool = True) -> RawText:
-    """Decode UTF-8, replacing (and counting) undecodable bytes; refuse binary files.
-
-    ``check_binary`` looks at the first 64 KiB; a file read in chunks checks its first chunk.
-    """
-    sample = data[:65536]
-    if check_binary and b"\x00" in sample:
+def check_not_binary(head: bytes, source: str) -> None:
+    """Refuse a file whose first bytes (64 KiB) hold NUL bytes or are mostly control characters."""
+    sample = head[:65536]
+    if b"\x00" in sample:
         raise CorpusError(f"corpus file {source!r} looks binary (it contains NUL bytes)")
+    text = sample.decode("utf-8", errors="replace")
+    if text and len(_CONTROL.findall(text)) > 0.1 * len(text):
+        raise CorpusError(f"corpus file {source!r} looks binary (mostly control characters)")
+
+
+def decode_text(data: bytes, source: str, check_binary: bool = True) -> RawText:
+    """Decode UTF-8, replacing (and counting) undecodable bytes; refuse binary files
+    (``check_binary``: the first 64 KiB of ``data``)."""
+    if check_binary:
+        check_not_binary(data, source)
     _replaced_bytes.count = 0
     text = data.decode("utf-8", errors="bert_mlm_count_replace")
-    replaced = _replaced_bytes.count
-    if check_binary and sample and len(_CONTROL.findall(text[:65536])) > 0.1 * min(len(text), 65536):
-        raise CorpusError(f"corpus file {source!r} looks binary (mostly control characters)")
-    return RawText(source=source, text=text, replaced_bytes=replaced)
+    return RawText(source=source, text=text, replaced_bytes=_replaced_bytes.count)
 
 
 # A blank line in bytes (CRLF too). Cutting a file right after one gives the same paragraphs as
 # reading it whole: the cut falls between two paragraphs, and never inside a UTF-8 sequence.
-_BLANK_LINE_BYTES = re.compile(rb"\n[ \t\r]*\n")
+# Blank: only spaces, tabs, vertical tabs, form feeds, NBSP or U+3000 (all spaces to normalise()).
+_NEWLINE = rb"(?:\r\n|\r(?!\n)|\n)"  # a CR is a line end of its own only when no LF follows
+_BLANK_LINE_BYTES = re.compile(_NEWLINE + rb"(?:[ \t\x0b\x0c]|\xc2\xa0|\xe3\x80\x80)*" + _NEWLINE)
 READ_CHUNK_BYTES = 8 << 20
 TABLE_CHUNK_ROWS = 20_000
 
@@ -181,33 +190,28 @@ def iter_text_file(file: Path, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[
     first = True
     carry = b""
     with open(file, "rb") as handle:
+        check_not_binary(handle.read(65536), source)  # the file's head, whatever the first chunk holds
+        handle.seek(0)
         while True:
             data = handle.read(chunk_bytes)
             block = carry + data if carry else data
             if len(data) < chunk_bytes:  # the end of the file
                 if block:
-                    yield decode_text(block, source, check_binary=first)
+                    yield replace(decode_text(block, source, check_binary=False), starts_source=first)
                 return
             cut = _paragraph_cut(block, hard_limit=4 * chunk_bytes)
             if cut == 0:
                 carry = block
                 continue
-            yield decode_text(block[:cut], source, check_binary=first)
+            yield replace(decode_text(block[:cut], source, check_binary=False), starts_source=first)
             first = False
             carry = block[cut:]
 
 
-def _table_columns(file: Path, suffix: str) -> list[str]:
-    if suffix == ".parquet":
-        return list(pq.ParquetFile(file).schema_arrow.names)
-    if suffix == ".csv":
-        return list(pd.read_csv(file, nrows=0, encoding_errors="replace").columns)
-    return []  # JSONL: checked per chunk, its rows need not share keys
-
-
 def iter_table_rows(file: Path, text_column: str, chunk_rows: int = TABLE_CHUNK_ROWS) -> Iterator[list[RawText]]:
     """The ``text_column`` of a ``.csv``/``.parquet``/``.jsonl`` table, ``chunk_rows`` rows at a
-    time; every non-null value is one document."""
+    time; every non-null value is one document. A column that holds something else than text
+    (numbers, lists, objects) is refused, naming the file; bytes are decoded as UTF-8."""
     suffix = file.suffix.lower()
     source = str(file)
 
@@ -217,40 +221,50 @@ def iter_table_rows(file: Path, text_column: str, chunk_rows: int = TABLE_CHUNK_
             f"its columns are {list(map(str, columns))}"
         )
 
+    def not_text(kind: str) -> CorpusError:
+        return CorpusError(f"corpus.text_column: column {text_column!r} of {source!r} holds {kind}, not text")
+
     try:
-        columns = _table_columns(file, suffix)
-        if suffix in (".parquet", ".csv") and text_column not in columns:
-            raise missing(columns)
         if suffix == ".parquet":
-            chunks = (
-                batch.column(0).drop_null().to_pylist()
-                for batch in pq.ParquetFile(file).iter_batches(batch_size=chunk_rows, columns=[text_column])
-            )
+            parquet = pq.ParquetFile(file)
+            if text_column not in parquet.schema_arrow.names:
+                raise missing(parquet.schema_arrow.names)
+            kind = parquet.schema_arrow.field(text_column).type
+            if pa.types.is_dictionary(kind):
+                kind = kind.value_type
+            is_bytes = pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or is_bytes):
+                raise not_text(f"{kind} values")
+            for batch in parquet.iter_batches(batch_size=chunk_rows, columns=[text_column]):
+                values = batch.column(0).drop_null().to_pylist()
+                yield [replace(decode_text(v, source, check_binary=False), is_document=True) if is_bytes
+                       else RawText(source, v, is_document=True) for v in values]
         elif suffix == ".csv":
-            chunks = (
-                frame[text_column].tolist()
-                for frame in pd.read_csv(
-                    file, dtype=str, keep_default_na=False, encoding_errors="replace",
-                    usecols=[text_column], chunksize=chunk_rows,
-                )
-            )
+            columns = list(pd.read_csv(file, nrows=0, encoding_errors="replace").columns)
+            if text_column not in columns:
+                raise missing(columns)
+            for frame in pd.read_csv(file, dtype=str, keep_default_na=False, encoding_errors="replace",
+                                     usecols=[text_column], chunksize=chunk_rows):
+                yield [RawText(source, v, is_document=True) for v in frame[text_column].tolist()]
         else:
-            chunks = (
-                _jsonl_column(frame, text_column, missing)
-                for frame in pd.read_json(file, lines=True, dtype=False, chunksize=chunk_rows)
-            )
-        for values in chunks:
-            yield [RawText(source=source, text=str(v), is_document=True) for v in values]
+            seen: set[str] = set()
+            found = False
+            for frame in pd.read_json(file, lines=True, dtype=False, chunksize=chunk_rows):
+                seen.update(map(str, frame.columns))
+                if text_column not in frame.columns:  # rows need not share keys
+                    continue
+                found = True
+                values = frame[text_column].dropna().tolist()
+                wrong = next((v for v in values if not isinstance(v, str)), None)
+                if wrong is not None:
+                    raise not_text(f"non-text values such as {wrong!r}")
+                yield [RawText(source, v, is_document=True) for v in values]
+            if not found:
+                raise missing(sorted(seen))
     except CorpusError:
         raise
     except Exception as error:  # pandas and pyarrow raise many types; the user needs the file name
         raise CorpusError(f"corpus file {source!r} could not be read as {suffix}: {error}") from error
-
-
-def _jsonl_column(frame: pd.DataFrame, text_column: str, missing: Callable) -> list:
-    if text_column not in frame.columns:
-        raise missing(frame.columns)
-    return frame[text_column].dropna().tolist()
 
 
 def iter_raw_batches(
@@ -466,7 +480,7 @@ def clean_batch(
         hashes=np.asarray(hashes, dtype=np.uint64),
         splits=splits,
         utf8_bytes=np.asarray(sizes, dtype=np.int64),
-        raw_items=len(items),
+        raw_items=sum(1 for item in items if item.starts_source),
         replaced_bytes=replaced,
         dropped_short=dropped_short,
         sources_seen=tuple(dict.fromkeys(item.source for item in items)),

@@ -315,6 +315,7 @@ class DocumentStream:
 
     def write(self, directory: str | os.PathLike) -> dict:
         config = self.config
+        self.report = CleaningReport()  # a retried write counts afresh
         total = self.source.total_bytes()
         progress = Progress(total, "ingestion", unit="B")
 

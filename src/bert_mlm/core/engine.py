@@ -116,7 +116,11 @@ class DaskEngine:
                 n_workers=config.worker_count, threads_per_worker=1, processes=True,
                 dashboard_address=None, silence_logs=logging.WARNING,
             )
-            self.client = Client(self._cluster)
+            try:
+                self.client = Client(self._cluster)
+            except BaseException:
+                self._cluster.close()
+                raise
         logger.info("Dask engine: %s", self.client)
 
     @property

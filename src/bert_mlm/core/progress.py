@@ -75,7 +75,7 @@ class Progress:
     def line(self, now: float | None = None) -> str:
         elapsed = (now or time.monotonic()) - self.started
         rate = (self.done - self.start_count) / elapsed if elapsed > 0 else 0.0
-        remaining = (self.total - self.done) / rate if self.total and rate > 0 else math.nan
+        remaining = max(0.0, self.total - self.done) / rate if self.total and rate > 0 else math.nan
         if self.unit in ("B", "chars"):
             name = "MB" if self.unit == "B" else "M chars"
             position = f"{self.done / 1e6:,.1f}/{self.total / 1e6:,.1f} {name}" if self.total else f"{self.done / 1e6:,.1f} {name}"
@@ -83,7 +83,7 @@ class Progress:
         else:
             position = f"{self.unit} {int(self.done)}/{int(self.total)}" if self.total else f"{self.unit} {int(self.done)}"
             speed = f"{rate:.2f} {self.unit}/s"
-        share = f" ({self.done / self.total:.0%})" if self.total else ""
+        share = f" ({min(self.done / self.total, 1.0):.0%})" if self.total else ""
         fields = "".join(f", {k} {v}" for k, v in self.fields.items())
         return f"{self.description}: {position}{share}{fields}, {speed}, elapsed {_clock(elapsed)}, ETA {_clock(remaining)}"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import mmap
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -147,7 +148,7 @@ class TokenStore:
         if name not in self._splits:
             info = self.manifest["splits"][name]
             self._splits[name] = TokenSplit(
-                tokens=_map(self.directory / f"{name}.bin", self.dtype, info["tokens"]),
+                tokens=_map(self.directory / f"{name}.bin", self.dtype, info["tokens"], random_access=True),
                 offsets=_map(self.directory / f"{name}.idx", np.dtype(np.int64), info["documents"] + 1),
                 separator_id=int(self.manifest["separator_id"]),
                 counts=np.load(self.directory / f"{name}.counts.npy"),
@@ -164,10 +165,18 @@ class TokenStore:
             )
 
 
-def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
+def _map(path: Path, dtype: np.dtype, count: int, random_access: bool = False) -> np.ndarray:
     if count == 0:  # an empty file cannot be mapped
         return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+    mapped = np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+    if random_access and hasattr(mmap, "MADV_RANDOM"):
+        # Training reads short sequences at random places; without this hint every page fault
+        # also reads ahead pages nobody uses, and they count in the resident set. Measured on a
+        # cold 678 MB store, 3,200 random 128-token reads: 13 vs 173 MB resident, 0.27 vs 0.54 s.
+        # (Right after the store was written the file is in the page cache, and the kernel maps
+        # ~64 kB of cached neighbours per fault anyway: page cache, reclaimed under pressure.)
+        mapped._mmap.madvise(mmap.MADV_RANDOM)
+    return mapped
 
 
 class TokenStoreWriter:
@@ -235,14 +244,16 @@ ENCODE_SLICE_CHARS = 1 << 20
 def encode_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of ``texts`` (no [CLS]; one separator after each) and each document's length.
 
-    A pure function of its arguments, run in-process or on Dask workers alike. ``tokenizers``
-    encodes on all cores (``encode_batch_fast``: no character offsets), ~1 MB of text at a time:
-    its per-token objects cost ~40x the text, so larger calls only cost memory (measured: the
-    same speed at 1,000 and 100,000 documents per call).
+    Documents that encode to no token at all (only characters the normaliser removes) are left
+    out: they would be a lone [SEP] in the stream. A pure function of its arguments, run
+    in-process or on Dask workers alike. ``tokenizers`` encodes on all cores
+    (``encode_batch_fast``: no character offsets), ~1 MB of text at a time: its per-token objects
+    cost ~40x the text, so larger calls only cost memory (measured: the same speed at 1,000 and
+    100,000 documents per call).
     """
     tokenizer = _tokenizer(tokenizer_json)
     pieces: list[np.ndarray] = []
-    lengths = np.empty(len(texts), dtype=np.int64)
+    lengths: list[int] = []
     start = 0
     while start < len(texts):
         stop, size = start, 0
@@ -250,14 +261,16 @@ def encode_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype
             size += len(texts[stop])
             stop += 1
         flat: list[int] = []
-        for index, encoding in enumerate(tokenizer.encode_batch_fast(texts[start:stop], add_special_tokens=False), start):
+        for encoding in tokenizer.encode_batch_fast(texts[start:stop], add_special_tokens=False):
             ids = encoding.ids
-            flat.extend(ids)
-            flat.append(separator_id)
-            lengths[index] = len(ids)
+            if ids:
+                flat.extend(ids)
+                flat.append(separator_id)
+                lengths.append(len(ids))
         pieces.append(np.asarray(flat, dtype=dtype))
         start = stop
-    return (np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)), lengths
+    tokens = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
+    return tokens, np.asarray(lengths, dtype=np.int64)
 
 
 @dataclass
@@ -290,7 +303,8 @@ class EncodingJob:
                         encode_texts, texts(), self.tokenizer_json, self.separator_id, writer.dtype.name,
                         python_bound=False,
                     )
-                    writer.write_split(split, encoded)
+                    written = writer.write_split(split, encoded)
+                    written["documents_without_tokens"] = self.documents.documents(split) - written["documents"]
         finally:
             progress.close()
         return writer.close({"vocabulary_digest": vocabulary_digest(self.vocabulary)})
