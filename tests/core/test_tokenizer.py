@@ -225,3 +225,38 @@ def test_missing_vocab_path_raises(tmp_path):
         load_tokenizer(tmp_path / "nope.txt")
     with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_path"):
         load_tokenizer(tmp_path)  # an empty directory
+
+
+# ----------------------------------------------------------------------------- the whole alphabet (English and Chinese)
+def _held_out_unknown_rate(shared_dir, corpus, column, **train):
+    from bert_mlm.core.corpus import CorpusConfig, clean_documents, read_corpus
+
+    documents, _ = clean_documents(read_corpus(shared_dir / "corpora" / corpus, column), min_chars=1,
+                                   ratios=CorpusConfig().split_ratios)
+    tokenizer = train_wordpiece(documents.loc[documents["split"] == "train", "text"].tolist(), **train)
+    ids = np.concatenate(encode_documents(tokenizer, documents.loc[documents["split"] == "test", "text"].tolist()))
+    return tokenizer, float((ids == tokenizer.unk_token_id).mean())
+
+
+def test_a_chinese_vocabulary_keeps_its_characters(shared_dir, caplog):
+    tokenizer, unknown = _held_out_unknown_rate(shared_dir, "chnsenticorp/ChnSentiCorp_htl_all.csv", "review", vocab_size=8192)
+    assert unknown < 0.003  # held-out reviews; tokenizers' default cap of 1,000 characters gave 3.8 %
+    assert len(tokenizer) > 4000
+    # The corpus has fewer candidates than 8,192 (CJK characters never merge): said, with the reason.
+    assert "tokenizer.vocab_size: the vocabulary has" in caplog.text and "min_frequency=2" in caplog.text
+    capped, capped_unknown = _held_out_unknown_rate(shared_dir, "chnsenticorp/ChnSentiCorp_htl_all.csv", "review",
+                                                    vocab_size=8192, limit_alphabet=1000)
+    assert capped_unknown > 10 * unknown and len(capped) < len(tokenizer)
+
+
+def test_an_english_vocabulary_reaches_its_size(shared_dir):
+    tokenizer, unknown = _held_out_unknown_rate(shared_dir, "gutenberg", "text", vocab_size=8192)
+    assert len(tokenizer) == 8192 and unknown < 0.003
+
+
+def test_the_alphabet_needs_two_passes_over_a_stream():
+    texts = [f"text number {i} with a few words" for i in range(50)]
+    with pytest.raises(TypeError, match="callable"):
+        train_wordpiece(iter(texts), vocab_size=64, min_frequency=1)
+    from_callable = train_wordpiece(lambda: iter([texts[:25], texts[25:]]), vocab_size=64, min_frequency=1)
+    assert from_callable.get_vocab() == train_wordpiece(texts, vocab_size=64, min_frequency=1).get_vocab()

@@ -15,6 +15,9 @@ hang_at = int(sys.argv[4]) if len(sys.argv) > 4 else -1
 
 def run_trial(trial, values, report):
     if trial.number == hang_at:
+        # Announce the hang only once the trial's first heartbeat is stored (interval 1 s): a trial
+        # killed before any heartbeat has none to go stale, and Optuna never fails it.
+        time.sleep(1.5)
         print(f"hanging in trial {trial.number}", flush=True)
         time.sleep(3600)
     time.sleep(sleep)

@@ -7,8 +7,10 @@ only the special tokens), with ``[PAD]`` at id 0 and ``[CLS] $A [SEP]`` post-pro
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +19,8 @@ from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, process
 from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
+
+logger = logging.getLogger(__name__)
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
@@ -29,7 +33,7 @@ class TokenizerConfig:
     lowercase: bool = True
     strip_accents: bool | None = None  # None: strip when lowercasing, as BERT uncased does
     chinese_chars: bool = True
-    limit_alphabet: int = 1000
+    limit_alphabet: int | None = None  # None: every character that occurs min_frequency times
     # An existing vocabulary (vocab.txt or a tokenizer directory) instead of training one.
     vocab_path: str | None = None
     # Train the vocabulary on an evenly spread sample of about this many bytes of the train
@@ -45,6 +49,8 @@ class TokenizerConfig:
             )
         if not isinstance(self.min_frequency, int) or self.min_frequency < 1:
             raise ValueError(f"tokenizer.min_frequency: {self.min_frequency!r} must be a positive integer")
+        if self.limit_alphabet is not None and (not isinstance(self.limit_alphabet, int) or self.limit_alphabet < 1):
+            raise ValueError(f"tokenizer.limit_alphabet: {self.limit_alphabet!r} must be a positive integer (or null: no cap)")
         if self.training_sample_bytes is not None and (
             not isinstance(self.training_sample_bytes, int) or self.training_sample_bytes < 1_000_000
         ):
@@ -99,24 +105,57 @@ def _wrap(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None, chi
     return wrapped
 
 
+def _batches(texts: Iterable[str] | Iterable[list[str]]):
+    for item in texts:
+        yield [item] if isinstance(item, str) else item
+
+
+def alphabet_size(texts: Iterable[str] | Iterable[list[str]], normalizer, min_frequency: int) -> int:
+    """How many characters occur at least ``min_frequency`` times in ``texts`` once normalised
+    (lowercased, accents stripped, as the tokenizer sees them); whitespace does not count."""
+    counts: Counter = Counter()
+    for batch in _batches(texts):
+        for text in batch:
+            counts.update(text)
+    normalised: Counter = Counter()
+    for character, count in counts.items():
+        for piece in normalizer.normalize_str(character):
+            if not piece.isspace():
+                normalised[piece] += count
+    return sum(1 for count in normalised.values() if count >= min_frequency)
+
+
 def train_wordpiece(
-    texts: Iterable[str] | Iterable[list[str]],
+    texts: Iterable[str] | Iterable[list[str]] | Callable[[], Iterable],
     vocab_size: int = 8192,
     min_frequency: int = 2,
     lowercase: bool = True,
     strip_accents: bool | None = None,
     chinese_chars: bool = True,
-    limit_alphabet: int = 1000,
+    limit_alphabet: int | None = None,
     show_progress: bool = False,
 ) -> BertTokenizerFast:
     """Train a BERT-style WordPiece vocabulary on ``texts`` (strings, or batches of strings:
-    streamed, so the corpus need not fit in memory)."""
+    streamed, so the corpus need not fit in memory).
+
+    The initial alphabet holds every character that occurs ``min_frequency`` times, unless
+    ``limit_alphabet`` caps it: ``tokenizers``' own default cap of 1,000 characters loses most
+    of a Chinese corpus (10 % unknown tokens on four classical novels). Counting the alphabet
+    takes a first pass over ``texts``, so a stream must be given as a callable that starts it
+    anew (a list is read twice as it is).
+    """
     if vocab_size <= len(SPECIAL_TOKENS):
         raise VocabularyError(
             f"tokenizer.vocab_size: {vocab_size} must be larger than the "
             f"{len(SPECIAL_TOKENS)} special tokens {SPECIAL_TOKENS}"
         )
+    stream = texts if callable(texts) else (lambda: texts)
+    if not callable(texts) and not isinstance(texts, (list, tuple)) and limit_alphabet is None:
+        raise TypeError("train_wordpiece: give a list or a callable that yields the texts (the alphabet takes two passes)")
     tokenizer = _backend(WordPiece(unk_token=UNK), lowercase, strip_accents, chinese_chars)
+    counted = limit_alphabet is None
+    if counted:
+        limit_alphabet = alphabet_size(stream(), tokenizer.normalizer, min_frequency)
     trainer = WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
@@ -125,12 +164,21 @@ def train_wordpiece(
         continuing_subword_prefix="##",
         show_progress=show_progress,
     )
-    tokenizer.train_from_iterator(texts, trainer=trainer)
+    tokenizer.train_from_iterator(_batches(stream()), trainer=trainer)
     # The trainer picks the same pieces on every run but numbers them in a run-dependent order
     # (hash-map iteration); renumbering them (special tokens first, then by string) makes the
     # token ids, and so everything downstream, a function of the corpus alone.
     trained = tokenizer.get_vocab()
     ordered = list(SPECIAL_TOKENS) + sorted(t for t in trained if t not in SPECIAL_TOKENS)
+    if len(ordered) < vocab_size:
+        alphabet = (f"its {limit_alphabet} characters that occur at least tokenizer.min_frequency={min_frequency} times"
+                    if counted else f"tokenizer.limit_alphabet={limit_alphabet} characters")
+        logger.warning(
+            "tokenizer.vocab_size: the vocabulary has %d tokens, fewer than the %d asked for: the training text gives "
+            "%s, and no further pair of pieces occurs that often (CJK characters are never merged). "
+            "More text, or a lower tokenizer.min_frequency, gives more.",
+            len(ordered), vocab_size, alphabet,
+        )
     canonical = _backend(WordPiece(vocab={t: i for i, t in enumerate(ordered)}, unk_token=UNK), lowercase, strip_accents, chinese_chars)
     return _wrap(_with_bert_post_processor(canonical), lowercase, strip_accents, chinese_chars)
 

@@ -29,7 +29,7 @@ def build_tokenizer(corpus_documents: DocumentShards, tokenizer_params: dict) ->
     if config.training_sample_bytes and train_bytes > config.training_sample_bytes:
         fraction = config.training_sample_bytes / train_bytes
     tokenizer = train_wordpiece(
-        corpus_documents.iter_texts("train", fraction),
+        lambda: corpus_documents.iter_texts("train", fraction),
         vocab_size=config.vocab_size,
         min_frequency=config.min_frequency,
         lowercase=config.lowercase,
