@@ -38,7 +38,7 @@ def prepare(corpus: str, extra: str | None = None, max_length: int = 128, vocab_
     tokenizer = train_wordpiece(texts["train"], vocab_size=vocab_size)
     token_ids = {s: encode_documents(tokenizer, t) for s, t in texts.items()}
     if extra:
-        extra_documents, _ = clean_documents(read_corpus(extra), min_chars=1, deduplicate=False)
+        extra_documents, _ = clean_documents(read_corpus(extra), min_words=1, deduplicate=False)
         texts["extra"] = extra_documents["text"].tolist()
         token_ids["extra"] = encode_documents(tokenizer, texts["extra"])
     sequences = {

@@ -16,7 +16,7 @@ from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.distributed import DistributedConfig
 from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig
+from bert_mlm.core.model import ModelConfig, resolve_checkpoint
 from bert_mlm.core.params import build_config
 from bert_mlm.core.sequences import SequenceConfig
 from bert_mlm.core.tokenizer import TokenizerConfig
@@ -44,6 +44,8 @@ def validate_parameters(parameters: dict) -> None:
     built = {name: build_config(cls, parameters.get(name), name) for name, cls in SECTIONS.items()}
     evaluation_protocol(parameters.get("evaluation"))
     built["sequences"].check_fits(built["model"].max_position_embeddings)
+    if built["model"].init_from:  # a missing checkpoint fails here, before the data stages
+        resolve_checkpoint(built["model"].init_from)
     training = built["training"]
     resolve_precision(training.precision, resolve_device(training.device))
     validate_variants(parameters, built)

@@ -15,7 +15,6 @@ from bert_mlm.core.corpus import (
     assign_splits,
     builtin_corpus,
     clean_documents,
-    corpus_stats,
     decode_text,
     document_hash,
     normalise,
@@ -81,7 +80,7 @@ def test_clean_documents_drops_short_and_counts_exact_duplicates():
         RawText(source="one.txt", text=text),
         RawText(source="two.txt", text=long_b.replace(" ", "\n", 3)),  # wrapped duplicate of long_b
     ]
-    frame, report = clean_documents(items, min_chars=20, deduplicate=True)
+    frame, report = clean_documents(items, min_words=4, deduplicate=True)
     assert frame["text"].tolist() == [long_a, long_b]
     assert frame["source"].tolist() == ["one.txt", "one.txt"]
     assert frame["doc_hash"].tolist() == [document_hash(long_a), document_hash(long_b)]
@@ -94,20 +93,28 @@ def test_clean_documents_drops_short_and_counts_exact_duplicates():
 
 def test_clean_documents_without_deduplication_keeps_duplicates():
     text = "Exactly the same paragraph text.\n\nExactly the same paragraph text."
-    frame, report = clean_documents([RawText("x", text)], min_chars=5, deduplicate=False)
+    frame, report = clean_documents([RawText("x", text)], min_words=2, deduplicate=False)
     assert len(frame) == 2
     assert report.dropped_duplicates == 0
 
 
-def test_clean_documents_min_chars_boundary():
-    frame, report = clean_documents([RawText("x", "12345\n\n1234")], min_chars=5)
-    assert frame["text"].tolist() == ["12345"]
-    assert report.dropped_short == 1
+def test_clean_documents_min_words_boundary_counts_a_cjk_character_as_a_word():
+    text = "one two three four\n\none two three\n\n房间很干净。\n\n第一章\n\nWi-Fi 很快很好"
+    frame, report = clean_documents([RawText("x", text)], min_words=4)
+    assert frame["text"].tolist() == ["one two three four", "房间很干净。", "Wi-Fi 很快很好"]
+    assert report.dropped_short == 2
+
+
+def test_table_rows_are_kept_unless_empty():
+    rows = ["好", "很好！", "", "   ", "A fine stay."]
+    frame, report = clean_documents([RawText("t.csv", r, is_document=True) for r in rows], min_words=4)
+    assert frame["text"].tolist() == ["好", "很好！", "A fine stay."]
+    assert report.dropped_short == 2
 
 
 def test_clean_documents_table_rows_are_one_document_each():
     row = "first line of a row\n\nstill the same row\r\nafter a blank line"
-    frame, _ = clean_documents([RawText("t.csv", row, is_document=True)], min_chars=5)
+    frame, _ = clean_documents([RawText("t.csv", row, is_document=True)], min_words=5)
     assert frame["text"].tolist() == ["first line of a row still the same row after a blank line"]
 
 
@@ -209,7 +216,7 @@ def test_tables_read_their_text_column(tmp_path, suffix):
     items = read_corpus(path, text_column="body")
     assert [i.text for i in items] == TABLE_ROWS
     assert all(i.is_document and i.source == str(path) for i in items)
-    frame, report = clean_documents(items, min_chars=10)
+    frame, report = clean_documents(items, min_words=3)
     assert frame["text"].tolist() == [
         TABLE_ROWS[0],
         'Second row with "quotes" and a newline inside the cell.',
@@ -305,19 +312,9 @@ def test_bad_split_ratios_raise_naming_parameter(ratios):
         CorpusConfig(split_ratios=ratios)
 
 
-def test_corpus_config_rejects_bad_min_chars():
-    with pytest.raises(ValueError, match=r"corpus\.min_chars"):
-        CorpusConfig(min_chars=0)
-
-
-def test_corpus_stats_counts_per_split():
-    texts = _docs(300)
-    frame, report = clean_documents([RawText("s", t, is_document=True) for t in texts], min_chars=1)
-    frame["split"] = assign_splits(frame["doc_hash"].tolist(), {"train": 0.6, "valid": 0.2, "test": 0.2})
-    stats = corpus_stats(frame, report).set_index("split")
-    assert stats.loc["all", "documents"] == 300
-    assert sum(stats.loc[s, "documents"] for s in ("train", "valid", "test")) == 300
-    assert stats.loc["all", "characters"] == sum(len(t) for t in texts)
+def test_corpus_config_rejects_bad_min_words():
+    with pytest.raises(ValueError, match=r"corpus\.min_words"):
+        CorpusConfig(min_words=0)
 
 
 # ----------------------------------------------------------------------------- real data
@@ -329,7 +326,7 @@ def test_real_gutenberg_crlf_book_is_cleaned(shared_dir):
     assert len(frame) > 1000
     assert not frame["text"].str.contains("[\r\n]", regex=True).any()
     assert report.replaced_bytes == 0
-    assert (frame["text"].str.len() >= 20).all()
+    assert (frame["text"].str.split().str.len() >= 4).all()  # corpus.min_words
     assert frame["doc_hash"].is_unique
 
 

@@ -29,8 +29,8 @@ from bert_mlm.core.engine import DataConfig
 RATIOS = {"train": 0.8, "valid": 0.1, "test": 0.1}
 
 
-def write_shards(path, target, chunk_bytes=1 << 16, **corpus):
-    stream = DocumentStream(CorpusSource(str(path)), CorpusConfig(**{"split_ratios": RATIOS, **corpus}),
+def write_shards(path, target, chunk_bytes=1 << 16, text_column="text", **corpus):
+    stream = DocumentStream(CorpusSource(str(path), text_column), CorpusConfig(**{"split_ratios": RATIOS, **corpus}),
                             DataConfig(workers=1, chunk_bytes=chunk_bytes))
     stream.write(target)
     return DocumentShards(target), stream.report
@@ -72,7 +72,7 @@ def test_small_chunks_make_many_row_groups_and_parts(tmp_path):
     texts = [f"document number {i} " * 5 for i in range(2000)]
     for start in range(0, len(texts), 100):
         writer.write(clean_batch([RawText("s", t, is_document=True) for t in texts[start : start + 100]],
-                                 min_chars=1, ratios={"train": 1.0}))
+                                 min_words=1, ratios={"train": 1.0}))
     writer.close(CleaningReport(), {})
     shards = DocumentShards(tmp_path / "shards")
     assert len(shards.manifest["splits"]["train"]["parts"]) > 3
@@ -210,3 +210,13 @@ def test_raw_items_count_files_and_rows_not_chunks(tmp_path):
     corpus = mixed_corpus(tmp_path / "corpus")
     _, report = write_shards(corpus, tmp_path / "shards", chunk_bytes=1 << 16)
     assert report.raw_items == 3 + 300 + 300  # three text files, two tables of 300 rows
+
+
+def test_no_chinese_review_is_dropped_as_short(shared_data, tmp_path):
+    """Every non-empty row of a Chinese review table is a document (20 characters dropped 57 %)."""
+    path = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
+    shards, report = write_shards(path, tmp_path / "shards", chunk_bytes=1 << 20, text_column="review", deduplicate=False)
+    rows = pd.read_csv(path, dtype=str, keep_default_na=False)["review"]
+    non_empty = int((rows.str.strip() != "").sum())
+    assert shards.stats().set_index("split").loc["all", "documents"] == non_empty
+    assert report.dropped_short == len(rows) - non_empty

@@ -172,3 +172,20 @@ def test_training_flops_per_token_matches_torch_flop_counter(tiny_tokenizer):
         (loss_sum / count).backward()
     expected = training_flops_per_token(model.config, inputs.shape[1], masked_fraction) * inputs.numel()
     assert counter.get_total_flops() == pytest.approx(expected, rel=0.02)
+
+
+# ----------------------------------------------------------------------------- checkpoints by path or Hub id
+def test_a_checkpoint_is_a_directory_or_a_hub_id_with_one_offline_message(tmp_path, monkeypatch):
+    from bert_mlm.core.model import resolve_checkpoint
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    assert resolve_checkpoint(tmp_path / "model") == str(tmp_path / "model")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"model\.init_from: '.*empty' is not a model directory"):
+        resolve_checkpoint(tmp_path / "empty")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-cache"))  # an empty cache
+    with pytest.raises(ValueError, match=r"model\.init_from: 'bert-base-chinese' is neither a local model directory "
+                                         r"nor in the Hugging Face cache.*huggingface-cli download bert-base-chinese"):
+        resolve_checkpoint("bert-base-chinese")

@@ -103,12 +103,12 @@ def test_streamed_store_has_the_token_ids_of_the_in_memory_path(shared_data, tmp
     path = shared_data / "corpora" / corpus
     tokenizer = load_tokenizer(shared_data / "vocab" / vocab)
     data = DataConfig(workers=2, chunk_bytes=1 << 18)
-    DocumentStream(CorpusSource(str(path), column), CorpusConfig(min_chars=5), data).write(tmp_path / "documents")
+    DocumentStream(CorpusSource(str(path), column), CorpusConfig(min_words=2), data).write(tmp_path / "documents")
     shards = DocumentShards(tmp_path / "documents")
     EncodingJob(shards, tokenizer.backend_tokenizer.to_str(), tokenizer.get_vocab(), tokenizer.sep_token_id,
                 data).write(tmp_path / "store")
     store = TokenStore(tmp_path / "store")
-    documents, _ = clean_documents(read_corpus(path, column), min_chars=5, ratios=CorpusConfig().split_ratios)
+    documents, _ = clean_documents(read_corpus(path, column), min_words=2, ratios=CorpusConfig().split_ratios)
     for split in SPLITS:
         texts = documents.loc[documents["split"] == split, "text"].tolist()
         expected = encode_documents(tokenizer, texts)

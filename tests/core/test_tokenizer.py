@@ -231,7 +231,7 @@ def test_missing_vocab_path_raises(tmp_path):
 def _held_out_unknown_rate(shared_dir, corpus, column, **train):
     from bert_mlm.core.corpus import CorpusConfig, clean_documents, read_corpus
 
-    documents, _ = clean_documents(read_corpus(shared_dir / "corpora" / corpus, column), min_chars=1,
+    documents, _ = clean_documents(read_corpus(shared_dir / "corpora" / corpus, column), min_words=1,
                                    ratios=CorpusConfig().split_ratios)
     tokenizer = train_wordpiece(documents.loc[documents["split"] == "train", "text"].tolist(), **train)
     ids = np.concatenate(encode_documents(tokenizer, documents.loc[documents["split"] == "test", "text"].tolist()))

@@ -167,3 +167,35 @@ def test_training_node_runs_data_parallel(project_copy, monkeypatch):
     assert len(list((data / "06_models" / "masked_lm").iterdir())) == 1  # the model was written once
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
     assert metrics["eval_masked_tokens"] > 0
+
+
+@pytest.fixture
+def tiny_chinese_bert(shared_data, tmp_path) -> Path:
+    """A small BERT with the bert-base-chinese vocabulary, saved as a checkpoint directory."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    from bert_mlm.core.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(shared_data / "vocab" / "bert-base-chinese.vocab.txt")
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id)
+    directory = tmp_path / "tiny-chinese-bert"
+    BertForMaskedLM(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.mark.slow
+def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(project_copy, monkeypatch, shared_data, tiny_chinese_bert):
+    """`--params model.init_from=<checkpoint>`: no vocabulary is trained; the checkpoint's own
+    tokenizer encodes the corpus (Chinese reviews here) and the trained model keeps its vocabulary."""
+    reviews = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
+    run_session(project_copy, monkeypatch, **{"corpus.path": str(reviews), "corpus.text_column": "review",
+                                              "model.init_from": str(tiny_chinese_bert), "tuning.n_trials": 0})
+    data = project_copy / "data"
+    tokenizer = AutoTokenizer.from_pretrained(latest(data / "06_models" / "tokenizer"))
+    assert tokenizer.get_vocab() == AutoTokenizer.from_pretrained(tiny_chinese_bert).get_vocab()
+    stats = pd.read_csv(latest(data / "08_reporting" / "tokenization_stats.csv")).set_index("split")
+    assert stats.loc["all", "unknown_rate"] < 0.01
+    model = AutoModelForMaskedLM.from_pretrained(latest(data / "06_models" / "masked_lm"))
+    assert model.config.vocab_size == 21128 and model.config.hidden_size == 32

@@ -77,3 +77,12 @@ def test_auto_precision_falls_back_to_fp32_on_cpu_with_a_log(base_parameters, ca
     with caplog.at_level("INFO"):
         validate_parameters(with_override(base_parameters, "training.precision", "auto"))
     assert "using fp32" in caplog.text
+
+
+@pytest.mark.parametrize("env", ["smoke", "gpu", "zh"])
+def test_every_shipped_environment_is_valid(project_root, env, monkeypatch):
+    if env == "gpu":  # resolving the device would refuse cuda here; the rest must hold
+        monkeypatch.setattr("bert_mlm.hooks.resolve_device", lambda requested: torch.device("cpu"))
+    loader = OmegaConfigLoader(str(project_root / "conf"), base_env="base", default_run_env=env,
+                               merge_strategy={"parameters": "soft"})
+    validate_parameters(dict(loader["parameters"]))

@@ -16,7 +16,7 @@ from bert_mlm.datasets.corpus import CorpusDataset
 from bert_mlm.datasets.data import DocumentShardsDataset
 from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus, summarise_corpus
 
-PARAMS = {"min_chars": 20}
+PARAMS = {"min_words": 4}
 
 
 def ingest(path: Path, **params) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -59,7 +59,7 @@ def test_a_100_mb_line_without_newline_becomes_bounded_documents(tmp_path):
     path.write_bytes(word * (100 * 2**20 // len(word)))
     started = time.perf_counter()
     items = read_corpus(path)
-    documents, report = clean_documents(items, min_chars=20, deduplicate=False, max_chars=100_000)
+    documents, report = clean_documents(items, min_words=4, deduplicate=False, max_chars=100_000)
     assert time.perf_counter() - started < 120
     assert len(documents) > 1000
     assert documents["text"].str.len().max() <= 100_000
@@ -78,7 +78,7 @@ def test_corpus_without_any_training_document(tmp_path):
     # One document that hashes into valid/test: nothing to train on.
     for salt in range(100):
         text = f"A lone paragraph of sufficient length number {salt}."
-        documents, _ = clean_documents([RawText("x", text)], min_chars=5)
+        documents, _ = clean_documents([RawText("x", text)], min_words=2)
         from bert_mlm.core.corpus import assign_splits
 
         if assign_splits(documents["doc_hash"].tolist(), {"train": 0.9, "valid": 0.05, "test": 0.05}) != ["train"]:
@@ -132,4 +132,4 @@ def test_bad_vocabulary_files(tmp_path, lines, message):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_path: .*" + message):
-        build_tokenizer(pd.DataFrame({"text": [], "split": []}), {"vocab_path": str(vocab)})
+        build_tokenizer(None, {"vocab_path": str(vocab)}, {})  # no documents are read for a given vocabulary

@@ -50,7 +50,9 @@ class CorpusConfig:
     # ``--params corpus.path=...``); they are listed here so that those overrides validate.
     path: str | None = None
     text_column: str = "text"
-    min_chars: int = 20
+    # Paragraphs of text files with fewer words are dropped (headings, page numbers); a CJK
+    # character counts as a word. Table rows are documents as they are: dropped only when empty.
+    min_words: int = 4
     # Longer paragraphs (a file without blank lines, a 100 MB line) are cut at whitespace into
     # documents of at most this many characters, so one giant line cannot exhaust memory later.
     max_document_chars: int = 100_000
@@ -59,13 +61,10 @@ class CorpusConfig:
     split_salt: str = ""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.min_chars, int) or self.min_chars < 1:
-            raise ValueError(f"corpus.min_chars: {self.min_chars!r} must be a positive integer")
-        if not isinstance(self.max_document_chars, int) or self.max_document_chars < max(self.min_chars, 100):
-            raise ValueError(
-                f"corpus.max_document_chars: {self.max_document_chars!r} must be an integer >= 100 "
-                "and >= corpus.min_chars"
-            )
+        if not isinstance(self.min_words, int) or isinstance(self.min_words, bool) or self.min_words < 1:
+            raise ValueError(f"corpus.min_words: {self.min_words!r} must be a positive integer")
+        if not isinstance(self.max_document_chars, int) or self.max_document_chars < 100:
+            raise ValueError(f"corpus.max_document_chars: {self.max_document_chars!r} must be an integer >= 100")
         validate_split_ratios(dict(self.split_ratios))
 
 
@@ -443,9 +442,22 @@ class CleanedBatch:
     sources_seen: tuple[str, ...] = ()
 
 
+# Han (with extensions and compatibility ideographs), kana and Hangul syllables: scripts written
+# without spaces between words, where one character carries about a word.
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]")
+
+
+def has_words(text: str, count: int) -> bool:
+    """Whether ``text`` holds at least ``count`` words: whitespace-separated tokens, a CJK
+    character counting as one ("房间很干净" is five, "two words" two)."""
+    if _CJK.search(text) is None:
+        return len(text.split(None, count - 1)) >= count  # stops splitting once there are enough
+    return len(_CJK.findall(text)) + len(_CJK.sub(" ", text).split()) >= count
+
+
 def clean_batch(
     items: Sequence[RawText],
-    min_chars: int = 20,
+    min_words: int = 4,
     max_chars: int = 100_000,
     ratios: dict[str, float] | None = None,
     salt: str = "",
@@ -465,8 +477,8 @@ def clean_batch(
         replaced += item.replaced_bytes
         paragraphs = [join_paragraph(normalise(item.text))] if item.is_document else split_paragraphs(item.text)
         for paragraph in (piece for p in paragraphs for piece in chunk_text(p, max_chars)):
-            if len(paragraph) < min_chars:
-                dropped_short += 1
+            if not paragraph if item.is_document else not has_words(paragraph, min_words):
+                dropped_short += 1  # a table row only when it is empty
                 continue
             encoded = paragraph.encode("utf-8")
             sources.append(item.source)
@@ -559,7 +571,7 @@ def stream_documents(
 
 def clean_documents(
     items: Iterable[RawText],
-    min_chars: int = 20,
+    min_words: int = 4,
     deduplicate: bool = True,
     max_chars: int = 100_000,
     ratios: dict[str, float] | None = None,
@@ -570,7 +582,7 @@ def clean_documents(
     :func:`stream_documents` into document shards instead."""
     report = CleaningReport()
     items = list(items)
-    batches = list(stream_documents([clean_batch(items, min_chars, max_chars, ratios, salt)], deduplicate, report))
+    batches = list(stream_documents([clean_batch(items, min_words, max_chars, ratios, salt)], deduplicate, report))
     batch = batches[0]
     frame = pd.DataFrame(
         {
@@ -622,24 +634,3 @@ def assign_splits(hashes: Sequence[str], ratios: dict[str, float], salt: str = "
     """
     edges = _split_edges(ratios)
     return [SPLITS[_split_of(digest, edges, salt)] for digest in hashes]
-
-
-def corpus_stats(documents: pd.DataFrame, report: CleaningReport) -> pd.DataFrame:
-    """One row per split plus ``all``: documents and characters, and the cleaning counts."""
-    rows = []
-    for name in (*SPLITS, "all"):
-        part = documents if name == "all" else documents[documents["split"] == name]
-        rows.append(
-            {
-                "split": name,
-                "documents": int(len(part)),
-                "characters": int(part["text"].str.len().sum()),
-                "sources": int(part["source"].nunique()),
-            }
-        )
-    stats = pd.DataFrame(rows)
-    stats["replaced_bytes"] = report.replaced_bytes
-    stats["duplicates_dropped"] = report.dropped_duplicates
-    stats["short_dropped"] = report.dropped_short
-    return stats
-

@@ -332,7 +332,7 @@ class DocumentStream:
         try:
             with open_engine(self.data) as engine:
                 cleaned = engine.map_ordered(
-                    clean_batch, raw_batches(), config.min_chars, config.max_document_chars,
+                    clean_batch, raw_batches(), config.min_words, config.max_document_chars,
                     dict(config.split_ratios), config.split_salt,
                 )
                 manifest = write_document_shards(
@@ -346,7 +346,7 @@ class DocumentStream:
         if documents == 0:
             raise CorpusError(
                 f"corpus.path: the corpus is empty after cleaning ({self.report.raw_items} raw item(s), "
-                f"{self.report.dropped_short} shorter than corpus.min_chars={config.min_chars})"
+                f"{self.report.dropped_short} with fewer than corpus.min_words={config.min_words} words, or empty rows)"
             )
         if splits["train"]["documents"] == 0:
             raise CorpusError(

@@ -66,18 +66,48 @@ def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: i
     return model
 
 
+def resolve_checkpoint(name: str | os.PathLike) -> str:
+    """A local model directory, or a Hugging Face Hub id (``bert-base-chinese``) found in the
+    local cache or, when the Hub is reachable, downloaded into it. Offline, a missing checkpoint
+    gets one message that says what to do, not a traceback."""
+    text = str(name)
+    directory = Path(text).expanduser()
+    if directory.is_dir():
+        if not (directory / "config.json").is_file():
+            raise FileNotFoundError(f"model.init_from: {text!r} is not a model directory (no config.json)")
+        return str(directory)
+    from huggingface_hub import snapshot_download
+
+    patterns = ["*.json", "*.txt", "*.safetensors", "*.model"]
+    try:
+        return snapshot_download(text, local_files_only=True, allow_patterns=patterns)
+    except Exception as cached_error:  # noqa: BLE001 - not in the cache (or not a valid id): try the Hub
+        if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+            raise ValueError(_offline_message(text)) from cached_error
+    try:
+        return snapshot_download(text, allow_patterns=patterns)
+    except Exception as error:  # noqa: BLE001 - network, unknown repository, gated model: one message
+        raise ValueError(f"{_offline_message(text)} ({type(error).__name__}: {str(error).splitlines()[0][:200]})") from error
+
+
+def _offline_message(name: str) -> str:
+    return (
+        f"model.init_from: {name!r} is neither a local model directory nor in the Hugging Face cache, and it "
+        f"could not be downloaded. Where the Hub is reachable, run `huggingface-cli download {name}` (or set "
+        "HF_HOME to a cache that holds it), or give the path of a saved model directory"
+    )
+
+
 def load_for_continued_pretraining(
     path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase, attn_implementation: str = "eager"
 ) -> BertForMaskedLM:
-    directory = Path(path)
-    if not (directory / "config.json").is_file():
-        raise FileNotFoundError(f"model.init_from: {str(directory)!r} is not a model directory (no config.json)")
-    model = BertForMaskedLM.from_pretrained(str(directory), attn_implementation=attn_implementation)
+    directory = resolve_checkpoint(path)
+    model = BertForMaskedLM.from_pretrained(directory, attn_implementation=attn_implementation)
     if model.config.vocab_size != len(tokenizer):
         raise ValueError(
-            f"model.init_from: the checkpoint {str(directory)!r} has a vocabulary of "
+            f"model.init_from: the checkpoint {str(path)!r} has a vocabulary of "
             f"{model.config.vocab_size} tokens but the tokenizer has {len(tokenizer)}; "
-            "load the checkpoint's own vocabulary (tokenizer.vocab_path) instead of training one"
+            "leave tokenizer.vocab_path empty to use the checkpoint's own vocabulary"
         )
     if model.config.pad_token_id not in (None, tokenizer.pad_token_id):
         raise ValueError(

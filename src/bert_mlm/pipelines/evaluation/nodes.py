@@ -58,7 +58,7 @@ def evaluate_masked_lm(
 
     if not extra_eval_corpus.is_empty:
         items = (item for batch in extra_eval_corpus.batches() for item in batch)
-        documents, _ = clean_documents(items, min_chars=1, deduplicate=False)
+        documents, _ = clean_documents(items, min_words=1, deduplicate=False)
         encoded = encode_documents(tokenizer, documents["text"].tolist())
         extra_sequences = build_sequences(encoded, sequence_config.mode, sequence_config.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
         extra_set = prepare_evaluation_set(extra_sequences, collator, ids.mask, ids.replacement, protocol)

@@ -9,6 +9,7 @@ from transformers import PreTrainedTokenizerFast
 
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.engine import DataConfig
+from bert_mlm.core.model import ModelConfig, resolve_checkpoint
 from bert_mlm.core.params import build_config
 from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
 from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordpiece
@@ -16,13 +17,16 @@ from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordp
 logger = logging.getLogger(__name__)
 
 
-def build_tokenizer(corpus_documents: DocumentShards, tokenizer_params: dict) -> PreTrainedTokenizerFast:
+def build_tokenizer(corpus_documents: DocumentShards, tokenizer_params: dict, model_params: dict) -> PreTrainedTokenizerFast:
     """Train a WordPiece vocabulary on the train split (streamed; on an evenly spread sample of
-    ``tokenizer.training_sample_bytes`` when the split is larger), or load ``tokenizer.vocab_path``."""
+    ``tokenizer.training_sample_bytes`` when the split is larger), or load ``tokenizer.vocab_path``,
+    or, for continued pretraining (``model.init_from``), the checkpoint's own tokenizer."""
     config = build_config(TokenizerConfig, tokenizer_params, "tokenizer")
-    if config.vocab_path:
-        tokenizer = load_tokenizer(config.vocab_path, config.lowercase, config.strip_accents, config.chinese_chars)
-        logger.info("Loaded a vocabulary of %d tokens from %s", len(tokenizer), config.vocab_path)
+    init_from = build_config(ModelConfig, model_params, "model").init_from
+    source = config.vocab_path or (resolve_checkpoint(init_from) if init_from else None)
+    if source:
+        tokenizer = load_tokenizer(source, config.lowercase, config.strip_accents, config.chinese_chars)
+        logger.info("Loaded a vocabulary of %d tokens from %s", len(tokenizer), config.vocab_path or init_from)
         return tokenizer
     train_bytes = corpus_documents.utf8_bytes("train")
     fraction = None

@@ -8,7 +8,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 build_tokenizer,
-                inputs=["corpus_documents", "params:tokenizer"],
+                inputs=["corpus_documents", "params:tokenizer", "params:model"],
                 outputs="tokenizer",
                 name="build_tokenizer",
                 tags=["tokenization", "data"],
