@@ -237,7 +237,7 @@ def test_indexed_sequences_read_from_the_store_equal_the_built_ones(tmp_path, mo
     # Packed sequences are contiguous slices of the stream: the index holds no token.
     if mode == "packed":
         assert not indexed.index.add_sep.any()
-    assert indexed.head(5).lengths.tolist() == indexed.lengths[:5].tolist()
+    assert indexed[:5].lengths.tolist() == indexed.lengths[:5].tolist()
 
 
 def test_index_refuses_another_store(tmp_path, tiny_tokenizer):

@@ -441,6 +441,17 @@ class CleanedBatch:
     dropped_short: int = 0
     sources_seen: tuple[str, ...] = ()
 
+    def take(self, indices: np.ndarray) -> CleanedBatch:
+        """The documents at ``indices`` (the batch's counts stay with the batch)."""
+        return replace(
+            self,
+            sources=[self.sources[i] for i in indices],
+            texts=[self.texts[i] for i in indices],
+            hashes=self.hashes[indices],
+            splits=self.splits[indices],
+            utf8_bytes=self.utf8_bytes[indices],
+        )
+
 
 # Han (with extensions and compatibility ideographs), kana and Hangul syllables: scripts written
 # without spaces between words, where one character carries about a word.
@@ -555,14 +566,7 @@ def stream_documents(
             keep = np.flatnonzero(seen.first_occurrences(batch.hashes))
             report.dropped_duplicates += len(batch.hashes) - len(keep)
             if len(keep) < len(batch.hashes):
-                batch = replace(
-                    batch,
-                    sources=[batch.sources[i] for i in keep],
-                    texts=[batch.texts[i] for i in keep],
-                    hashes=batch.hashes[keep],
-                    splits=batch.splits[keep],
-                    utf8_bytes=batch.utf8_bytes[keep],
-                )
+                batch = batch.take(keep)
         for source in batch.sources:
             report.per_source[source] += 1
         yield batch

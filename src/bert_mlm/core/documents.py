@@ -80,13 +80,7 @@ class DocumentShardWriter:
             chosen = np.flatnonzero(batch.splits == code)
             if not len(chosen):
                 continue
-            part = CleanedBatch(
-                sources=[batch.sources[i] for i in chosen],
-                texts=[batch.texts[i] for i in chosen],
-                hashes=batch.hashes[chosen],
-                splits=batch.splits[chosen],
-                utf8_bytes=batch.utf8_bytes[chosen],
-            )
+            part = batch.take(chosen)
             counts = self.counts[split]
             counts.documents += len(chosen)
             counts.characters += sum(map(len, part.texts))
@@ -172,8 +166,6 @@ def write_json(path: Path, data: dict) -> None:
 def _json_default(value):
     if isinstance(value, np.generic):
         return value.item()
-    if hasattr(value, "__dataclass_fields__"):
-        return asdict(value)
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
@@ -196,6 +188,7 @@ class DocumentShards:
     def __init__(self, directory: str | os.PathLike):
         self.directory = Path(directory)
         self.manifest = read_manifest(self.directory, FORMAT, "corpus_documents")
+        self._files: dict[str, pq.ParquetFile] = {}  # each part's footer is read once
         for split in SPLITS:
             for part in self.manifest["splits"][split]["parts"]:
                 if not (self.directory / part).is_file():
@@ -221,9 +214,12 @@ class DocumentShards:
         return groups
 
     def _open(self, part: str) -> pq.ParquetFile:
+        if part in self._files:
+            return self._files[part]
         path = self.directory / part
         try:
-            return pq.ParquetFile(path)
+            opened = self._files[part] = pq.ParquetFile(path)
+            return opened
         except (OSError, pa.ArrowInvalid) as error:
             raise CorpusError(f"corpus_documents: the shard {str(path)!r} is truncated or not Parquet: {error}") from error
 

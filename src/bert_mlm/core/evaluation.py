@@ -120,7 +120,7 @@ def prepare_evaluation_set(
     if not len(sequences):
         raise ValueError("evaluation: there are no held-out sequences to evaluate on")
     if config.max_sequences:
-        sequences = sequences.head(config.max_sequences) if hasattr(sequences, "head") else sequences[: config.max_sequences]
+        sequences = sequences[: config.max_sequences]
     if int(sequence_lengths(sequences).max()) > collator.max_length:
         raise ValueError(f"evaluation: a sequence exceeds sequences.max_length={collator.max_length}")
     return StreamedEvaluationSet(sequences, collator, mask_token_id, replacement_ids, config)
@@ -171,14 +171,7 @@ def most_frequent_token(train: Sequence[np.ndarray] | np.ndarray, special_ids: S
     if isinstance(train, np.ndarray) and train.ndim == 1 and train.dtype.kind in "iu":
         counts = train.astype(np.int64, copy=True)
     else:
-        counts = np.zeros(0, dtype=np.int64)
-        for ids in train:
-            found = np.bincount(np.asarray(ids, dtype=np.int64))
-            if len(found) > len(counts):
-                found[: len(counts)] += counts
-                counts = found
-            else:
-                counts[: len(found)] += found
+        counts = np.bincount(np.concatenate([np.asarray(ids, dtype=np.int64) for ids in train] or [np.zeros(0, np.int64)]))
     special = [t for t in special_ids if t < len(counts)]
     counts[special] = 0
     if not len(counts) or counts.max() == 0:

@@ -61,10 +61,8 @@ class SplitIndex:
     def lengths(self) -> np.ndarray:
         return self.counts.astype(np.int32) + 1 + self.add_sep
 
-    def head(self, count: int | None) -> SplitIndex:
-        if count is None:
-            return self
-        return SplitIndex(self.starts[:count], self.counts[:count], self.add_sep[:count])
+    def __getitem__(self, part: slice) -> SplitIndex:
+        return SplitIndex(self.starts[part], self.counts[part], self.add_sep[part])
 
 
 def _count_dtype(max_length: int) -> np.dtype:
@@ -129,8 +127,8 @@ class IndexedSequences(Sequence):
         return self._lengths
 
     def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
+        if isinstance(i, slice):  # a view of those sequences, not their tokens
+            return IndexedSequences(self.split, self.index[i], self.cls_id, self.sep_id)
         start, count, add_sep = int(self.index.starts[i]), int(self.index.counts[i]), bool(self.index.add_sep[i])
         sequence = np.empty(1 + count + add_sep, dtype=np.int32)
         sequence[0] = self.cls_id
@@ -138,9 +136,6 @@ class IndexedSequences(Sequence):
         if add_sep:
             sequence[-1] = self.sep_id
         return sequence
-
-    def head(self, count: int | None) -> IndexedSequences:
-        return self if count is None else IndexedSequences(self.split, self.index.head(count), self.cls_id, self.sep_id)
 
     @property
     def fingerprint(self) -> str:

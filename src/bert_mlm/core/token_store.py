@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from tokenizers import Tokenizer
 
 from bert_mlm.core.corpus import SPLITS, CorpusError
@@ -313,8 +314,6 @@ class EncodingJob:
 def token_store_stats(store: TokenStore, unk_id: int, vocab_size: int):
     """Per split and ``all``: documents, tokens (without separators), unknown tokens and rate,
     and the bytes the store spends per token."""
-    import pandas as pd
-
     rows = []
     for split in (*SPLITS, "all"):
         names = SPLITS if split == "all" else (split,)

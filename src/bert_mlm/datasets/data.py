@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -104,6 +103,3 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
             })
 
         self._write_directory(fill)
-
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "version": self._version}
