@@ -25,15 +25,17 @@ import scaling
 import tokenization
 import torch
 import training_throughput
+import whole_word
 from _data import prepare
 from _timing import fp32_matmul_peak, machine_info
 
-SECTIONS = ("tokenization", "masking", "training", "levers", "quality", "scaling", "end_to_end")
+SECTIONS = ("tokenization", "masking", "whole_word", "training", "levers", "quality", "scaling", "end_to_end")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default="../shared/corpora/gutenberg")
+    parser.add_argument("--shared", default="../shared", help="the shared data (whole_word: Gutenberg and ChnSentiCorp)")
     parser.add_argument("--extra-eval", default="../shared/corpora/wikitext-2-raw/wiki.valid.raw")
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, of {', '.join(SECTIONS)}")
     parser.add_argument("--quick", action="store_true", help="few repeats and steps: checks the suite runs, not a measurement")
@@ -70,6 +72,9 @@ def main() -> None:
             tables.append(tokenization.run(prepared, repeats=repeats + 2))
         elif section == "masking":
             tables += masking.run(prepared, repeats=repeats + 2, batches=20 if args.quick else 100)
+        elif section == "whole_word":
+            tables += whole_word.run(args.shared, repeats=repeats + 2, steps=10 if args.quick else 300,
+                                     seeds=1 if args.quick else 2)
         elif section == "training":
             tables.append(training_throughput.run(prepared, **size, steps=6 if args.quick else 15, repeats=repeats))
         elif section == "levers":

@@ -15,6 +15,7 @@ from bert_mlm.core.evaluation import (
     baseline_accuracy,
     evaluate,
     fill_mask_examples,
+    fill_mask_sentences_from,
     most_frequent_token,
     prepare_evaluation_set,
 )
@@ -224,3 +225,36 @@ def test_fill_mask_examples(tiny_tokenizer, model):
 def test_fill_mask_examples_requires_a_mask(tiny_tokenizer, model):
     with pytest.raises(ValueError, match=r"evaluation\.fill_mask_sentences"):
         fill_mask_examples(model, tiny_tokenizer, ["The [MASK] is here.", "No mask in this one."])
+
+
+@pytest.mark.parametrize(("corpus", "column", "vocab"), [
+    ("gutenberg/austen-persuasion.txt", None, "bert-base-uncased.vocab.txt"),
+    ("chnsenticorp/ChnSentiCorp_htl_all.csv", "review", "bert-base-chinese.vocab.txt"),
+])
+def test_fill_mask_sentences_come_from_the_data_with_the_true_word(shared_dir, corpus, column, vocab):
+    import pandas as pd
+
+    from bert_mlm.core.corpus import cjk_characters
+    from bert_mlm.core.tokenizer import load_tokenizer
+
+    path = shared_dir / "corpora" / corpus
+    texts = (pd.read_csv(path)[column].dropna().astype(str).tolist()[:500] if column
+             else path.read_text(encoding="utf-8").split("\n\n")[200:700])
+    tokenizer = load_tokenizer(shared_dir / "vocab" / vocab)
+    sentences, answers = fill_mask_sentences_from(texts, tokenizer, count=4, seed=3)
+    assert len(sentences) == len(answers) == 4
+    assert (sentences, answers) == fill_mask_sentences_from(texts, tokenizer, count=4, seed=3)
+    for sentence, answer in zip(sentences, answers, strict=True):
+        assert sentence.count("[MASK]") == 1 and answer.isalpha()
+        original = sentence.replace("[MASK]", answer)
+        assert any(original in " ".join(t.split()) for t in texts)
+        assert len(tokenizer.tokenize(answer)) == 1  # one [MASK] can hold it
+        if column:  # Chinese: a character of the review, in Chinese
+            assert cjk_characters(answer) == 1 and cjk_characters(sentence) > 4
+    model = build_model(ModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),
+                        tokenizer, seed=0)
+    examples = fill_mask_examples(model, tokenizer, sentences, top_k=len(tokenizer), answers=answers)
+    for example, answer in zip(examples, answers, strict=True):
+        assert example["answer"] == answer
+        rank = example["answer_rank"]  # every token is in this top-k, so the true word has a rank
+        assert rank is not None and example["predictions"][rank - 1]["token"].lower() == answer.lower()

@@ -183,3 +183,64 @@ def test_validate_masking_prefix_and_valid_edges():
     MaskingConfig(0.5, 1.0, 0.0)
     MaskingConfig(0.01, 0.0, 1.0)
     MaskingConfig(0.15, 0.7, 0.3)
+
+
+def _words(ids, special, seed=7, continue_share=0.4):
+    """Word starts for a batch: about ``continue_share`` of the tokens continue the word before."""
+    g = torch.Generator().manual_seed(seed)
+    starts = (torch.rand(ids.shape, generator=g) >= continue_share) | (special == 1)
+    starts[:, 1:] |= special[:, :-1] == 1
+    starts[:, 0] = True
+    return starts
+
+
+@pytest.mark.parametrize("probability", [0.15, 0.4])
+def test_whole_word_selection_keeps_the_share_and_moves_words_together(batch, replacement, probability):
+    ids, special, _ = batch
+    starts = _words(ids, special)
+    config = MaskingConfig(probability, whole_word=True)
+    masked, labels = mask_tokens(ids, special, MASK, replacement, config, mask_generator(0, 0, 0), starts)
+    selected = labels != IGNORE_INDEX
+    maskable = special == 0
+    assert not (selected & ~maskable).any()
+    assert abs(selected.sum().item() / maskable.sum().item() - probability) < 0.01
+    continuing = ~starts & maskable
+    assert continuing.sum() > 0.3 * maskable.sum()
+    assert torch.equal(selected[continuing], torch.roll(selected, 1, 1)[continuing])  # all pieces or none
+    # One fate per word: a continuing piece is [MASK] exactly when its word's previous piece is.
+    is_mask = masked == MASK
+    both = continuing & selected
+    assert torch.equal(is_mask[both], torch.roll(is_mask, 1, 1)[both])
+    kept = masked == ids
+    assert (kept[both] == torch.roll(kept, 1, 1)[both]).float().mean() > 0.999  # random == original, rarely
+    n = selected.sum().item()
+    assert abs(is_mask[selected].sum().item() / n - 0.8) < 0.01
+
+
+def test_whole_word_without_multi_piece_words_is_token_level(small_batch, replacement):
+    ids, special, _ = small_batch
+    every_token_a_word = torch.ones(ids.shape, dtype=torch.bool)
+    token = _mask(small_batch, replacement, MaskingConfig(0.3))
+    whole = mask_tokens(ids, special, MASK, replacement, MaskingConfig(0.3, whole_word=True),
+                        mask_generator(0, 0, 0), every_token_a_word)
+    assert torch.equal(token[0], whole[0]) and torch.equal(token[1], whole[1])
+
+
+def test_whole_word_masks_are_a_function_of_seed_epoch_batch(small_batch, replacement):
+    ids, special, _ = small_batch
+    starts = _words(ids, special)
+    config = MaskingConfig(whole_word=True)
+    first = mask_tokens(ids, special, MASK, replacement, config, mask_generator(3, 1, 2), starts)
+    again = mask_tokens(ids, special, MASK, replacement, config, mask_generator(3, 1, 2), starts)
+    other = mask_tokens(ids, special, MASK, replacement, config, mask_generator(3, 2, 2), starts)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    assert not torch.equal(first[1], other[1])
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("whole_word", "yes", r"masking\.whole_word: 'yes' must be true or false"),
+    ("word_segmenter", "spaces", r"masking\.word_segmenter: 'spaces' is not one of"),
+])
+def test_whole_word_parameters_are_validated(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        MaskingConfig(**{field: value})

@@ -264,3 +264,47 @@ def test_batches_are_views_of_one_order():
     assert len(batches) == 32 and len(batches[::2]) == 16
     assert batches[::2][1].tolist() == batches[2].tolist()
     assert batches[3].base is not None  # a view, not a copy
+
+
+# ----------------------------------------------------------------------------- word starts (whole-word masking)
+def test_collator_word_starts_from_hash_pieces_and_stored_bits():
+    hashes = [10, 11]  # "##" pieces
+    collator = Collator(PAD, SPECIALS, 16, whole_word=True, continuation_ids=hashes)
+    rows = [np.array([CLS, 10, 5, 11, 6, 7, SEP], np.int32), np.array([CLS, 5, 6, SEP], np.int32)]
+    stored = [np.array([0, 0, 0, 0, 1, 0, 0], bool), np.zeros(4, bool)]
+    batch = collator(rows, stored)
+    starts = batch["word_starts"]
+    assert starts.shape == batch["input_ids"].shape and starts.dtype == torch.bool
+    # [CLS] | ##10 (cut after [CLS]: starts a word) | 5 ##11 6 (stored: continues) | 7 | [SEP] | pads
+    assert starts[0, :8].tolist() == [True, True, True, False, False, True, True, True]
+    assert starts[1, :4].all()
+    assert "word_starts" not in Collator(PAD, SPECIALS, 16)(rows)
+    assert Collator(PAD, SPECIALS, 16, whole_word=True, continuation_ids=hashes)(rows)["word_starts"][0, 4]
+
+
+def test_indexed_sequences_read_their_word_bits(tmp_path):
+    from bert_mlm.core.token_store import TokenSplit
+    from bert_mlm.core.words import BitWriter
+
+    docs = random_documents(50, seed=9, low=1)
+    split = TokenSplit.from_documents(docs, SEP, dtype=np.uint16)
+    flags = np.random.default_rng(0).random(split.num_tokens) < 0.5
+    writer = BitWriter(tmp_path / "bits")
+    writer.write(flags)
+    writer.close()
+    bits = np.fromfile(tmp_path / "bits", dtype=np.uint8)
+    for mode in ("packed", "document"):
+        index = index_split(split, mode, 32)
+        sequences = IndexedSequences(split, index, CLS, SEP, bits)
+        for i in range(len(sequences)):
+            got = sequences.continuation(i)
+            start, count = int(index.starts[i]), int(index.counts[i])
+            assert len(got) == len(sequences[i]) and not got[0]
+            assert np.array_equal(got[1 : 1 + count], flags[start : start + count])
+        assert sequences[3:5].words is bits
+        picked = [7, 0, len(sequences) - 1, 3]
+        matrix = sequences.continuations(picked, 32)
+        for row, i in enumerate(picked):
+            expected = np.zeros(32, bool)
+            expected[: len(sequences[i])] = sequences.continuation(i)
+            assert np.array_equal(matrix[row], expected)

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from bert_mlm.core import experiment as experiment_module
-from bert_mlm.core.tuning import TuningConfig, best_parameters, open_study, run_study, trials_table
+from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.tuning import TuningConfig, best_parameters, masking_for, open_study, run_study, trials_table
 from bert_mlm.pipelines.tuning.nodes import tune_mask_probability
 
 WORKER = Path(__file__).with_name("tuning_worker.py")
@@ -178,6 +179,7 @@ def test_zero_trials_bypasses_tuning(tmp_path):
         ({"search_space": {"probability": [0.1, 1.2]}}, "tuning.search_space.probability"),
         ({"search_space": {"dropout": [0.1, 0.2]}}, "tuning.search_space"),
         ({"pruner": "magic"}, "tuning.pruner"),
+        ({"search_space": {"whole_word": [0.1, 0.2]}}, r"tuning.search_space.whole_word: .* true/false"),
     ],
 )
 def test_bad_tuning_config_names_the_parameter(overrides, message):
@@ -197,3 +199,19 @@ def test_node_reruns_continue_and_a_changed_setup_starts_a_new_study(tmp_path):
     assert changed["study_name"] != first["study_name"]
     assert trials_changed["number"].tolist() == [0, 1]
     assert len(optuna.get_all_study_names(f"sqlite:///{tmp_path}/s.db")) == 2
+
+
+def test_the_study_can_search_whole_word_masking(tmp_path):
+    config = TuningConfig(n_trials=4, search_space={"probability": [0.1, 0.4], "whole_word": [False, True]},
+                          storage=f"sqlite:///{tmp_path}/ww.db", sampler="random", pruner="none")
+    seen = []
+
+    def run_trial(trial, values, report):
+        seen.append(values)
+        return values["probability"] + (0.0 if values["whole_word"] else 1.0)
+
+    study = run_study(config, run_trial)
+    assert {v["whole_word"] for v in seen} == {False, True} and all(isinstance(v["whole_word"], bool) for v in seen)
+    best = best_parameters(study, config)
+    assert best["masking"]["whole_word"] is True
+    assert masking_for(best["masking"], MaskingConfig()).whole_word is True

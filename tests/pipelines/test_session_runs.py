@@ -199,3 +199,35 @@ def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(project_copy,
     assert stats.loc["all", "unknown_rate"] < 0.01
     model = AutoModelForMaskedLM.from_pretrained(latest(data / "06_models" / "masked_lm"))
     assert model.config.vocab_size == 21128 and model.config.hidden_size == 32
+
+
+@pytest.mark.slow
+def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monkeypatch, shared_data):
+    """The zh env on Chinese reviews: whole-word masking on jieba words, a study that searches
+    whole_word, and fill-mask examples from the test split in Chinese with the true character."""
+    reviews = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
+    (project_copy / "conf" / "smoke_zh").mkdir()
+    for name in ("catalog.yml", "parameters.yml"):
+        source = project_copy / "conf" / "smoke" / name
+        if source.exists():
+            (project_copy / "conf" / "smoke_zh" / name).write_text(source.read_text())
+    zh = (project_copy / "conf" / "zh" / "parameters.yml").read_text()
+    smoke = (project_copy / "conf" / "smoke_zh" / "parameters.yml").read_text()
+    (project_copy / "conf" / "smoke_zh" / "parameters.yml").write_text(
+        smoke.replace("tokenizer:\n  vocab_size: 1000\n", "") + "\n" + zh.replace("vocab_size: 21128", "vocab_size: 3000"))
+    run_session(project_copy, monkeypatch, env="smoke_zh", **{
+        "corpus.path": str(reviews), "corpus.text_column": "review",
+        "tuning.search_space.whole_word": "[false,true]",
+    })
+    data = project_copy / "data"
+    index = SequenceIndexDataset(filepath=str(data / "05_model_input" / "sequence_index"), version=Version(None, None)).load()
+    assert index.word_segmenter == "jieba" and set(index.words) == {"train", "valid", "test"}
+    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
+    assert metrics["whole_word"] is True and metrics["word_segmenter"] == "jieba"
+    trials = pd.read_csv(latest(data / "07_model_output" / "tuning_trials.csv"))
+    assert "params_whole_word" in trials
+    examples = metrics["fill_mask_examples"]
+    assert len(examples) == 3
+    assert all("[MASK]" in e["sentence"] and "\u4e00" <= e["answer"] <= "\u9fff" for e in examples)
+    report = latest(data / "08_reporting" / "run_report.html").read_text()
+    assert "true word" in report

@@ -458,6 +458,10 @@ class CleanedBatch:
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]")
 
 
+def cjk_characters(text: str) -> int:
+    return len(_CJK.findall(text))
+
+
 def has_words(text: str, count: int) -> bool:
     """Whether ``text`` holds at least ``count`` words: whitespace-separated tokens, a CJK
     character counting as one ("房间很干净" is five, "two words" two)."""

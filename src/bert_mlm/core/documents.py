@@ -243,6 +243,17 @@ class DocumentShards:
             position += count
             yield texts
 
+    def sample_texts(self, split: str, max_chars: int) -> list[str]:
+        """The split's first texts, about ``max_chars`` characters (a look at its language)."""
+        sample, size = [], 0
+        for part, group in self.row_groups(split):
+            for text in self.texts(part, group):
+                sample.append(text[: max_chars - size])
+                size += len(sample[-1])
+                if size >= max_chars:
+                    return sample
+        return sample
+
     def frame(self, split: str | None = None) -> pd.DataFrame:
         """Documents as one frame (``split``, ``source``, ``text``): for small corpora and notebooks."""
         frames = []

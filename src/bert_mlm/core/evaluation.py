@@ -13,14 +13,16 @@ one block of memory.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase, pipeline
 
+from bert_mlm.core.corpus import cjk_characters
 from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, mask_seed, mask_tokens
 from bert_mlm.core.model import MaskedPositionsMLM
 from bert_mlm.core.sequences import Collator, sequence_lengths
@@ -32,8 +34,11 @@ class EvaluationConfig:
     seed: int = 20231
     batch_size: int = 64
     max_sequences: int | None = None
+    whole_word: bool = False  # the whole-word protocol: score every piece of the selected words
 
     def __post_init__(self) -> None:
+        if not isinstance(self.whole_word, bool):
+            raise ValueError(f"evaluation.whole_word: {self.whole_word!r} must be true or false")
         if not 0.0 < self.mask_probability < 1.0:
             raise ValueError(f"evaluation.mask_probability: {self.mask_probability!r} must be in (0, 1)")
         if not isinstance(self.batch_size, int) or self.batch_size <= 0:
@@ -77,10 +82,10 @@ class StreamedEvaluationSet:
     def __init__(self, sequences: Sequence[np.ndarray], collator: Collator, mask_token_id: int,
                  replacement_ids: torch.Tensor, config: EvaluationConfig):
         self.sequences = sequences
-        self.collator = Collator(collator.pad_id, collator.special_ids, collator.max_length, padding="static")
+        self.collator = replace(collator, padding="static", whole_word=config.whole_word)
         self.mask_token_id = mask_token_id
         self.replacement_ids = replacement_ids
-        self.masking = MaskingConfig(config.mask_probability, 0.8, 0.1)
+        self.masking = MaskingConfig(config.mask_probability, 0.8, 0.1, whole_word=config.whole_word)
         self.seed = int(config.seed)
 
     def __len__(self) -> int:
@@ -88,11 +93,11 @@ class StreamedEvaluationSet:
 
     def blocks(self):
         for block, start in enumerate(range(0, len(self.sequences), MASK_BLOCK)):
-            batch = self.collator([self.sequences[i] for i in range(start, min(start + MASK_BLOCK, len(self.sequences)))])
+            batch = self.collator.collate(self.sequences, range(start, min(start + MASK_BLOCK, len(self.sequences))))
             generator = torch.Generator().manual_seed(mask_seed(self.seed, 0, block, stream=EVALUATION_STREAM))
             inputs, labels = mask_tokens(
                 batch["input_ids"], batch["special_tokens_mask"], self.mask_token_id, self.replacement_ids,
-                self.masking, generator,
+                self.masking, generator, batch.get("word_starts"),
             )
             yield inputs, batch["attention_mask"], labels
 
@@ -190,25 +195,78 @@ def baseline_accuracy(evaluation_set, token_id: int) -> float:
 
 
 def fill_mask_examples(
-    model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], top_k: int = 5
+    model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], top_k: int = 5,
+    answers: Sequence[str] | None = None,
 ) -> list[dict]:
-    """Top-k fills of each sentence's ``[MASK]``, with the plain ``transformers`` pipeline."""
+    """Top-k fills of each sentence's ``[MASK]``, with the plain ``transformers`` pipeline; with
+    ``answers`` (the masked-out words), each example also says where the true word ranks."""
     if not sentences:
         return []
     fill = pipeline("fill-mask", model=model, tokenizer=tokenizer, device=next(model.parameters()).device)
     examples = []
-    for sentence in sentences:
+    for position, sentence in enumerate(sentences):
         if tokenizer.mask_token not in sentence:
             raise ValueError(f"evaluation.fill_mask_sentences: {sentence!r} has no {tokenizer.mask_token}")
         predictions = fill(sentence, top_k=top_k)
         if predictions and isinstance(predictions[0], list):  # several [MASK]s: keep the first
             predictions = predictions[0]
-        examples.append(
-            {
-                "sentence": sentence,
-                "predictions": [
-                    {"token": p["token_str"], "score": round(float(p["score"]), 4)} for p in predictions
-                ],
-            }
-        )
+        example = {
+            "sentence": sentence,
+            "predictions": [
+                {"token": p["token_str"], "score": round(float(p["score"]), 4)} for p in predictions
+            ],
+        }
+        if answers is not None:
+            answer = answers[position]
+            predicted = [_comparable(p["token"], tokenizer) for p in example["predictions"]]
+            truth = _comparable(answer, tokenizer)
+            example["answer"] = answer
+            example["answer_rank"] = predicted.index(truth) + 1 if truth in predicted else None
+        examples.append(example)
     return examples
+
+
+def _comparable(word: str, tokenizer: PreTrainedTokenizerBase) -> str:
+    return word.replace(" ", "").lower() if getattr(tokenizer, "do_lower_case", False) else word.replace(" ", "")
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*")
+
+
+def fill_mask_sentences_from(
+    texts: Iterable[str], tokenizer: PreTrainedTokenizerBase, count: int = 3, seed: int = 0,
+    min_chars: int = 8, max_chars: int = 160, max_candidates: int = 2000,
+) -> tuple[list[str], list[str]]:
+    """``count`` sentences of ``texts`` (held-out documents) with one word masked, and the true
+    words: a reader sees what the model predicts next to what the text said, in the corpus's own
+    language. A masked word is one whole token (a single-piece word, or one CJK character) made of
+    letters, so that one ``[MASK]`` can be filled with it. Drawn from the first ``max_candidates``
+    sentences with ``seed``: the same data gives the same examples."""
+    candidates: list[tuple[str, list[tuple[int, int]]]] = []
+    for text in texts:
+        for sentence in _SENTENCE_END.split(text):
+            sentence = " ".join(sentence.split())
+            if not min_chars <= len(sentence) <= max_chars:
+                continue
+            encoding = tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True)
+            tokens = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
+            spans = [
+                (start, end) for k, ((start, end), token) in enumerate(zip(encoding["offset_mapping"], tokens, strict=True))
+                if token not in tokenizer.all_special_tokens and not token.startswith("##")
+                and not (k + 1 < len(tokens) and tokens[k + 1].startswith("##"))
+                and sentence[start:end].isalpha() and (len(sentence[start:end]) >= 3 or cjk_characters(sentence[start:end]))
+            ]
+            if spans:
+                candidates.append((sentence, spans))
+            if len(candidates) >= max_candidates:
+                break
+        if len(candidates) >= max_candidates:
+            break
+    rng = np.random.default_rng(seed)
+    sentences, answers = [], []
+    for choice in sorted(rng.choice(len(candidates), size=min(count, len(candidates)), replace=False)):
+        sentence, spans = candidates[choice]
+        start, end = spans[int(rng.integers(len(spans)))]
+        sentences.append(f"{sentence[:start]}{tokenizer.mask_token}{sentence[end:]}")
+        answers.append(sentence[start:end])
+    return sentences, answers

@@ -6,6 +6,7 @@ training run are built the same way.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -44,15 +45,13 @@ class Experiment:
     evaluation: EvaluationConfig
     sequence_config: SequenceConfig
 
-    @property
+    @functools.cached_property
     def token_ids(self) -> TokenIds:
         return TokenIds.from_tokenizer(self.tokenizer)
 
     @property
     def collator(self) -> Collator:
-        return Collator(
-            self.tokenizer.pad_token_id, self.token_ids.special, self.sequence_config.max_length, self.sequence_config.padding
-        )
+        return self.token_ids.collator(self.sequence_config.max_length, self.sequence_config.padding, self.masking.whole_word)
 
     def evaluation_set(self, split: str, max_sequences: int | None = None) -> StreamedEvaluationSet:
         config = replace(self.evaluation, max_sequences=max_sequences or self.evaluation.max_sequences)

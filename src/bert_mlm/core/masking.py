@@ -7,6 +7,11 @@ rest keep their id. Labels hold the original id at selected positions and ``-100
 the loss) everywhere else. Special tokens (``[CLS]``, ``[SEP]``, ``[PAD]``, ...) and padding are
 never selected.
 
+With ``whole_word``, selection is per word instead of per token: every piece of a selected word
+is predicted, and all of them share one fate (all ``[MASK]``, all random, or all kept). The share
+of selected tokens stays ``probability`` in expectation, because each token is selected exactly
+when its word is. Word starts come from :mod:`bert_mlm.core.words`.
+
 Masks are a pure function of (seed, epoch, rank, batch index): :func:`mask_generator` seeds a
 fresh ``torch.Generator`` per batch (as fairseq's ``MaskTokensDataset`` does per item), so an
 epoch's masks are the same when it is rerun or resumed mid-epoch, and differ between epochs and
@@ -20,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bert_mlm.core.words import validate_segmenter
+
 IGNORE_INDEX = -100
 
 
@@ -28,9 +35,14 @@ class MaskingConfig:
     probability: float = 0.15
     mask_token_fraction: float = 0.8
     random_token_fraction: float = 0.1
+    whole_word: bool = False
+    word_segmenter: str = "auto"
 
     def __post_init__(self) -> None:
         validate_masking(self.probability, self.mask_token_fraction, self.random_token_fraction)
+        if not isinstance(self.whole_word, bool):
+            raise ValueError(f"masking.whole_word: {self.whole_word!r} must be true or false")
+        validate_segmenter(self.word_segmenter)
 
 
 def validate_masking(probability: float, mask_fraction: float, random_fraction: float, prefix: str = "masking") -> None:
@@ -74,6 +86,7 @@ def mask_tokens(
     replacement_ids: torch.Tensor,
     config: MaskingConfig,
     generator: torch.Generator,
+    word_starts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Return ``(masked_input_ids, labels)`` for one batch; the inputs are not modified.
 
@@ -81,12 +94,23 @@ def mask_tokens(
     padding: the :class:`~bert_mlm.core.sequences.Collator` sets it so). ``replacement_ids``
     is the 1-D tensor of ids that random replacement draws from (the non-special vocabulary).
     All random draws come from ``generator`` on the CPU, so masks do not depend on the device.
+    ``word_starts`` (whole-word masking) is true where a token begins a word; its first position
+    must be true. Without it every token is its own word.
     """
     # One uniform draw per token decides both whether it is selected (u < p) and, given that,
     # its fate: u / p is again uniform on [0, 1), so [0, m) -> [MASK], [m, m + r) -> a random
     # token, the rest kept. Random ids are drawn only for the tokens that need one. Half the
     # random numbers of three separate draws, and 2x faster than them.
     uniform = torch.rand(input_ids.shape, generator=generator)
+    if word_starts is not None:
+        # Every piece takes the draw of its word's first piece: one decision per word for both
+        # selection and fate. The same draws as token-level masking, so a batch without
+        # multi-piece words gets exactly the token-level masks.
+        # (NumPy on the CPU tensors' memory, no copy: 3-5x faster than torch's cumsum + gathers
+        # on a 32 x 128 batch, measured.)
+        starts = word_starts.numpy().reshape(-1)
+        first_piece = np.maximum.accumulate(np.where(starts, np.arange(len(starts)), 0))
+        uniform = torch.from_numpy(uniform.numpy().reshape(-1)[first_piece].reshape(input_ids.shape))
     selected = (uniform < config.probability) & (special_tokens_mask == 0)
     labels = torch.where(selected, input_ids, IGNORE_INDEX)
     mask_below = config.probability * config.mask_token_fraction

@@ -92,7 +92,12 @@ def fill_mask_list(examples: Sequence[Mapping]) -> str:
         fills = ", ".join(
             f"<code>{html.escape(str(p['token']))}</code> {p['score']:.3f}" for p in example.get("predictions", [])
         )
-        items.append(f"<li>{html.escape(example['sentence'])} &rarr; {fills}</li>")
+        truth = ""
+        if "answer" in example:
+            rank = example.get("answer_rank")
+            truth = (f" <span class=\"muted\">(true word <code>{html.escape(str(example['answer']))}</code>, "
+                     f"{'rank ' + str(rank) if rank else 'not in the top ' + str(len(example.get('predictions', [])))})</span>")
+        items.append(f"<li>{html.escape(example['sentence'])} &rarr; {fills}{truth}</li>")
     return "<ul>" + "".join(items) + "</ul>"
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from bert_mlm.core.token_store import TokenSplit
+from bert_mlm.core.words import read_bits
 
 MODES = ("packed", "document")
 PADDINGS = ("static", "dynamic")
@@ -111,10 +112,13 @@ def index_split(split: TokenSplit, mode: str, max_length: int) -> SplitIndex:
 
 
 class IndexedSequences(Sequence):
-    """The sequences of one split, read from the token stream on access (int32 arrays)."""
+    """The sequences of one split, read from the token stream on access (int32 arrays).
 
-    def __init__(self, split: TokenSplit, index: SplitIndex, cls_id: int, sep_id: int):
+    ``words``: the split's stored word-continuation bits (jieba segmentation), when there are."""
+
+    def __init__(self, split: TokenSplit, index: SplitIndex, cls_id: int, sep_id: int, words: np.ndarray | None = None):
         self.split, self.index, self.cls_id, self.sep_id = split, index, int(cls_id), int(sep_id)
+        self.words = words
         self._lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -128,7 +132,7 @@ class IndexedSequences(Sequence):
 
     def __getitem__(self, i):
         if isinstance(i, slice):  # a view of those sequences, not their tokens
-            return IndexedSequences(self.split, self.index[i], self.cls_id, self.sep_id)
+            return IndexedSequences(self.split, self.index[i], self.cls_id, self.sep_id, self.words)
         start, count, add_sep = int(self.index.starts[i]), int(self.index.counts[i]), bool(self.index.add_sep[i])
         sequence = np.empty(1 + count + add_sep, dtype=np.int32)
         sequence[0] = self.cls_id
@@ -136,6 +140,25 @@ class IndexedSequences(Sequence):
         if add_sep:
             sequence[-1] = self.sep_id
         return sequence
+
+    def continuation(self, i: int) -> np.ndarray:
+        """Per token of sequence ``i``: whether it continues the word before it (stored words)."""
+        start, count, add_sep = int(self.index.starts[i]), int(self.index.counts[i]), bool(self.index.add_sep[i])
+        flags = np.zeros(1 + count + add_sep, dtype=bool)
+        flags[1 : 1 + count] = read_bits(self.words, start, count)
+        return flags
+
+    def continuations(self, indices, width: int) -> np.ndarray:
+        """:meth:`continuation` of several sequences as one ``(len(indices), width)`` matrix
+        (``False`` past each sequence): one vectorised gather of bits, not a loop over rows."""
+        indices = np.asarray(indices)
+        counts = self.index.counts[indices].astype(np.int64)
+        columns = np.arange(width - 1)
+        inside = columns[None, :] < counts[:, None]
+        positions = np.where(inside, self.index.starts[indices][:, None] + columns[None, :], 0)
+        flags = np.zeros((len(indices), width), dtype=bool)
+        flags[:, 1:] = ((self.words[positions >> 3] >> (positions & 7)) & 1).astype(bool) & inside
+        return flags
 
     @property
     def fingerprint(self) -> str:
@@ -177,18 +200,35 @@ class Collator:
     """Pads a list of sequences into ``input_ids``, ``attention_mask``, ``special_tokens_mask``.
 
     ``static`` pads to ``max_length``; ``dynamic`` pads to the longest sequence of the batch,
-    rounded up to a multiple of 8 (tensor-core friendly shapes on GPUs).
+    rounded up to a multiple of 8 (tensor-core friendly shapes on GPUs). With ``whole_word`` it
+    adds ``word_starts`` for whole-word masking: a token starts a word unless it is one of
+    ``continuation_ids`` (WordPiece ``##`` pieces) or the stored word bits say it continues one.
     """
 
     pad_id: int
     special_ids: Sequence[int]
     max_length: int
     padding: str = "dynamic"
+    whole_word: bool = False
+    continuation_ids: Sequence[int] = ()
 
     def __post_init__(self) -> None:
         self._special = np.asarray(sorted(set(self.special_ids)), dtype=np.int64)
+        size = max([*self.continuation_ids, *self._special.tolist(), self.pad_id]) + 1
+        self._continues = np.zeros(size, dtype=bool)
+        self._continues[np.asarray(self.continuation_ids, dtype=np.int64)] = True
 
-    def __call__(self, sequences: Sequence[np.ndarray]) -> dict[str, torch.Tensor]:
+    def collate(self, sequences: Sequence[np.ndarray], indices) -> dict[str, torch.Tensor]:
+        """The batch of ``sequences[i] for i in indices``, with their stored word bits if needed."""
+        rows = [sequences[i] for i in indices]
+        stored = None
+        if self.whole_word and getattr(sequences, "words", None) is not None:
+            stored = sequences.continuations(indices, self.max_length)
+        return self(rows, stored)
+
+    def __call__(self, sequences: Sequence[np.ndarray], continuations: np.ndarray | Sequence[np.ndarray] | None = None) -> dict[str, torch.Tensor]:
+        """``continuations``: stored word bits per row (a matrix at least as wide as the batch,
+        or one array per row), for whole-word masking."""
         # Built in NumPy and handed to torch without a copy: 5x faster than filling torch
         # tensors row by row (bench/run_all.py --sections masking).
         lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
@@ -201,11 +241,26 @@ class Collator:
             input_ids[row, : len(seq)] = seq
         attention_mask = np.arange(width)[None, :] < lengths[:, None]
         special = np.isin(input_ids, self._special) | ~attention_mask
-        return {
+        batch = {
             "input_ids": torch.from_numpy(input_ids),
             "attention_mask": torch.from_numpy(attention_mask.astype(np.int64)),
             "special_tokens_mask": torch.from_numpy(special.astype(np.int64)),
         }
+        if self.whole_word:
+            batch["word_starts"] = torch.from_numpy(self._word_starts(input_ids, special, continuations))
+        return batch
+
+    def _word_starts(self, input_ids: np.ndarray, special: np.ndarray, continuations) -> np.ndarray:
+        continues = self._continues[np.minimum(input_ids, len(self._continues) - 1)] & (input_ids < len(self._continues))
+        if isinstance(continuations, np.ndarray):
+            continues |= continuations[:, : input_ids.shape[1]]
+        elif continuations is not None:
+            for row, flags in enumerate(continuations):
+                continues[row, : len(flags)] |= flags
+        starts = ~continues | special
+        starts[:, 1:] |= special[:, :-1]  # a piece right after [CLS] (a packed block's cut) starts a word
+        starts[:, 0] = True
+        return starts
 
 
 class Batches(Sequence):
@@ -290,6 +345,22 @@ class SequenceIndex:
     max_length: int
     splits: dict[str, SplitIndex]
     store_digests: dict[str, str]
+    # Word boundaries: the segmenter ``masking.word_segmenter`` resolved to (``wordpiece`` or
+    # ``jieba``); for jieba, per split the stored continuation bits (None: not segmented, because
+    # no whole-word masking was asked for), or the job that writes them when the index is saved.
+    word_segmenter: str = "wordpiece"
+    words: dict[str, np.ndarray] | None = None
+    word_job: object | None = None
+
+    def check_words(self, whole_word: bool, segmenter: str, what: str = "masking.whole_word") -> None:
+        """Refuse whole-word masking that needs jieba boundaries this index does not hold."""
+        wanted = self.word_segmenter if segmenter == "auto" else segmenter
+        if whole_word and wanted == "jieba" and self.words is None:
+            raise ValueError(
+                f"{what}: whole-word masking on jieba words needs word boundaries that sequence_index does not "
+                "hold (it was built without whole-word masking); run the sequences pipeline with it, e.g. "
+                "`kedro run --pipelines sequences,training,evaluation --params masking.whole_word=true`"
+            )
 
     def sequences(self, store, split: str, cls_id: int, sep_id: int) -> IndexedSequences:
         """The split's sequences read from ``store``, which must be the store this index was built on."""
@@ -298,15 +369,19 @@ class SequenceIndex:
                 f"sequence_index: built on another token store than {str(store.directory)!r} ({split} split); "
                 "run the sequences pipeline again (or the data stages) so that both come from one run"
             )
-        return IndexedSequences(store.split(split), self.splits[split], cls_id, sep_id)
+        words = self.words.get(split) if self.words is not None else None
+        return IndexedSequences(store.split(split), self.splits[split], cls_id, sep_id, words)
 
 
-def build_sequence_index(store, config: SequenceConfig, splits: Sequence[str]) -> SequenceIndex:
+def build_sequence_index(store, config: SequenceConfig, splits: Sequence[str], word_segmenter: str = "wordpiece",
+                         word_job=None) -> SequenceIndex:
     return SequenceIndex(
         mode=config.mode,
         max_length=config.max_length,
         splits={split: index_split(store.split(split), config.mode, config.max_length) for split in splits},
         store_digests={split: store.digest(split) for split in splits},
+        word_segmenter=word_segmenter,
+        word_job=word_job,
     )
 
 

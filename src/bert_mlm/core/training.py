@@ -37,6 +37,7 @@ from bert_mlm.core.masking import (
 from bert_mlm.core.model import MaskedPositionsMLM, masked_lm_loss
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
+from bert_mlm.core.words import continuation_ids
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ class TokenIds:
     mask: int
     special: Sequence[int]
     replacement: torch.Tensor
+    continuation: Sequence[int] = ()  # WordPiece ``##`` pieces: they continue a word
 
     @classmethod
     def from_tokenizer(cls, tokenizer: PreTrainedTokenizerBase) -> TokenIds:
@@ -120,7 +122,11 @@ class TokenIds:
             mask=tokenizer.mask_token_id,
             special=special,
             replacement=replacement_vocabulary(len(tokenizer), special),
+            continuation=continuation_ids(tokenizer.get_vocab()).tolist(),
         )
+
+    def collator(self, max_length: int, padding: str = "dynamic", whole_word: bool = False) -> Collator:
+        return Collator(self.pad, self.special, max_length, padding, whole_word, self.continuation)
 
 
 @dataclass
@@ -332,6 +338,7 @@ def train(
     )
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     lengths = sequence_lengths(sequences)
+    collator = replace(collator, whole_word=masking.whole_word)  # tuning may switch it per trial
 
     step, epoch, next_batch, records, resumed_from = 0, 0, 0, [], 0
     # Dropout draws from the global generators: seed them, so that the same seed and config
@@ -377,11 +384,11 @@ def train(
                 if next_batch >= len(batches):
                     epoch, next_batch = epoch + 1, 0
                     batches = epoch_batches(lengths, config, epoch, rank)
-                batch = collator([sequences[i] for i in batches[next_batch]])
+                batch = collator.collate(sequences, batches[next_batch])
                 generator = mask_generator(config.seed, epoch, next_batch, rank.rank)
                 inputs, labels = mask_tokens(
                     batch["input_ids"], batch["special_tokens_mask"], token_ids.mask,
-                    token_ids.replacement, masking, generator,
+                    token_ids.replacement, masking, generator, batch.get("word_starts"),
                 )
                 micro.append((inputs, batch["attention_mask"], labels))
                 next_batch += 1

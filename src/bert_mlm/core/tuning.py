@@ -29,11 +29,13 @@ from bert_mlm.core.masking import MaskingConfig
 logger = logging.getLogger(__name__)
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+# name -> (section, how it is sampled: a float range, a log-scale range, or a list of choices)
 SEARCHABLE = {
-    "probability": ("masking", False),
-    "mask_token_fraction": ("masking", False),
-    "random_token_fraction": ("masking", False),
-    "learning_rate": ("training", True),  # (section, sampled on a log scale)
+    "probability": ("masking", "range"),
+    "mask_token_fraction": ("masking", "range"),
+    "random_token_fraction": ("masking", "range"),
+    "whole_word": ("masking", "choice"),  # e.g. [false, true]
+    "learning_rate": ("training", "log"),
 }
 SAMPLERS = ("qmc", "tpe", "random")
 PRUNERS = ("median", "hyperband", "none")
@@ -74,6 +76,10 @@ class TuningConfig:
         for name, bounds in self.search_space.items():
             if name not in SEARCHABLE:
                 raise ValueError(f"tuning.search_space: {name!r} is not one of {sorted(SEARCHABLE)}")
+            if SEARCHABLE[name][1] == "choice":
+                if not (isinstance(bounds, (list, tuple)) and bounds and all(isinstance(b, bool) for b in bounds)):
+                    raise ValueError(f"tuning.search_space.{name}: {bounds!r} must be a list of true/false, e.g. [false, true]")
+                continue
             if not (isinstance(bounds, (list, tuple)) and len(bounds) == 2 and 0 < float(bounds[0]) < float(bounds[1])):
                 raise ValueError(f"tuning.search_space.{name}: {bounds!r} must be [low, high] with 0 < low < high")
             if name == "probability" and float(bounds[1]) >= 1:
@@ -134,11 +140,15 @@ def open_study(config: TuningConfig) -> optuna.Study:
     )
 
 
-def suggest(trial: optuna.Trial, search_space: dict) -> dict[str, float]:
+def suggest(trial: optuna.Trial, search_space: dict) -> dict[str, float | bool]:
     values = {}
     for name in sorted(search_space):
-        low, high = map(float, search_space[name])
-        values[name] = trial.suggest_float(name, low, high, log=SEARCHABLE[name][1])
+        kind = SEARCHABLE[name][1]
+        if kind == "choice":
+            values[name] = trial.suggest_categorical(name, list(dict.fromkeys(search_space[name])))
+        else:
+            low, high = map(float, search_space[name])
+            values[name] = trial.suggest_float(name, low, high, log=kind == "log")
     return values
 
 

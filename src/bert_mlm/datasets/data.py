@@ -20,6 +20,7 @@ from bert_mlm.core.corpus import SPLITS, CorpusError
 from bert_mlm.core.documents import DocumentShards, DocumentStream, write_json
 from bert_mlm.core.sequences import SequenceIndex, SplitIndex
 from bert_mlm.core.token_store import EncodingJob, TokenStore
+from bert_mlm.core.words import words_path
 from bert_mlm.datasets.directory import AtomicDirectoryDataset
 
 TablePreview = dict  # kedro-viz renders a preview annotated with this name as a table
@@ -89,7 +90,16 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
         for split, index in splits.items():
             if not len(index.starts) == len(index.counts) == len(index.add_sep) == manifest["splits"][split]:
                 raise DatasetError(f"sequence_index: the arrays of the {split} split in {str(directory)!r} disagree")
-        return SequenceIndex(manifest["mode"], manifest["max_length"], splits, manifest["store_digests"])
+        words = None
+        if manifest.get("word_bits"):
+            words = {}
+            for split, count in manifest["word_bits"].items():
+                path = words_path(directory, split)
+                if not path.is_file() or path.stat().st_size != (count + 7) // 8:
+                    raise DatasetError(f"sequence_index: {str(path)!r} is missing or truncated")
+                words[split] = np.memmap(path, dtype=np.uint8, mode="r") if count else np.zeros(0, np.uint8)
+        return SequenceIndex(manifest["mode"], manifest["max_length"], splits, manifest["store_digests"],
+                             manifest.get("word_segmenter", "wordpiece"), words)
 
     def save(self, data: SequenceIndex) -> None:
         def fill(directory: Path) -> None:
@@ -97,9 +107,11 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
             for split, index in data.splits.items():
                 for name in self.FIELDS:
                     np.save(directory / f"{split}.{name}.npy", np.ascontiguousarray(getattr(index, name)))
+            word_bits = data.word_job.write(directory) if data.word_job is not None else None
             write_json(directory / "manifest.json", {
                 "mode": data.mode, "max_length": data.max_length, "store_digests": data.store_digests,
                 "splits": {split: len(index) for split, index in data.splits.items()},
+                "word_segmenter": data.word_segmenter, "word_bits": word_bits,
             })
 
         self._write_directory(fill)

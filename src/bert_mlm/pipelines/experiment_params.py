@@ -14,7 +14,7 @@ from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.training import TrainingConfig
 
 # Keys of the evaluation section that are not part of the evaluation protocol.
-EVALUATION_EXTRAS = ("corpus_path", "text_column", "fill_mask_sentences", "top_k")
+EVALUATION_EXTRAS = ("corpus_path", "text_column", "fill_mask_sentences", "fill_mask_count", "top_k")
 
 
 def evaluation_protocol(evaluation_params: dict) -> EvaluationConfig:
@@ -37,12 +37,27 @@ def build_experiment(
             f"the parameters ask for {sequence_config.mode} x {sequence_config.max_length}; "
             "run the sequences pipeline with these parameters first"
         )
+    masking = build_config(MaskingConfig, parameters["masking"], "masking")
+    evaluation = evaluation_protocol(parameters["evaluation"])
+    sequence_index.check_words(masking.whole_word, masking.word_segmenter)
+    sequence_index.check_words(evaluation.whole_word, masking.word_segmenter, "evaluation.whole_word")
     return Experiment(
         tokenizer=tokenizer,
         sequences=open_sequences(token_store, sequence_index, tokenizer),
         model_config=build_config(ModelConfig, parameters["model"], "model"),
         training=build_config(TrainingConfig, parameters["training"], "training"),
-        masking=build_config(MaskingConfig, parameters["masking"], "masking"),
-        evaluation=evaluation_protocol(parameters["evaluation"]),
+        masking=masking,
+        evaluation=evaluation,
         sequence_config=sequence_config,
+    )
+
+
+def whole_word_requested(masking_params: dict, evaluation_params: dict | None, tuning_params: dict | None) -> bool:
+    """Whether any part of the run masks whole words: training, the evaluation protocol, or a
+    tuning study that searches ``whole_word``."""
+    search_space = (tuning_params or {}).get("search_space") or {}
+    return bool(
+        (masking_params or {}).get("whole_word")
+        or (evaluation_params or {}).get("whole_word")
+        or (True in (search_space.get("whole_word") or ()) and (tuning_params or {}).get("n_trials", 0))
     )

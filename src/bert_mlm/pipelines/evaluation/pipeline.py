@@ -9,7 +9,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 evaluate_masked_lm,
                 inputs=[
-                    "trained_model", "token_store", "sequence_index", "extra_eval_corpus",
+                    "trained_model", "corpus_documents", "token_store", "sequence_index", "extra_eval_corpus",
                     "training_summary", "params:evaluation", "params:sequences",
                 ],
                 outputs="metrics",

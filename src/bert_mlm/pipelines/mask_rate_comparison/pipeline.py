@@ -17,7 +17,7 @@ from bert_mlm.pipelines.mask_rate_comparison.nodes import compare_mask_rates, va
 # To add a variant, add its name here and its overrides to parameters_mask_rate_comparison.yml.
 VARIANTS = ("mask_015", "mask_030", "mask_045")
 
-SHARED_INPUTS = {"token_store", "sequence_index", "tokenizer", "extra_eval_corpus"}
+SHARED_INPUTS = {"corpus_documents", "token_store", "sequence_index", "tokenizer", "extra_eval_corpus"}
 SHARED_PARAMETERS = {
     "params:model", "params:training", "params:masking", "params:evaluation", "params:sequences", "params:distributed",
 }

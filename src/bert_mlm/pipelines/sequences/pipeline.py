@@ -8,7 +8,10 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 build_model_inputs,
-                inputs=["token_store", "tokenizer", "params:sequences", "params:model", "params:training"],
+                inputs=[
+                    "token_store", "tokenizer", "corpus_documents", "params:sequences", "params:model",
+                    "params:training", "params:masking", "params:evaluation", "params:tuning", "params:data",
+                ],
                 outputs=["sequence_index", "sequence_stats"],
                 name="build_model_inputs",
                 tags=["sequences", "data"],

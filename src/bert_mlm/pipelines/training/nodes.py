@@ -51,6 +51,7 @@ def train_masked_lm(
     tuned_masking = tuning_best_params.get("masking", {}) if overriding else {}
     masking = replace(experiment.masking, **tuned_masking) if tuned_masking else experiment.masking
     MaskingConfig(**asdict(masking))  # re-validate the tuned values
+    sequence_index.check_words(masking.whole_word, masking.word_segmenter)
     training = experiment.training
     if overriding and "training" in tuning_best_params:
         training = replace(training, **tuning_best_params["training"])
@@ -69,6 +70,8 @@ def train_masked_lm(
         "mask_probability": masking.probability,
         "mask_token_fraction": masking.mask_token_fraction,
         "random_token_fraction": masking.random_token_fraction,
+        "whole_word": masking.whole_word,
+        "word_segmenter": sequence_index.word_segmenter if masking.word_segmenter == "auto" else masking.word_segmenter,
         "mask_probability_source": source if "probability" in tuned_masking else "parameters",
         "learning_rate": result.learning_rate,
         "parameters": int(sum(p.numel() for p in model.parameters())),

@@ -45,6 +45,8 @@ def tune_mask_probability(
         {"model": model_params, "training": training_params, "masking": masking_params,
          "evaluation": evaluation_params, "sequences": sequence_params},
     )
+    if True in (config.search_space.get("whole_word") or ()):
+        sequence_index.check_words(True, experiment.masking.word_segmenter, "tuning.search_space.whole_word")
     if config.n_trials == 0:
         logger.info("tuning.n_trials is 0: training with masking.probability=%s", experiment.masking.probability)
         best = {"masking": {"probability": experiment.masking.probability}, "source": "parameters"}

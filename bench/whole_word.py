@@ -1,0 +1,222 @@
+"""Whole-word masking: its cost per batch, the one-off jieba segmentation, and what it does to
+accuracy at equal budget, on English (Gutenberg, WordPiece words) and Chinese (ChnSentiCorp
+reviews, jieba words).
+
+    python bench/whole_word.py --steps 300 --seeds 2
+
+Throughput: the per-batch data path (sequences -> padded, masked tensors) with token-level and
+with whole-word masking, alternating, medians; Hugging Face's
+`DataCollatorForLanguageModeling(whole_word_mask=True)` (transformers 5: words from character
+offsets) on the same texts as the alternative. Accuracy: the same model, initial weights, data,
+steps and batch, trained with token-level or whole-word masking (several training seeds), each
+scored on the test split with the token-level fixed protocol and with the whole-word one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from _timing import Table, alternate, rate_table
+from transformers import DataCollatorForLanguageModeling
+
+from bert_mlm.core.corpus import SPLITS, CorpusConfig, clean_documents, read_corpus
+from bert_mlm.core.evaluation import EvaluationConfig, evaluate, prepare_evaluation_set
+from bert_mlm.core.experiment import Experiment
+from bert_mlm.core.masking import MaskingConfig, mask_generator, mask_tokens
+from bert_mlm.core.model import ModelConfig
+from bert_mlm.core.sequences import SequenceConfig, build_sequence_index
+from bert_mlm.core.token_store import write_token_store
+from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.training import TokenIds, TrainingConfig
+from bert_mlm.core.words import BitWriter, resolve_segmenter, segment_texts, words_path
+
+MAX_LENGTH = 128
+
+
+@dataclass
+class Corpus:
+    name: str
+    texts: dict[str, list[str]]
+    tokenizer: object
+    sequences: dict
+    segmenter: str
+    segment_seconds: float
+    encode_seconds: float
+
+
+def prepare(name: str, path: str, text_column: str, vocab_size: int, workdir: Path) -> Corpus:
+    documents, _ = clean_documents(read_corpus(path, text_column), ratios=CorpusConfig().split_ratios)
+    texts = {s: documents.loc[documents["split"] == s, "text"].tolist() for s in SPLITS}
+    tokenizer = train_wordpiece(texts["train"], vocab_size=vocab_size)
+    started = time.perf_counter()
+    store = write_token_store(workdir / name / "store", texts, tokenizer)
+    encode_seconds = time.perf_counter() - started
+    segmenter = resolve_segmenter("auto", texts["train"][:2000])
+    index = build_sequence_index(store, SequenceConfig(max_length=MAX_LENGTH), SPLITS, segmenter)
+    segment_seconds = 0.0
+    if segmenter == "jieba":
+        started = time.perf_counter()
+        index.words = {}
+        serialised = tokenizer.backend_tokenizer.to_str()
+        for split in SPLITS:
+            path_of_bits = words_path(workdir / name, split)
+            writer = BitWriter(path_of_bits)
+            for start in range(0, len(texts[split]), 2000):
+                flags, _ = segment_texts(texts[split][start : start + 2000], serialised, tokenizer.sep_token_id,
+                                         store.dtype.name)
+                writer.write(flags)
+            assert writer.close() == store.split(split).num_tokens
+            index.words[split] = np.fromfile(path_of_bits, dtype=np.uint8)
+        segment_seconds = time.perf_counter() - started
+    sequences = {s: index.sequences(store, s, tokenizer.cls_token_id, tokenizer.sep_token_id) for s in SPLITS}
+    return Corpus(name, texts, tokenizer, sequences, segmenter, segment_seconds, encode_seconds)
+
+
+def throughput(corpus: Corpus, repeats: int, batches: int = 100, batch_size: int = 32) -> Table:
+    ids = TokenIds.from_tokenizer(corpus.tokenizer)
+    train = corpus.sequences["train"]
+    rng = np.random.default_rng(0)
+    picks = [rng.choice(len(train), batch_size, replace=False) for _ in range(batches)]
+    tokens = int(sum(train.lengths[p].sum() for p in picks))
+    token_collator = ids.collator(MAX_LENGTH)
+    word_collator = ids.collator(MAX_LENGTH, whole_word=True)
+    token_masking, word_masking = MaskingConfig(), MaskingConfig(whole_word=True)
+
+    def ours(collator, masking):
+        def run() -> None:
+            for k, pick in enumerate(picks):
+                batch = collator.collate(train, pick)
+                mask_tokens(batch["input_ids"], batch["special_tokens_mask"], ids.mask, ids.replacement, masking,
+                            mask_generator(0, 0, k), batch.get("word_starts"))
+        return run
+
+    # HF's whole-word path needs each example's character offsets, and its padding cannot pad
+    # them: the texts tokenized as run_mlm does with --pad_to_max_length (one text per example),
+    # batches with about as many real tokens.
+    hf = DataCollatorForLanguageModeling(corpus.tokenizer, whole_word_mask=True, mlm_probability=0.15)
+    encoded = corpus.tokenizer(corpus.texts["train"][:20_000], truncation=True, max_length=MAX_LENGTH, padding="max_length",
+                               return_offsets_mapping=True, return_special_tokens_mask=True)
+    keys = ("input_ids", "attention_mask", "offset_mapping", "special_tokens_mask")
+    examples = [{k: encoded[k][i] for k in keys} for i in range(len(encoded["input_ids"]))]
+    hf_batches, hf_tokens, position = [], 0, 0
+    while hf_tokens < tokens and position < len(examples):
+        chunk = examples[position : position + batch_size]
+        hf_batches.append(chunk)
+        hf_tokens += sum(sum(e["attention_mask"]) for e in chunk)
+        position += batch_size
+
+    def hf_run() -> None:
+        for chunk in hf_batches:
+            hf([dict(e) for e in chunk])
+
+    seconds = alternate({
+        "token-level (Collator + mask_tokens)": ours(token_collator, token_masking),
+        f"whole-word, {corpus.segmenter} words": ours(word_collator, word_masking),
+        "HF collator, whole_word_mask=True": hf_run,
+    }, repeats)
+    rates = {name: [(hf_tokens if name.startswith("HF") else tokens) / s for s in values] for name, values in seconds.items()}
+    notes = [f"{batches} batches of {batch_size} packed sequences ({tokens:,} tokens), {repeats} alternating repeats; "
+             f"HF: {len(hf_batches)} batches of one text per example, padded to {MAX_LENGTH} ({hf_tokens:,} real tokens)"]
+    if corpus.segmenter == "jieba":
+        notes.append(f"One-off jieba segmentation of the corpus: {corpus.segment_seconds:.1f} s "
+                     f"({sum(map(len, (t for s in SPLITS for t in corpus.texts[s]))) / corpus.segment_seconds / 1e6:.2f} M chars/s, "
+                     f"one process) vs {corpus.encode_seconds:.1f} s to encode it")
+    return rate_table(f"Whole-word masking cost: {corpus.name}", rates, "token-level (Collator + mask_tokens)", "tokens/s", notes)
+
+
+def accuracy(corpus: Corpus, steps: int, seeds: int) -> tuple[Table, list[dict]]:
+    tokenizer = corpus.tokenizer
+    experiment = Experiment(
+        tokenizer=tokenizer, sequences=corpus.sequences,
+        model_config=ModelConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+        training=TrainingConfig(max_steps=steps, batch_size=32, warmup_steps=max(1, steps // 10), progress=False),
+        masking=MaskingConfig(), evaluation=EvaluationConfig(), sequence_config=SequenceConfig(max_length=MAX_LENGTH),
+    )
+    ids = experiment.token_ids
+    protocols = {
+        "token": prepare_evaluation_set(corpus.sequences["test"], ids.collator(MAX_LENGTH), ids.mask, ids.replacement,
+                                        EvaluationConfig()),
+        "whole-word": prepare_evaluation_set(corpus.sequences["test"], ids.collator(MAX_LENGTH), ids.mask,
+                                             ids.replacement, EvaluationConfig(whole_word=True)),
+    }
+    rows = []
+    for seed in range(1, seeds + 1):
+        for whole_word in (False, True):
+            training = TrainingConfig(**{**experiment.training.__dict__, "seed": seed})
+            model = experiment.new_model()
+            started = time.perf_counter()
+            experiment.train(model, training, MaskingConfig(whole_word=whole_word))
+            row = {"training": "whole-word" if whole_word else "token-level", "seed": seed,
+                   "seconds": time.perf_counter() - started}
+            for protocol, evaluation_set in protocols.items():
+                metrics = evaluate(model, evaluation_set, 64)
+                row[f"{protocol}_loss"] = metrics["eval_loss"]
+                row[f"{protocol}_accuracy"] = metrics["eval_accuracy"]
+                row[f"{protocol}_masked"] = metrics["eval_masked_tokens"]
+            rows.append(row)
+            print(corpus.name, row, file=sys.stderr, flush=True)
+
+    def cell(training: str, key: str) -> str:
+        values = [r[key] for r in rows if r["training"] == training]
+        spread = f" ± {statistics.stdev(values):.4f}" if len(values) > 1 else ""
+        return f"{statistics.mean(values):.4f}{spread}"
+
+    table = Table(
+        f"Whole-word vs token-level training at equal budget: {corpus.name}",
+        ["training", "token protocol: loss", "token protocol: acc", "whole-word protocol: loss", "whole-word protocol: acc"],
+        notes=[f"2 layers x 128 hidden, {steps} steps of 32 x {MAX_LENGTH}, vocab {len(tokenizer):,}, "
+               f"{corpus.segmenter} words; mean ± standard deviation over training seeds 1..{seeds} "
+               f"(same initial weights per seed). Test split, 15 % fixed masks; masked tokens scored: token protocol "
+               f"{rows[0]['token_masked']:,}, whole-word protocol {rows[0]['whole-word_masked']:,}"],
+    )
+    for training in ("token-level", "whole-word"):
+        table.rows.append([training, *(cell(training, f"{p}_{m}") for p in ("token", "whole-word") for m in ("loss", "accuracy"))])
+    return table, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shared", default="../shared")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--skip-accuracy", action="store_true")
+    args = parser.parse_args()
+    for table in run(args.shared, args.repeats, args.steps, args.seeds, not args.skip_accuracy, echo=True):
+        del table  # printed as it was made
+
+
+def run(shared: str, repeats: int = 5, steps: int = 300, seeds: int = 2, with_accuracy: bool = True,
+        echo: bool = False) -> list[Table]:
+    shared_path = Path(shared)
+    tables = []
+
+    def add(table: Table) -> None:
+        tables.append(table)
+        if echo:
+            print(table.markdown(), flush=True)
+
+    with tempfile.TemporaryDirectory() as workdir:
+        corpora = [
+            prepare("Gutenberg (English)", str(shared_path / "corpora" / "gutenberg"), "text", 8192, Path(workdir)),
+            prepare("ChnSentiCorp (Chinese reviews)",
+                    str(shared_path / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"), "review", 8192, Path(workdir)),
+        ]
+        for corpus in corpora:
+            add(throughput(corpus, repeats))
+        if with_accuracy:
+            for corpus in corpora:
+                add(accuracy(corpus, steps, seeds)[0])
+    return tables
+
+
+if __name__ == "__main__":
+    main()

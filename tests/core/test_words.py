@@ -1,0 +1,177 @@
+"""Word boundaries for whole-word masking: segmenter choice, jieba flags, the stored bits, and
+whole-word masks over a Chinese corpus's jieba words."""
+
+from __future__ import annotations
+
+import jieba
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bert_mlm.core.corpus import SPLITS, CleaningReport, RawText, clean_batch
+from bert_mlm.core.documents import DocumentShards, DocumentShardWriter
+from bert_mlm.core.engine import DataConfig
+from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, mask_generator, mask_tokens
+from bert_mlm.core.sequences import SequenceConfig, batch_order, build_sequence_index
+from bert_mlm.core.token_store import encode_texts, write_token_store
+from bert_mlm.core.tokenizer import load_tokenizer
+from bert_mlm.core.training import TokenIds
+from bert_mlm.core.words import (
+    BitWriter,
+    WordSegmentationJob,
+    continuation_ids,
+    read_bits,
+    resolve_segmenter,
+    segment_texts,
+    words_path,
+)
+
+
+@pytest.fixture(scope="module")
+def chinese_tokenizer(shared_dir):
+    return load_tokenizer(shared_dir / "vocab" / "bert-base-chinese.vocab.txt")
+
+
+@pytest.fixture(scope="module")
+def reviews(shared_dir) -> list[str]:
+    frame = pd.read_csv(shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")
+    return frame["review"].dropna().astype(str).tolist()
+
+
+def test_auto_picks_jieba_for_chinese_and_wordpiece_otherwise(reviews):
+    assert resolve_segmenter("auto", reviews[:50]) == "jieba"
+    assert resolve_segmenter("auto", ["The hotel was clean, 房间 small."] * 3) == "wordpiece"
+    assert resolve_segmenter("auto", []) == "wordpiece"
+    assert resolve_segmenter("jieba", ["English only"]) == "jieba"  # an explicit choice stands
+    with pytest.raises(ValueError, match=r"masking\.word_segmenter: 'spaces'"):
+        resolve_segmenter("spaces", [])
+
+
+def test_continuation_ids_are_the_hash_pieces():
+    ids = continuation_ids({"[PAD]": 0, "run": 1, "##ning": 2, "#": 3, "##": 4, "##s": 5})
+    assert ids.tolist() == [2, 5]
+
+
+@pytest.mark.parametrize("chunks", [[3, 5, 8, 1], [16], [0, 7, 9, 13, 2]])
+def test_bits_round_trip_whatever_the_chunk_sizes(tmp_path, chunks):
+    rng = np.random.default_rng(sum(chunks))
+    flags = rng.random(sum(chunks)) < 0.3
+    writer = BitWriter(tmp_path / "bits")
+    position = 0
+    for size in chunks:
+        writer.write(flags[position : position + size])
+        position += size
+    assert writer.close() == len(flags)
+    bits = np.fromfile(tmp_path / "bits", dtype=np.uint8)
+    assert len(bits) == (len(flags) + 7) // 8
+    for start in range(len(flags)):
+        for count in {0, 1, min(5, len(flags) - start), len(flags) - start}:
+            assert np.array_equal(read_bits(bits, start, count), flags[start : start + count])
+
+
+def test_jieba_flags_follow_its_words_and_keep_the_store_tokens(chinese_tokenizer):
+    texts = ["我们住的酒店很干净, unbelievable 好！", "", "早餐不错"]
+    serialised = chinese_tokenizer.backend_tokenizer.to_str()
+    sep = chinese_tokenizer.sep_token_id
+    flags, ids = segment_texts(texts, serialised, sep, "uint16")
+    tokens, _ = encode_texts(texts, serialised, sep, "uint16")
+    assert ids == tokens.tobytes()  # the same stream as the token store's (the empty text left out)
+    assert len(flags) == len(tokens)
+    pieces = chinese_tokenizer.convert_ids_to_tokens(tokens.tolist())
+    continued = {piece for piece, flag in zip(pieces, flags, strict=True) if flag}
+    # jieba: 我们 / 住 / 的 / 酒店 / 很 / 干净 / ... / 早餐 / 不错
+    assert {"们", "店", "净", "餐", "错"} <= continued
+    assert not ({"我", "住", "的", "酒", "很", "干", "好", "早", "不", "[SEP]"} & continued)
+    assert "##ble" in continued and "u" not in continued  # a WordPiece word inside Chinese text
+
+
+def _store_and_shards(tmp_path, texts, tokenizer, ratios):
+    """Reviews as document shards (one table row each, split by hash) and their token store."""
+    writer = DocumentShardWriter(tmp_path / "documents", row_group_bytes=50_000)
+    for start in range(0, len(texts), 1000):
+        items = [RawText("reviews.csv", text, is_document=True) for text in texts[start : start + 1000]]
+        writer.write(clean_batch(items, min_words=1, ratios=ratios))
+    writer.close(CleaningReport(), {})
+    shards = DocumentShards(tmp_path / "documents")
+    by_split = {split: [t for batch in shards.iter_texts(split) for t in batch] for split in SPLITS}
+    return write_token_store(tmp_path / "store", by_split, tokenizer), shards
+
+
+def _job(store, shards, tokenizer, workers=2):
+    return WordSegmentationJob(
+        documents=shards, tokenizer_json=tokenizer.backend_tokenizer.to_str(),
+        separator_id=tokenizer.sep_token_id, dtype=store.dtype.name,
+        store_digests={s: store.digest(s) for s in SPLITS}, store_tokens={s: store.split(s).num_tokens for s in SPLITS},
+        data=DataConfig(workers=workers),
+    )
+
+
+@pytest.fixture(scope="module")
+def segmented(tmp_path_factory, reviews, chinese_tokenizer):
+    """ChnSentiCorp (every non-empty review) as a token store, sequences and jieba word bits."""
+    tmp_path = tmp_path_factory.mktemp("segmented")
+    store, shards = _store_and_shards(tmp_path, reviews, chinese_tokenizer, {"train": 0.8, "valid": 0.1, "test": 0.1})
+    job = _job(store, shards, chinese_tokenizer)
+    index = build_sequence_index(store, SequenceConfig(max_length=128), SPLITS, "jieba", job)
+    directory = tmp_path / "index"
+    directory.mkdir()
+    counts = job.write(directory)
+    index.words = {split: np.fromfile(words_path(directory, split), dtype=np.uint8) for split in SPLITS}
+    return store, index, counts
+
+
+def test_whole_word_masking_on_jieba_words_selects_the_target_share(segmented, chinese_tokenizer):
+    store, index, counts = segmented
+    assert counts == {split: store.split(split).num_tokens for split in SPLITS}
+    sequences = index.sequences(store, "train", chinese_tokenizer.cls_token_id, chinese_tokenizer.sep_token_id)
+    ids = TokenIds.from_tokenizer(chinese_tokenizer)
+    collator = ids.collator(128, whole_word=True)
+    target = 0.15
+    masking = MaskingConfig(target, whole_word=True)
+    selected = maskable = multi_char_words = 0
+    batches = batch_order(sequences.lengths, 32, torch.Generator().manual_seed(0), bucketed=True)
+    for k in range(len(batches)):  # one whole epoch
+        batch = collator.collate(sequences, batches[k])
+        _, labels = mask_tokens(batch["input_ids"], batch["special_tokens_mask"], ids.mask, ids.replacement,
+                                masking, mask_generator(0, 0, k), batch["word_starts"])
+        chosen = labels != IGNORE_INDEX
+        selected += int(chosen.sum())
+        maskable += int((batch["special_tokens_mask"] == 0).sum())
+        # Every word is all in or all out: a continuing piece follows its word's first piece.
+        starts = batch["word_starts"]
+        continuing = ~starts & (batch["special_tokens_mask"] == 0)
+        multi_char_words += int(continuing.sum())
+        previous = torch.roll(chosen, 1, dims=1)
+        assert torch.equal(chosen[continuing], previous[continuing])
+    assert multi_char_words > 0.3 * maskable  # jieba joined most characters into words
+    assert abs(selected / maskable - target) < 0.01
+
+
+def test_whole_word_pieces_share_one_fate(segmented, chinese_tokenizer):
+    store, index, _ = segmented
+    sequences = index.sequences(store, "train", chinese_tokenizer.cls_token_id, chinese_tokenizer.sep_token_id)
+    ids = TokenIds.from_tokenizer(chinese_tokenizer)
+    batch = ids.collator(128, whole_word=True).collate(sequences, range(2000))
+    masked, labels = mask_tokens(batch["input_ids"], batch["special_tokens_mask"], ids.mask, ids.replacement,
+                                 MaskingConfig(0.4, whole_word=True), mask_generator(1, 0, 0), batch["word_starts"])
+    chosen = labels != IGNORE_INDEX
+    continuing = ~batch["word_starts"] & chosen
+    fate = torch.where(masked == ids.mask, 0, torch.where(masked == batch["input_ids"], 2, 1))
+    previous = torch.roll(fate, 1, dims=1)
+    # The rare random draw that equals the original reads as "kept": allow that one in 10^4.
+    agree = (fate[continuing] == previous[continuing]).float().mean()
+    assert agree > 0.999 and int(continuing.sum()) > 10_000
+
+
+def test_a_foreign_corpus_is_refused(tmp_path, chinese_tokenizer, reviews):
+    ratios = {"train": 0.8, "valid": 0.1, "test": 0.1}
+    _, shards = _store_and_shards(tmp_path / "a", reviews[:300], chinese_tokenizer, ratios)
+    other, _ = _store_and_shards(tmp_path / "b", reviews[300:600], chinese_tokenizer, ratios)
+    (tmp_path / "index").mkdir()
+    with pytest.raises(ValueError, match="train split of corpus_documents does not encode to the token store"):
+        _job(other, shards, chinese_tokenizer, workers=1).write(tmp_path / "index")
+
+
+def test_jieba_works_offline():
+    assert jieba.lcut("我们住的酒店很干净") == ["我们", "住", "的", "酒店", "很", "干净"]
