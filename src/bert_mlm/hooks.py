@@ -18,6 +18,7 @@ from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, resolve_checkpoint
 from bert_mlm.core.params import build_config
+from bert_mlm.core.probe import ProbeConfig
 from bert_mlm.core.sequences import SequenceConfig
 from bert_mlm.core.tokenizer import TokenizerConfig
 from bert_mlm.core.training import TrainingConfig, resolve_device, resolve_precision
@@ -36,6 +37,7 @@ SECTIONS = {
     "tuning": TuningConfig,
     "distributed": DistributedConfig,
     "data": DataConfig,
+    "probe": ProbeConfig,
 }
 
 

@@ -7,6 +7,7 @@ from bert_mlm.pipelines import (
     evaluation,
     ingestion,
     mask_rate_comparison,
+    probe,
     reporting,
     sequences,
     tokenization,
@@ -18,7 +19,7 @@ from bert_mlm.pipelines import (
 # so it runs only when asked for (`kedro run --pipeline mask_rate_comparison`).
 CHAIN = {
     "ingestion": ingestion, "tokenization": tokenization, "sequences": sequences, "tuning": tuning,
-    "training": training, "evaluation": evaluation, "reporting": reporting,
+    "training": training, "probe": probe, "evaluation": evaluation, "reporting": reporting,
 }
 DATA_STAGES = ("ingestion", "tokenization", "sequences")
 

@@ -134,14 +134,15 @@ def test_evaluation_set_batches_trim_padding(tiny_tokenizer, data):
     sequences = split_documents(docs, MAX_LENGTH, tiny_tokenizer.cls_token_id, tiny_tokenizer.sep_token_id)
     evaluation_set = _prepare(tiny_tokenizer, data, sequences=sequences)
     seen = 0
-    for inputs, attention, labels in evaluation_set.batches(16):
+    for inputs, attention, labels, _ in evaluation_set.batches(16):
         assert inputs.shape == attention.shape == labels.shape
         assert inputs.shape[1] == int(attention.sum(dim=1).max())
         seen += len(inputs)
     assert seen == len(sequences)
 
 
-@pytest.mark.parametrize("kwargs", [{"mask_probability": 0.0}, {"mask_probability": 1.0}, {"batch_size": 0}])
+@pytest.mark.parametrize("kwargs", [{"mask_probability": 0.0}, {"mask_probability": 1.0}, {"batch_size": 0},
+                                    {"mask_draws": 0}, {"mask_draws": 1.5}])
 def test_evaluation_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError, match=r"evaluation\."):
         EvaluationConfig(**kwargs)
@@ -154,7 +155,8 @@ def test_evaluate_metrics(tiny_tokenizer, data, model):
     metrics = evaluate(model, evaluation_set, batch_size=64)
     assert model.training  # the caller's mode is restored
     model.eval()
-    assert set(metrics) == {"eval_loss", "eval_perplexity", "eval_accuracy", "eval_top5_accuracy", "eval_masked_tokens"}
+    assert set(metrics) == {"eval_loss", "eval_perplexity", "eval_accuracy", "eval_top5_accuracy", "eval_masked_tokens",
+                            "eval_loss_se", "eval_accuracy_se", "eval_top5_accuracy_se", "eval_sequences"}
     assert metrics["eval_masked_tokens"] == evaluation_set.masked_tokens > 0
     assert math.isfinite(metrics["eval_loss"]) and metrics["eval_loss"] > 0
     assert metrics["eval_perplexity"] == pytest.approx(math.exp(metrics["eval_loss"]))
@@ -258,3 +260,37 @@ def test_fill_mask_sentences_come_from_the_data_with_the_true_word(shared_dir, c
         assert example["answer"] == answer
         rank = example["answer_rank"]  # every token is in this top-k, so the true word has a rank
         assert rank is not None and example["predictions"][rank - 1]["token"].lower() == answer.lower()
+
+
+# ----------------------------------------------------------------------------- standard errors, mask draws
+def test_more_mask_draws_score_more_tokens_and_shrink_the_standard_error(tiny_tokenizer, data, model):
+    results = {}
+    for draws in (1, 4, 16):
+        config = EvaluationConfig(max_sequences=60, mask_draws=draws)
+        evaluation_set = _prepare(tiny_tokenizer, data, config=config, materialise=False)
+        results[draws] = evaluate(model, evaluation_set, batch_size=64)
+        assert results[draws]["eval_sequences"] == 60
+    assert results[1]["eval_masked_tokens"] < results[4]["eval_masked_tokens"] < results[16]["eval_masked_tokens"]
+    assert results[16]["eval_masked_tokens"] == pytest.approx(16 * results[1]["eval_masked_tokens"], rel=0.1)
+    assert results[1]["eval_loss_se"] > results[4]["eval_loss_se"] > results[16]["eval_loss_se"] > 0
+    assert all(r["eval_accuracy_se"] >= 0 for r in results.values())  # an untrained model may hit nothing
+    # Draw 0 is the single-draw protocol: adding draws keeps its masks.
+    one = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=60))
+    four = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=60, mask_draws=4))
+    assert torch.equal(four.labels[:60], one.labels) and not torch.equal(four.labels[60:120], one.labels)
+    assert four.sequence_ids.tolist() == list(range(60)) * 4
+
+
+def test_the_standard_error_agrees_with_a_bootstrap_over_sequences(tiny_tokenizer, data, model):
+    evaluation_set = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=200, mask_draws=2))
+    metrics = evaluate(model, evaluation_set, batch_size=64)
+    with torch.no_grad():
+        logits = model(input_ids=evaluation_set.input_ids, attention_mask=evaluation_set.attention_mask).logits
+    selected = evaluation_set.labels != IGNORE_INDEX
+    losses = torch.nn.functional.cross_entropy(logits[selected], evaluation_set.labels[selected], reduction="none")
+    rows = evaluation_set.sequence_ids[selected.nonzero()[:, 0]].numpy()
+    per_loss = np.bincount(rows, weights=losses.numpy(), minlength=200)
+    per_count = np.bincount(rows, minlength=200)
+    rng = np.random.default_rng(0)
+    draws = [(lambda pick: per_loss[pick].sum() / per_count[pick].sum())(rng.integers(0, 200, 200)) for _ in range(2000)]
+    assert metrics["eval_loss_se"] == pytest.approx(float(np.std(draws)), rel=0.15)

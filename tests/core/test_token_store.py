@@ -128,3 +128,9 @@ def test_documents_without_any_token_are_left_out(tmp_path, tiny_tokenizer):
     assert len(lengths) == 2 and (tokens == tiny_tokenizer.sep_token_id).sum() == 2
     store = write_token_store(tmp_path / "s", {"train": texts}, tiny_tokenizer)
     assert len(store.split("train")) == 2
+    # A tokenizer once called with padding and truncation (fill-mask, the probe) keeps that state
+    # in its backend: the store still holds whole, unpadded documents.
+    tiny_tokenizer(["a b"], padding="max_length", truncation=True, max_length=3)
+    padded_state = tiny_tokenizer.backend_tokenizer.to_str()
+    tiny_tokenizer(["a b"])  # back to the shared fixture's plain state
+    assert encode_texts(texts * 5, padded_state, tiny_tokenizer.sep_token_id, "uint16")[1].tolist() == lengths.tolist() * 5

@@ -104,6 +104,45 @@ def test_resume_after_a_crash_gives_the_same_weights(tmp_path):
         assert torch.equal(uninterrupted[key], resumed[key]), key
 
 
+def test_a_linear_mask_schedule_reaches_its_end_and_resumes_exactly(tmp_path):
+    sequences = repetitive_sequences()
+    schedule = MaskingConfig(0.4, schedule="linear", final_probability=0.1)
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(tmp_path / "straight"))
+    straight = train(model, sequences, ids, schedule, config, collator)
+    rates = straight.history["mask_probability"].tolist()
+    assert rates[0] == pytest.approx(0.4) and rates[-1] == pytest.approx(0.1)
+    assert all(a > b for a, b in zip(rates, rates[1:], strict=False))  # decreasing every step
+    assert straight.history["masked_tokens"].iloc[:3].mean() > 2 * straight.history["masked_tokens"].iloc[-3:].mean()
+    uninterrupted = model.state_dict()
+
+    crash_dir = str(tmp_path / "crashed")
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir)
+
+    def crash(step, _record):
+        if step == 6:
+            raise KeyboardInterrupt("simulated crash")
+
+    with pytest.raises(KeyboardInterrupt):
+        train(model, sequences, ids, schedule, config, collator, on_step=crash)
+    fresh, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True)
+    resumed = train(fresh, sequences, ids, schedule, config, collator)
+    assert resumed.resumed_from_step == 4
+    assert resumed.history["mask_probability"].tolist() == rates
+    for key, value in fresh.state_dict().items():
+        assert torch.equal(uninterrupted[key], value), key
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"schedule": "cosine"}, r"masking\.schedule: 'cosine'"),
+    ({"schedule": "linear"}, r"masking\.final_probability: a linear"),
+    ({"schedule": "linear", "final_probability": 1.2}, r"masking\.final_probability: 1\.2 must be in"),
+    ({"probability": None}, r"masking\.probability: None must be a number"),
+])
+def test_mask_schedule_parameters_are_validated(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MaskingConfig(**kwargs)
+
+
 def test_fp16_grad_scaler_unscales_before_clipping(monkeypatch):
     if resolve_precision("fp16", torch.device("cpu")) != "fp16":
         pytest.skip("no fp16 autocast on this CPU build")

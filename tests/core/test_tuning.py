@@ -179,7 +179,7 @@ def test_zero_trials_bypasses_tuning(tmp_path):
         ({"search_space": {"probability": [0.1, 1.2]}}, "tuning.search_space.probability"),
         ({"search_space": {"dropout": [0.1, 0.2]}}, "tuning.search_space"),
         ({"pruner": "magic"}, "tuning.pruner"),
-        ({"search_space": {"whole_word": [0.1, 0.2]}}, r"tuning.search_space.whole_word: .* true/false"),
+        ({"search_space": {"whole_word": [0.1, 0.2]}}, r"tuning.search_space.whole_word: .* choices, e.g. \[false, true\]"),
     ],
 )
 def test_bad_tuning_config_names_the_parameter(overrides, message):

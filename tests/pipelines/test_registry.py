@@ -9,7 +9,7 @@ from kedro.framework.project import configure_project
 from bert_mlm.pipeline_registry import register_pipelines
 
 EXPECTED_PIPELINES = {
-    "ingestion", "tokenization", "sequences", "tuning", "training", "evaluation", "reporting", "mask_rate_comparison",
+    "ingestion", "tokenization", "sequences", "tuning", "training", "probe", "evaluation", "reporting", "mask_rate_comparison",
     "__default__",
 }
 
@@ -36,6 +36,7 @@ def test_registered_pipelines_and_chain(project_root):
         "build_model_inputs",
         "tune_mask_probability",
         "train_masked_lm",
+        "probe_representations",
         "evaluate_masked_lm",
         "build_run_report",
     }
@@ -47,6 +48,7 @@ def test_registered_pipelines_and_chain(project_root):
         "build_model_inputs",
         "tune_mask_probability",
         "train_masked_lm",
+        "probe_representations",
         "evaluate_masked_lm",
         "build_run_report",
     ]
@@ -78,7 +80,8 @@ def test_mask_rate_comparison_is_one_namespace_per_variant(project_root):
     assert len(VARIANTS) >= 2
     for variant in VARIANTS:
         names = {n.name for n in comparison.only_nodes_with_namespaces([variant]).nodes}
-        assert names == {f"{variant}.variant_overrides", f"{variant}.train_masked_lm", f"{variant}.evaluate_masked_lm"}
+        assert names == {f"{variant}.variant_overrides", f"{variant}.train_masked_lm", f"{variant}.probe_representations",
+                         f"{variant}.evaluate_masked_lm"}
     # The variants share the data stages, the model/training parameters and the evaluation corpus;
     # only their own overrides are namespaced.
     free = {i for i in comparison.inputs() if not i.startswith("param")}

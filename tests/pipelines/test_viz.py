@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 TASKS = ["clean_and_split_corpus", "summarise_corpus", "build_tokenizer", "encode_corpus", "summarise_tokens",
-         "build_model_inputs", "tune_mask_probability", "train_masked_lm", "evaluate_masked_lm", "build_run_report"]
+         "build_model_inputs", "tune_mask_probability", "train_masked_lm", "probe_representations", "evaluate_masked_lm", "build_run_report"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 

@@ -35,8 +35,11 @@ class EvaluationConfig:
     batch_size: int = 64
     max_sequences: int | None = None
     whole_word: bool = False  # the whole-word protocol: score every piece of the selected words
+    mask_draws: int = 1  # independent fixed mask draws per sequence: more masked tokens from a small split
 
     def __post_init__(self) -> None:
+        if not isinstance(self.mask_draws, int) or isinstance(self.mask_draws, bool) or self.mask_draws < 1:
+            raise ValueError(f"evaluation.mask_draws: {self.mask_draws!r} must be a positive integer")
         if not isinstance(self.whole_word, bool):
             raise ValueError(f"evaluation.whole_word: {self.whole_word!r} must be true or false")
         if not 0.0 < self.mask_probability < 1.0:
@@ -53,27 +56,34 @@ EVALUATION_STREAM = 3
 EVALUATION_SCHEME = 2
 
 
-def _trimmed_batches(input_ids, attention_mask, labels, batch_size: int):
+def _trimmed_batches(input_ids, attention_mask, labels, sequence_ids, batch_size: int):
     for start in range(0, len(input_ids), batch_size):
         stop = start + batch_size
         width = int(attention_mask[start:stop].sum(dim=1).max())
-        yield input_ids[start:stop, :width], attention_mask[start:stop, :width], labels[start:stop, :width]
+        yield (input_ids[start:stop, :width], attention_mask[start:stop, :width], labels[start:stop, :width],
+               sequence_ids[start:stop])
 
 
 @dataclass
 class EvaluationSet:
-    """Masked held-out data held in memory: inputs, attention masks and labels."""
+    """Masked held-out data held in memory: inputs, attention masks, labels, and which held-out
+    sequence each row is (several mask draws of one sequence share its id)."""
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     labels: torch.Tensor
+    sequence_ids: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.sequence_ids is None:
+            self.sequence_ids = torch.arange(len(self.input_ids))
 
     @property
     def masked_tokens(self) -> int:
         return int((self.labels != IGNORE_INDEX).sum())
 
     def batches(self, batch_size: int):
-        yield from _trimmed_batches(self.input_ids, self.attention_mask, self.labels, batch_size)
+        yield from _trimmed_batches(self.input_ids, self.attention_mask, self.labels, self.sequence_ids, batch_size)
 
 
 class StreamedEvaluationSet:
@@ -87,19 +97,25 @@ class StreamedEvaluationSet:
         self.replacement_ids = replacement_ids
         self.masking = MaskingConfig(config.mask_probability, 0.8, 0.1, whole_word=config.whole_word)
         self.seed = int(config.seed)
+        self.draws = int(config.mask_draws)
 
     def __len__(self) -> int:
         return len(self.sequences)
 
     def blocks(self):
-        for block, start in enumerate(range(0, len(self.sequences), MASK_BLOCK)):
-            batch = self.collator.collate(self.sequences, range(start, min(start + MASK_BLOCK, len(self.sequences))))
-            generator = torch.Generator().manual_seed(mask_seed(self.seed, 0, block, stream=EVALUATION_STREAM))
-            inputs, labels = mask_tokens(
-                batch["input_ids"], batch["special_tokens_mask"], self.mask_token_id, self.replacement_ids,
-                self.masking, generator, batch.get("word_starts"),
-            )
-            yield inputs, batch["attention_mask"], labels
+        """(inputs, attention mask, labels, sequence ids) per block of sequences and mask draw.
+        Draw ``d`` of block ``b`` is masked by the generator of (seed, d, b): draw 0 is the
+        single-draw protocol, so adding draws only adds masked tokens."""
+        for draw in range(self.draws):
+            for block, start in enumerate(range(0, len(self.sequences), MASK_BLOCK)):
+                rows = range(start, min(start + MASK_BLOCK, len(self.sequences)))
+                batch = self.collator.collate(self.sequences, rows)
+                generator = torch.Generator().manual_seed(mask_seed(self.seed, draw, block, stream=EVALUATION_STREAM))
+                inputs, labels = mask_tokens(
+                    batch["input_ids"], batch["special_tokens_mask"], self.mask_token_id, self.replacement_ids,
+                    self.masking, generator, batch.get("word_starts"),
+                )
+                yield inputs, batch["attention_mask"], labels, torch.arange(rows.start, rows.stop)
 
     def batches(self, batch_size: int):
         for block in self.blocks():
@@ -107,12 +123,12 @@ class StreamedEvaluationSet:
 
     def materialise(self) -> EvaluationSet:
         """The whole set in memory (small sets: tests, notebooks)."""
-        inputs, attention, labels = zip(*self.blocks(), strict=True)
-        return EvaluationSet(torch.cat(inputs), torch.cat(attention), torch.cat(labels))
+        inputs, attention, labels, sequence_ids = zip(*self.blocks(), strict=True)
+        return EvaluationSet(torch.cat(inputs), torch.cat(attention), torch.cat(labels), torch.cat(sequence_ids))
 
     @property
     def masked_tokens(self) -> int:
-        return sum(int((labels != IGNORE_INDEX).sum()) for _, _, labels in self.blocks())
+        return sum(int((labels != IGNORE_INDEX).sum()) for _, _, labels, _ in self.blocks())
 
 
 def prepare_evaluation_set(
@@ -139,35 +155,62 @@ def evaluate(
     device: torch.device | str | None = None,
     amp_dtype: torch.dtype | None = None,
 ) -> dict[str, float]:
-    """Token-weighted masked-token loss, perplexity, top-1 and top-5 accuracy."""
+    """Token-weighted masked-token loss, perplexity, top-1 and top-5 accuracy, each with its
+    standard error (``*_se``).
+
+    The standard errors are analytic: masked tokens of one sequence are not independent (they
+    share a context, and several mask draws share the sequence), so each metric, a ratio of sums
+    over sequences, gets the delta-method (linearised) standard error with sequences as
+    clusters: ``SE(R) = sqrt(sum_i (y_i - R n_i)^2 / (m (m - 1))) / mean(n)`` over the ``m``
+    sequences, ``y_i`` a sequence's summed loss (or hits) and ``n_i`` its masked tokens. No
+    resampling, and the same numbers as a bootstrap over sequences up to its noise.
+    """
     device = torch.device(device) if device is not None else next(model.parameters()).device
     was_training = model.training
     model.eval()
     mlm = MaskedPositionsMLM(model)
-    loss_sum, top1, top5, count = 0.0, 0, 0, 0
-    for inputs, attention_mask, labels in evaluation_set.batches(batch_size):
+    sums: dict[str, list[torch.Tensor]] = {"loss": [], "top1": [], "top5": [], "count": [], "sequence": []}
+    for inputs, attention_mask, labels, sequence_ids in evaluation_set.batches(batch_size):
         with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
             logits, targets = mlm(inputs.to(device), attention_mask.to(device), labels.to(device))
         if targets.numel() == 0:
             continue
         logits = logits.float()
-        loss_sum += float(F.cross_entropy(logits, targets, reduction="sum"))
+        rows = sequence_ids[(labels != IGNORE_INDEX).nonzero()[:, 0]]  # the order of the gathered positions
         best5 = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
-        top1 += int((best5[:, 0] == targets).sum())
-        top5 += int((best5 == targets[:, None]).any(dim=-1).sum())
-        count += int(targets.numel())
+        sums["loss"].append(F.cross_entropy(logits, targets, reduction="none").double().cpu())
+        sums["top1"].append((best5[:, 0] == targets).double().cpu())
+        sums["top5"].append((best5 == targets[:, None]).any(dim=-1).double().cpu())
+        sums["sequence"].append(rows)
     if was_training:
         model.train()
-    if count == 0:
+    if not sums["sequence"]:
         raise ValueError("evaluation: no token was masked; the held-out data is too small")
-    loss = loss_sum / count
-    return {
-        "eval_loss": loss,
-        "eval_perplexity": math.exp(min(loss, 700.0)),
-        "eval_accuracy": top1 / count,
-        "eval_top5_accuracy": top5 / count,
-        "eval_masked_tokens": count,
+    sequence = torch.cat(sums["sequence"]).numpy()
+    _, cluster = np.unique(sequence, return_inverse=True)
+    per_sequence = {
+        name: np.bincount(cluster, weights=torch.cat(sums[name]).numpy()) for name in ("loss", "top1", "top5")
     }
+    tokens = np.bincount(cluster).astype(np.float64)
+    count = int(tokens.sum())
+    metrics: dict[str, float] = {}
+    for name, key in (("loss", "eval_loss"), ("top1", "eval_accuracy"), ("top5", "eval_top5_accuracy")):
+        ratio = float(per_sequence[name].sum() / count)
+        metrics[key] = ratio
+        metrics[f"{key}_se"] = ratio_standard_error(per_sequence[name], tokens, ratio)
+    metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 700.0))
+    metrics["eval_masked_tokens"] = count
+    metrics["eval_sequences"] = len(tokens)
+    return metrics
+
+
+def ratio_standard_error(values: np.ndarray, weights: np.ndarray, ratio: float) -> float:
+    """Delta-method standard error of ``sum(values) / sum(weights)`` over clusters (NaN below 2)."""
+    m = len(values)
+    if m < 2:
+        return float("nan")
+    residuals = (values - ratio * weights) / weights.mean()
+    return float(math.sqrt((residuals**2).sum() / (m * (m - 1))))
 
 
 def most_frequent_token(train: Sequence[np.ndarray] | np.ndarray, special_ids: Sequence[int]) -> int:
@@ -187,7 +230,7 @@ def most_frequent_token(train: Sequence[np.ndarray] | np.ndarray, special_ids: S
 def baseline_accuracy(evaluation_set, token_id: int) -> float:
     """Accuracy of always predicting ``token_id`` at the masked positions."""
     hits = total = 0
-    for _, _, labels in evaluation_set.batches(MASK_BLOCK):
+    for _, _, labels, _ in evaluation_set.batches(MASK_BLOCK):
         selected = labels != IGNORE_INDEX
         total += int(selected.sum())
         hits += int((labels[selected] == token_id).sum())

@@ -20,7 +20,7 @@ between data-parallel ranks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -37,17 +37,43 @@ class MaskingConfig:
     random_token_fraction: float = 0.1
     whole_word: bool = False
     word_segmenter: str = "auto"
+    # The mask rate over training: constant, or linear from ``probability`` at the first step to
+    # ``final_probability`` at the last (Ankner et al. 2023: a decreasing rate beat every constant one).
+    schedule: str = "constant"
+    final_probability: float | None = None
 
     def __post_init__(self) -> None:
         validate_masking(self.probability, self.mask_token_fraction, self.random_token_fraction)
         if not isinstance(self.whole_word, bool):
             raise ValueError(f"masking.whole_word: {self.whole_word!r} must be true or false")
         validate_segmenter(self.word_segmenter)
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"masking.schedule: {self.schedule!r} is not one of {SCHEDULES}")
+        if self.schedule == "linear":
+            if self.final_probability is None:
+                raise ValueError("masking.final_probability: a linear masking.schedule needs its end value")
+            validate_masking(self.final_probability, self.mask_token_fraction, self.random_token_fraction,
+                             "masking", "final_probability")
+
+    def at_step(self, step: int, total_steps: int) -> MaskingConfig:
+        """The masking of optimizer step ``step`` (0-based) of ``total_steps``: a pure function of
+        the step, so a resumed run masks as the uninterrupted one."""
+        if self.schedule == "constant":
+            return self
+        progress = step / (total_steps - 1) if total_steps > 1 else 1.0
+        rate = self.probability + (self.final_probability - self.probability) * min(max(progress, 0.0), 1.0)
+        return replace(self, probability=rate, schedule="constant", final_probability=None)
 
 
-def validate_masking(probability: float, mask_fraction: float, random_fraction: float, prefix: str = "masking") -> None:
+SCHEDULES = ("constant", "linear")
+
+
+def validate_masking(probability: float, mask_fraction: float, random_fraction: float, prefix: str = "masking",
+                     name: str = "probability") -> None:
+    if isinstance(probability, bool) or not isinstance(probability, (int, float)):
+        raise ValueError(f"{prefix}.{name}: {probability!r} must be a number in the open interval (0, 1)")
     if not 0.0 < float(probability) < 1.0:
-        raise ValueError(f"{prefix}.probability: {probability!r} must be in the open interval (0, 1)")
+        raise ValueError(f"{prefix}.{name}: {probability!r} must be in the open interval (0, 1)")
     for name, value in (("mask_token_fraction", mask_fraction), ("random_token_fraction", random_fraction)):
         if not 0.0 <= float(value) <= 1.0:
             raise ValueError(f"{prefix}.{name}: {value!r} must be in [0, 1]")

@@ -26,6 +26,8 @@ HEADLINE = (
     ("eval_perplexity", "perplexity"),
     ("extra_eval_accuracy", "accuracy on evaluation.corpus_path"),
     ("extra_baseline_accuracy", "reference on evaluation.corpus_path"),
+    ("probe_accuracy", "downstream probe accuracy"),
+    ("probe_majority_accuracy", "probe: majority-class reference"),
     ("mask_probability", "training mask probability"),
     ("mask_probability_source", "mask probability from"),
     ("train_steps", "training steps"),
@@ -78,9 +80,19 @@ def format_value(value) -> str:
     return str(value)
 
 
+def with_error(metrics: Mapping, key: str) -> str:
+    """``value ± standard error`` where the metrics hold ``<key>_se``."""
+    value, error = metrics[key], metrics.get(f"{key}_se")
+    if isinstance(error, float) and math.isfinite(error) and isinstance(value, float):
+        return f"{value:.4f} ± {error:.4f}"
+    return format_value(value)
+
+
 def headline_table(metrics: Mapping) -> pd.DataFrame:
-    rows = [(label, f"{metrics[key]:.2f}x" if key == "accuracy_over_baseline" else format_value(metrics[key]))
+    rows = [(label, f"{metrics[key]:.2f}x" if key == "accuracy_over_baseline" else with_error(metrics, key))
             for key, label in HEADLINE if key in metrics]
+    if "eval_masked_tokens" in metrics:
+        rows.append(("masked tokens scored (± is one standard error)", format_value(metrics["eval_masked_tokens"])))
     return pd.DataFrame(rows, columns=["metric", "value"])
 
 
@@ -193,8 +205,9 @@ def run_report(
 
 
 COMPARISON_COLUMNS = (
-    "variant", "mask_probability", "eval_loss", "eval_accuracy", "eval_top5_accuracy", "baseline_accuracy",
-    "accuracy_over_baseline", "extra_eval_accuracy", "final_train_loss", "train_tokens_per_second",
+    "variant", "mask_probability", "eval_loss", "eval_loss_se", "eval_accuracy", "eval_accuracy_se",
+    "eval_top5_accuracy", "baseline_accuracy", "accuracy_over_baseline", "extra_eval_accuracy",
+    "extra_eval_accuracy_se", "probe_accuracy", "probe_accuracy_se", "final_train_loss", "train_tokens_per_second",
 )
 
 

@@ -236,7 +236,12 @@ class TokenStoreWriter:
 
 @functools.lru_cache(maxsize=4)
 def _tokenizer(serialised: str) -> Tokenizer:
-    return Tokenizer.from_str(serialised)
+    tokenizer = Tokenizer.from_str(serialised)
+    # A transformers tokenizer that was once called with padding or truncation keeps them in its
+    # backend's state (and so in ``to_str()``): a stored document must be neither padded nor cut.
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
 
 
 ENCODE_SLICE_CHARS = 1 << 20

@@ -270,6 +270,12 @@ def encode_documents(
     lists of every field (measured in BENCHMARKS.md).
     """
     backend: Tokenizer = tokenizer.backend_tokenizer
+    if backend.padding or backend.truncation:
+        # A call with padding or truncation (fill-mask, the probe) leaves them set on the
+        # backend: documents are encoded whole and unpadded, by a clean copy.
+        backend = Tokenizer.from_str(backend.to_str())
+        backend.no_padding()
+        backend.no_truncation()
     result: list[np.ndarray] = []
     for start in range(0, len(texts), batch_size):
         encodings = backend.encode_batch_fast(list(texts[start : start + batch_size]), add_special_tokens=False)

@@ -380,6 +380,7 @@ def train(
             # Assemble and mask the micro-batches of this optimizer step first, so that the loss
             # can be divided by the masked tokens of the whole step (token-weighted accumulation).
             micro = []
+            step_masking = masking.at_step(step, config.max_steps)
             for _ in range(accumulation):
                 if next_batch >= len(batches):
                     epoch, next_batch = epoch + 1, 0
@@ -388,7 +389,7 @@ def train(
                 generator = mask_generator(config.seed, epoch, next_batch, rank.rank)
                 inputs, labels = mask_tokens(
                     batch["input_ids"], batch["special_tokens_mask"], token_ids.mask,
-                    token_ids.replacement, masking, generator, batch.get("word_starts"),
+                    token_ids.replacement, step_masking, generator, batch.get("word_starts"),
                 )
                 micro.append((inputs, batch["attention_mask"], labels))
                 next_batch += 1
@@ -456,6 +457,7 @@ def train(
                 "loss": loss_total / masked_in_step,
                 "accuracy": correct_total / masked_in_step,
                 "masked_tokens": masked_in_step,
+                "mask_probability": step_masking.probability,
                 "tokens": tokens_in_step,
                 "learning_rate": scheduler.get_last_lr()[0],
                 "grad_norm": grad_norm,

@@ -24,7 +24,7 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.masking import SCHEDULES, MaskingConfig
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,13 @@ SEARCHABLE = {
     "mask_token_fraction": ("masking", "range"),
     "random_token_fraction": ("masking", "range"),
     "whole_word": ("masking", "choice"),  # e.g. [false, true]
+    "schedule": ("masking", "choice"),  # e.g. [constant, linear]
+    "final_probability": ("masking", "range"),  # the end of a linear schedule
     "learning_rate": ("training", "log"),
+}
+CHOICES = {
+    "whole_word": (lambda value: isinstance(value, bool), "[false, true]"),
+    "schedule": (lambda value: value in SCHEDULES, "[constant, linear]"),
 }
 SAMPLERS = ("qmc", "tpe", "random")
 PRUNERS = ("median", "hyperband", "none")
@@ -77,12 +83,13 @@ class TuningConfig:
             if name not in SEARCHABLE:
                 raise ValueError(f"tuning.search_space: {name!r} is not one of {sorted(SEARCHABLE)}")
             if SEARCHABLE[name][1] == "choice":
-                if not (isinstance(bounds, (list, tuple)) and bounds and all(isinstance(b, bool) for b in bounds)):
-                    raise ValueError(f"tuning.search_space.{name}: {bounds!r} must be a list of true/false, e.g. [false, true]")
+                allowed, example = CHOICES[name]
+                if not (isinstance(bounds, (list, tuple)) and bounds and all(allowed(b) for b in bounds)):
+                    raise ValueError(f"tuning.search_space.{name}: {bounds!r} must be a list of choices, e.g. {example}")
                 continue
             if not (isinstance(bounds, (list, tuple)) and len(bounds) == 2 and 0 < float(bounds[0]) < float(bounds[1])):
                 raise ValueError(f"tuning.search_space.{name}: {bounds!r} must be [low, high] with 0 < low < high")
-            if name == "probability" and float(bounds[1]) >= 1:
+            if name in ("probability", "final_probability") and float(bounds[1]) >= 1:
                 raise ValueError(f"tuning.search_space.probability: {bounds!r} must lie in (0, 1)")
 
 

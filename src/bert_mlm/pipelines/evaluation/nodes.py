@@ -32,6 +32,7 @@ def evaluate_masked_lm(
     sequence_index: SequenceIndex,
     extra_eval_corpus: CorpusSource,
     training_summary: dict,
+    probe_metrics: dict,
     evaluation_params: dict,
     sequence_params: dict,
 ) -> dict:
@@ -58,6 +59,7 @@ def evaluate_masked_lm(
     metrics["eval_seed"] = protocol.seed
     metrics["eval_whole_word"] = protocol.whole_word
     metrics.update(training_summary)
+    metrics.update(probe_metrics)
 
     if not extra_eval_corpus.is_empty:
         items = (item for batch in extra_eval_corpus.batches() for item in batch)

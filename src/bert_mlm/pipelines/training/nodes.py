@@ -68,6 +68,8 @@ def train_masked_lm(
         "precision": result.precision,
         "resumed_from_step": result.resumed_from_step,
         "mask_probability": masking.probability,
+        "mask_schedule": masking.schedule,
+        "final_mask_probability": masking.final_probability if masking.schedule == "linear" else masking.probability,
         "mask_token_fraction": masking.mask_token_fraction,
         "random_token_fraction": masking.random_token_fraction,
         "whole_word": masking.whole_word,
