@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,16 @@ import torch
 
 from bert_mlm.core import experiment as experiment_module
 from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.tuning import TuningConfig, best_parameters, masking_for, open_study, run_study, trials_table
+from bert_mlm.core.tuning import (
+    TuningConfig,
+    adoption,
+    best_parameters,
+    masking_for,
+    open_study,
+    paired_interval,
+    run_study,
+    trials_table,
+)
 from bert_mlm.pipelines.tuning.nodes import tune_mask_probability
 
 WORKER = Path(__file__).with_name("tuning_worker.py")
@@ -151,12 +161,14 @@ def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, mon
     )
     probabilities = trials["params_probability"].tolist()
     assert len(probabilities) == 2 and probabilities[0] != probabilities[1]
-    assert len(seen) == 4  # two evaluations per trial
+    # Two evaluations per trial, then the confirmation (adopt: if_better) trains the best and the
+    # configured setting: every one of them is scored on the same masks.
+    assert len(seen) == 8
     for inputs, labels in seen[1:]:
         assert torch.equal(inputs, seen[0][0]) and torch.equal(labels, seen[0][1])
     masked_rate = (seen[0][1] != -100).sum() / (seen[0][1] != -100).numel()
     assert 0 < masked_rate < 0.15  # 15 % of real tokens; padding and specials never masked
-    assert best["masking"]["probability"] in probabilities
+    assert best["masking"]["probability"] in [*probabilities, PARAMS["masking"]["probability"]]
     assert len(objective_plot.data) == 2
 
 
@@ -215,3 +227,41 @@ def test_the_study_can_search_whole_word_masking(tmp_path):
     best = best_parameters(study, config)
     assert best["masking"]["whole_word"] is True
     assert masking_for(best["masking"], MaskingConfig()).whole_word is True
+
+
+def test_if_better_keeps_the_configured_setting_unless_the_interval_clears_zero():
+    within_noise = paired_interval([0.01, -0.02, 0.015])  # configured - tuned, per seed
+    assert within_noise["low"] < 0 < within_noise["high"]
+    adopted, reason = adoption(within_noise, "if_better")
+    assert not adopted and "within seed noise" in reason
+    assert adoption(within_noise, "always")[0]
+    clear = paired_interval([0.05, 0.051, 0.049])
+    assert clear["low"] > 0 and adoption(clear, "if_better")[0]
+    worse = paired_interval([-0.05, -0.051, -0.049])
+    assert not adoption(worse, "if_better")[0]
+    single = paired_interval([0.5])
+    assert single["low"] == float("-inf") and "tuning.seeds >= 2" in adoption(single, "if_better")[1]
+    # The interval is Student's t: three pairs, mean 0.05, sd 0.001 -> half-width t(0.975, 2) * 0.001 / sqrt(3).
+    assert clear["high"] - clear["mean"] == pytest.approx(4.302653 * 0.001 / 3**0.5, rel=1e-4)
+
+
+def test_seeds_per_trial_and_a_paired_confirmation(tmp_path):
+    store, index, tokenizer = tiny_inputs(tmp_path)
+    tuning = {"n_trials": 2, "trial_steps": 2, "eval_every": 1, "storage": f"sqlite:///{tmp_path}/c.db", "pruner": "none",
+              "seeds": 2, "adopt": "if_better"}
+    args = (PARAMS["model"], PARAMS["training"], PARAMS["masking"], PARAMS["evaluation"], PARAMS["sequences"])
+    best, trials, _, _ = tune_mask_probability(store, index, tokenizer, tuning, *args)
+    assert all(len(json.loads(v) if isinstance(v, str) else v) == 2 for v in trials["attr_seed_losses"])
+    assert (trials["attr_seed_spread"] >= 0).all()
+    confirmation = best["confirmation"]
+    assert len(confirmation["tuned_losses"]) == len(confirmation["configured_losses"]) == 2
+    assert confirmation["ci_low"] <= confirmation["difference"] <= confirmation["ci_high"]
+    assert confirmation["adopted"] == (confirmation["ci_low"] > 0)
+    if not confirmation["adopted"]:
+        assert best["source"] == "parameters"
+        assert best["masking"]["probability"] == PARAMS["masking"]["probability"]
+    # The tuned setting's first-seed loss in the confirmation is that trial's own first seed:
+    # the same model, data order and evaluation masks.
+    best_trial = trials.set_index("number").loc[best["best_trial"]]
+    seeds = best_trial["attr_seed_losses"]
+    assert confirmation["tuned_losses"] == pytest.approx(json.loads(seeds) if isinstance(seeds, str) else seeds)

@@ -30,6 +30,7 @@ HEADLINE = (
     ("probe_majority_accuracy", "probe: majority-class reference"),
     ("mask_probability", "training mask probability"),
     ("mask_probability_source", "mask probability from"),
+    ("tuning_decision", "tuning decision"),
     ("train_steps", "training steps"),
     ("train_tokens", "training tokens"),
     ("train_tokens_per_second", "training tokens/s"),
@@ -188,8 +189,11 @@ def run_report(
     all_metrics = pd.DataFrame(
         [(k, format_value(v)) for k, v in metrics.items() if k != "fill_mask_examples"], columns=["metric", "value"]
     )
-    trial_columns = [c for c in ("number", "state", "params_probability", "value", "last_intermediate_value",
-                                 "duration_seconds") if tuning_trials is not None and c in tuning_trials]
+    trial_columns = [c for c in ("number", "state", "params_probability", "value", "attr_seed_spread",
+                                 "last_intermediate_value", "duration_seconds")
+                     if tuning_trials is not None and c in tuning_trials]
+    decision = metrics.get("tuning_decision")
+    decision_html = f"<p>Decision: {html.escape(str(decision))}.</p>" if decision else ""
     sections = [
         ("Summary", table(headline_table(metrics))),
         ("Corpus", table(corpus_stats)),
@@ -197,7 +201,7 @@ def run_report(
         ("Sequences and padding efficiency", table(sequence_stats)),
         ("Training", image(training_curves(training_history), "training curves")),
         ("Tuning of the mask probability", image(tuning_curve(tuning_trials), "tuning trials")
-         + (table(tuning_trials[trial_columns]) if trial_columns else "")),
+         + (table(tuning_trials[trial_columns]) if trial_columns else "") + decision_html),
         ("Evaluation (fixed protocol)", table(all_metrics)),
         ("Fill-mask examples", fill_mask_list(metrics.get("fill_mask_examples", []))),
     ]

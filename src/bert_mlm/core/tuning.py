@@ -44,6 +44,7 @@ CHOICES = {
     "schedule": (lambda value: value in SCHEDULES, "[constant, linear]"),
 }
 SAMPLERS = ("qmc", "tpe", "random")
+ADOPT = ("if_better", "always")
 PRUNERS = ("median", "hyperband", "none")
 
 
@@ -65,8 +66,16 @@ class TuningConfig:
     heartbeat_interval: int = 30
     grace_period: int = 90
     eval_max_sequences: int | None = None
+    # Training seeds per trial (the score is their mean) and for the confirmation that pits the
+    # best setting against the configured one, paired seed by seed on the same evaluation masks.
+    seeds: int = 1
+    adopt: str = "if_better"  # if_better: only when the 95 % interval excludes zero in its favour | always
 
     def __post_init__(self) -> None:
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
+            raise ValueError(f"tuning.seeds: {self.seeds!r} must be a positive integer")
+        if self.adopt not in ADOPT:
+            raise ValueError(f"tuning.adopt: {self.adopt!r} is not one of {ADOPT}")
         if not isinstance(self.n_trials, int) or self.n_trials < 0:
             raise ValueError(f"tuning.n_trials: {self.n_trials!r} must be an integer >= 0")
         for name in ("trial_steps", "eval_every"):
@@ -260,3 +269,31 @@ def best_parameters(study: optuna.Study, config: TuningConfig) -> dict:
         "best_eval_loss": best.value,
         "finished_trials": sum(1 for t in study.get_trials(deepcopy=False) if t.state in FINISHED),
     }
+
+
+def paired_interval(differences: list[float], confidence: float = 0.95) -> dict:
+    """Mean of paired differences and its two-sided ``confidence`` interval (Student's t);
+    with fewer than two pairs the interval is unbounded."""
+    from scipy import stats
+
+    values = [float(d) for d in differences]
+    mean = sum(values) / len(values) if values else float("nan")
+    if len(values) < 2:
+        return {"mean": mean, "low": float("-inf"), "high": float("inf"), "pairs": len(values)}
+    spread = stats.tstd(values) / math.sqrt(len(values))
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * spread if spread > 0 else 0.0
+    return {"mean": mean, "low": mean - half, "high": mean + half, "pairs": len(values)}
+
+
+def adoption(interval: dict, adopt: str) -> tuple[bool, str]:
+    """Whether to train at the tuned setting, and why. ``interval`` is over (configured - tuned)
+    eval loss: positive means the tuned setting is better."""
+    if adopt == "always":
+        return True, "tuning.adopt is always"
+    if interval["low"] > 0:
+        return True, (f"the tuned setting lowers the eval loss by {interval['mean']:.4f} "
+                      f"(95 % interval {interval['low']:.4f} to {interval['high']:.4f}, {interval['pairs']} paired seeds)")
+    if interval["pairs"] < 2:
+        return False, "one confirmation seed gives no interval (set tuning.seeds >= 2): kept the configured masking"
+    return False, (f"the difference {interval['mean']:.4f} is within seed noise (95 % interval {interval['low']:.4f} "
+                   f"to {interval['high']:.4f}, {interval['pairs']} paired seeds): kept the configured masking")

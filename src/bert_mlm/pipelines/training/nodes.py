@@ -76,6 +76,7 @@ def train_masked_lm(
         "word_segmenter": sequence_index.word_segmenter if masking.word_segmenter == "auto" else masking.word_segmenter,
         "mask_probability_source": source if "probability" in tuned_masking else "parameters",
         "learning_rate": result.learning_rate,
+        "tuning_decision": (tuning_best_params.get("confirmation") or {}).get("reason"),
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "data_parallel_workers": distributed.world_size,
     }

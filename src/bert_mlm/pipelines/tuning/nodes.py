@@ -18,7 +18,16 @@ from bert_mlm.core.masking import MASKING_SCHEME
 from bert_mlm.core.params import build_config
 from bert_mlm.core.sequences import SequenceIndex
 from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.tuning import SEARCHABLE, TuningConfig, best_parameters, masking_for, run_study, trials_table
+from bert_mlm.core.tuning import (
+    SEARCHABLE,
+    TuningConfig,
+    adoption,
+    best_parameters,
+    masking_for,
+    paired_interval,
+    run_study,
+    trials_table,
+)
 from bert_mlm.pipelines.experiment_params import build_experiment
 
 logger = logging.getLogger(__name__)
@@ -62,17 +71,53 @@ def tune_mask_probability(
     )
     evaluation_set = experiment.evaluation_set("valid", config.eval_max_sequences)
 
+    def seed_losses(masking, training, report=None) -> list[float]:
+        """The trial's final eval loss for each of ``tuning.seeds`` training seeds; pruning
+        looks at the first seed's curve."""
+        return [
+            train_trial(experiment, masking, replace(training, seed=training.seed + offset), evaluation_set,
+                        config.eval_every, report if offset == 0 and report else (lambda *_: None))
+            for offset in range(config.seeds)
+        ]
+
     def run_trial(trial: optuna.Trial, values: dict, report) -> float:
         masking = masking_for(values, experiment.masking)
         training = replace(trial_training, learning_rate=values.get("learning_rate", trial_training.learning_rate))
         logger.info("Trial %d: %s", trial.number, values)
-        return train_trial(experiment, masking, training, evaluation_set, config.eval_every, report)
+        losses = seed_losses(masking, training, report)
+        trial.set_user_attr("seed_losses", losses)
+        trial.set_user_attr("seed_spread", float(pd.Series(losses).std()) if len(losses) > 1 else 0.0)
+        return float(sum(losses) / len(losses))
 
     study = run_study(config, run_trial)
     trials = trials_table(study)
     best = best_parameters(study, config)
     logger.info("Best trial %d: eval loss %.4f with %s", best["best_trial"], best["best_eval_loss"], best.get("masking"))
+    if config.adopt == "if_better":
+        best = confirm(best, experiment, trial_training, seed_losses)
     return best, trials, objective_plot(trials), optuna.visualization.plot_optimization_history(study)
+
+
+def confirm(best: dict, experiment, trial_training, seed_losses) -> dict:
+    """Train the best setting and the configured one with the same seeds, paired on identical
+    evaluation masks; keep the tuned setting only when the difference is clear of seed noise."""
+    tuned_masking = masking_for(best.get("masking", {}), experiment.masking)
+    tuned_training = replace(trial_training, **best.get("training", {}))
+    tuned = seed_losses(tuned_masking, tuned_training)
+    configured = seed_losses(experiment.masking, trial_training)
+    interval = paired_interval([c - t for c, t in zip(configured, tuned, strict=True)])
+    adopted, reason = adoption(interval, "if_better")
+    logger.info("Tuning confirmation: %s", reason)
+    confirmation = {
+        "tuned_losses": tuned, "configured_losses": configured, "configured_probability": experiment.masking.probability,
+        "difference": interval["mean"], "ci_low": interval["low"], "ci_high": interval["high"],
+        "adopted": adopted, "reason": reason,
+    }
+    if adopted:
+        return {**best, "confirmation": confirmation}
+    return {"masking": {"probability": experiment.masking.probability}, "source": "parameters",
+            "tuned": {k: best[k] for k in ("masking", "training") if k in best}, "confirmation": confirmation,
+            **{k: best[k] for k in ("study_name", "storage", "best_trial", "best_eval_loss", "finished_trials")}}
 
 
 def study_fingerprint(experiment, config: TuningConfig) -> str:
@@ -83,7 +128,7 @@ def study_fingerprint(experiment, config: TuningConfig) -> str:
         "masking": asdict(experiment.masking),
         "evaluation": asdict(experiment.evaluation),
         "sequences": asdict(experiment.sequence_config),
-        "tuning": {k: v for k, v in asdict(config).items() if k in ("trial_steps", "eval_every", "search_space", "eval_max_sequences")},
+        "tuning": {k: v for k, v in asdict(config).items() if k in ("trial_steps", "eval_every", "search_space", "eval_max_sequences", "seeds")},
         "masking_scheme": MASKING_SCHEME,
         "evaluation_scheme": EVALUATION_SCHEME,
         # The data: digests of the stored tokens and of the sequence index (not the tokens themselves).
