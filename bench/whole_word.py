@@ -125,10 +125,29 @@ def throughput(corpus: Corpus, repeats: int, batches: int = 100, batch_size: int
     notes = [f"{batches} batches of {batch_size} packed sequences ({tokens:,} tokens), {repeats} alternating repeats; "
              f"HF: {len(hf_batches)} batches of one text per example, padded to {MAX_LENGTH} ({hf_tokens:,} real tokens)"]
     if corpus.segmenter == "jieba":
+        notes.append(word_lengths(corpus))
         notes.append(f"One-off jieba segmentation of the corpus: {corpus.segment_seconds:.1f} s "
                      f"({sum(map(len, (t for s in SPLITS for t in corpus.texts[s]))) / corpus.segment_seconds / 1e6:.2f} M chars/s, "
                      f"one process) vs {corpus.encode_seconds:.1f} s to encode it")
     return rate_table(f"Whole-word masking cost: {corpus.name}", rates, "token-level (Collator + mask_tokens)", "tokens/s", notes)
+
+
+def word_lengths(corpus: Corpus, texts: int = 2000) -> str:
+    """Tokens per word under HF's rule (a word ends where the next token's offset leaves a gap)
+    and under jieba's words, on the same texts."""
+    tokenizer = corpus.tokenizer
+    sample = corpus.texts["train"][:texts]
+    hf_tokens = hf_words = 0
+    for text in sample:
+        offsets = tokenizer(text, add_special_tokens=False, truncation=True, max_length=MAX_LENGTH - 2,
+                            return_offsets_mapping=True)["offset_mapping"]
+        hf_tokens += len(offsets)
+        hf_words += sum(1 for k, (start, _) in enumerate(offsets) if k == 0 or start != offsets[k - 1][1])
+    flags, _ = segment_texts(sample, tokenizer.backend_tokenizer.to_str(), tokenizer.sep_token_id, "int32")
+    documents = sum(1 for text in sample if tokenizer(text, add_special_tokens=False)["input_ids"])
+    tokens = len(flags) - documents  # without the separators
+    return (f"Tokens per word on {texts:,} reviews: {hf_tokens / max(hf_words, 1):.2f} under HF's offset-gap rule, "
+            f"{tokens / (tokens - int(flags.sum())):.2f} under jieba's words")
 
 
 def accuracy(corpus: Corpus, steps: int, seeds: int) -> tuple[Table, list[dict]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -110,9 +111,9 @@ def _batches(texts: Iterable[str] | Iterable[list[str]]):
         yield [item] if isinstance(item, str) else item
 
 
-def alphabet_size(texts: Iterable[str] | Iterable[list[str]], normalizer, min_frequency: int) -> int:
-    """How many characters occur at least ``min_frequency`` times in ``texts`` once normalised
-    (lowercased, accents stripped, as the tokenizer sees them); whitespace does not count."""
+def character_counts(texts: Iterable[str] | Iterable[list[str]], normalizer) -> Counter:
+    """How often each character occurs in ``texts`` once normalised (lowercased, accents
+    stripped, as the tokenizer sees them); whitespace left out."""
     counts: Counter = Counter()
     for batch in _batches(texts):
         for text in batch:
@@ -122,7 +123,36 @@ def alphabet_size(texts: Iterable[str] | Iterable[list[str]], normalizer, min_fr
         for piece in normalizer.normalize_str(character):
             if not piece.isspace():
                 normalised[piece] += count
-    return sum(1 for count in normalised.values() if count >= min_frequency)
+    return normalised
+
+
+def alphabet_size(texts: Iterable[str] | Iterable[list[str]], normalizer, min_frequency: int) -> int:
+    """How many characters occur at least ``min_frequency`` times in ``texts`` once normalised."""
+    return sum(1 for count in character_counts(texts, normalizer).values() if count >= min_frequency)
+
+
+def _is_punctuation(character: str) -> bool:
+    """BERT's rule (its pre-tokenizer splits these off as words of their own)."""
+    code = ord(character)
+    if 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126:
+        return True
+    return unicodedata.category(character).startswith("P")
+
+
+_CHINESE_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+                   (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+def _is_chinese(character: str) -> bool:
+    code = ord(character)
+    return any(low <= code <= high for low, high in _CHINESE_RANGES)
+
+
+def continuation_pieces(alphabet: Iterable[str], chinese_chars: bool) -> list[str]:
+    """``##c`` for every character ``c`` of the alphabet that can continue a word (not
+    punctuation, nor a CJK character when those are split off one by one)."""
+    return sorted(f"##{c}" for c in alphabet
+                  if not c.isspace() and not _is_punctuation(c) and not (chinese_chars and _is_chinese(c)))
 
 
 def train_wordpiece(
@@ -154,20 +184,26 @@ def train_wordpiece(
         raise TypeError("train_wordpiece: give a list or a callable that yields the texts (the alphabet takes two passes)")
     tokenizer = _backend(WordPiece(unk_token=UNK), lowercase, strip_accents, chinese_chars)
     counted = limit_alphabet is None
+    counts = character_counts(stream(), tokenizer.normalizer)
+    frequent = sorted((c for c, n in counts.items() if n >= min_frequency), key=lambda c: (-counts[c], c))
     if counted:
-        limit_alphabet = alphabet_size(stream(), tokenizer.normalizer, min_frequency)
+        limit_alphabet = len(frequent)
+    # The trainer creates each "##c" piece when it first meets it while iterating a hash map, and
+    # breaks ties between equally frequent pairs by those ids: the same corpus gave a different
+    # vocabulary from run to run (huggingface/tokenizers#1794; 3 runs of the default chain, 3
+    # vocabularies). Handing it every "##c" up front as a reserved token gives them fixed ids.
+    reserved = continuation_pieces(frequent[:limit_alphabet], chinese_chars)
     trainer = WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS),  # in this order: [PAD] gets id 0
+        special_tokens=[*SPECIAL_TOKENS, *reserved],  # in this order: [PAD] gets id 0
         limit_alphabet=limit_alphabet,
         continuing_subword_prefix="##",
         show_progress=show_progress,
     )
     tokenizer.train_from_iterator(_batches(stream()), trainer=trainer)
-    # The trainer picks the same pieces on every run but numbers them in a run-dependent order
-    # (hash-map iteration); renumbering them (special tokens first, then by string) makes the
-    # token ids, and so everything downstream, a function of the corpus alone.
+    # Renumbered (special tokens first, then by string): the token ids, and so everything
+    # downstream, are a function of the corpus alone. The reserved pieces become plain tokens.
     trained = tokenizer.get_vocab()
     ordered = list(SPECIAL_TOKENS) + sorted(t for t in trained if t not in SPECIAL_TOKENS)
     if len(ordered) < vocab_size:
