@@ -43,6 +43,7 @@ SECTIONS = {
 
 def validate_parameters(parameters: dict) -> None:
     """Raise one clear ``ValueError`` naming the first bad parameter, its value and what is allowed."""
+    check_sections(parameters)
     built = {name: build_config(cls, parameters.get(name), name) for name, cls in SECTIONS.items()}
     evaluation_protocol(parameters.get("evaluation"))
     built["sequences"].check_fits(built["model"].max_position_embeddings)
@@ -51,6 +52,20 @@ def validate_parameters(parameters: dict) -> None:
     training = built["training"]
     resolve_precision(training.precision, resolve_device(training.device))
     validate_variants(parameters, built)
+
+
+def check_sections(parameters: dict) -> None:
+    """A top-level section nothing reads (``--params trainig.max_steps=3``) is a typo: refused."""
+    import difflib
+
+    from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
+
+    known = {*SECTIONS, "evaluation", *VARIANTS}
+    for section in parameters:
+        if section not in known:
+            close = difflib.get_close_matches(section, sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; the sections are {sorted(known)}"
+            raise ValueError(f"{section}: unknown parameter section{hint}")
 
 
 def validate_variants(parameters: dict, built: dict) -> None:

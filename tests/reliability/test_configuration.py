@@ -50,6 +50,8 @@ CASES = [
     ("tuning.n_trials", -1, r"tuning\.n_trials: -1 must be an integer >= 0"),
     ("evaluation.mask_probability", 1.0, r"evaluation\.mask_probability: 1\.0 must be in \(0, 1\)"),
     ("training.max_stepz", 10, r"training: unknown parameter\(s\) training\.max_stepz"),
+    ("trainig.max_steps", 3, r"trainig: unknown parameter section; did you mean 'training'\?"),
+    ("whatever.x", 1, r"whatever: unknown parameter section; the sections are \["),
     ("mask_030.overrides.masking.probability", 1.5, r"mask_030\.overrides: masking\.probability: 1\.5"),
     ("mask_045.overrides.training.batch_size", 0, r"mask_045\.overrides: training\.batch_size: 0 must be a positive integer"),
     ("mask_015.overrides.masking.probabilty", 0.2, r"mask_015\.overrides: masking: unknown parameter\(s\) masking\.probabilty"),
