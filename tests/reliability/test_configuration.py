@@ -50,6 +50,8 @@ CASES = [
     ("tuning.n_trials", -1, r"tuning\.n_trials: -1 must be an integer >= 0"),
     ("evaluation.mask_probability", 1.0, r"evaluation\.mask_probability: 1\.0 must be in \(0, 1\)"),
     ("training.max_stepz", 10, r"training: unknown parameter\(s\) training\.max_stepz"),
+    ("training.batch_size", True, r"training\.batch_size: True must be a number, not true/false"),
+    ("tokenizer.vocab_size", False, r"tokenizer\.vocab_size: False must be a number, not true/false"),
     ("trainig.max_steps", 3, r"trainig: unknown parameter section; did you mean 'training'\?"),
     ("whatever.x", 1, r"whatever: unknown parameter section; the sections are \["),
     ("mask_030.overrides.masking.probability", 1.5, r"mask_030\.overrides: masking\.probability: 1\.5"),

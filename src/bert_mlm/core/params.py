@@ -22,6 +22,12 @@ def build_config(cls: type[T], values: dict[str, Any] | None, section: str) -> T
             f"{section}: unknown parameter(s) {', '.join(f'{section}.{k}' for k in unknown)}; "
             f"allowed: {', '.join(sorted(known))}"
         )
+    for field in dataclasses.fields(cls):
+        annotation = str(field.type)
+        value = values.get(field.name)
+        # YAML's true/false are ints to Python: batch_size=true would train with batches of 1.
+        if isinstance(value, bool) and "bool" not in annotation and ("int" in annotation or "float" in annotation):
+            raise ValueError(f"{section}.{field.name}: {value!r} must be a number, not true/false")
     try:
         return cls(**values)
     except TypeError as error:
