@@ -3,6 +3,8 @@ this implementation side by side with a previous commit's, in one run.
 
     python bench/scaling.py                                   # 1x,16x,64x,256x; baseline ef0a54d at 1x,16x,64x
     python bench/scaling.py --factors 1,16 --baseline-factors 1,16 --repeats 3
+    python bench/scaling.py --factors 1,16 --baseline "" --train-factors "" \
+        --params masking.whole_word=true,masking.word_segmenter=jieba   # with the jieba segmentation job
 
 For each size and system: a fresh scratch project runs the data stages
 (`kedro run --pipelines ingestion,tokenization,sequences`, `corpus.deduplicate=false` so that the
@@ -74,7 +76,8 @@ def _first_step_seconds(project: Path, measured: dict) -> float:
 
 
 def run(corpus: str, factors=(1, 16, 64, 256), baseline: str | None = "ef0a54d", baseline_factors=(1, 16, 64),
-        repeats: int = 1, train_factors=(64, 256)) -> list[Table]:
+        repeats: int = 1, train_factors=(64, 256), params: str = "") -> list[Table]:
+    """``params``: more ``--params`` for this checkout's data stages only (e.g. whole-word masking)."""
     data_table = Table(
         "Scaling: data stages (ingestion, tokenization, sequences) on k x the Gutenberg corpus",
         ["corpus", "MB", "system", "wall s", "MB/s", "peak RSS GB", "peak PSS GB (tree)", "ingestion s",
@@ -102,7 +105,8 @@ def run(corpus: str, factors=(1, 16, 64, 256), baseline: str | None = "ef0a54d",
                     project = projects[name] = scratch_project(str(parent), source)
                     measured = kedro_run_in(project, [
                         "--pipelines", "ingestion,tokenization,sequences",
-                        "--params", f"corpus.path={scratch / f'corpus-{factor}'},corpus.deduplicate=false",
+                        "--params", f"corpus.path={scratch / f'corpus-{factor}'},corpus.deduplicate=false"
+                        + (f",{params}" if params and name == "this" else ""),
                     ], source)
                     measured["stages"] = _stage_seconds(measured)
                     measured["store_bytes_per_token"] = _store_bytes_per_token(project)
@@ -160,10 +164,12 @@ def main() -> None:
     parser.add_argument("--baseline-factors", default="1,16,64")
     parser.add_argument("--train-factors", default="64,256")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--params", default="", help="more --params for this checkout's data stages, "
+                        "e.g. masking.whole_word=true,masking.word_segmenter=jieba")
     args = parser.parse_args()
     ints = lambda text: tuple(int(f) for f in text.split(",") if f)  # noqa: E731
     tables = run(args.corpus, ints(args.factors), args.baseline or None, ints(args.baseline_factors), args.repeats,
-                 ints(args.train_factors))
+                 ints(args.train_factors), args.params)
     print("\n\n".join(table.markdown() for table in tables))
 
 

@@ -271,7 +271,8 @@ def test_collator_word_starts_from_hash_pieces_and_stored_bits():
     hashes = [10, 11]  # "##" pieces
     collator = Collator(PAD, SPECIALS, 16, whole_word=True, continuation_ids=hashes)
     rows = [np.array([CLS, 10, 5, 11, 6, 7, SEP], np.int32), np.array([CLS, 5, 6, SEP], np.int32)]
-    stored = [np.array([0, 0, 0, 0, 1, 0, 0], bool), np.zeros(4, bool)]
+    stored = np.zeros((2, 16), bool)
+    stored[0, 4] = True
     batch = collator(rows, stored)
     starts = batch["word_starts"]
     assert starts.shape == batch["input_ids"].shape and starts.dtype == torch.bool
@@ -296,15 +297,12 @@ def test_indexed_sequences_read_their_word_bits(tmp_path):
     for mode in ("packed", "document"):
         index = index_split(split, mode, 32)
         sequences = IndexedSequences(split, index, CLS, SEP, bits)
+        matrix = sequences.continuations(range(len(sequences)), 32)
         for i in range(len(sequences)):
-            got = sequences.continuation(i)
+            got = matrix[i]
             start, count = int(index.starts[i]), int(index.counts[i])
-            assert len(got) == len(sequences[i]) and not got[0]
+            assert not got[0] and not got[1 + count :].any()  # [CLS], an added [SEP], padding
             assert np.array_equal(got[1 : 1 + count], flags[start : start + count])
         assert sequences[3:5].words is bits
         picked = [7, 0, len(sequences) - 1, 3]
-        matrix = sequences.continuations(picked, 32)
-        for row, i in enumerate(picked):
-            expected = np.zeros(32, bool)
-            expected[: len(sequences[i])] = sequences.continuation(i)
-            assert np.array_equal(matrix[row], expected)
+        assert np.array_equal(sequences.continuations(picked, 32), matrix[picked])

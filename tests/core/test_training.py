@@ -78,25 +78,31 @@ def test_same_seed_same_weights_and_different_seed_differs():
     assert not all(torch.equal(runs[0][k], runs[2][k]) for k in runs[0])
 
 
+def crash_then_resume(tmp_path, sequences, masking, crash_at: int):
+    """Train until a crash after step ``crash_at``, then resume from the last checkpoint (every
+    4 steps) in a fresh model; returns the fresh model, the resumed run and the crash folder."""
+    crash_dir = str(tmp_path / "crashed")
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir)
+
+    def crash(step, _record):
+        if step == crash_at:
+            raise KeyboardInterrupt("simulated crash")
+
+    with pytest.raises(KeyboardInterrupt):
+        train(model, sequences, ids, masking, config, collator, on_step=crash)
+    checkpoints = [p.name for p in list_checkpoints(crash_dir)]
+    fresh, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True)
+    return fresh, train(fresh, sequences, ids, masking, config, collator), checkpoints
+
+
 def test_resume_after_a_crash_gives_the_same_weights(tmp_path):
     sequences = repetitive_sequences()
     model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(tmp_path / "straight"))
     train(model, sequences, ids, MaskingConfig(), config, collator)
     uninterrupted = model.state_dict()
 
-    crash_dir = str(tmp_path / "crashed")
-    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir)
-
-    def crash(step, _record):
-        if step == 10:
-            raise KeyboardInterrupt("simulated crash")
-
-    with pytest.raises(KeyboardInterrupt):
-        train(model, sequences, ids, MaskingConfig(), config, collator, on_step=crash)
-    assert [p.name for p in list_checkpoints(crash_dir)] == ["step-00000004", "step-00000008"]
-
-    fresh, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True)
-    result = train(fresh, sequences, ids, MaskingConfig(), config, collator)
+    fresh, result, checkpoints = crash_then_resume(tmp_path, sequences, MaskingConfig(), crash_at=10)
+    assert checkpoints == ["step-00000004", "step-00000008"]
     assert result.resumed_from_step == 8
     assert list(result.history["step"]) == list(range(1, 13))
     resumed = fresh.state_dict()
@@ -115,17 +121,7 @@ def test_a_linear_mask_schedule_reaches_its_end_and_resumes_exactly(tmp_path):
     assert straight.history["masked_tokens"].iloc[:3].mean() > 2 * straight.history["masked_tokens"].iloc[-3:].mean()
     uninterrupted = model.state_dict()
 
-    crash_dir = str(tmp_path / "crashed")
-    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir)
-
-    def crash(step, _record):
-        if step == 6:
-            raise KeyboardInterrupt("simulated crash")
-
-    with pytest.raises(KeyboardInterrupt):
-        train(model, sequences, ids, schedule, config, collator, on_step=crash)
-    fresh, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True)
-    resumed = train(fresh, sequences, ids, schedule, config, collator)
+    fresh, resumed, _ = crash_then_resume(tmp_path, sequences, schedule, crash_at=6)
     assert resumed.resumed_from_step == 4
     assert resumed.history["mask_probability"].tolist() == rates
     for key, value in fresh.state_dict().items():

@@ -467,7 +467,7 @@ def has_words(text: str, count: int) -> bool:
     character counting as one ("房间很干净" is five, "two words" two)."""
     if _CJK.search(text) is None:
         return len(text.split(None, count - 1)) >= count  # stops splitting once there are enough
-    return len(_CJK.findall(text)) + len(_CJK.sub(" ", text).split()) >= count
+    return cjk_characters(text) + len(_CJK.sub(" ", text).split()) >= count
 
 
 def clean_batch(

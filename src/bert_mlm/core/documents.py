@@ -229,14 +229,18 @@ class DocumentShards:
     def texts(self, part: str, row_group: int) -> list[str]:
         return self.read(part, row_group).column("text").to_pylist()
 
-    def iter_texts(self, split: str, sample_fraction: float | None = None) -> Iterator[list[str]]:
-        """The texts of a split, a row group at a time. With ``sample_fraction``, a fixed subset
-        of about that share of the documents, evenly spread over the whole split (not its first
-        files): document ``j`` is taken when ``frac(j * golden ratio) < sample_fraction``."""
+    def iter_texts(self, split: str, sample_fraction: float | None = None,
+                   progress: Progress | None = None) -> Iterator[list[str]]:
+        """The texts of a split, a row group at a time (counted in characters into ``progress``).
+        With ``sample_fraction``, a fixed subset of about that share of the documents, evenly
+        spread over the whole split (not its first files): document ``j`` is taken when
+        ``frac(j * golden ratio) < sample_fraction``."""
         position = 0
         for part, group in self.row_groups(split):
             texts = self.texts(part, group)
             count = len(texts)
+            if progress is not None:
+                progress.update(sum(map(len, texts)))
             if sample_fraction is not None and sample_fraction < 1:
                 keys = sample_key(np.arange(position, position + count))
                 texts = [texts[i] for i in np.flatnonzero(keys < sample_fraction)]

@@ -169,7 +169,7 @@ def evaluate(
     was_training = model.training
     model.eval()
     mlm = MaskedPositionsMLM(model)
-    sums: dict[str, list[torch.Tensor]] = {"loss": [], "top1": [], "top5": [], "count": [], "sequence": []}
+    sums: dict[str, list[torch.Tensor]] = {"loss": [], "top1": [], "top5": [], "sequence": []}
     for inputs, attention_mask, labels, sequence_ids in evaluation_set.batches(batch_size):
         with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
             logits, targets = mlm(inputs.to(device), attention_mask.to(device), labels.to(device))

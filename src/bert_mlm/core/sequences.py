@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from bert_mlm.core.token_store import TokenSplit
-from bert_mlm.core.words import read_bits
 
 MODES = ("packed", "document")
 PADDINGS = ("static", "dynamic")
@@ -141,16 +140,10 @@ class IndexedSequences(Sequence):
             sequence[-1] = self.sep_id
         return sequence
 
-    def continuation(self, i: int) -> np.ndarray:
-        """Per token of sequence ``i``: whether it continues the word before it (stored words)."""
-        start, count, add_sep = int(self.index.starts[i]), int(self.index.counts[i]), bool(self.index.add_sep[i])
-        flags = np.zeros(1 + count + add_sep, dtype=bool)
-        flags[1 : 1 + count] = read_bits(self.words, start, count)
-        return flags
-
     def continuations(self, indices, width: int) -> np.ndarray:
-        """:meth:`continuation` of several sequences as one ``(len(indices), width)`` matrix
-        (``False`` past each sequence): one vectorised gather of bits, not a loop over rows."""
+        """Per token of the sequences at ``indices``, whether it continues the word before it
+        (stored words), as one ``(len(indices), width)`` matrix (``False`` at [CLS], an added
+        [SEP] and past each sequence): one vectorised gather of bits, not a loop over rows."""
         indices = np.asarray(indices)
         counts = self.index.counts[indices].astype(np.int64)
         columns = np.arange(width - 1)
@@ -226,9 +219,9 @@ class Collator:
             stored = sequences.continuations(indices, self.max_length)
         return self(rows, stored)
 
-    def __call__(self, sequences: Sequence[np.ndarray], continuations: np.ndarray | Sequence[np.ndarray] | None = None) -> dict[str, torch.Tensor]:
-        """``continuations``: stored word bits per row (a matrix at least as wide as the batch,
-        or one array per row), for whole-word masking."""
+    def __call__(self, sequences: Sequence[np.ndarray], continuations: np.ndarray | None = None) -> dict[str, torch.Tensor]:
+        """``continuations``: stored word bits per row (a matrix at least as wide as the batch),
+        for whole-word masking."""
         # Built in NumPy and handed to torch without a copy: 5x faster than filling torch
         # tensors row by row (bench/run_all.py --sections masking).
         lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
@@ -252,11 +245,8 @@ class Collator:
 
     def _word_starts(self, input_ids: np.ndarray, special: np.ndarray, continuations) -> np.ndarray:
         continues = self._continues[np.minimum(input_ids, len(self._continues) - 1)] & (input_ids < len(self._continues))
-        if isinstance(continuations, np.ndarray):
+        if continuations is not None:
             continues |= continuations[:, : input_ids.shape[1]]
-        elif continuations is not None:
-            for row, flags in enumerate(continuations):
-                continues[row, : len(flags)] |= flags
         starts = ~continues | special
         starts[:, 1:] |= special[:, :-1]  # a piece right after [CLS] (a packed block's cut) starts a word
         starts[:, 0] = True

@@ -17,7 +17,6 @@ memory is the pages in use, never the corpus.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import mmap
@@ -28,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tokenizers import Tokenizer
 
 from bert_mlm.core.corpus import SPLITS, CorpusError
 from bert_mlm.core.documents import DocumentShards, read_manifest, write_json
 from bert_mlm.core.engine import DataConfig, open_engine
 from bert_mlm.core.progress import Progress
+from bert_mlm.core.tokenizer import encoding_backend
 
 FORMAT = "bert-mlm-token-store"
 FORMAT_VERSION = 1
@@ -234,16 +233,6 @@ class TokenStoreWriter:
         return manifest
 
 
-@functools.lru_cache(maxsize=4)
-def _tokenizer(serialised: str) -> Tokenizer:
-    tokenizer = Tokenizer.from_str(serialised)
-    # A transformers tokenizer that was once called with padding or truncation keeps them in its
-    # backend's state (and so in ``to_str()``): a stored document must be neither padded nor cut.
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    return tokenizer
-
-
 ENCODE_SLICE_CHARS = 1 << 20
 
 
@@ -257,7 +246,7 @@ def encode_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype
     cost ~40x the text, so larger calls only cost memory (measured: the same speed at 1,000 and
     100,000 documents per call).
     """
-    tokenizer = _tokenizer(tokenizer_json)
+    tokenizer = encoding_backend(tokenizer_json)
     pieces: list[np.ndarray] = []
     lengths: list[int] = []
     start = 0
@@ -298,15 +287,8 @@ class EncodingJob:
         try:
             with open_engine(self.data) as engine:
                 for split in SPLITS:
-
-                    def texts(split: str = split) -> Iterator[list[str]]:
-                        for part, group in self.documents.row_groups(split):
-                            batch = self.documents.texts(part, group)
-                            progress.update(sum(len(t) for t in batch))  # characters, as the total
-                            yield batch
-
                     encoded = engine.map_ordered(
-                        encode_texts, texts(), self.tokenizer_json, self.separator_id, writer.dtype.name,
+                        encode_texts, self.documents.iter_texts(split, progress=progress), self.tokenizer_json, self.separator_id, writer.dtype.name,
                         python_bound=False,
                     )
                     written = writer.write_split(split, encoded)

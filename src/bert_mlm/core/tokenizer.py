@@ -7,6 +7,7 @@ only the special tokens), with ``[PAD]`` at id 0 and ``[CLS] $A [SEP]`` post-pro
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import unicodedata
@@ -124,11 +125,6 @@ def character_counts(texts: Iterable[str] | Iterable[list[str]], normalizer) -> 
             if not piece.isspace():
                 normalised[piece] += count
     return normalised
-
-
-def alphabet_size(texts: Iterable[str] | Iterable[list[str]], normalizer, min_frequency: int) -> int:
-    """How many characters occur at least ``min_frequency`` times in ``texts`` once normalised."""
-    return sum(1 for count in character_counts(texts, normalizer).values() if count >= min_frequency)
 
 
 def _is_punctuation(character: str) -> bool:
@@ -296,6 +292,18 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
         raise VocabularyError("tokenizer: encodings do not start with [CLS] and end with [SEP]")
 
 
+@functools.lru_cache(maxsize=4)
+def encoding_backend(serialised: str) -> Tokenizer:
+    """The Rust tokenizer of ``serialised``, set to encode documents whole: a transformers
+    tokenizer once called with padding or truncation (fill-mask, the probe) keeps them in its
+    backend's state, and so in ``to_str()``; a stored document must be neither padded nor cut.
+    Cached: one parse per process (data-engine workers get the string)."""
+    tokenizer = Tokenizer.from_str(serialised)
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
 def encode_documents(
     tokenizer: PreTrainedTokenizerFast, texts: Sequence[str], batch_size: int = 4096
 ) -> list[np.ndarray]:
@@ -307,11 +315,7 @@ def encode_documents(
     """
     backend: Tokenizer = tokenizer.backend_tokenizer
     if backend.padding or backend.truncation:
-        # A call with padding or truncation (fill-mask, the probe) leaves them set on the
-        # backend: documents are encoded whole and unpadded, by a clean copy.
-        backend = Tokenizer.from_str(backend.to_str())
-        backend.no_padding()
-        backend.no_truncation()
+        backend = encoding_backend(backend.to_str())
     result: list[np.ndarray] = []
     for start in range(0, len(texts), batch_size):
         encodings = backend.encode_batch_fast(list(texts[start : start + batch_size]), add_special_tokens=False)

@@ -99,7 +99,7 @@ class TuningConfig:
             if not (isinstance(bounds, (list, tuple)) and len(bounds) == 2 and 0 < float(bounds[0]) < float(bounds[1])):
                 raise ValueError(f"tuning.search_space.{name}: {bounds!r} must be [low, high] with 0 < low < high")
             if name in ("probability", "final_probability") and float(bounds[1]) >= 1:
-                raise ValueError(f"tuning.search_space.probability: {bounds!r} must lie in (0, 1)")
+                raise ValueError(f"tuning.search_space.{name}: {bounds!r} must lie in (0, 1)")
 
 
 def _quiet_experimental():

@@ -20,7 +20,7 @@ import functools
 import hashlib
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from bert_mlm.core.corpus import SPLITS, cjk_characters
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.engine import DataConfig, open_engine
 from bert_mlm.core.progress import Progress
+from bert_mlm.core.tokenizer import encoding_backend
 
 logger = logging.getLogger(__name__)
 
@@ -83,10 +84,8 @@ def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtyp
     A pure function of its arguments, run on the data engine's worker processes: jieba is
     pure Python (~0.4 M characters per second per core, measured on ChnSentiCorp).
     """
-    from bert_mlm.core.token_store import _tokenizer  # one parsed tokenizer per process
-
     jieba = _jieba()
-    tokenizer = _tokenizer(tokenizer_json)
+    tokenizer = encoding_backend(tokenizer_json)
     flags: list[np.ndarray] = []
     ids: list[np.ndarray] = []
     for text in texts:
@@ -131,14 +130,6 @@ class BitWriter:
         return total
 
 
-def read_bits(bits: np.ndarray, start: int, count: int) -> np.ndarray:
-    """``count`` booleans from position ``start`` of a packed bit array."""
-    first = start // 8
-    unpacked = np.unpackbits(bits[first : (start + count + 7) // 8], bitorder="little")
-    offset = start - first * 8
-    return unpacked[offset : offset + count].astype(bool)
-
-
 def words_path(directory: Path, split: str) -> Path:
     return directory / f"{split}.{WORDS_SUFFIX}"
 
@@ -169,15 +160,9 @@ class WordSegmentationJob:
         return written
 
     def _write_split(self, engine, split: str, directory: Path, progress: Progress) -> int:
-        def texts() -> Iterator[list[str]]:
-            for part, group in self.documents.row_groups(split):
-                batch = self.documents.texts(part, group)
-                progress.update(sum(len(t) for t in batch))
-                yield batch
-
         writer = BitWriter(words_path(directory, split))
         digest = hashlib.blake2b(digest_size=10)  # the store's digest: the same tokens, or an error
-        for flags, ids in engine.map_ordered(segment_texts, texts(), self.tokenizer_json, self.separator_id, self.dtype):
+        for flags, ids in engine.map_ordered(segment_texts, self.documents.iter_texts(split, progress=progress), self.tokenizer_json, self.separator_id, self.dtype):
             writer.write(flags)
             digest.update(ids)
         count = writer.close()

@@ -94,17 +94,20 @@ def tune_mask_probability(
     best = best_parameters(study, config)
     logger.info("Best trial %d: eval loss %.4f with %s", best["best_trial"], best["best_eval_loss"], best.get("masking"))
     if config.adopt == "if_better":
-        best = confirm(best, experiment, trial_training, seed_losses)
+        # The best trial already trained the tuned setting on these seeds, masks and weights.
+        tuned_losses = study.trials[best["best_trial"]].user_attrs.get("seed_losses")
+        best = confirm(best, experiment, trial_training, seed_losses, tuned_losses)
     return best, trials, objective_plot(trials), optuna.visualization.plot_optimization_history(study)
 
 
-def confirm(best: dict, experiment, trial_training, seed_losses) -> dict:
-    """Train the best setting and the configured one with the same seeds, paired on identical
-    evaluation masks; keep the tuned setting only when the difference is clear of seed noise."""
-    tuned_masking = masking_for(best.get("masking", {}), experiment.masking)
-    tuned_training = replace(trial_training, **best.get("training", {}))
-    tuned = seed_losses(tuned_masking, tuned_training)
+def confirm(best: dict, experiment, trial_training, seed_losses, tuned: list[float] | None = None) -> dict:
+    """Pair the best setting with the configured one on the same seeds and evaluation masks
+    (``tuned``: the best trial's own per-seed losses, when it recorded one for every seed); keep
+    the tuned setting only when the difference is clear of seed noise."""
     configured = seed_losses(experiment.masking, trial_training)
+    if tuned is None or len(tuned) != len(configured):
+        tuned_masking = masking_for(best.get("masking", {}), experiment.masking)
+        tuned = seed_losses(tuned_masking, replace(trial_training, **best.get("training", {})))
     interval = paired_interval([c - t for c, t in zip(configured, tuned, strict=True)])
     adopted, reason = adoption(interval, "if_better")
     logger.info("Tuning confirmation: %s", reason)
