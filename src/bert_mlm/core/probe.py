@@ -16,9 +16,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
 
@@ -116,6 +113,12 @@ def run_probe(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, config
               data: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> dict:
     """Probe accuracy on the held-out examples, its binomial standard error, and the majority-class
     reference (what a probe that learned nothing scores)."""
+    # Imported here: the hooks validate ProbeConfig in every run, and scikit-learn with SciPy
+    # would add ~50 MB to every process (the data stages' peak RSS) for a probe that is off.
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
     train, evaluation = data if data is not None else probe_data(config)
     features = {name: sentence_embeddings(model, tokenizer, frame["text"].tolist(), config.batch_size, config.max_length)
                 for name, frame in (("train", train), ("eval", evaluation))}
