@@ -57,7 +57,18 @@ def test_command_line(project_with_models):
 def test_clear_errors(project_with_models, tmp_path):
     no_mask = subprocess.run([sys.executable, "-m", "bert_mlm", "fill-mask", "no mask here"],
                              capture_output=True, text=True, timeout=120)
-    assert no_mask.returncode == 2 and "has no [MASK]" in no_mask.stderr
+    assert no_mask.returncode == 2 and "fill-mask SENTENCES: 'no mask here' has no [MASK]" in no_mask.stderr
+    assert "evaluation." not in no_mask.stderr  # the command's own argument, not a configuration key
     missing = subprocess.run([sys.executable, "-m", "bert_mlm", "fill-mask", "a [MASK]", "--model", str(tmp_path / "nope")],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "is not a model directory" in missing.stderr
+
+
+def test_every_mask_of_a_sentence_is_filled(project_with_models):
+    (example,) = fill_mask(["the [MASK] sat on the [MASK]"], top_k=2)
+    assert len(example["per_mask"]) == 2 and example["predictions"] == example["per_mask"][0]
+    assert all(len(fills) == 2 for fills in example["per_mask"])
+    result = subprocess.run([sys.executable, "-m", "bert_mlm", "fill-mask", "the [MASK] sat on the [MASK]", "--top-k", "1"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "[MASK] 1 of 2" in result.stdout and "[MASK] 2 of 2" in result.stdout

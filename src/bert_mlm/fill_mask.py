@@ -43,7 +43,7 @@ def fill_mask(
     sentences: list[str], model: str | None = None, version: str | None = None, top_k: int = 5, variant: str | None = None
 ) -> list[dict]:
     bundle = load_masked_lm(model, version, models_dir_of(variant))
-    return fill_mask_examples(bundle.model, bundle.tokenizer, sentences, top_k)
+    return fill_mask_examples(bundle.model, bundle.tokenizer, sentences, top_k, parameter="fill-mask SENTENCES")
 
 
 @click.command("fill-mask")
@@ -60,5 +60,9 @@ def fill_mask_command(sentences: tuple[str, ...], model: str | None, version: st
         raise click.UsageError(str(error)) from error
     for example in examples:
         click.echo(example["sentence"])
-        for rank, prediction in enumerate(example["predictions"], 1):
-            click.echo(f"  {rank}. {prediction['token']:<20} {prediction['score']:.4f}")
+        per_mask = example.get("per_mask", [example["predictions"]])
+        for number, predictions in enumerate(per_mask, 1):
+            if len(per_mask) > 1:
+                click.echo(f" [MASK] {number} of {len(per_mask)} (each filled on its own, the others left masked):")
+            for rank, prediction in enumerate(predictions, 1):
+                click.echo(f"  {rank}. {prediction['token']:<20} {prediction['score']:.4f}")

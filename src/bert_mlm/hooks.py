@@ -12,9 +12,11 @@ from pathlib import Path
 
 from kedro.framework.hooks import hook_impl
 
+from bert_mlm import run_lock
 from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.distributed import DistributedConfig
 from bert_mlm.core.engine import DataConfig
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, resolve_checkpoint
 from bert_mlm.core.params import build_config
@@ -22,7 +24,7 @@ from bert_mlm.core.probe import ProbeConfig
 from bert_mlm.core.sequences import SequenceConfig
 from bert_mlm.core.tokenizer import TokenizerConfig
 from bert_mlm.core.training import TrainingConfig, resolve_device, resolve_precision
-from bert_mlm.core.tuning import TuningConfig
+from bert_mlm.core.tuning import TuningConfig, check_storage
 from bert_mlm.pipelines.experiment_params import evaluation_protocol
 
 logger = logging.getLogger(__name__)
@@ -65,7 +67,7 @@ def check_sections(parameters: dict) -> None:
         if section not in known:
             close = difflib.get_close_matches(section, sorted(known), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; the sections are {sorted(known)}"
-            raise ValueError(f"{section}: unknown parameter section{hint}")
+            raise UserError(f"{section}: unknown parameter section{hint}")
 
 
 def validate_variants(parameters: dict, built: dict) -> None:
@@ -78,23 +80,39 @@ def validate_variants(parameters: dict, built: dict) -> None:
     for variant in VARIANTS:
         overrides = (parameters.get(variant) or {}).get("overrides") or {}
         if not isinstance(overrides, dict):
-            raise ValueError(f"{variant}.overrides: {overrides!r} must be a mapping of masking/training values")
+            raise UserError(f"{variant}.overrides: {overrides!r} must be a mapping of masking/training values")
         for section, values in overrides.items():
             if section not in OVERRIDABLE:
-                raise ValueError(f"{variant}.overrides.{section}: only masking and training can be overridden per variant")
+                raise UserError(f"{variant}.overrides.{section}: only masking and training can be overridden per variant")
             if not isinstance(values or {}, dict):
-                raise ValueError(f"{variant}.overrides.{section}: {values!r} must be a mapping of {section} values")
+                raise UserError(f"{variant}.overrides.{section}: {values!r} must be a mapping of {section} values")
             merged = {**asdict(built[section]), **(values or {})}
             try:
                 build_config(SECTIONS[section], merged, section)
             except ValueError as error:
-                raise ValueError(f"{variant}.overrides: {error}") from error
+                raise UserError(f"{variant}.overrides: {error}") from error
 
 
 class ValidateParametersHook:
+    """Validates every section, then takes the project's run lock (one run at a time: runs in one
+    project would load each other's dataset versions) until the run ends."""
+
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
-        validate_parameters(catalog.load("parameters"))
+        parameters = catalog.load("parameters")
+        validate_parameters(parameters)
+        tuning = build_config(TuningConfig, parameters.get("tuning", {}), "tuning")
+        if tuning.n_trials > 0 and any(node.name.split(".")[-1] == "tune_mask_probability" for node in pipeline.nodes):
+            check_storage(tuning)
+        run_lock.acquire(run_params.get("project_path") or Path.cwd())
+
+    @hook_impl
+    def after_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
+        run_lock.release(run_params.get("project_path") or Path.cwd())
+
+    @hook_impl
+    def on_pipeline_error(self, error, run_params: dict, pipeline, catalog) -> None:
+        run_lock.release(run_params.get("project_path") or Path.cwd())
 
 
 NODE_TIMINGS_ENV = "BERT_MLM_NODE_TIMINGS"

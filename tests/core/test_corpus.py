@@ -153,9 +153,13 @@ def test_binary_file_raises_corpus_error_naming_the_file(tmp_path):
         read_corpus(tmp_path)
     with pytest.raises(CorpusError, match="binary"):
         decode_text(binary.read_bytes(), str(binary))
-    # Mostly text with a single NUL byte: still binary (UTF-16 text, a database file, ...).
-    with pytest.raises(CorpusError, match=r"almost-text\.txt.*NUL"):
-        decode_text(b"plain readable text " * 500 + b"\x00", "almost-text.txt")
+    # UTF-16 text and database files are mostly NUL and control bytes: binary.
+    with pytest.raises(CorpusError, match=r"utf16\.txt.*NUL"):
+        decode_text(("plain readable text " * 500).encode("utf-16-le"), "utf16.txt")
+    # Text with a stray NUL byte is text, wherever the NUL is (in the first 64 KiB or later):
+    # the NUL is removed and counted, as undecodable bytes are.
+    decoded = decode_text(b"plain readable text " * 500 + b"\x00", "almost-text.txt")
+    assert "\x00" not in decoded.text and decoded.replaced_bytes == 1
 
 
 def test_mostly_control_characters_are_refused(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+from bert_mlm.core.checkpoints import RUN_FILE, list_checkpoints, run_folders
 from bert_mlm.core.distributed import DistributedConfig, Rank, launch
 from bert_mlm.core.evaluation import EvaluationConfig
 from bert_mlm.core.experiment import Experiment, train_data_parallel
@@ -16,7 +17,7 @@ from bert_mlm.core.masking import MaskingConfig, mask_seed
 from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.sequences import SequenceConfig
 from bert_mlm.core.tokenizer import train_wordpiece
-from bert_mlm.core.training import TrainingConfig, epoch_batches, list_checkpoints
+from bert_mlm.core.training import TrainingConfig, epoch_batches
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +54,10 @@ def test_two_gloo_processes_match_one_process_with_the_same_global_batch(experim
     assert gap < 0.10, gap
     assert double.history["loss"].tail(5).mean() < 0.8 * double.history["loss"].head(3).mean()
     # One writer: each checkpoint exactly once, no temporary leftovers; the model came back.
-    assert sorted(p.name for p in tmp_path.iterdir()) == [p.name for p in list_checkpoints(tmp_path)]
-    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000010", "step-00000020"]
-    state = torch.load(list_checkpoints(tmp_path)[-1] / "checkpoint.pt", weights_only=False)
+    (run,) = run_folders(tmp_path)
+    assert sorted(p.name for p in run.iterdir()) == sorted([RUN_FILE, *(p.name for p in list_checkpoints(run))])
+    assert [p.name for p in list_checkpoints(run)] == ["step-00000010", "step-00000020"]
+    state = torch.load(list_checkpoints(run)[-1] / "checkpoint.pt", weights_only=False)
     assert len(state["rng"]) == 2  # every rank's RNG state, for an exact resume
     for key, value in state["model"].items():
         assert torch.equal(value, model.state_dict()[key]), key

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from bert_mlm.core import checkpoints as checkpoints_module
 from bert_mlm.core import training as training_module
+from bert_mlm.core.checkpoints import list_checkpoints, run_folders, save_checkpoint
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
 from bert_mlm.core.sequences import Collator
@@ -16,10 +18,8 @@ from bert_mlm.core.training import (
     NonFiniteLossError,
     TokenIds,
     TrainingConfig,
-    list_checkpoints,
     parameter_groups,
     resolve_precision,
-    save_checkpoint,
     train,
 )
 
@@ -90,7 +90,7 @@ def crash_then_resume(tmp_path, sequences, masking, crash_at: int):
 
     with pytest.raises(KeyboardInterrupt):
         train(model, sequences, ids, masking, config, collator, on_step=crash)
-    checkpoints = [p.name for p in list_checkpoints(crash_dir)]
+    checkpoints = [p.name for p in list_checkpoints(run_folders(crash_dir)[-1])]
     fresh, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True)
     return fresh, train(fresh, sequences, ids, masking, config, collator), checkpoints
 
@@ -181,7 +181,7 @@ def test_persistent_nonfinite_loss_stops_with_a_clear_error(tmp_path):
 
     with pytest.raises(NonFiniteLossError, match=r"non-finite for 3 consecutive steps \(last at step 7\)"):
         train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, on_step=poison)
-    assert list_checkpoints(tmp_path)[-1].name == "step-00000004"  # the last good one is kept
+    assert list_checkpoints(run_folders(tmp_path)[-1])[-1].name == "step-00000004"  # the last good one is kept
 
 
 def test_no_weight_decay_on_bias_and_layernorm():
@@ -200,7 +200,7 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     def failing_save(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(training_module.torch, "save", failing_save)
+    monkeypatch.setattr(checkpoints_module.torch, "save", failing_save)
     with pytest.raises(OSError):
         save_checkpoint(tmp_path, 2, {"x": torch.zeros(2)}, keep=2)
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000001"]

@@ -137,7 +137,7 @@ def test_mask_rates_side_by_side_then_one_namespace_alone(project_copy, monkeypa
     for variant in VARIANTS:
         summary = json.loads(latest(data / "07_model_output" / variant / "training_summary.json").read_text())
         assert summary["mask_probability_source"] == "variant"
-        assert list((data / "06_models" / "checkpoints" / variant).glob("step-*")), "each variant checkpoints apart"
+        assert list((data / "06_models" / "checkpoints" / variant).glob("run-*/step-*")), "each variant checkpoints apart"
     report = latest(data / "08_reporting" / "mask_rate_comparison.html").read_text()
     assert "Lowest fixed-protocol eval loss" in report and report.count("data:image/png;base64,") == 1
 

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 import torch  # noqa: E402
 from test_training import repetitive_sequences, setup  # noqa: E402
 
+from bert_mlm.core import checkpoints as checkpoints_module  # noqa: E402
 from bert_mlm.core import training as training_module  # noqa: E402
 from bert_mlm.core.masking import MaskingConfig  # noqa: E402
 
@@ -72,7 +73,7 @@ elif mode == "model":
 
     MaskedLMDataset(directory, version=Version(None, "2026-01-02T00.00.00.000Z")).save(MaskedLM(model, Tokenizer()))
 else:
-    training_module.save_checkpoint(directory, 1, {"weights": torch.ones(4)}, keep=5)
+    checkpoints_module.save_checkpoint(directory, 1, {"weights": torch.ones(4)}, keep=5)
     real_save = torch.save
 
     def stalling_save(obj, handle, *args, **kwargs):
@@ -81,5 +82,5 @@ else:
         print("writing", flush=True)
         time.sleep(3600)
 
-    training_module.torch.save = stalling_save
-    training_module.save_checkpoint(directory, 2, {"weights": torch.zeros(4)}, keep=5)
+    checkpoints_module.torch.save = stalling_save
+    checkpoints_module.save_checkpoint(directory, 2, {"weights": torch.zeros(4)}, keep=5)

@@ -12,8 +12,9 @@ import optuna
 import pytest
 import torch
 
+from bert_mlm.core.checkpoints import list_checkpoints, run_folders
 from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.training import list_checkpoints, train
+from bert_mlm.core.training import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from test_training import repetitive_sequences, setup  # noqa: E402
@@ -42,7 +43,7 @@ def test_kill_9_during_training_then_resume_gives_identical_weights(tmp_path):
     wait_for(worker, "step 7")
     worker.kill()
     worker.wait(timeout=30)
-    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000003", "step-00000006"]
+    assert [p.name for p in list_checkpoints(run_folders(tmp_path)[-1])] == ["step-00000003", "step-00000006"]
 
     resumed, ids, config, collator = setup(max_steps=12, checkpoint_every=3, checkpoint_dir=str(tmp_path), resume=True)
     result = train(resumed, sequences, ids, MaskingConfig(), config, collator)

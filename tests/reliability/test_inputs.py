@@ -3,6 +3,9 @@ and a failed run leaves no output behind."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import time
 from pathlib import Path
 
@@ -17,11 +20,13 @@ from bert_mlm.datasets.data import DocumentShardsDataset
 from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus, summarise_corpus
 
 PARAMS = {"min_words": 4}
+TRAIN_ONLY = {"split_ratios": {"train": 1.0, "valid": 0.0, "test": 0.0}}  # a tiny corpus: no held-out split asked for
 
 
-def ingest(path: Path, **params) -> tuple[pd.DataFrame, pd.DataFrame]:
+def ingest(path: Path, corpus: dict | None = None, **params) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ingestion node and its catalog dataset, as a run does them: documents and stats."""
-    stream = clean_and_split_corpus(CorpusDataset(path=str(path), **params).load(), PARAMS, {"workers": 1})
+    stream = clean_and_split_corpus(CorpusDataset(path=str(path), **params).load(), {**PARAMS, **(corpus or {})},
+                                    {"workers": 1})
     dataset = DocumentShardsDataset(filepath=str(path.parent / f"shards-{time.monotonic_ns()}"), version=Version(None, None))
     dataset.save(stream)
     shards = dataset.load()
@@ -48,7 +53,7 @@ def test_binary_file_is_named(tmp_path):
 def test_non_utf8_text_is_recovered_and_counted(tmp_path):
     text = "Caf\u00e9 society met on the boulevard every single evening of the year.\n\nAnother paragraph here."
     (tmp_path / "latin1.txt").write_bytes(text.encode("latin-1"))
-    documents, stats = ingest(tmp_path / "latin1.txt")
+    documents, stats = ingest(tmp_path / "latin1.txt", corpus=TRAIN_ONLY)
     assert stats.loc[stats["split"] == "all", "replaced_bytes"].item() == 1  # the é
     assert documents["text"].str.contains("Caf\ufffd society").any()
 
@@ -70,7 +75,7 @@ def test_table_without_the_text_column(tmp_path):
     pd.DataFrame({"body": ["some text long enough to keep around"]}).to_parquet(tmp_path / "rows.parquet")
     with pytest.raises((CorpusError, DatasetError), match=r"corpus\.text_column: column 'text' does not exist in '.*rows\.parquet'"):
         ingest(tmp_path / "rows.parquet")
-    documents, _ = ingest(tmp_path / "rows.parquet", text_column="body")
+    documents, _ = ingest(tmp_path / "rows.parquet", corpus=TRAIN_ONLY, text_column="body")
     assert documents["text"].tolist() == ["some text long enough to keep around"]
 
 
@@ -103,7 +108,8 @@ def test_resume_from_a_checkpoint_of_another_shape(tmp_path):
     _, ids, config, collator = setup(checkpoint_every=2, checkpoint_dir=str(tmp_path), max_steps=4, resume=True)
     wider = build_model(ModelConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                                     max_position_embeddings=32), model_tokenizer(), seed=0)
-    with pytest.raises(ValueError, match=r"training\.resume: the checkpoint '.*step-00000002' is from a different model shape"):
+    with pytest.raises(ValueError, match=r"training\.resume: no checkpoint of this run .*step-00000002' is another run's; "
+                       r"what differs: .*model\.hidden_size 32 -> 64"):
         train(wider, repetitive_sequences(), ids, MaskingConfig(), config, collator)
 
 
@@ -133,3 +139,71 @@ def test_bad_vocabulary_files(tmp_path, lines, message):
     vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_path: .*" + message):
         build_tokenizer(None, {"vocab_path": str(vocab)}, {})  # no documents are read for a given vocabulary
+
+
+# ----------------------------------------------------------------------------- cases 4, 5 and 7
+PARAGRAPH = "The quick brown fox jumps over the lazy dog number {} while the river keeps running."
+
+
+def write_paragraphs(path: Path, count: int, offset: int = 0) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n\n".join(PARAGRAPH.format(offset + i) for i in range(count)))
+
+
+def test_a_symlinked_subdirectory_is_read_and_a_symlink_loop_is_not_followed(tmp_path, caplog):
+    corpus, elsewhere = tmp_path / "corpus", tmp_path / "elsewhere"
+    write_paragraphs(corpus / "own.txt", 200)
+    write_paragraphs(elsewhere / "linked.txt", 200, offset=1000)
+    (corpus / "more").symlink_to(elsewhere, target_is_directory=True)
+    (elsewhere / "back").symlink_to(corpus, target_is_directory=True)  # a loop: corpus/more/back -> corpus
+    with caplog.at_level("INFO", logger="bert_mlm.core.corpus"):
+        documents, stats = ingest(corpus)
+    sources = set(documents["source"])
+    assert any(s.endswith("own.txt") for s in sources) and any(s.endswith("linked.txt") for s in sources)
+    assert len(documents) == 400  # each file once, the loop not followed
+    assert re.search(r"1 corpus file\(s\) in .*more \(symlink to .*elsewhere\)", caplog.text)
+    assert "a symlink loop" in caplog.text
+
+
+def test_nul_bytes_are_treated_the_same_wherever_they_are(tmp_path):
+    head = "\n\n".join(PARAGRAPH.format(i) for i in range(3000)).encode()
+    early = head[:100] + b"\x00" + head[100:]
+    late = head[:-100] + b"\x00" + head[-100:]  # past the first 64 KiB
+    assert len(head) > 200_000
+    results = []
+    for name, data in (("early.txt", early), ("late.txt", late)):
+        (tmp_path / name).write_bytes(data)
+        documents, stats = ingest(tmp_path / name)
+        results.append((len(documents), stats.loc[stats["split"] == "all", "replaced_bytes"].item()))
+        assert not documents["text"].str.contains("\x00").any()
+    assert results[0] == results[1] == (3000, 1)
+
+
+def test_a_malformed_jsonl_line_is_reported_by_its_number(tmp_path):
+    lines = [json.dumps({"text": PARAGRAPH.format(i)}) for i in range(50)]
+    lines[36] = '{"text": "unterminated'
+    (tmp_path / "corpus.jsonl").write_text("\n".join(lines))
+    with pytest.raises((CorpusError, DatasetError), match=r"corpus file '.*corpus\.jsonl', line 37: not valid JSON"):
+        ingest(tmp_path / "corpus.jsonl", text_column="text")
+
+
+def test_a_file_name_that_is_not_utf8_is_read_and_named_printably(tmp_path):
+    directory = tmp_path / "corpus"
+    directory.mkdir()
+    name = os.fsdecode(b"caf\xe9.txt")  # Latin-1 bytes: not valid UTF-8
+    write_paragraphs(directory / name, 200)
+    documents, _ = ingest(directory)
+    assert len(documents) == 200
+    assert set(documents["source"]) == {str(directory / "caf\\xe9.txt")}
+
+
+@pytest.mark.parametrize("text", [
+    "word " * 30_000,  # one very long paragraph: a handful of documents, all in one split or two
+    "\n".join("short line" for _ in range(20)),  # hard-wrapped short lines: one small paragraph
+], ids=["one long paragraph", "hard-wrapped short lines"])
+def test_a_corpus_without_held_out_documents_stops_at_ingestion(tmp_path, text):
+    (tmp_path / "corpus.txt").write_text(text)
+    with pytest.raises((CorpusError, DatasetError),
+                       match=r"corpus\.path: (none of the corpus's \d+ document\(s\) landed in the (valid|test) split "
+                             r"\(corpus\.split_ratios\.(valid|test)=0\.05\), which (tuning|evaluation) needs|the corpus is too small)"):
+        ingest(tmp_path / "corpus.txt")

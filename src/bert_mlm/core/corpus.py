@@ -17,6 +17,8 @@ import ast
 import codecs
 import glob
 import hashlib
+import json
+import logging
 import os
 import re
 import sysconfig
@@ -31,6 +33,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from bert_mlm.core.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".txt", ".raw", ".text", ".md")
 TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl")
@@ -62,13 +68,13 @@ class CorpusConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.min_words, int) or isinstance(self.min_words, bool) or self.min_words < 1:
-            raise ValueError(f"corpus.min_words: {self.min_words!r} must be a positive integer")
+            raise UserError(f"corpus.min_words: {self.min_words!r} must be a positive integer")
         if not isinstance(self.max_document_chars, int) or self.max_document_chars < 100:
-            raise ValueError(f"corpus.max_document_chars: {self.max_document_chars!r} must be an integer >= 100")
+            raise UserError(f"corpus.max_document_chars: {self.max_document_chars!r} must be an integer >= 100")
         validate_split_ratios(dict(self.split_ratios))
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError):
     """A corpus input that cannot be used; the message names the parameter or the file."""
 
 
@@ -107,7 +113,7 @@ def resolve_corpus_files(path: str | os.PathLike) -> list[Path]:
         candidate = Path(text).expanduser()
         if not candidate.exists():
             raise CorpusError(f"corpus.path: {text!r} does not exist")
-        candidates = sorted(candidate.rglob("*")) if candidate.is_dir() else [candidate]
+        candidates = walk_files(candidate) if candidate.is_dir() else [candidate]
     files = sorted(
         p for p in candidates if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
     )
@@ -117,6 +123,34 @@ def resolve_corpus_files(path: str | os.PathLike) -> list[Path]:
             f"{', '.join(SUPPORTED_SUFFIXES)}"
         )
     return files
+
+
+def walk_files(root: Path) -> list[Path]:
+    """Every file under ``root``, following symlinked directories (``rglob`` skips them) but
+    entering each real directory once, so a link back up the tree cannot loop. Logs each
+    directory read, links shown with their targets."""
+    seen: set[tuple[int, int]] = set()
+    files: list[Path] = []
+    for directory, subdirectories, names in os.walk(root, followlinks=True):
+        status = os.stat(directory)
+        if (status.st_dev, status.st_ino) in seen:
+            logger.warning("corpus.path: %s leads back to a directory already read (a symlink loop); skipped",
+                           printable(directory))
+            subdirectories[:] = []
+            continue
+        seen.add((status.st_dev, status.st_ino))
+        subdirectories.sort()
+        here = [Path(directory) / name for name in sorted(names)]
+        corpus_files = sum(1 for p in here if p.suffix.lower() in SUPPORTED_SUFFIXES)
+        link = f" (symlink to {printable(os.path.realpath(directory))})" if Path(directory).is_symlink() else ""
+        logger.info("corpus.path: %d corpus file(s) in %s%s", corpus_files, printable(directory), link)
+        files += here
+    return files
+
+
+def printable(path: str | os.PathLike) -> str:
+    """A path as text even when its name is not valid UTF-8 (shown with \\x escapes)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 _replaced_bytes = threading.local()
@@ -132,23 +166,25 @@ codecs.register_error("bert_mlm_count_replace", _count_and_replace)
 
 
 def check_not_binary(head: bytes, source: str) -> None:
-    """Refuse a file whose first bytes (64 KiB) hold NUL bytes or are mostly control characters."""
-    sample = head[:65536]
-    if b"\x00" in sample:
-        raise CorpusError(f"corpus file {source!r} looks binary (it contains NUL bytes)")
-    text = sample.decode("utf-8", errors="replace")
+    """Refuse a file whose first bytes (64 KiB) are more than 10 % control characters (NUL
+    included): a binary file. A few NUL bytes in text are not refused, wherever they are."""
+    text = head[:65536].decode("utf-8", errors="replace")
     if text and len(_CONTROL.findall(text)) > 0.1 * len(text):
-        raise CorpusError(f"corpus file {source!r} looks binary (mostly control characters)")
+        raise CorpusError(f"corpus file {source!r} looks binary (mostly control characters or NUL bytes)")
 
 
 def decode_text(data: bytes, source: str, check_binary: bool = True) -> RawText:
-    """Decode UTF-8, replacing (and counting) undecodable bytes; refuse binary files
-    (``check_binary``: the first 64 KiB of ``data``)."""
+    """Decode UTF-8, replacing (and counting) undecodable bytes and removing (and counting) NUL
+    bytes, the same in every chunk of a file; refuse binary files (``check_binary``: the first
+    64 KiB of ``data``)."""
     if check_binary:
         check_not_binary(data, source)
+    removed = data.count(b"\x00")
+    if removed:
+        data = data.replace(b"\x00", b"")
     _replaced_bytes.count = 0
     text = data.decode("utf-8", errors="bert_mlm_count_replace")
-    return RawText(source=source, text=text, replaced_bytes=_replaced_bytes.count)
+    return RawText(source=source, text=text, replaced_bytes=_replaced_bytes.count + removed)
 
 
 # A blank line in bytes (CRLF too). Cutting a file right after one gives the same paragraphs as
@@ -185,7 +221,7 @@ def _paragraph_cut(block: bytes, hard_limit: int) -> int:
 
 def iter_text_file(file: Path, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[RawText]:
     """A text file in chunks of about ``chunk_bytes``, each ending at a paragraph boundary."""
-    source = str(file)
+    source = printable(file)
     first = True
     carry = b""
     with open(file, "rb") as handle:
@@ -212,7 +248,7 @@ def iter_table_rows(file: Path, text_column: str, chunk_rows: int = TABLE_CHUNK_
     time; every non-null value is one document. A column that holds something else than text
     (numbers, lists, objects) is refused, naming the file; bytes are decoded as UTF-8."""
     suffix = file.suffix.lower()
-    source = str(file)
+    source = printable(file)
 
     def missing(columns) -> CorpusError:
         return CorpusError(
@@ -263,7 +299,26 @@ def iter_table_rows(file: Path, text_column: str, chunk_rows: int = TABLE_CHUNK_
     except CorpusError:
         raise
     except Exception as error:  # pandas and pyarrow raise many types; the user needs the file name
+        where = first_bad_json_line(file) if suffix == ".jsonl" else None
+        if where is not None:
+            raise CorpusError(f"corpus file {source!r}, line {where[0]}: {where[1]}") from error
         raise CorpusError(f"corpus file {source!r} could not be read as {suffix}: {error}") from error
+
+
+def first_bad_json_line(file: Path) -> tuple[int, str] | None:
+    """The first line of a JSON Lines file that is not a JSON object, and what is wrong with it
+    (pandas says only "Expected object or value")."""
+    with open(file, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError as error:
+                return number, f"not valid JSON ({error.msg} at column {error.colno})"
+            if not isinstance(value, dict):
+                return number, f"a JSON {type(value).__name__}, not an object with a text field"
+    return None
 
 
 def iter_raw_batches(
@@ -611,15 +666,15 @@ def document_hash(text: str) -> str:
 def validate_split_ratios(ratios: dict[str, float]) -> dict[str, float]:
     unknown = set(ratios) - set(SPLITS)
     if unknown:
-        raise ValueError(f"corpus.split_ratios: unknown split(s) {sorted(unknown)}; use {SPLITS}")
+        raise UserError(f"corpus.split_ratios: unknown split(s) {sorted(unknown)}; use {SPLITS}")
     values = {name: float(ratios.get(name, 0.0)) for name in SPLITS}
     if any(v < 0 for v in values.values()) or abs(sum(values.values()) - 1.0) > 1e-6:
-        raise ValueError(
+        raise UserError(
             f"corpus.split_ratios: {values} must be non-negative and sum to 1 "
             f"(they sum to {sum(values.values()):.4f})"
         )
     if values["train"] <= 0:
-        raise ValueError("corpus.split_ratios: train must be > 0")
+        raise UserError("corpus.split_ratios: train must be > 0")
     return values
 
 

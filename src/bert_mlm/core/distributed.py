@@ -18,6 +18,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from bert_mlm.core.errors import UserError
+
 
 @dataclass(frozen=True)
 class DistributedConfig:
@@ -32,11 +34,11 @@ class DistributedConfig:
         for name in ("nproc_per_node", "nnodes", "timeout_seconds"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"distributed.{name}: {value!r} must be a positive integer")
+                raise UserError(f"distributed.{name}: {value!r} must be a positive integer")
         if not 0 <= self.node_rank < self.nnodes:
-            raise ValueError(f"distributed.node_rank: {self.node_rank!r} must be in [0, distributed.nnodes)")
+            raise UserError(f"distributed.node_rank: {self.node_rank!r} must be in [0, distributed.nnodes)")
         if self.backend not in ("auto", "gloo", "nccl"):
-            raise ValueError(f"distributed.backend: {self.backend!r} is not one of auto, gloo, nccl")
+            raise UserError(f"distributed.backend: {self.backend!r} is not one of auto, gloo, nccl")
 
     @property
     def world_size(self) -> int:

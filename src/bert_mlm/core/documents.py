@@ -364,4 +364,14 @@ class DocumentStream:
                 f"corpus.path: the corpus is too small: none of its {documents} document(s) landed in "
                 "the train split (corpus.split_ratios); add text"
             )
+        for split, use in (("valid", "tuning"), ("test", "evaluation")):
+            ratio = float(dict(config.split_ratios).get(split, 0.0))
+            if ratio > 0 and splits[split]["documents"] == 0:
+                # Found now, not after tuning and training: the held-out splits are fixed here.
+                raise CorpusError(
+                    f"corpus.path: none of the corpus's {documents} document(s) landed in the {split} split "
+                    f"(corpus.split_ratios.{split}={ratio}), which {use} needs. Documents are paragraphs (split at "
+                    f"blank lines, and at corpus.max_document_chars={config.max_document_chars}) and are assigned "
+                    "to splits by their hash: give more text or more paragraphs"
+                )
         return manifest

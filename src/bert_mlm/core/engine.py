@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from bert_mlm.core.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 ENGINES = ("local", "dask")
@@ -43,15 +45,15 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
-            raise ValueError(f"data.engine: {self.engine!r} is not one of {ENGINES}")
+            raise UserError(f"data.engine: {self.engine!r} is not one of {ENGINES}")
         if self.workers is not None and (not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 1):
-            raise ValueError(f"data.workers: {self.workers!r} must be a positive integer (or null: all cores)")
+            raise UserError(f"data.workers: {self.workers!r} must be a positive integer (or null: all cores)")
         if not isinstance(self.in_flight_per_worker, int) or self.in_flight_per_worker < 1:
-            raise ValueError(f"data.in_flight_per_worker: {self.in_flight_per_worker!r} must be a positive integer")
+            raise UserError(f"data.in_flight_per_worker: {self.in_flight_per_worker!r} must be a positive integer")
         if not isinstance(self.chunk_bytes, int) or self.chunk_bytes < 1 << 16:
-            raise ValueError(f"data.chunk_bytes: {self.chunk_bytes!r} must be an integer of at least 65536")
+            raise UserError(f"data.chunk_bytes: {self.chunk_bytes!r} must be an integer of at least 65536")
         if self.scheduler_address is not None and self.engine != "dask":
-            raise ValueError("data.scheduler_address: set data.engine=dask to use a Dask scheduler")
+            raise UserError("data.scheduler_address: set data.engine=dask to use a Dask scheduler")
 
     @property
     def worker_count(self) -> int:
@@ -99,7 +101,7 @@ class DaskEngine:
         try:
             from dask.distributed import Client, LocalCluster
         except ImportError as error:
-            raise ValueError(
+            raise UserError(
                 "data.engine: dask needs dask[distributed]; install it with pip install \"dask[distributed]\""
             ) from error
         self.config = config
@@ -108,7 +110,7 @@ class DaskEngine:
             try:
                 self.client = Client(config.scheduler_address, timeout="30s")
             except OSError as error:
-                raise ValueError(
+                raise UserError(
                     f"data.scheduler_address: no Dask scheduler answered at {config.scheduler_address!r} ({error})"
                 ) from error
         else:

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase, pipeline
 
 from bert_mlm.core.corpus import cjk_characters
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, mask_seed, mask_tokens
 from bert_mlm.core.model import MaskedPositionsMLM
 from bert_mlm.core.sequences import Collator, sequence_lengths
@@ -39,13 +40,13 @@ class EvaluationConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.mask_draws, int) or isinstance(self.mask_draws, bool) or self.mask_draws < 1:
-            raise ValueError(f"evaluation.mask_draws: {self.mask_draws!r} must be a positive integer")
+            raise UserError(f"evaluation.mask_draws: {self.mask_draws!r} must be a positive integer")
         if not isinstance(self.whole_word, bool):
-            raise ValueError(f"evaluation.whole_word: {self.whole_word!r} must be true or false")
+            raise UserError(f"evaluation.whole_word: {self.whole_word!r} must be true or false")
         if not 0.0 < self.mask_probability < 1.0:
-            raise ValueError(f"evaluation.mask_probability: {self.mask_probability!r} must be in (0, 1)")
+            raise UserError(f"evaluation.mask_probability: {self.mask_probability!r} must be in (0, 1)")
         if not isinstance(self.batch_size, int) or self.batch_size <= 0:
-            raise ValueError(f"evaluation.batch_size: {self.batch_size!r} must be a positive integer")
+            raise UserError(f"evaluation.batch_size: {self.batch_size!r} must be a positive integer")
 
 
 # Sequences masked together under one generator; part of the protocol (see EVALUATION_SCHEME).
@@ -139,11 +140,11 @@ def prepare_evaluation_set(
     config: EvaluationConfig,
 ) -> StreamedEvaluationSet:
     if not len(sequences):
-        raise ValueError("evaluation: there are no held-out sequences to evaluate on")
+        raise UserError("evaluation: there are no held-out sequences to evaluate on")
     if config.max_sequences:
         sequences = sequences[: config.max_sequences]
     if int(sequence_lengths(sequences).max()) > collator.max_length:
-        raise ValueError(f"evaluation: a sequence exceeds sequences.max_length={collator.max_length}")
+        raise UserError(f"evaluation: a sequence exceeds sequences.max_length={collator.max_length}")
     return StreamedEvaluationSet(sequences, collator, mask_token_id, replacement_ids, config)
 
 
@@ -185,7 +186,7 @@ def evaluate(
     if was_training:
         model.train()
     if not sums["sequence"]:
-        raise ValueError("evaluation: no token was masked; the held-out data is too small")
+        raise UserError("evaluation: no token was masked; the held-out data is too small")
     sequence = torch.cat(sums["sequence"]).numpy()
     _, cluster = np.unique(sequence, return_inverse=True)
     per_sequence = {
@@ -223,7 +224,7 @@ def most_frequent_token(train: Sequence[np.ndarray] | np.ndarray, special_ids: S
     special = [t for t in special_ids if t < len(counts)]
     counts[special] = 0
     if not len(counts) or counts.max() == 0:
-        raise ValueError("evaluation: the training split holds no token")
+        raise UserError("evaluation: the training split holds no token")
     return int(np.argmax(counts))
 
 
@@ -239,26 +240,26 @@ def baseline_accuracy(evaluation_set, token_id: int) -> float:
 
 def fill_mask_examples(
     model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], top_k: int = 5,
-    answers: Sequence[str] | None = None,
+    answers: Sequence[str] | None = None, parameter: str = "evaluation.fill_mask_sentences",
 ) -> list[dict]:
     """Top-k fills of each sentence's ``[MASK]``, with the plain ``transformers`` pipeline; with
-    ``answers`` (the masked-out words), each example also says where the true word ranks."""
+    ``answers`` (the masked-out words), each example also says where the true word ranks. A
+    sentence with several masks gets each mask's fills (``per_mask``, each predicted on its own,
+    as the pipeline does); ``predictions`` holds the first's. ``parameter`` names where the
+    sentences came from in errors."""
     if not sentences:
         return []
     fill = pipeline("fill-mask", model=model, tokenizer=tokenizer, device=next(model.parameters()).device)
     examples = []
     for position, sentence in enumerate(sentences):
         if tokenizer.mask_token not in sentence:
-            raise ValueError(f"evaluation.fill_mask_sentences: {sentence!r} has no {tokenizer.mask_token}")
+            raise UserError(f"{parameter}: {sentence!r} has no {tokenizer.mask_token}")
         predictions = fill(sentence, top_k=top_k)
-        if predictions and isinstance(predictions[0], list):  # several [MASK]s: keep the first
-            predictions = predictions[0]
-        example = {
-            "sentence": sentence,
-            "predictions": [
-                {"token": p["token_str"], "score": round(float(p["score"]), 4)} for p in predictions
-            ],
-        }
+        per_mask = predictions if predictions and isinstance(predictions[0], list) else [predictions]
+        per_mask = [[{"token": p["token_str"], "score": round(float(p["score"]), 4)} for p in fills] for fills in per_mask]
+        example = {"sentence": sentence, "predictions": per_mask[0]}
+        if len(per_mask) > 1:
+            example["per_mask"] = per_mask
         if answers is not None:
             answer = answers[position]
             predicted = [_comparable(p["token"], tokenizer) for p in example["predictions"]]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.words import validate_segmenter
 
 IGNORE_INDEX = -100
@@ -45,13 +46,13 @@ class MaskingConfig:
     def __post_init__(self) -> None:
         validate_masking(self.probability, self.mask_token_fraction, self.random_token_fraction)
         if not isinstance(self.whole_word, bool):
-            raise ValueError(f"masking.whole_word: {self.whole_word!r} must be true or false")
+            raise UserError(f"masking.whole_word: {self.whole_word!r} must be true or false")
         validate_segmenter(self.word_segmenter)
         if self.schedule not in SCHEDULES:
-            raise ValueError(f"masking.schedule: {self.schedule!r} is not one of {SCHEDULES}")
+            raise UserError(f"masking.schedule: {self.schedule!r} is not one of {SCHEDULES}")
         if self.schedule == "linear":
             if self.final_probability is None:
-                raise ValueError("masking.final_probability: a linear masking.schedule needs its end value")
+                raise UserError("masking.final_probability: a linear masking.schedule needs its end value")
             validate_masking(self.final_probability, self.mask_token_fraction, self.random_token_fraction,
                              "masking", "final_probability")
 
@@ -71,14 +72,14 @@ SCHEDULES = ("constant", "linear")
 def validate_masking(probability: float, mask_fraction: float, random_fraction: float, prefix: str = "masking",
                      name: str = "probability") -> None:
     if isinstance(probability, bool) or not isinstance(probability, (int, float)):
-        raise ValueError(f"{prefix}.{name}: {probability!r} must be a number in the open interval (0, 1)")
+        raise UserError(f"{prefix}.{name}: {probability!r} must be a number in the open interval (0, 1)")
     if not 0.0 < float(probability) < 1.0:
-        raise ValueError(f"{prefix}.{name}: {probability!r} must be in the open interval (0, 1)")
+        raise UserError(f"{prefix}.{name}: {probability!r} must be in the open interval (0, 1)")
     for name, value in (("mask_token_fraction", mask_fraction), ("random_token_fraction", random_fraction)):
         if not 0.0 <= float(value) <= 1.0:
-            raise ValueError(f"{prefix}.{name}: {value!r} must be in [0, 1]")
+            raise UserError(f"{prefix}.{name}: {value!r} must be in [0, 1]")
     if float(mask_fraction) + float(random_fraction) > 1.0 + 1e-9:
-        raise ValueError(
+        raise UserError(
             f"{prefix}.mask_token_fraction + {prefix}.random_token_fraction = "
             f"{float(mask_fraction) + float(random_fraction):.3f} must not exceed 1"
         )

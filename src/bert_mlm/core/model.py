@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerBase
 
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import IGNORE_INDEX
 
 
@@ -29,17 +30,17 @@ class ModelConfig:
         for name in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_position_embeddings"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"model.{name}: {value!r} must be a positive integer")
+                raise UserError(f"model.{name}: {value!r} must be a positive integer")
         if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
+            raise UserError(
                 f"model.hidden_size: {self.hidden_size} is not divisible by "
                 f"model.num_attention_heads ({self.num_attention_heads})"
             )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"model.{name}: {getattr(self, name)!r} must be in [0, 1)")
+                raise UserError(f"model.{name}: {getattr(self, name)!r} must be in [0, 1)")
         if self.attn_implementation not in ("eager", "sdpa"):
-            raise ValueError(f"model.attn_implementation: {self.attn_implementation!r} is not 'eager' or 'sdpa'")
+            raise UserError(f"model.attn_implementation: {self.attn_implementation!r} is not 'eager' or 'sdpa'")
 
 
 def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: int) -> BertForMaskedLM:
@@ -83,11 +84,11 @@ def resolve_checkpoint(name: str | os.PathLike) -> str:
         return snapshot_download(text, local_files_only=True, allow_patterns=patterns)
     except Exception as cached_error:  # noqa: BLE001 - not in the cache (or not a valid id): try the Hub
         if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
-            raise ValueError(_offline_message(text)) from cached_error
+            raise UserError(_offline_message(text)) from cached_error
     try:
         return snapshot_download(text, allow_patterns=patterns)
     except Exception as error:  # noqa: BLE001 - network, unknown repository, gated model: one message
-        raise ValueError(f"{_offline_message(text)} ({type(error).__name__}: {str(error).splitlines()[0][:200]})") from error
+        raise UserError(f"{_offline_message(text)} ({type(error).__name__}: {str(error).splitlines()[0][:200]})") from error
 
 
 def _offline_message(name: str) -> str:
@@ -104,13 +105,13 @@ def load_for_continued_pretraining(
     directory = resolve_checkpoint(path)
     model = BertForMaskedLM.from_pretrained(directory, attn_implementation=attn_implementation)
     if model.config.vocab_size != len(tokenizer):
-        raise ValueError(
+        raise UserError(
             f"model.init_from: the checkpoint {str(path)!r} has a vocabulary of "
             f"{model.config.vocab_size} tokens but the tokenizer has {len(tokenizer)}; "
             "leave tokenizer.vocab_path empty to use the checkpoint's own vocabulary"
         )
     if model.config.pad_token_id not in (None, tokenizer.pad_token_id):
-        raise ValueError(
+        raise UserError(
             f"model.init_from: the checkpoint's pad_token_id {model.config.pad_token_id} differs "
             f"from the tokenizer's {tokenizer.pad_token_id}"
         )

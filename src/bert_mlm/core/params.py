@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
+from bert_mlm.core.errors import UserError
+
 T = TypeVar("T")
 
 
@@ -18,7 +20,7 @@ def build_config(cls: type[T], values: dict[str, Any] | None, section: str) -> T
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ValueError(
+        raise UserError(
             f"{section}: unknown parameter(s) {', '.join(f'{section}.{k}' for k in unknown)}; "
             f"allowed: {', '.join(sorted(known))}"
         )
@@ -27,8 +29,8 @@ def build_config(cls: type[T], values: dict[str, Any] | None, section: str) -> T
         value = values.get(field.name)
         # YAML's true/false are ints to Python: batch_size=true would train with batches of 1.
         if isinstance(value, bool) and "bool" not in annotation and ("int" in annotation or "float" in annotation):
-            raise ValueError(f"{section}.{field.name}: {value!r} must be a number, not true/false")
+            raise UserError(f"{section}.{field.name}: {value!r} must be a number, not true/false")
     try:
         return cls(**values)
     except TypeError as error:
-        raise ValueError(f"{section}: {error}") from error
+        raise UserError(f"{section}: {error}") from error

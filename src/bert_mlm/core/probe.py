@@ -18,6 +18,8 @@ import pandas as pd
 import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
+from bert_mlm.core.errors import UserError
+
 
 @dataclass(frozen=True)
 class ProbeConfig:
@@ -35,15 +37,15 @@ class ProbeConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.eval_fraction < 1.0:
-            raise ValueError(f"probe.eval_fraction: {self.eval_fraction!r} must be in (0, 1)")
+            raise UserError(f"probe.eval_fraction: {self.eval_fraction!r} must be in (0, 1)")
         for name in ("max_train_examples", "max_eval_examples", "max_length", "batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"probe.{name}: {value!r} must be a positive integer")
+                raise UserError(f"probe.{name}: {value!r} must be a positive integer")
         for name in ("train_path", "eval_path"):
             path = getattr(self, name)
             if path is not None and not Path(path).is_file():
-                raise ValueError(f"probe.{name}: {path!r} is not a file")
+                raise UserError(f"probe.{name}: {path!r} is not a file")
 
     @property
     def enabled(self) -> bool:
@@ -61,7 +63,7 @@ def read_labelled(path: str, text_column: str, label_column: str, parameter: str
         frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", quoting=3 if suffix == ".tsv" else 0)
     for column, name in ((text_column, "text_column"), (label_column, "label_column")):
         if column not in frame:
-            raise ValueError(
+            raise UserError(
                 f"probe.{name}: {path!r} ({parameter}) has no column {column!r}; its columns are {list(frame.columns)}"
             )
     frame = frame[[text_column, label_column]].dropna()
@@ -84,7 +86,7 @@ def probe_data(config: ProbeConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     train = train.sample(min(len(train), config.max_train_examples), random_state=config.seed)
     evaluation = evaluation.sample(min(len(evaluation), config.max_eval_examples), random_state=config.seed)
     if train["label"].nunique() < 2:
-        raise ValueError(f"probe.label_column: {config.train_path!r} has fewer than two labels among its examples")
+        raise UserError(f"probe.label_column: {config.train_path!r} has fewer than two labels among its examples")
     return train, evaluation
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.token_store import TokenSplit
 
 MODES = ("packed", "document")
@@ -31,15 +32,15 @@ class SequenceConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"sequences.mode: {self.mode!r} is not one of {MODES}")
+            raise UserError(f"sequences.mode: {self.mode!r} is not one of {MODES}")
         if self.padding not in PADDINGS:
-            raise ValueError(f"sequences.padding: {self.padding!r} is not one of {PADDINGS}")
+            raise UserError(f"sequences.padding: {self.padding!r} is not one of {PADDINGS}")
         if not isinstance(self.max_length, int) or self.max_length < MIN_MAX_LENGTH:
-            raise ValueError(f"sequences.max_length: {self.max_length!r} must be an integer >= {MIN_MAX_LENGTH}")
+            raise UserError(f"sequences.max_length: {self.max_length!r} must be an integer >= {MIN_MAX_LENGTH}")
 
     def check_fits(self, max_position_embeddings: int) -> None:
         if self.max_length > max_position_embeddings:
-            raise ValueError(
+            raise UserError(
                 f"sequences.max_length: {self.max_length} exceeds model.max_position_embeddings "
                 f"({max_position_embeddings})"
             )
@@ -106,7 +107,7 @@ def index_documents(split: TokenSplit, max_length: int, chunk_documents: int = 1
 
 def index_split(split: TokenSplit, mode: str, max_length: int) -> SplitIndex:
     if mode not in MODES:
-        raise ValueError(f"sequences.mode: {mode!r} is not one of {MODES}")
+        raise UserError(f"sequences.mode: {mode!r} is not one of {MODES}")
     return (index_packed if mode == "packed" else index_documents)(split, max_length)
 
 
@@ -346,7 +347,7 @@ class SequenceIndex:
         """Refuse whole-word masking that needs jieba boundaries this index does not hold."""
         wanted = self.word_segmenter if segmenter == "auto" else segmenter
         if whole_word and wanted == "jieba" and self.words is None:
-            raise ValueError(
+            raise UserError(
                 f"{what}: whole-word masking on jieba words needs word boundaries that sequence_index does not "
                 "hold (it was built without whole-word masking); run the sequences pipeline with it, e.g. "
                 "`kedro run --pipelines sequences,training,evaluation --params masking.whole_word=true`"
@@ -355,7 +356,7 @@ class SequenceIndex:
     def sequences(self, store, split: str, cls_id: int, sep_id: int) -> IndexedSequences:
         """The split's sequences read from ``store``, which must be the store this index was built on."""
         if store.digest(split) != self.store_digests.get(split):
-            raise ValueError(
+            raise UserError(
                 f"sequence_index: built on another token store than {str(store.directory)!r} ({split} split); "
                 "run the sequences pipeline again (or the data stages) so that both come from one run"
             )

@@ -22,6 +22,8 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
 
+from bert_mlm.core.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
@@ -45,24 +47,24 @@ class TokenizerConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.vocab_size, int) or self.vocab_size <= len(SPECIAL_TOKENS):
-            raise ValueError(
+            raise UserError(
                 f"tokenizer.vocab_size: {self.vocab_size!r} must be an integer larger than the "
                 f"{len(SPECIAL_TOKENS)} special tokens"
             )
         if not isinstance(self.min_frequency, int) or self.min_frequency < 1:
-            raise ValueError(f"tokenizer.min_frequency: {self.min_frequency!r} must be a positive integer")
+            raise UserError(f"tokenizer.min_frequency: {self.min_frequency!r} must be a positive integer")
         if self.limit_alphabet is not None and (not isinstance(self.limit_alphabet, int) or self.limit_alphabet < 1):
-            raise ValueError(f"tokenizer.limit_alphabet: {self.limit_alphabet!r} must be a positive integer (or null: no cap)")
+            raise UserError(f"tokenizer.limit_alphabet: {self.limit_alphabet!r} must be a positive integer (or null: no cap)")
         if self.training_sample_bytes is not None and (
             not isinstance(self.training_sample_bytes, int) or self.training_sample_bytes < 1_000_000
         ):
-            raise ValueError(
+            raise UserError(
                 f"tokenizer.training_sample_bytes: {self.training_sample_bytes!r} must be an integer of at least "
                 "1000000 (or null: train on the whole train split)"
             )
 
 
-class VocabularyError(ValueError):
+class VocabularyError(UserError):
     """A vocabulary or tokenizer that the project cannot use."""
 
 
@@ -210,6 +212,13 @@ def train_wordpiece(
             "%s, and no further pair of pieces occurs that often (CJK characters are never merged). "
             "More text, or a lower tokenizer.min_frequency, gives more.",
             len(ordered), vocab_size, alphabet,
+        )
+    elif len(ordered) > vocab_size:
+        logger.warning(
+            "tokenizer.vocab_size: the vocabulary has %d tokens, more than the %d asked for: every character of "
+            "the training text's alphabet (and its ## continuation) is kept, so that no text becomes [UNK]. "
+            "Raise tokenizer.vocab_size, or lower tokenizer.limit_alphabet to cap the alphabet.",
+            len(ordered), vocab_size,
         )
     canonical = _backend(WordPiece(vocab={t: i for i, t in enumerate(ordered)}, unk_token=UNK), lowercase, strip_accents, chinese_chars)
     return _wrap(_with_bert_post_processor(canonical), lowercase, strip_accents, chinese_chars)

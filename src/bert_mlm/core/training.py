@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import random
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,7 +20,18 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase, get_scheduler
 
+from bert_mlm.core.checkpoints import (
+    load_checkpoint,
+    refuse_other_runs,
+    restore_rng_states,
+    rng_states,
+    run_fingerprint,
+    run_folder,
+    save_checkpoint,
+    seed_everything,
+)
 from bert_mlm.core.distributed import SINGLE, Rank, all_reduce_sum, gather_objects
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import (
     DROPOUT_STREAM,
     ORDER_STREAM,
@@ -43,7 +50,6 @@ logger = logging.getLogger(__name__)
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 SCHEDULES = ("linear", "cosine", "constant_with_warmup")
-CHECKPOINT_FILE = "checkpoint.pt"
 
 
 class NonFiniteLossError(RuntimeError):
@@ -83,25 +89,25 @@ class TrainingConfig:
         for name in ("max_steps", "batch_size", "gradient_accumulation_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"training.{name}: {value!r} must be a positive integer")
+                raise UserError(f"training.{name}: {value!r} must be a positive integer")
         if self.epochs is not None and not self.epochs > 0:
-            raise ValueError(f"training.epochs: {self.epochs!r} must be > 0 (or null to use max_steps)")
+            raise UserError(f"training.epochs: {self.epochs!r} must be > 0 (or null to use max_steps)")
         if self.learning_rate != "auto" and not (
             isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0
         ):
-            raise ValueError(f"training.learning_rate: {self.learning_rate!r} must be > 0 or 'auto'")
+            raise UserError(f"training.learning_rate: {self.learning_rate!r} must be > 0 or 'auto'")
         if self.warmup_steps < 0:
-            raise ValueError(f"training.warmup_steps: {self.warmup_steps!r} must be >= 0")
+            raise UserError(f"training.warmup_steps: {self.warmup_steps!r} must be >= 0")
         if self.schedule not in SCHEDULES:
-            raise ValueError(f"training.schedule: {self.schedule!r} is not one of {SCHEDULES}")
+            raise UserError(f"training.schedule: {self.schedule!r} is not one of {SCHEDULES}")
         if self.precision not in PRECISIONS:
-            raise ValueError(f"training.precision: {self.precision!r} is not one of {PRECISIONS}")
+            raise UserError(f"training.precision: {self.precision!r} is not one of {PRECISIONS}")
         if self.max_grad_norm is not None and self.max_grad_norm <= 0:
-            raise ValueError(f"training.max_grad_norm: {self.max_grad_norm!r} must be > 0 (or null)")
+            raise UserError(f"training.max_grad_norm: {self.max_grad_norm!r} must be > 0 (or null)")
         if self.checkpoint_every < 0:
-            raise ValueError(f"training.checkpoint_every: {self.checkpoint_every!r} must be >= 0")
+            raise UserError(f"training.checkpoint_every: {self.checkpoint_every!r} must be >= 0")
         if (self.checkpoint_every or self.resume) and not self.checkpoint_dir:
-            raise ValueError("training.checkpoint_dir: required when checkpoint_every > 0 or resume is true")
+            raise UserError("training.checkpoint_dir: required when checkpoint_every > 0 or resume is true")
 
 
 @dataclass
@@ -152,9 +158,9 @@ def resolve_device(requested: str) -> torch.device:
     try:
         device = torch.device(requested)
     except RuntimeError as error:
-        raise ValueError(f"training.device: {requested!r} is not a device name ({error})") from error
+        raise UserError(f"training.device: {requested!r} is not a device name ({error})") from error
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"training.device: {requested!r} was requested but CUDA is not available")
+        raise UserError(f"training.device: {requested!r} was requested but CUDA is not available")
     return device
 
 
@@ -162,13 +168,13 @@ def resolve_precision(requested: str, device: torch.device) -> str:
     """``auto``: bf16 on CUDA GPUs that support it, fp16 (with GradScaler) on older GPUs, fp32 on
     CPUs (most CPUs have no native bf16 and run bf16 matmuls far slower than fp32)."""
     if requested not in PRECISIONS:
-        raise ValueError(f"training.precision: {requested!r} is not one of {PRECISIONS}")
+        raise UserError(f"training.precision: {requested!r} is not one of {PRECISIONS}")
     if device.type == "cuda":
         bf16 = torch.cuda.is_bf16_supported()
         if requested == "auto":
             return "bf16" if bf16 else "fp16"
         if requested == "bf16" and not bf16:
-            raise ValueError("training.precision: bf16 was requested but this GPU does not support it; use fp16 or auto")
+            raise UserError("training.precision: bf16 was requested but this GPU does not support it; use fp16 or auto")
         return requested
     if requested == "auto":
         logger.info("training.precision=auto on %s: using fp32", device)
@@ -220,60 +226,6 @@ def build_optimizer(model: torch.nn.Module, config: TrainingConfig, device: torc
     )
 
 
-# ----------------------------------------------------------------------------- checkpoints
-def checkpoint_path(directory: str | os.PathLike, step: int) -> Path:
-    return Path(directory) / f"step-{step:08d}"
-
-
-def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
-    """Complete checkpoints, oldest first (a directory only appears by an atomic rename)."""
-    root = Path(directory)
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.glob("step-*") if p.is_dir() and (p / CHECKPOINT_FILE).is_file())
-
-
-def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: int) -> Path:
-    """Write to a temporary directory, fsync, then rename: a crash leaves the previous one intact."""
-    final = checkpoint_path(directory, step)
-    temporary = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir(parents=True)
-    with open(temporary / CHECKPOINT_FILE, "wb") as handle:
-        torch.save(state, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(temporary, final)
-    for old in list_checkpoints(directory)[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
-
-
-def rng_states() -> dict:
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-        "numpy": np.random.get_state(),
-        "python": random.getstate(),
-    }
-
-
-def seed_everything(seed: int) -> None:
-    torch.manual_seed(seed)
-    np.random.seed(seed % 2**32)
-    random.seed(seed)
-
-
-def restore_rng_states(states: dict) -> None:
-    torch.set_rng_state(states["torch"])
-    if states.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-    np.random.set_state(states["numpy"])
-    random.setstate(states["python"])
-
-
 # ----------------------------------------------------------------------------- the loop
 def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, rank: Rank = SINGLE) -> Batches:
     """This rank's micro-batches of one epoch, shuffled from (seed, epoch): identical when resumed.
@@ -285,7 +237,7 @@ def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, ra
     batches = batch_order(lengths, config.batch_size, generator, bucketed=config.bucketing)
     per_rank = len(batches) // rank.world_size
     if per_rank == 0:
-        raise ValueError(
+        raise UserError(
             f"training: {len(batches)} batch(es) per epoch cannot feed {rank.world_size} data-parallel ranks; "
             "lower training.batch_size or distributed.nproc_per_node"
         )
@@ -313,7 +265,7 @@ def train(
     gradients are averaged by ``DistributedDataParallel``, and only rank 0 writes checkpoints.
     """
     if not len(sequences):
-        raise ValueError("training: there are no training sequences (is the train split empty?)")
+        raise UserError("training: there are no training sequences (is the train split empty?)")
     if config.epochs is not None:
         batches_per_epoch = math.ceil(len(sequences) / config.batch_size)
         config = replace(
@@ -344,18 +296,25 @@ def train(
     # Dropout draws from the global generators: seed them, so that the same seed and config
     # give the same weights (a resumed run restores them from the checkpoint instead).
     seed_everything(mask_seed(config.seed, 0, 0, rank.rank, stream=DROPOUT_STREAM))
+    run_dir = None
+    if config.checkpoint_every or config.resume:
+        fingerprint = run_fingerprint(model, sequences, masking, config, rank.world_size)
+        run_dir = run_folder(config.checkpoint_dir, fingerprint)
     if config.resume:
-        found = list_checkpoints(config.checkpoint_dir)
-        if found:
-            state = torch.load(found[-1] / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
-            try:
-                model.load_state_dict(state["model"])
-            except RuntimeError as error:
-                raise ValueError(
-                    f"training.resume: the checkpoint {str(found[-1])!r} is from a different model shape "
-                    f"or vocabulary; point training.checkpoint_dir elsewhere or set training.resume=false "
-                    f"({str(error).splitlines()[0]})"
-                ) from error
+        found = load_checkpoint(run_dir)
+        if found is None:
+            refuse_other_runs(config.checkpoint_dir, fingerprint)
+            logger.info("training.resume: no checkpoint in %s, starting fresh", config.checkpoint_dir)
+        else:
+            path, state = found
+            if state["step"] >= config.max_steps:
+                raise UserError(
+                    f"training.resume: the checkpoint {str(path)!r} already completed this run's {state['step']} "
+                    f"steps (training.max_steps={config.max_steps}); nothing is left to train and no new model "
+                    "version is written. Raise training.max_steps to train longer, or set training.resume=false "
+                    "to train again from scratch."
+                )
+            model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
             scheduler.load_state_dict(state["scheduler"])
             scaler.load_state_dict(state["scaler"])
@@ -363,9 +322,7 @@ def train(
             step, epoch, next_batch = state["step"], state["epoch"], state["next_batch"]
             records = state["history"]
             resumed_from = step
-            logger.info("Resumed from %s (step %d, epoch %d)", found[-1], step, epoch)
-        else:
-            logger.info("training.resume: no checkpoint in %s, starting fresh", config.checkpoint_dir)
+            logger.info("Resumed from %s (step %d, epoch %d)", path, step, epoch)
 
     accumulation = config.gradient_accumulation_steps
     batches = epoch_batches(lengths, config, epoch, rank)
@@ -475,7 +432,7 @@ def train(
                 all_rng = gather_objects(rng_states(), rank)  # a collective: every rank takes part
                 if rank.is_main:  # one writer
                     save_checkpoint(
-                        config.checkpoint_dir,
+                        run_dir,
                         step,
                         {
                             "model": model.state_dict(),
@@ -490,6 +447,7 @@ def train(
                             "config": asdict(config),
                         },
                         keep=config.keep_checkpoints,
+                        fingerprint=fingerprint,
                     )
             if on_step is not None:
                 on_step(step, record)

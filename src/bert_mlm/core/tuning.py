@@ -24,6 +24,7 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import SCHEDULES, MaskingConfig
 
 logger = logging.getLogger(__name__)
@@ -73,33 +74,33 @@ class TuningConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
-            raise ValueError(f"tuning.seeds: {self.seeds!r} must be a positive integer")
+            raise UserError(f"tuning.seeds: {self.seeds!r} must be a positive integer")
         if self.adopt not in ADOPT:
-            raise ValueError(f"tuning.adopt: {self.adopt!r} is not one of {ADOPT}")
+            raise UserError(f"tuning.adopt: {self.adopt!r} is not one of {ADOPT}")
         if not isinstance(self.n_trials, int) or self.n_trials < 0:
-            raise ValueError(f"tuning.n_trials: {self.n_trials!r} must be an integer >= 0")
+            raise UserError(f"tuning.n_trials: {self.n_trials!r} must be an integer >= 0")
         for name in ("trial_steps", "eval_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"tuning.{name}: {value!r} must be a positive integer")
+                raise UserError(f"tuning.{name}: {value!r} must be a positive integer")
         if self.sampler not in SAMPLERS:
-            raise ValueError(f"tuning.sampler: {self.sampler!r} is not one of {SAMPLERS}")
+            raise UserError(f"tuning.sampler: {self.sampler!r} is not one of {SAMPLERS}")
         if self.pruner not in PRUNERS:
-            raise ValueError(f"tuning.pruner: {self.pruner!r} is not one of {PRUNERS}")
+            raise UserError(f"tuning.pruner: {self.pruner!r} is not one of {PRUNERS}")
         if not self.search_space:
-            raise ValueError("tuning.search_space: must name at least one parameter")
+            raise UserError("tuning.search_space: must name at least one parameter")
         for name, bounds in self.search_space.items():
             if name not in SEARCHABLE:
-                raise ValueError(f"tuning.search_space: {name!r} is not one of {sorted(SEARCHABLE)}")
+                raise UserError(f"tuning.search_space: {name!r} is not one of {sorted(SEARCHABLE)}")
             if SEARCHABLE[name][1] == "choice":
                 allowed, example = CHOICES[name]
                 if not (isinstance(bounds, (list, tuple)) and bounds and all(allowed(b) for b in bounds)):
-                    raise ValueError(f"tuning.search_space.{name}: {bounds!r} must be a list of choices, e.g. {example}")
+                    raise UserError(f"tuning.search_space.{name}: {bounds!r} must be a list of choices, e.g. {example}")
                 continue
             if not (isinstance(bounds, (list, tuple)) and len(bounds) == 2 and 0 < float(bounds[0]) < float(bounds[1])):
-                raise ValueError(f"tuning.search_space.{name}: {bounds!r} must be [low, high] with 0 < low < high")
+                raise UserError(f"tuning.search_space.{name}: {bounds!r} must be [low, high] with 0 < low < high")
             if name in ("probability", "final_probability") and float(bounds[1]) >= 1:
-                raise ValueError(f"tuning.search_space.{name}: {bounds!r} must lie in (0, 1)")
+                raise UserError(f"tuning.search_space.{name}: {bounds!r} must lie in (0, 1)")
 
 
 def _quiet_experimental():
@@ -124,6 +125,24 @@ def make_storage(config: TuningConfig) -> optuna.storages.BaseStorage:
         grace_period=config.grace_period,
         engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None,
     )
+
+
+def check_storage(config: TuningConfig) -> None:
+    """Open (or create) the study storage now, so that a malformed URL, a missing database driver
+    or an unwritable path stops the run before the data stages, with the parameter named."""
+    _quiet_experimental()
+    try:
+        storage = make_storage(config)
+        storage.get_all_studies()
+    except Exception as error:  # SQLAlchemy, drivers and the filesystem raise many types
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        if isinstance(error, ModuleNotFoundError):
+            reason = f"the database driver {error.name!r} is not installed (pip install {error.name})"
+        raise UserError(f"tuning.storage: {config.storage!r} cannot be opened: {type(error).__name__}: {reason}") from error
+    finally:
+        engine = getattr(locals().get("storage"), "engine", None)
+        if engine is not None:
+            engine.dispose()
 
 
 def make_sampler(config: TuningConfig) -> optuna.samplers.BaseSampler:
@@ -212,8 +231,7 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
         return value
 
     while True:
-        if isinstance(study._storage, optuna.storages.RDBStorage):
-            optuna.storages.fail_stale_trials(study)
+        optuna.storages.fail_stale_trials(study)  # a no-op for storages without heartbeats
         active = count_trials(study, (*FINISHED, TrialState.RUNNING))
         if active >= config.n_trials:
             break

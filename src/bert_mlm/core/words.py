@@ -29,6 +29,7 @@ import numpy as np
 from bert_mlm.core.corpus import SPLITS, cjk_characters
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.tokenizer import encoding_backend
 
@@ -41,7 +42,7 @@ WORDS_SUFFIX = "words.bits"
 
 def validate_segmenter(segmenter: str, prefix: str = "masking") -> None:
     if segmenter not in SEGMENTERS:
-        raise ValueError(f"{prefix}.word_segmenter: {segmenter!r} is not one of {SEGMENTERS}")
+        raise UserError(f"{prefix}.word_segmenter: {segmenter!r} is not one of {SEGMENTERS}")
 
 
 def cjk_share(texts: Iterable[str]) -> float:
@@ -167,7 +168,7 @@ class WordSegmentationJob:
             digest.update(ids)
         count = writer.close()
         if count != self.store_tokens[split] or digest.hexdigest() != self.store_digests[split]:
-            raise ValueError(
+            raise UserError(
                 f"word segmentation: the {split} split of corpus_documents does not encode to the token "
                 "store's tokens; run the data stages again so that both come from one run"
             )

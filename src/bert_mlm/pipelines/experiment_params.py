@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from transformers import PreTrainedTokenizerBase
 
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import EvaluationConfig
 from bert_mlm.core.experiment import Experiment, open_sequences
 from bert_mlm.core.masking import MaskingConfig
@@ -32,7 +33,7 @@ def build_experiment(
     ``sequences`` sections."""
     sequence_config = build_config(SequenceConfig, parameters["sequences"], "sequences")
     if (sequence_index.mode, sequence_index.max_length) != (sequence_config.mode, sequence_config.max_length):
-        raise ValueError(
+        raise UserError(
             f"sequences: the stored sequence_index is {sequence_index.mode} x {sequence_index.max_length}, "
             f"the parameters ask for {sequence_config.mode} x {sequence_config.max_length}; "
             "run the sequences pipeline with these parameters first"

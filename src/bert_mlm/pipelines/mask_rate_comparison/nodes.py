@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.report import compare_variants
 
 OVERRIDABLE = ("masking", "training")
@@ -15,7 +16,7 @@ def variant_overrides(overrides: dict) -> dict:
     (the same as the tuning study's best parameters)."""
     unknown = set(overrides or {}) - set(OVERRIDABLE)
     if unknown:
-        raise ValueError(f"overrides: {sorted(unknown)} cannot be overridden per variant; use {OVERRIDABLE}")
+        raise UserError(f"overrides: {sorted(unknown)} cannot be overridden per variant; use {OVERRIDABLE}")
     return {**{k: dict(v or {}) for k, v in (overrides or {}).items()}, "source": "variant"}
 
 

@@ -10,6 +10,7 @@ from transformers import PreTrainedTokenizerFast
 from bert_mlm.core.corpus import SPLITS
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.engine import DataConfig
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.params import build_config
@@ -65,7 +66,7 @@ def build_model_inputs(
     collator = TokenIds.from_tokenizer(tokenizer).collator(config.max_length, config.padding)
     stats = pd.DataFrame(sequence_stats(index, token_store, collator, training.batch_size, training.bucketing))
     if stats.loc[stats["split"] == "train", "sequences"].iloc[0] == 0:
-        raise ValueError("sequences: the train split produced no sequence; the corpus is too small")
+        raise UserError("sequences: the train split produced no sequence; the corpus is too small")
     for split in ("valid", "test"):
         if stats.loc[stats["split"] == split, "sequences"].iloc[0] == 0:
             logger.warning("sequences: the %s split is empty; tuning (valid) and evaluation (test) need it", split)

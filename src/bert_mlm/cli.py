@@ -1,0 +1,61 @@
+"""Project commands: ``kedro run`` as Kedro defines it, except that a user error (an invalid
+parameter, input file or storage; :class:`~bert_mlm.core.errors.UserError`) ends with its one-line
+message and exit status 2 instead of a traceback. Set ``BERT_MLM_DEBUG=1`` for the traceback.
+Bugs (any other exception) keep theirs.
+
+Kedro picks this ``run`` for ``kedro run`` and for ``bert-mlm`` / ``python -m bert_mlm``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import click
+from kedro.framework.cli.project import run as kedro_run
+
+from bert_mlm.core.errors import UserError
+
+DEBUG_ENV = "BERT_MLM_DEBUG"
+
+
+def user_errors_in_one_line(callback):
+    @functools.wraps(callback)
+    def wrapper(*args, **kwargs):
+        try:
+            return callback(*args, **kwargs)
+        except Exception as error:
+            cause = user_error_in(error)
+            if cause is None or os.environ.get(DEBUG_ENV, "").strip() not in ("", "0"):
+                raise
+            click.echo(f"Error: {cause}  ({DEBUG_ENV}=1 shows the traceback)", err=True)
+            sys.exit(2)
+
+    return wrapper
+
+
+def user_error_in(error: BaseException) -> UserError | None:
+    """The UserError behind ``error``: itself, or the cause a dataset wrapped in a DatasetError."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, UserError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+@click.group(name="bert_mlm")
+def cli() -> None:
+    """bert-mlm's project commands."""
+
+
+run = click.Command(
+    name="run",
+    params=kedro_run.params,
+    callback=user_errors_in_one_line(kedro_run.callback),
+    help=kedro_run.help,
+    short_help=kedro_run.short_help,
+)
+cli.add_command(run)

@@ -1,0 +1,182 @@
+"""Training checkpoints: one folder per run, written atomically, resumed only by the same run.
+
+A run is what its fingerprint says: the training data (token store digest and sequence index),
+the initial weights (seed or ``init_from``) and the model's shape, the masking, the training seed,
+the optimisation settings and the number of data-parallel ranks. Its checkpoints live in
+``checkpoint_dir/run-<digest>/step-NNNNNNNN/``, so runs never share a folder by accident, and
+``training.resume`` continues only a checkpoint of the very same run. The step budget
+(``max_steps``/``epochs``) is not part of the run: raising it continues a finished run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bert_mlm.core.errors import UserError
+
+CHECKPOINT_FILE = "checkpoint.pt"
+RUN_FILE = "run.json"  # the fingerprint, readable, beside the run's checkpoints
+# TrainingConfig fields that change the optimisation (the rest is budget or bookkeeping).
+OPTIMISATION_FIELDS = (
+    "batch_size", "gradient_accumulation_steps", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2",
+    "adam_epsilon", "warmup_steps", "schedule", "max_grad_norm", "bucketing",
+)
+MODEL_FIELDS = (
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+    "max_position_embeddings", "hidden_dropout_prob", "attention_probs_dropout_prob",
+)
+
+
+def _digest(update) -> str:
+    digest = hashlib.blake2b(digest_size=8)
+    update(digest)
+    return digest.hexdigest()
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """Digest of the weights (a fresh model's: the seed or the ``init_from`` checkpoint)."""
+    def update(digest) -> None:
+        for name, tensor in sorted(model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return _digest(update)
+
+
+def data_digest(sequences: Sequence[np.ndarray]) -> str:
+    fingerprint = getattr(sequences, "fingerprint", None)  # IndexedSequences: the store digest and the index
+    if fingerprint is not None:
+        return str(fingerprint)
+    return _digest(lambda digest: [digest.update(np.asarray(s, dtype=np.int64).tobytes()) for s in sequences])
+
+
+def run_fingerprint(model, sequences, masking, config, world_size: int) -> dict:
+    """What defines a run, readable: a resume is refused when any of it differs."""
+    return {
+        "data": data_digest(sequences),
+        "initial_weights": weights_digest(model),
+        "model": {name: getattr(model.config, name, None) for name in MODEL_FIELDS},
+        "masking": asdict(masking),
+        "seed": config.seed,
+        "optimisation": {name: getattr(config, name) for name in OPTIMISATION_FIELDS},
+        "ranks": world_size,
+    }
+
+
+def run_folder(root: str | os.PathLike, fingerprint: dict) -> Path:
+    key = json.dumps(fingerprint, sort_keys=True, default=str)
+    return Path(root) / f"run-{hashlib.blake2b(key.encode(), digest_size=6).hexdigest()}"
+
+
+def checkpoint_path(directory: str | os.PathLike, step: int) -> Path:
+    return Path(directory) / f"step-{step:08d}"
+
+
+def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
+    """Complete checkpoints of one run folder, oldest first (a directory appears only by an atomic rename)."""
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob("step-*") if p.is_dir() and (p / CHECKPOINT_FILE).is_file())
+
+
+def run_folders(root: str | os.PathLike) -> list[Path]:
+    """Run folders under ``training.checkpoint_dir`` that hold a complete checkpoint, newest last."""
+    folders = [p for p in Path(root).glob("run-*") if list_checkpoints(p)] if Path(root).is_dir() else []
+    return sorted(folders, key=lambda p: list_checkpoints(p)[-1].stat().st_mtime)
+
+
+def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: int,
+                    fingerprint: dict | None = None) -> Path:
+    """Write to a temporary directory, fsync, then rename: a crash leaves the previous one intact."""
+    final = checkpoint_path(directory, step)
+    temporary = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    with open(temporary / CHECKPOINT_FILE, "wb") as handle:
+        torch.save({**state, "fingerprint": fingerprint}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if fingerprint is not None and not (Path(directory) / RUN_FILE).is_file():
+        (temporary.parent / RUN_FILE).write_text(json.dumps(fingerprint, indent=2, sort_keys=True, default=str))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(temporary, final)
+    for old in list_checkpoints(directory)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(directory: str | os.PathLike) -> tuple[Path, dict] | None:
+    """The newest complete checkpoint of a run folder, or None."""
+    found = list_checkpoints(directory)
+    if not found:
+        return None
+    return found[-1], torch.load(found[-1] / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
+
+
+def differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """``name old -> new`` for every leaf that differs between two fingerprints."""
+    lines = []
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name), new.get(name)
+        if isinstance(before, dict) and isinstance(after, dict):
+            lines += differences(before, after, f"{prefix}{name}.")
+        elif before != after:
+            lines.append(f"{prefix}{name} {before!r} -> {after!r}")
+    return lines
+
+
+def refuse_other_runs(root: str | os.PathLike, fingerprint: dict) -> None:
+    """``training.resume`` found no checkpoint of this run: stop if another run left one (the
+    user meant to resume something), saying what differs; start fresh if the folder is empty."""
+    others = run_folders(root)
+    legacy = list_checkpoints(root)  # written before runs had folders: nothing says which run
+    if not others and not legacy:
+        return
+    if others:
+        newest = others[-1]
+        try:
+            previous = json.loads((newest / RUN_FILE).read_text())
+            changed = "; ".join(differences(previous, fingerprint)) or "nothing readable"
+        except (OSError, ValueError):
+            changed = "unknown (its run.json is missing)"
+        where = f"{str(list_checkpoints(newest)[-1])!r} is another run's; what differs: {changed}"
+    else:
+        where = f"{str(legacy[-1])!r} was written without a run fingerprint, so it cannot be matched"
+    raise UserError(
+        f"training.resume: no checkpoint of this run in {str(root)!r}; the newest checkpoint there, {where}. "
+        "Set training.resume=false to start fresh (or restore the settings of that run to continue it)."
+    )
+
+
+def rng_states() -> dict:
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
+def restore_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    if states.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    np.random.set_state(states["numpy"])
+    random.setstate(states["python"])

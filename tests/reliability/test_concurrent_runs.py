@@ -1,0 +1,49 @@
+"""Case 3 of the reliability pass: two runs in one project would load each other's dataset
+versions; the second one is refused at once, naming the first."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from bert_mlm import run_lock
+from bert_mlm.core.errors import UserError
+from tests.pipelines.test_session_runs import run_session
+
+HOLD = """
+import sys, time
+from bert_mlm import run_lock
+run_lock.acquire(sys.argv[1])
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_second_run_in_the_same_project_is_refused_and_runs_again_once_the_first_ends(project_copy, monkeypatch):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(project_copy)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with pytest.raises(UserError, match=rf"another kedro run is using this project \(pid {holder.pid}, started .*"
+                                            r"Wait for it to finish, or run the second one from a copy of the project"):
+            run_session(project_copy, monkeypatch, pipeline_name="ingestion")
+        assert not (project_copy / "data" / "02_intermediate").exists()  # refused before any node ran
+    finally:
+        holder.kill()  # as a kill -9: the kernel drops the lock with the process
+        holder.wait(timeout=30)
+    run_session(project_copy, monkeypatch, pipeline_name="ingestion")
+    # The run released the lock at its end, and a failing run does too: this process runs again.
+    with pytest.raises(Exception, match="corpus"):
+        run_session(project_copy, monkeypatch, pipeline_name="ingestion", **{"corpus.path": "/no/such/corpus"})
+    run_session(project_copy, monkeypatch, pipeline_name="ingestion")
+
+
+def test_the_lock_is_per_project(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    run_lock.acquire(first)
+    try:
+        run_lock.acquire(second)
+        run_lock.release(second)
+    finally:
+        run_lock.release(first)

@@ -1,0 +1,72 @@
+"""Case 6 of the reliability pass: a user error ends `kedro run` with one line naming the
+parameter and exit status 2, no traceback, before any data stage runs; a bug keeps its traceback."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from bert_mlm.cli import user_error_in
+from bert_mlm.core.errors import UserError
+from bert_mlm.core.tokenizer import train_wordpiece
+
+
+def kedro_run(project, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "bert_mlm", "--env", "smoke", *args], cwd=project, capture_output=True, text=True,
+        timeout=300, env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", **env},
+    )
+
+
+CASES = [
+    ("masking.probability=abc", r"masking\.probability: 'abc' must be a number"),
+    ("masking.probability=null", r"masking\.probability: None must be a number"),
+    ("training.batch_size=true", r"training\.batch_size: True must be a number, not true/false"),
+    ("trainig.max_steps=3", r"trainig: unknown parameter section; did you mean 'training'\?"),
+    ("tuning.storage=notaurl", r"tuning\.storage: 'notaurl' cannot be opened: ArgumentError"),
+    ("tuning.storage=postgresql://nobody@127.0.0.1:1/db", r"tuning\.storage: 'postgresql://nobody@127\.0\.0\.1:1/db' cannot be opened"),
+    ("tuning.storage=sqlite:////proc/no/such/dir/optuna.db", r"tuning\.storage: 'sqlite:////proc/no/such/dir/optuna\.db' cannot be opened"),
+]
+
+
+@pytest.mark.parametrize(("override", "message"), CASES, ids=[c[0].split("=")[0] + "=" + c[0].split("=")[1][:12] for c in CASES])
+def test_a_user_error_is_one_line_before_any_work(project_copy, override, message):
+
+    result = kedro_run(project_copy, "--params", override)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.match(rf"Error: {message}", last), last
+    assert "BERT_MLM_DEBUG=1" in last
+    assert not (project_copy / "data" / "02_intermediate").exists()  # stopped before the data stages
+
+
+def test_the_debug_switch_shows_the_traceback(project_copy):
+    result = kedro_run(project_copy, "--params", "masking.probability=abc", BERT_MLM_DEBUG="1")
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_a_user_error_wrapped_by_a_dataset_is_still_a_user_error_and_a_bug_is_not():
+    from kedro.io import DatasetError
+
+    try:
+        try:
+            raise UserError("corpus.path: 'x' does not exist")
+        except UserError as error:
+            raise DatasetError(str(error)) from error
+    except DatasetError as wrapped:
+        assert str(user_error_in(wrapped)) == "corpus.path: 'x' does not exist"
+    assert user_error_in(KeyError("a bug")) is None
+
+
+def test_a_vocabulary_larger_than_asked_for_is_said(caplog):
+    texts = ["the quick brown fox jumps over the lazy dog " * 3, "pack my box with five dozen liquor jugs"] * 20
+    with caplog.at_level(logging.WARNING, logger="bert_mlm.core.tokenizer"):
+        tokenizer = train_wordpiece(texts, vocab_size=10)
+    assert len(tokenizer) > 10
+    assert re.search(rf"the vocabulary has {len(tokenizer)} tokens, more than the 10 asked for", caplog.text)
