@@ -10,7 +10,9 @@ import numpy as np
 import torch
 from transformers import BertForMaskedLM, DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
-from bert_mlm.core.training import TrainingConfig, resolve_device, resolve_learning_rate, resolve_precision
+from bert_mlm.core.device import resolve_device, resolve_precision
+from bert_mlm.core.optim import resolve_learning_rate
+from bert_mlm.core.training import TrainingConfig
 
 
 class StepClock(TrainerCallback):

@@ -149,7 +149,7 @@ def run(prepared: Prepared, layers: int = 4, hidden: int = 256, repeats: int = 3
                  repeats, note, "masked positions only (`core.model.MaskedPositionsMLM`)."),
         ab_table("Lever: fused AdamW vs for-each AdamW",
                  {"fused AdamW": system(fused=True), "for-each AdamW (torch default)": system(fused=False)},
-                 repeats, note, "fused, on CPU and CUDA (`core.training.build_optimizer`)."),
+                 repeats, note, "fused, on CPU and CUDA (`core.optim.build_optimizer`)."),
         ab_table("Lever: attention implementation",
                  {"sdpa": system(attention="sdpa"), "eager": system(attention="eager")},
                  repeats, note, "`model.attn_implementation: eager` on CPU (a tie here); `sdpa` in conf/gpu."),

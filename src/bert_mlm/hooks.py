@@ -14,16 +14,18 @@ from kedro.framework.hooks import hook_impl
 
 from bert_mlm import run_lock
 from bert_mlm.core.corpus import CorpusConfig
+from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.distributed import DistributedConfig
 from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.files import written_then_renamed
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, resolve_checkpoint
 from bert_mlm.core.params import build_config
 from bert_mlm.core.probe import ProbeConfig
 from bert_mlm.core.sequences import SequenceConfig
 from bert_mlm.core.tokenizer import TokenizerConfig
-from bert_mlm.core.training import TrainingConfig, resolve_device, resolve_precision
+from bert_mlm.core.training import TrainingConfig
 from bert_mlm.core.tuning import TuningConfig, check_storage
 from bert_mlm.pipelines.experiment_params import evaluation_protocol
 
@@ -199,11 +201,8 @@ class NodeTimingHook:
             logger.info("%s", line)
         target = os.environ.get(NODE_TIMINGS_ENV)
         if target:
-            path = Path(target)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-            temporary.write_text(json.dumps({"pipeline_seconds": total, "nodes": rows}, indent=2))
-            os.replace(temporary, path)
+            with written_then_renamed(target) as temporary:
+                temporary.write_text(json.dumps({"pipeline_seconds": total, "nodes": rows}, indent=2))
 
 
 def summary_lines(rows: list[dict], total: float, metrics: dict, written: dict[str, str]) -> list[str]:

@@ -16,13 +16,21 @@ from bert_mlm.core.tokenizer import (
     read_vocab_file,
     special_token_ids,
     train_wordpiece,
-    unknown_token_rate,
 )
 
 from .conftest import synthetic_sentences
 
 TRAIN_BOOKS = ("austen-emma.txt", "chesterton-brown.txt")  # ~1.3 MB together
 HELD_OUT_BOOK = "melville-moby_dick.txt"
+
+
+def unknown_token_rate(tokenizer, texts) -> float:
+    """Share of [UNK] among the tokens of ``texts`` (the guide's check: a vocabulary that loaded
+    only its special tokens turns every word into [UNK])."""
+    ids = encode_documents(tokenizer, texts)
+    total = sum(len(a) for a in ids)
+    unknown = sum(int((a == tokenizer.unk_token_id).sum()) for a in ids)
+    return unknown / total if total else 0.0
 SAMPLES = [
     "Emma Woodhouse, handsome, clever, and rich, had lived nearly twenty-one years.",
     "Father Brown laid down his cigar and said: 'It's a curious case!'",

@@ -9,17 +9,18 @@ import pytest
 import torch
 
 from bert_mlm.core import checkpoints as checkpoints_module
+from bert_mlm.core import device as device_module
 from bert_mlm.core import training as training_module
 from bert_mlm.core.checkpoints import list_checkpoints, run_folders, save_checkpoint
+from bert_mlm.core.device import resolve_precision
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.optim import parameter_groups
 from bert_mlm.core.sequences import Collator
 from bert_mlm.core.training import (
     NonFiniteLossError,
     TokenIds,
     TrainingConfig,
-    parameter_groups,
-    resolve_precision,
     train,
 )
 
@@ -226,7 +227,7 @@ def test_cuda_requested_without_cuda_is_refused():
     if torch.cuda.is_available():
         pytest.skip("CUDA is available here")
     with pytest.raises(ValueError, match="training.device"):
-        training_module.resolve_device("cuda")
+        device_module.resolve_device("cuda")
     assert resolve_precision("auto", torch.device("cpu")) == "fp32"
 
 
@@ -238,7 +239,7 @@ def test_epochs_set_the_budget():
 
 
 def test_auto_learning_rate_scales_with_width():
-    from bert_mlm.core.training import resolve_learning_rate
+    from bert_mlm.core.optim import resolve_learning_rate
 
     assert resolve_learning_rate("auto", 128) == pytest.approx(2e-3)
     assert resolve_learning_rate("auto", 256) == pytest.approx(1e-3)

@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import random
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.files import written_then_renamed
+
+logger = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoint.pt"
 RUN_FILE = "run.json"  # the fingerprint, readable, beside the run's checkpoints
@@ -98,22 +102,16 @@ def run_folders(root: str | os.PathLike) -> list[Path]:
 def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: int,
                     fingerprint: dict | None = None) -> Path:
     """Write to a temporary directory, fsync, then rename: a crash leaves the previous one intact."""
-    final = checkpoint_path(directory, step)
-    temporary = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir(parents=True)
-    with open(temporary / CHECKPOINT_FILE, "wb") as handle:
-        torch.save({**state, "fingerprint": fingerprint}, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
+    with written_then_renamed(checkpoint_path(directory, step)) as temporary:
+        temporary.mkdir()
+        with open(temporary / CHECKPOINT_FILE, "wb") as handle:
+            torch.save({**state, "fingerprint": fingerprint}, handle)
     if fingerprint is not None and not (Path(directory) / RUN_FILE).is_file():
-        (temporary.parent / RUN_FILE).write_text(json.dumps(fingerprint, indent=2, sort_keys=True, default=str))
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(temporary, final)
+        with written_then_renamed(Path(directory) / RUN_FILE) as temporary:
+            temporary.write_text(json.dumps(fingerprint, indent=2, sort_keys=True, default=str))
     for old in list_checkpoints(directory)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
-    return final
+    return checkpoint_path(directory, step)
 
 
 def load_checkpoint(directory: str | os.PathLike) -> tuple[Path, dict] | None:
@@ -157,6 +155,59 @@ def refuse_other_runs(root: str | os.PathLike, fingerprint: dict) -> None:
         f"training.resume: no checkpoint of this run in {str(root)!r}; the newest checkpoint there, {where}. "
         "Set training.resume=false to start fresh (or restore the settings of that run to continue it)."
     )
+
+
+@dataclass
+class Position:
+    """Where a run is: optimizer steps done, epoch, next micro-batch of the epoch, history."""
+
+    step: int = 0
+    epoch: int = 0
+    next_batch: int = 0
+    records: list = field(default_factory=list)
+
+
+class RunCheckpoints:
+    """The checkpoints of one run (its fingerprint's folder): ``save`` and ``resume``, the pair.
+
+    ``stateful`` maps names to objects with ``state_dict``/``load_state_dict`` (model,
+    optimizer, scheduler, scaler); the RNG states of every rank and the position travel along.
+    """
+
+    def __init__(self, root: str | os.PathLike, fingerprint: dict, every: int, keep: int) -> None:
+        self.root, self.fingerprint, self.every, self.keep = Path(root), fingerprint, every, keep
+        self.folder = run_folder(root, fingerprint)
+
+    def due(self, step: int, max_steps: int) -> bool:
+        return bool(self.every) and (step % self.every == 0 or step == max_steps)
+
+    def save(self, position: Position, stateful: dict, rng: list, config: dict) -> Path:
+        state = {name: part.state_dict() for name, part in stateful.items()}
+        state.update(rng=rng, step=position.step, epoch=position.epoch, next_batch=position.next_batch,
+                     history=position.records, config=config)
+        return save_checkpoint(self.folder, position.step, state, keep=self.keep, fingerprint=self.fingerprint)
+
+    def resume(self, stateful: dict, rank: int, max_steps: int) -> Position:
+        """Restore this run's newest checkpoint into ``stateful`` and this process's RNGs; a fresh
+        position when there is none (and no other run's checkpoint is waiting to be resumed)."""
+        found = load_checkpoint(self.folder)
+        if found is None:
+            refuse_other_runs(self.root, self.fingerprint)
+            logger.info("training.resume: no checkpoint in %s, starting fresh", self.root)
+            return Position()
+        path, state = found
+        if state["step"] >= max_steps:
+            raise UserError(
+                f"training.resume: the checkpoint {str(path)!r} already completed this run's {state['step']} "
+                f"steps (training.max_steps={max_steps}); nothing is left to train and no new model "
+                "version is written. Raise training.max_steps to train longer, or set training.resume=false "
+                "to train again from scratch."
+            )
+        for name, part in stateful.items():
+            part.load_state_dict(state[name])
+        restore_rng_states(state["rng"][rank])
+        logger.info("Resumed from %s (step %d, epoch %d)", path, state["step"], state["epoch"])
+        return Position(state["step"], state["epoch"], state["next_batch"], state["history"])
 
 
 def rng_states() -> dict:

@@ -15,13 +15,14 @@ import numpy as np
 import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
+from bert_mlm.core.device import autocast_dtype
 from bert_mlm.core.distributed import DistributedConfig, Rank, launch
 from bert_mlm.core.evaluation import EvaluationConfig, StreamedEvaluationSet, evaluate, prepare_evaluation_set
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
 from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, SequenceIndex
 from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.training import StepCallback, TokenIds, TrainingConfig, TrainingResult, autocast_dtype, train
+from bert_mlm.core.training import StepCallback, TokenIds, TrainingConfig, TrainingResult, train
 
 
 def open_sequences(

@@ -332,12 +332,5 @@ def encode_documents(
     return result
 
 
-def unknown_token_rate(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> float:
-    ids = encode_documents(tokenizer, texts)
-    total = sum(len(a) for a in ids)
-    unknown = sum(int((a == tokenizer.unk_token_id).sum()) for a in ids)
-    return unknown / total if total else 0.0
-
-
 def special_token_ids(tokenizer: PreTrainedTokenizerFast) -> list[int]:
     return sorted(set(tokenizer.all_special_ids))

@@ -254,20 +254,21 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
 
 
 def trials_table(study: optuna.Study) -> pd.DataFrame:
-    rows = []
-    for t in study.get_trials(deepcopy=False):
-        row = {
-            "number": t.number,
-            "state": t.state.name,
-            "value": t.value,
-            "last_intermediate_value": t.intermediate_values[max(t.intermediate_values)] if t.intermediate_values else None,
-            "last_step": max(t.intermediate_values) if t.intermediate_values else None,
-            "duration_seconds": t.duration.total_seconds() if t.duration else None,
-        }
-        row.update({f"params_{k}": v for k, v in t.params.items()})
-        row.update({f"attr_{k}": v for k, v in t.user_attrs.items()})
-        rows.append(row)
-    return pd.DataFrame(rows)
+    """Optuna's ``trials_dataframe`` with this project's column names (``attr_*`` for user
+    attributes, durations in seconds) and each trial's last reported value and step (what a
+    pruned trial is judged by)."""
+    frame = study.trials_dataframe(attrs=("number", "state", "value", "duration", "params", "user_attrs"))
+    if frame.empty:
+        return frame
+    frame = frame.rename(columns=lambda c: "attr_" + c.removeprefix("user_attrs_") if c.startswith("user_attrs_") else c)
+    frame["duration_seconds"] = frame.pop("duration").dt.total_seconds()
+    last_steps = {t.number: max(t.intermediate_values) for t in study.get_trials(deepcopy=False) if t.intermediate_values}
+    intermediate = {t.number: t.intermediate_values for t in study.get_trials(deepcopy=False)}
+    frame["last_step"] = frame["number"].map(last_steps)
+    frame["last_intermediate_value"] = [
+        intermediate[n][last_steps[n]] if n in last_steps else None for n in frame["number"]
+    ]
+    return frame
 
 
 def best_parameters(study: optuna.Study, config: TuningConfig) -> dict:

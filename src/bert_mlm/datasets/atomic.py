@@ -10,9 +10,7 @@ publish an object only when its upload completes, so they are written as kedro-d
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from kedro_datasets.json import JSONDataset as _JSONDataset
 from kedro_datasets.matplotlib import MatplotlibDataset as _MatplotlibDataset
@@ -20,12 +18,7 @@ from kedro_datasets.pandas import CSVDataset as _CSVDataset
 from kedro_datasets.plotly import JSONDataset as _PlotlyJSONDataset
 from kedro_datasets.text import TextDataset as _TextDataset
 
-
-def _fsync_tree(path: Path) -> None:
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
-    for file in files:
-        with open(file, "rb") as handle:
-            os.fsync(handle.fileno())
+from bert_mlm.core.files import written_then_renamed
 
 
 class AtomicSave:
@@ -42,19 +35,10 @@ class AtomicSave:
         if self._protocol != "file":
             inner(self, data)
             return
-        final = super()._get_save_path()
-        temporary = final.parent / f".{final.name}.tmp-{os.getpid()}"
-        self._writing_to = temporary
         try:
-            inner(self, data)
-            _fsync_tree(Path(temporary))
-            os.replace(temporary, final)
-        except BaseException:
-            if Path(temporary).is_dir():  # a list or dict of figures
-                shutil.rmtree(temporary, ignore_errors=True)
-            else:
-                Path(temporary).unlink(missing_ok=True)
-            raise
+            with written_then_renamed(str(super()._get_save_path())) as temporary:
+                self._writing_to = PurePosixPath(temporary.as_posix())
+                inner(self, data)
         finally:
             self._writing_to = None
             self._invalidate_cache()

@@ -7,13 +7,13 @@ would load as the latest: a version exists only once it is whole.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kedro.io.core import AbstractVersionedDataset, DatasetError, Version
+
+from bert_mlm.core.files import written_then_renamed
 
 
 class AtomicDirectoryDataset(AbstractVersionedDataset):
@@ -24,19 +24,9 @@ class AtomicDirectoryDataset(AbstractVersionedDataset):
     def _write_directory(self, fill: Callable[[Path], Any]) -> Any:
         """Call ``fill(directory)`` on a new temporary directory path (not yet created), then
         rename it into place. Errors from ``fill`` keep their message (not a dataset wrapper's)."""
-        final = Path(str(self._get_save_path()))
-        temporary = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-        shutil.rmtree(temporary, ignore_errors=True)
-        temporary.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            result = fill(temporary)
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(temporary, final)
-            return result
-        except BaseException:
-            shutil.rmtree(temporary, ignore_errors=True)
-            raise
+        # Not fsynced: token stores reach many GB, and the data stages can be rerun.
+        with written_then_renamed(str(self._get_save_path()), sync=False) as temporary:
+            return fill(temporary)
 
     def _load_dir(self) -> Path:
         path = Path(str(self._get_load_path()))
