@@ -270,6 +270,23 @@ def fill_mask_examples(
     return examples
 
 
+def protocol_metrics(model: BertForMaskedLM, evaluation_set, frequent_token: int, batch_size: int) -> dict:
+    """The fixed-protocol metrics of one held-out set and the most-frequent-token reference."""
+    metrics = dict(evaluate(model, evaluation_set, batch_size))
+    metrics["baseline_accuracy"] = baseline_accuracy(evaluation_set, frequent_token)
+    return metrics
+
+
+def fill_mask_report(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str] | None,
+                     held_out_texts: Iterable[str], count: int, seed: int, top_k: int = 5) -> list[dict]:
+    """Fill-mask examples: the user's ``sentences`` when given, else ``count`` held-out sentences
+    with one word masked, each with the true word and its rank among the fills."""
+    if sentences:
+        return fill_mask_examples(model, tokenizer, sentences, top_k)
+    sentences, answers = fill_mask_sentences_from(held_out_texts, tokenizer, count=count, seed=seed)
+    return fill_mask_examples(model, tokenizer, sentences, top_k, answers)
+
+
 def _comparable(word: str, tokenizer: PreTrainedTokenizerBase) -> str:
     return word.replace(" ", "").lower() if getattr(tokenizer, "do_lower_case", False) else word.replace(" ", "")
 

@@ -8,21 +8,31 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
+from bert_mlm.core.corpus import RawText, clean_documents
 from bert_mlm.core.device import autocast_dtype
 from bert_mlm.core.distributed import DistributedConfig, Rank, launch
 from bert_mlm.core.evaluation import EvaluationConfig, StreamedEvaluationSet, evaluate, prepare_evaluation_set
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
-from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, SequenceIndex
+from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, SequenceIndex, build_sequences
 from bert_mlm.core.token_store import TokenStore
+from bert_mlm.core.tokenizer import encode_documents
 from bert_mlm.core.training import StepCallback, TokenIds, TrainingConfig, TrainingResult, train
+
+
+def corpus_sequences(items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase, config: SequenceConfig) -> list[np.ndarray]:
+    """Sequences of an extra held-out corpus (``evaluation.corpus_path``): every paragraph kept
+    (no length filter, no de-duplication), encoded and cut as the training data is."""
+    documents, _ = clean_documents(items, min_words=1, deduplicate=False)
+    encoded = encode_documents(tokenizer, documents["text"].tolist())
+    return build_sequences(encoded, config.mode, config.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
 
 
 def open_sequences(
