@@ -1,28 +1,22 @@
-"""Corpus reading, cleaning, de-duplication and the hash split."""
+"""Corpus cleaning, de-duplication and the hash split (reading: test_sources.py)."""
 
 from __future__ import annotations
 
 import random
 
-import pandas as pd
 import pytest
 
 from bert_mlm.core.corpus import (
-    BUILTIN_SOURCE,
     CorpusConfig,
-    CorpusError,
     RawText,
     assign_splits,
-    builtin_corpus,
     clean_documents,
-    decode_text,
     document_hash,
     normalise,
-    read_corpus,
-    resolve_corpus_files,
     split_paragraphs,
     validate_split_ratios,
 )
+from bert_mlm.core.sources import read_corpus
 
 RATIOS = {"train": 0.9, "valid": 0.05, "test": 0.05}
 
@@ -124,131 +118,6 @@ def test_clean_documents_applies_nfc_so_equivalent_texts_are_duplicates():
     frame, report = clean_documents([RawText("a", composed), RawText("b", decomposed)])
     assert len(frame) == 1 and report.dropped_duplicates == 1
 
-
-# ----------------------------------------------------------------------------- decoding and reading
-def test_decode_text_replaces_and_counts_undecodable_bytes():
-    raw = decode_text(b"abc\xff\xfe def", "bad.txt")
-    assert raw.text == "abc\ufffd\ufffd def"
-    assert raw.replaced_bytes == 2
-    assert raw.source == "bad.txt"
-
-
-def test_decode_text_does_not_count_genuine_replacement_characters():
-    raw = decode_text("valid \ufffd text".encode(), "ok.txt")
-    assert raw.replaced_bytes == 0
-    assert raw.text == "valid \ufffd text"
-
-
-def test_replaced_bytes_reach_the_cleaning_report(tmp_path):
-    (tmp_path / "a.txt").write_bytes(b"A paragraph with a broken byte \xff in it.\n\nAnother \xc3 one, long enough.")
-    frame, report = clean_documents(read_corpus(tmp_path))
-    assert report.replaced_bytes == 2
-    assert all("\ufffd" in t for t in frame["text"])
-
-
-def test_binary_file_raises_corpus_error_naming_the_file(tmp_path):
-    binary = tmp_path / "image.txt"
-    binary.write_bytes(b"GIF89a\x00\x01\x02\x00\x00some text")
-    with pytest.raises(CorpusError, match="image.txt"):
-        read_corpus(tmp_path)
-    with pytest.raises(CorpusError, match="binary"):
-        decode_text(binary.read_bytes(), str(binary))
-    # UTF-16 text and database files are mostly NUL and control bytes: binary.
-    with pytest.raises(CorpusError, match=r"utf16\.txt.*NUL"):
-        decode_text(("plain readable text " * 500).encode("utf-16-le"), "utf16.txt")
-    # Text with a stray NUL byte is text, wherever the NUL is (in the first 64 KiB or later):
-    # the NUL is removed and counted, as undecodable bytes are.
-    decoded = decode_text(b"plain readable text " * 500 + b"\x00", "almost-text.txt")
-    assert "\x00" not in decoded.text and decoded.replaced_bytes == 1
-
-
-def test_mostly_control_characters_are_refused(tmp_path):
-    with pytest.raises(CorpusError, match="ctl.txt"):
-        decode_text(bytes(range(1, 9)) * 100, "ctl.txt")
-
-
-def test_missing_path_raises_naming_corpus_path(tmp_path):
-    with pytest.raises(CorpusError, match=r"corpus\.path") as info:
-        read_corpus(tmp_path / "does-not-exist")
-    assert "does-not-exist" in str(info.value)
-
-
-def test_glob_without_match_raises_naming_corpus_path(tmp_path):
-    with pytest.raises(CorpusError, match=r"corpus\.path.*matches no file"):
-        read_corpus(str(tmp_path / "*.txt"))
-
-
-def test_directory_without_supported_files_raises(tmp_path):
-    (tmp_path / "notes.docx").write_bytes(b"whatever")
-    with pytest.raises(CorpusError, match=r"corpus\.path"):
-        resolve_corpus_files(tmp_path)
-
-
-def test_resolve_corpus_files_recursive_sorted_and_filtered(tmp_path):
-    (tmp_path / "b").mkdir()
-    for name in ("z.txt", "a.md", "b/c.raw", "b/d.jsonl", "skip.bin", "b/skip.py"):
-        (tmp_path / name).write_text("x")
-    files = resolve_corpus_files(tmp_path)
-    assert [p.relative_to(tmp_path).as_posix() for p in files] == ["a.md", "b/c.raw", "b/d.jsonl", "z.txt"]
-    globbed = resolve_corpus_files(str(tmp_path / "**" / "*.raw"))
-    assert [p.name for p in globbed] == ["c.raw"]
-    single = resolve_corpus_files(tmp_path / "z.txt")
-    assert single == [tmp_path / "z.txt"]
-
-
-TABLE_ROWS = [
-    "First row of the table, with a comma.",
-    'Second row with "quotes" and\na newline inside the cell.',
-    "Third row: caf\u00e9 and \u6f22\u5b57.",
-]
-
-
-def _write_table(path, suffix, column="body"):
-    frame = pd.DataFrame({"id": [1, 2, 3], column: TABLE_ROWS})
-    if suffix == ".csv":
-        frame.to_csv(path, index=False)
-    elif suffix == ".parquet":
-        frame.to_parquet(path, index=False)
-    else:
-        frame.to_json(path, orient="records", lines=True, force_ascii=False)
-
-
-@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
-def test_tables_read_their_text_column(tmp_path, suffix):
-    path = tmp_path / f"table{suffix}"
-    _write_table(path, suffix)
-    items = read_corpus(path, text_column="body")
-    assert [i.text for i in items] == TABLE_ROWS
-    assert all(i.is_document and i.source == str(path) for i in items)
-    frame, report = clean_documents(items, min_words=3)
-    assert frame["text"].tolist() == [
-        TABLE_ROWS[0],
-        'Second row with "quotes" and a newline inside the cell.',
-        TABLE_ROWS[2],
-    ]
-    assert report.raw_items == 3
-
-
-@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
-def test_table_without_text_column_names_parameter_and_file(tmp_path, suffix):
-    path = tmp_path / f"table{suffix}"
-    _write_table(path, suffix, column="content")
-    with pytest.raises(CorpusError) as info:
-        read_corpus(path, text_column="body")
-    message = str(info.value)
-    assert "corpus.text_column" in message
-    assert str(path) in message
-    assert "body" in message
-
-
-def test_mixed_directory_reads_text_and_tables(tmp_path):
-    (tmp_path / "book.txt").write_text("Paragraph one of the book, long.\n\nParagraph two of the book, long.")
-    _write_table(tmp_path / "rows.jsonl", ".jsonl", column="text")
-    frame, report = clean_documents(read_corpus(tmp_path))
-    assert len(frame) == 5
-    assert report.sources == 2
-
-
 # ----------------------------------------------------------------------------- the hash split
 def _docs(n, seed=0, prefix="doc"):
     rng = random.Random(seed)
@@ -332,31 +201,3 @@ def test_real_gutenberg_crlf_book_is_cleaned(shared_dir):
     assert report.replaced_bytes == 0
     assert (frame["text"].str.split().str.len() >= 4).all()  # corpus.min_words
     assert frame["doc_hash"].is_unique
-
-
-def test_real_corpus_glob(shared_dir):
-    pattern = str(shared_dir / "corpora" / "gutenberg" / "*.txt")
-    files = resolve_corpus_files(pattern)
-    expected = sorted((shared_dir / "corpora" / "gutenberg").glob("*.txt"))
-    assert files == expected
-
-
-# ----------------------------------------------------------------------------- built-in corpus
-def test_builtin_corpus_deterministic_and_independent_of_workers():
-    # Two calls (each scans the whole stdlib, ~1 s): equal results across calls and across
-    # worker counts at once.
-    first = builtin_corpus(max_files=20, workers=1)
-    parallel = builtin_corpus(max_files=20, workers=2)
-    assert len(first) > 20
-    assert len({r.source for r in first}) > 5
-    key = [(r.source, r.text) for r in first]
-    assert key == [(r.source, r.text) for r in parallel]
-    assert all(r.source.startswith(BUILTIN_SOURCE + "/") for r in first)
-    frame, _ = clean_documents(first)
-    assert len(frame) > 0
-
-
-def test_decode_text_counts_bytes_of_truncated_sequences():
-    raw = decode_text(b"ab\xf0\x9f\x98", "cut.txt")  # the first 3 of the 4 bytes of an emoji
-    assert raw.text == "ab\ufffd"
-    assert raw.replaced_bytes == 3

@@ -12,19 +12,16 @@ from bert_mlm.core.corpus import (
     CleaningReport,
     CorpusConfig,
     CorpusError,
-    CorpusSource,
     Deduplicator,
     RawText,
     clean_batch,
     clean_documents,
-    iter_table_rows,
-    iter_text_file,
-    read_corpus,
     split_paragraphs,
     stream_documents,
 )
 from bert_mlm.core.documents import DocumentShards, DocumentShardWriter, DocumentStream, sample_key
 from bert_mlm.core.engine import DataConfig
+from bert_mlm.core.sources import CorpusSource, iter_table_rows, iter_text_file, read_corpus
 
 RATIOS = {"train": 0.8, "valid": 0.1, "test": 0.1}
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bert_mlm.core.corpus import CorpusConfig, CorpusSource
+from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.documents import DocumentShards, DocumentStream
 from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import EncodingJob, TokenStore
 from bert_mlm.core.tokenizer import load_tokenizer
 

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bert_mlm.core.corpus import SPLITS, CorpusConfig, CorpusError, CorpusSource, clean_documents, read_corpus
+from bert_mlm.core.corpus import SPLITS, CorpusConfig, CorpusError, clean_documents
 from bert_mlm.core.documents import DocumentShards, DocumentStream
 from bert_mlm.core.engine import DataConfig
+from bert_mlm.core.sources import CorpusSource, read_corpus
 from bert_mlm.core.token_store import (
     EncodingJob,
     TokenSplit,

@@ -237,7 +237,8 @@ def test_missing_vocab_path_raises(tmp_path):
 
 # ----------------------------------------------------------------------------- the whole alphabet (English and Chinese)
 def _held_out_unknown_rate(shared_dir, corpus, column, **train):
-    from bert_mlm.core.corpus import CorpusConfig, clean_documents, read_corpus
+    from bert_mlm.core.corpus import CorpusConfig, clean_documents
+    from bert_mlm.core.sources import read_corpus
 
     documents, _ = clean_documents(read_corpus(shared_dir / "corpora" / corpus, column), min_words=1,
                                    ratios=CorpusConfig().split_ratios)

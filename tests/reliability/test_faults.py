@@ -87,9 +87,10 @@ def _documents_and_first_store(tmp_path: Path, shared: Path, vocab: Path):
     """Document shards of two books (small chunks: several work items) and one good store version."""
     from kedro.io.core import Version
 
-    from bert_mlm.core.corpus import CorpusConfig, CorpusSource
+    from bert_mlm.core.corpus import CorpusConfig
     from bert_mlm.core.documents import DocumentShards, DocumentStream
     from bert_mlm.core.engine import DataConfig
+    from bert_mlm.core.sources import CorpusSource
     from bert_mlm.core.token_store import EncodingJob
     from bert_mlm.core.tokenizer import load_tokenizer
     from bert_mlm.datasets.data import TokenStoreDataset
@@ -133,9 +134,10 @@ def test_a_full_disk_while_shards_or_the_store_are_written_leaves_no_version(tmp
     from kedro.io import DatasetError
     from kedro.io.core import Version
 
-    from bert_mlm.core.corpus import CorpusConfig, CorpusSource
+    from bert_mlm.core.corpus import CorpusConfig
     from bert_mlm.core.documents import DocumentStream
     from bert_mlm.core.engine import DataConfig
+    from bert_mlm.core.sources import CorpusSource
     from bert_mlm.datasets.data import DocumentShardsDataset, TokenStoreDataset
 
     vocab = shared_data / "vocab" / "bert-base-uncased.vocab.txt"

@@ -14,7 +14,8 @@ import pytest
 from kedro.io import DatasetError
 from kedro.io.core import Version
 
-from bert_mlm.core.corpus import CorpusError, RawText, clean_documents, read_corpus
+from bert_mlm.core.corpus import CorpusError, RawText, clean_documents
+from bert_mlm.core.sources import read_corpus
 from bert_mlm.datasets.corpus import CorpusDataset
 from bert_mlm.datasets.data import DocumentShardsDataset
 from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus, summarise_corpus
@@ -156,7 +157,7 @@ def test_a_symlinked_subdirectory_is_read_and_a_symlink_loop_is_not_followed(tmp
     write_paragraphs(elsewhere / "linked.txt", 200, offset=1000)
     (corpus / "more").symlink_to(elsewhere, target_is_directory=True)
     (elsewhere / "back").symlink_to(corpus, target_is_directory=True)  # a loop: corpus/more/back -> corpus
-    with caplog.at_level("INFO", logger="bert_mlm.core.corpus"):
+    with caplog.at_level("INFO", logger="bert_mlm.core.sources"):
         documents, stats = ingest(corpus)
     sources = set(documents["source"])
     assert any(s.endswith("own.txt") for s in sources) and any(s.endswith("linked.txt") for s in sources)

@@ -31,12 +31,12 @@ from bert_mlm.core.corpus import (
     CleaningReport,
     CorpusConfig,
     CorpusError,
-    CorpusSource,
     clean_batch,
     stream_documents,
 )
 from bert_mlm.core.engine import DataConfig, open_engine
 from bert_mlm.core.progress import Progress
+from bert_mlm.core.sources import CorpusSource
 
 MANIFEST = "manifest.json"
 FORMAT = "bert-mlm-document-shards"

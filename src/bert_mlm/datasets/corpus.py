@@ -6,7 +6,7 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from bert_mlm.core.corpus import CorpusSource
+from bert_mlm.core.sources import CorpusSource
 
 
 class CorpusDataset(AbstractDataset[Any, CorpusSource]):

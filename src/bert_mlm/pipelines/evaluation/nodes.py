@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from bert_mlm.core.corpus import CorpusSource
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.evaluation import fill_mask_report, most_frequent_token, prepare_evaluation_set, protocol_metrics
 from bert_mlm.core.experiment import corpus_sequences, open_sequences
 from bert_mlm.core.params import build_config
 from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
+from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.training import TokenIds
 from bert_mlm.datasets.pretrained import MaskedLM

@@ -6,10 +6,11 @@ import logging
 
 import pandas as pd
 
-from bert_mlm.core.corpus import CorpusConfig, CorpusSource
+from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.documents import DocumentShards, DocumentStream
 from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.params import build_config
+from bert_mlm.core.sources import CorpusSource
 
 logger = logging.getLogger(__name__)
 
