@@ -17,7 +17,7 @@ from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
 from bert_mlm.core.corpus import RawText, clean_documents
 from bert_mlm.core.device import autocast_dtype
-from bert_mlm.core.distributed import DistributedConfig, Rank, launch
+from bert_mlm.core.distributed import SINGLE, DistributedConfig, Rank, launch
 from bert_mlm.core.evaluation import EvaluationConfig, StreamedEvaluationSet, evaluate, prepare_evaluation_set
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
@@ -74,10 +74,11 @@ class Experiment:
         return build_model(self.model_config, self.tokenizer, seed=self.training.seed)
 
     def train(self, model: BertForMaskedLM, training: TrainingConfig | None = None,
-              masking: MaskingConfig | None = None, on_step: StepCallback | None = None) -> TrainingResult:
+              masking: MaskingConfig | None = None, on_step: StepCallback | None = None,
+              rank: Rank = SINGLE) -> TrainingResult:
         return train(
             model, self.sequences.get("train", []), self.token_ids, masking or self.masking,
-            training or self.training, self.collator, on_step,
+            training or self.training, self.collator, on_step, rank,
         )
 
     def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet, precision: str = "fp32") -> dict:
@@ -136,8 +137,7 @@ def _train_rank(experiment: Experiment, training: TrainingConfig, masking: Maski
         # Workers share the machine's cores: oversubscribed OpenMP threads slow every step >10x.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
     model = experiment.new_model()
-    result = train(model, experiment.sequences.get("train", []), experiment.token_ids, masking, training,
-                   experiment.collator, rank=rank)
+    result = experiment.train(model, training, masking, rank=rank)
     if rank.is_main:
         return {k: v.detach().cpu() for k, v in model.state_dict().items()}, result
     return None
