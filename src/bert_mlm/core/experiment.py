@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from enum import Enum
 
 import numpy as np
 import torch
@@ -18,6 +19,7 @@ from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 from bert_mlm.core.corpus import RawText, clean_documents
 from bert_mlm.core.device import autocast_dtype
 from bert_mlm.core.distributed import SINGLE, DistributedConfig, Rank, launch
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import EvaluationConfig, StreamedEvaluationSet, evaluate, prepare_evaluation_set
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
@@ -44,6 +46,52 @@ def open_sequences(
         split: sequence_index.sequences(token_store, split, tokenizer.cls_token_id, tokenizer.sep_token_id)
         for split in sequence_index.splits
     }
+
+
+class Origin(str, Enum):
+    """Where a run's mask probability (and any training override) comes from."""
+
+    PARAMETERS = "parameters"  # conf/ and --params
+    TUNING = "tuning"  # the study's best, adopted
+    VARIANT = "variant"  # a mask_rate_comparison variant's overrides
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """The masking and training values a run trains with beyond its parameters, and their origin.
+
+    Stored as JSON between nodes (``tuning_best_params``, a variant's ``overrides``): ``masking``
+    and ``training`` mappings and ``"source"``, the origin's value.
+    """
+
+    origin: Origin = Origin.PARAMETERS
+    masking: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
+    decision: str | None = None  # the tuning confirmation's reason, when there was one
+
+    @classmethod
+    def from_json(cls, data: dict) -> Overrides:
+        try:
+            origin = Origin(data.get("source", Origin.PARAMETERS.value))
+        except ValueError as error:
+            raise UserError(f"tuning_best_params: source {data.get('source')!r} is not one of "
+                            f"{[o.value for o in Origin]}") from error
+        decision = (data.get("confirmation") or {}).get("reason")
+        if origin is Origin.PARAMETERS:  # the values it carries are the parameters' own
+            return cls(origin, decision=decision)
+        return cls(origin, dict(data.get("masking") or {}), dict(data.get("training") or {}), decision)
+
+    def to_json(self) -> dict:
+        return {**({"masking": self.masking} if self.masking else {}),
+                **({"training": self.training} if self.training else {}), "source": self.origin.value}
+
+    def apply(self, masking: MaskingConfig, training: TrainingConfig) -> tuple[MaskingConfig, TrainingConfig]:
+        """The configured sections with these values in place (re-validated)."""
+        return replace(masking, **self.masking), replace(training, **self.training)
+
+    @property
+    def probability_origin(self) -> Origin:
+        return self.origin if "probability" in self.masking else Origin.PARAMETERS
 
 
 @dataclass

@@ -25,6 +25,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.experiment import Origin
 from bert_mlm.core.masking import SCHEDULES, MaskingConfig
 
 logger = logging.getLogger(__name__)
@@ -281,7 +282,7 @@ def best_parameters(study: optuna.Study, config: TuningConfig) -> dict:
         overrides.setdefault(SEARCHABLE[name][0], {})[name] = value
     return {
         **overrides,
-        "source": "tuning",
+        "source": Origin.TUNING.value,
         "study_name": config.study_name,
         "storage": config.storage,
         "best_trial": best.number,

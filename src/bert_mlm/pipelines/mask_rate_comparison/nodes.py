@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.experiment import Origin, Overrides
 from bert_mlm.core.report import compare_variants
 
 OVERRIDABLE = ("masking", "training")
@@ -17,7 +18,8 @@ def variant_overrides(overrides: dict) -> dict:
     unknown = set(overrides or {}) - set(OVERRIDABLE)
     if unknown:
         raise UserError(f"overrides: {sorted(unknown)} cannot be overridden per variant; use {OVERRIDABLE}")
-    return {**{k: dict(v or {}) for k, v in (overrides or {}).items()}, "source": "variant"}
+    values = {k: dict(v or {}) for k, v in (overrides or {}).items()}
+    return Overrides(Origin.VARIANT, values.get("masking", {}), values.get("training", {})).to_json()
 
 
 def compare_mask_rates(**inputs) -> tuple[pd.DataFrame, str]:

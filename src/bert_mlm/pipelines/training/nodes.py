@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.core.distributed import DistributedConfig
-from bert_mlm.core.experiment import train_data_parallel
-from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.experiment import Origin, Overrides, train_data_parallel
 from bert_mlm.core.params import build_config
 from bert_mlm.core.report import training_curves
 from bert_mlm.core.sequences import SequenceIndex
@@ -46,16 +45,11 @@ def train_masked_lm(
         {"model": model_params, "training": training_params, "masking": masking_params,
          "evaluation": evaluation_params, "sequences": sequence_params},
     )
-    source = tuning_best_params.get("source", "parameters")
-    overriding = source in ("tuning", "variant")
-    tuned_masking = tuning_best_params.get("masking", {}) if overriding else {}
-    masking = replace(experiment.masking, **tuned_masking) if tuned_masking else experiment.masking
-    MaskingConfig(**asdict(masking))  # re-validate the tuned values
+    overrides = Overrides.from_json(tuning_best_params)
+    masking, training = overrides.apply(experiment.masking, experiment.training)
     sequence_index.check_words(masking.whole_word, masking.word_segmenter)
-    training = experiment.training
-    if overriding and "training" in tuning_best_params:
-        training = replace(training, **tuning_best_params["training"])
-    logger.info("Training with masking %s (from %s)", asdict(masking), source if tuned_masking else "parameters")
+    logger.info("Training with masking %s (from %s)", asdict(masking),
+                overrides.origin.value if overrides.masking else Origin.PARAMETERS.value)
     distributed = build_config(DistributedConfig, distributed_params, "distributed")
     model, result = train_data_parallel(experiment, training, masking, distributed)
     summary = {
@@ -74,9 +68,9 @@ def train_masked_lm(
         "random_token_fraction": masking.random_token_fraction,
         "whole_word": masking.whole_word,
         "word_segmenter": sequence_index.word_segmenter if masking.word_segmenter == "auto" else masking.word_segmenter,
-        "mask_probability_source": source if "probability" in tuned_masking else "parameters",
+        "mask_probability_source": overrides.probability_origin.value,
         "learning_rate": result.learning_rate,
-        "tuning_decision": (tuning_best_params.get("confirmation") or {}).get("reason"),
+        "tuning_decision": overrides.decision,
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "data_parallel_workers": distributed.world_size,
     }

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.core.evaluation import EVALUATION_SCHEME
-from bert_mlm.core.experiment import train_trial
+from bert_mlm.core.experiment import Origin, train_trial
 from bert_mlm.core.masking import MASKING_SCHEME
 from bert_mlm.core.params import build_config
 from bert_mlm.core.sequences import SequenceIndex
@@ -58,7 +58,7 @@ def tune_mask_probability(
         sequence_index.check_words(True, experiment.masking.word_segmenter, "tuning.search_space.whole_word")
     if config.n_trials == 0:
         logger.info("tuning.n_trials is 0: training with masking.probability=%s", experiment.masking.probability)
-        best = {"masking": {"probability": experiment.masking.probability}, "source": "parameters"}
+        best = {"masking": {"probability": experiment.masking.probability}, "source": Origin.PARAMETERS.value}
         return best, pd.DataFrame(columns=["number", "state", "value"]), go.Figure(), go.Figure()
 
     # Trials are only comparable under the same data, model and trial budget: the study name
@@ -118,7 +118,7 @@ def confirm(best: dict, experiment, trial_training, seed_losses, tuned: list[flo
     }
     if adopted:
         return {**best, "confirmation": confirmation}
-    return {"masking": {"probability": experiment.masking.probability}, "source": "parameters",
+    return {"masking": {"probability": experiment.masking.probability}, "source": Origin.PARAMETERS.value,
             "tuned": {k: best[k] for k in ("masking", "training") if k in best}, "confirmation": confirmation,
             **{k: best[k] for k in ("study_name", "storage", "best_trial", "best_eval_loss", "finished_trials")}}
 
