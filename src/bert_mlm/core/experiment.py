@@ -156,6 +156,36 @@ def train_trial(
     return last["loss"]
 
 
+def training_summary(result: TrainingResult, masking: MaskingConfig, overrides: Overrides, model: BertForMaskedLM,
+                     stored_segmenter: str, world_size: int) -> dict:
+    """What a run trained and how (``metrics.json``, the report): tokens, speed, the masking
+    actually used and where its probability came from. ``stored_segmenter``: the sequence
+    index's word segmenter, which ``masking.word_segmenter: auto`` resolved to."""
+    history = result.history
+    return {
+        "train_tokens": result.train_tokens,
+        "train_seconds": result.seconds,
+        "train_tokens_per_second": result.tokens_per_second,
+        "train_steps": int(history["step"].max()) if len(history) else 0,
+        "final_train_loss": float(history["loss"].tail(20).mean()) if len(history) else None,
+        "device": result.device,
+        "precision": result.precision,
+        "resumed_from_step": result.resumed_from_step,
+        "mask_probability": masking.probability,
+        "mask_schedule": masking.schedule,
+        "final_mask_probability": masking.final_probability if masking.schedule == "linear" else masking.probability,
+        "mask_token_fraction": masking.mask_token_fraction,
+        "random_token_fraction": masking.random_token_fraction,
+        "whole_word": masking.whole_word,
+        "word_segmenter": stored_segmenter if masking.word_segmenter == "auto" else masking.word_segmenter,
+        "mask_probability_source": overrides.probability_origin.value,
+        "learning_rate": result.learning_rate,
+        "tuning_decision": overrides.decision,
+        "parameters": int(sum(p.numel() for p in model.parameters())),
+        "data_parallel_workers": world_size,
+    }
+
+
 class NonMainNodeFinished(RuntimeError):
     """Raised on machines other than node 0 after their ranks finished: they write nothing."""
 

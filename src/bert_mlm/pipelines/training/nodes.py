@@ -10,7 +10,7 @@ import pandas as pd
 from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.core.distributed import DistributedConfig
-from bert_mlm.core.experiment import Origin, Overrides, train_data_parallel
+from bert_mlm.core.experiment import Origin, Overrides, train_data_parallel, training_summary
 from bert_mlm.core.params import build_config
 from bert_mlm.core.report import training_curves
 from bert_mlm.core.sequences import SequenceIndex
@@ -52,28 +52,7 @@ def train_masked_lm(
                 overrides.origin.value if overrides.masking else Origin.PARAMETERS.value)
     distributed = build_config(DistributedConfig, distributed_params, "distributed")
     model, result = train_data_parallel(experiment, training, masking, distributed)
-    summary = {
-        "train_tokens": result.train_tokens,
-        "train_seconds": result.seconds,
-        "train_tokens_per_second": result.tokens_per_second,
-        "train_steps": int(result.history["step"].max()) if len(result.history) else 0,
-        "final_train_loss": float(result.history["loss"].tail(20).mean()) if len(result.history) else None,
-        "device": result.device,
-        "precision": result.precision,
-        "resumed_from_step": result.resumed_from_step,
-        "mask_probability": masking.probability,
-        "mask_schedule": masking.schedule,
-        "final_mask_probability": masking.final_probability if masking.schedule == "linear" else masking.probability,
-        "mask_token_fraction": masking.mask_token_fraction,
-        "random_token_fraction": masking.random_token_fraction,
-        "whole_word": masking.whole_word,
-        "word_segmenter": sequence_index.word_segmenter if masking.word_segmenter == "auto" else masking.word_segmenter,
-        "mask_probability_source": overrides.probability_origin.value,
-        "learning_rate": result.learning_rate,
-        "tuning_decision": overrides.decision,
-        "parameters": int(sum(p.numel() for p in model.parameters())),
-        "data_parallel_workers": distributed.world_size,
-    }
+    summary = training_summary(result, masking, overrides, model, sequence_index.word_segmenter, distributed.world_size)
     model.to("cpu")
     return MaskedLM(model=model, tokenizer=tokenizer), result.history, training_curves(result.history), summary
 
