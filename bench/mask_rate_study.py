@@ -72,7 +72,6 @@ def main() -> None:
     parser.add_argument("--extra-draws", type=int, default=1, help="evaluation.mask_draws on WikiText-2 valid")
     parser.add_argument("--out", default=None, help="results folder (default bench/results/<UTC time>-mask-rate)")
     args = parser.parse_args()
-    torch.set_num_threads(torch.get_num_threads())
     started = time.perf_counter()
     out = Path(args.out or Path(__file__).parent / "results" / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-mask-rate")
     out.mkdir(parents=True, exist_ok=True)

@@ -45,8 +45,9 @@ SECTIONS = {
 }
 
 
-def validate_parameters(parameters: dict) -> None:
-    """Raise one clear ``ValueError`` naming the first bad parameter, its value and what is allowed."""
+def validate_parameters(parameters: dict) -> dict:
+    """Raise one clear ``UserError`` naming the first bad parameter, its value and what is allowed;
+    return the built sections."""
     check_sections(parameters)
     built = {name: build_config(cls, parameters.get(name), name) for name, cls in SECTIONS.items()}
     evaluation_protocol(parameters.get("evaluation"))
@@ -56,6 +57,7 @@ def validate_parameters(parameters: dict) -> None:
     training = built["training"]
     resolve_precision(training.precision, resolve_device(training.device))
     validate_variants(parameters, built)
+    return built
 
 
 def check_sections(parameters: dict) -> None:
@@ -101,9 +103,7 @@ class ValidateParametersHook:
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
-        parameters = catalog.load("parameters")
-        validate_parameters(parameters)
-        tuning = build_config(TuningConfig, parameters.get("tuning", {}), "tuning")
+        tuning = validate_parameters(catalog.load("parameters"))["tuning"]
         if tuning.n_trials > 0 and any(node.name.split(".")[-1] == "tune_mask_probability" for node in pipeline.nodes):
             check_storage(tuning)
         run_lock.acquire(run_params.get("project_path") or Path.cwd())

@@ -166,9 +166,20 @@ def test_a_symlinked_subdirectory_is_read_and_a_symlink_loop_is_not_followed(tmp
     assert "a symlink loop" in caplog.text
 
 
-def test_nul_bytes_are_treated_the_same_wherever_they_are(tmp_path):
-    head = "\n\n".join(PARAGRAPH.format(i) for i in range(3000)).encode()
-    early = head[:100] + b"\x00" + head[100:]
+def paragraphs(language: str, count: int, shared: Path) -> list[str]:
+    """``count`` distinct paragraphs: generated English, or real Chinese hotel reviews."""
+    if language == "english":
+        return [PARAGRAPH.format(i) for i in range(count)]
+    reviews = pd.read_csv(shared / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")["review"].dropna()
+    reviews = reviews.str.replace(r"\s+", "", regex=True).drop_duplicates()
+    return reviews[reviews.str.len() >= 30].head(count).tolist()
+
+
+@pytest.mark.parametrize("language", ["english", "chinese"])
+def test_nul_bytes_are_treated_the_same_wherever_they_are(tmp_path, shared_data, language):
+    texts = paragraphs(language, 3000, shared_data)
+    head = "\n\n".join(texts).encode()
+    early = head[:100] + b"\x00" + head[100:]  # in Chinese, inside a 3-byte character
     late = head[:-100] + b"\x00" + head[-100:]  # past the first 64 KiB
     assert len(head) > 200_000
     results = []
@@ -177,11 +188,13 @@ def test_nul_bytes_are_treated_the_same_wherever_they_are(tmp_path):
         documents, stats = ingest(tmp_path / name)
         results.append((len(documents), stats.loc[stats["split"] == "all", "replaced_bytes"].item()))
         assert not documents["text"].str.contains("\x00").any()
-    assert results[0] == results[1] == (3000, 1)
+        assert not documents["text"].str.contains("\ufffd").any()  # the removed NUL split no character
+    assert results[0] == results[1] == (len(texts), 1)
 
 
-def test_a_malformed_jsonl_line_is_reported_by_its_number(tmp_path):
-    lines = [json.dumps({"text": PARAGRAPH.format(i)}) for i in range(50)]
+@pytest.mark.parametrize("language", ["english", "chinese"])
+def test_a_malformed_jsonl_line_is_reported_by_its_number(tmp_path, shared_data, language):
+    lines = [json.dumps({"text": text}, ensure_ascii=False) for text in paragraphs(language, 50, shared_data)]
     lines[36] = '{"text": "unterminated'
     (tmp_path / "corpus.jsonl").write_text("\n".join(lines))
     with pytest.raises((CorpusError, DatasetError), match=r"corpus file '.*corpus\.jsonl', line 37: not valid JSON"):

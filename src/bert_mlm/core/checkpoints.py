@@ -41,26 +41,23 @@ MODEL_FIELDS = (
 )
 
 
-def _digest(update) -> str:
-    digest = hashlib.blake2b(digest_size=8)
-    update(digest)
-    return digest.hexdigest()
-
-
 def weights_digest(model: torch.nn.Module) -> str:
     """Digest of the weights (a fresh model's: the seed or the ``init_from`` checkpoint)."""
-    def update(digest) -> None:
-        for name, tensor in sorted(model.state_dict().items()):
-            digest.update(name.encode())
-            digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return _digest(update)
+    digest = hashlib.blake2b(digest_size=8)
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def data_digest(sequences: Sequence[np.ndarray]) -> str:
     fingerprint = getattr(sequences, "fingerprint", None)  # IndexedSequences: the store digest and the index
     if fingerprint is not None:
         return str(fingerprint)
-    return _digest(lambda digest: [digest.update(np.asarray(s, dtype=np.int64).tobytes()) for s in sequences])
+    digest = hashlib.blake2b(digest_size=8)
+    for sequence in sequences:
+        digest.update(np.asarray(sequence, dtype=np.int64).tobytes())
+    return digest.hexdigest()
 
 
 def run_fingerprint(model, sequences, masking, config, world_size: int) -> dict:
@@ -95,8 +92,8 @@ def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
 
 def run_folders(root: str | os.PathLike) -> list[Path]:
     """Run folders under ``training.checkpoint_dir`` that hold a complete checkpoint, newest last."""
-    folders = [p for p in Path(root).glob("run-*") if list_checkpoints(p)] if Path(root).is_dir() else []
-    return sorted(folders, key=lambda p: list_checkpoints(p)[-1].stat().st_mtime)
+    newest = {p: found[-1] for p in Path(root).glob("run-*") if (found := list_checkpoints(p))}
+    return sorted(newest, key=lambda p: newest[p].stat().st_mtime)
 
 
 def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: int,
