@@ -60,6 +60,6 @@ def experiment(prepared: Prepared, layers: int, hidden: int, steps: int, batch_s
         training=TrainingConfig(**{"max_steps": steps, "batch_size": batch_size, "warmup_steps": max(1, steps // 10),
                                    "progress": False, **training}),
         masking=MaskingConfig(),
-        evaluation=EvaluationConfig(),
+        evaluation=EvaluationConfig(mask_draws=1),
         sequence_config=SequenceConfig(max_length=prepared.max_length),
     )

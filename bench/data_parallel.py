@@ -41,7 +41,7 @@ def main() -> None:
         model_config=ModelConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
         training=TrainingConfig(max_steps=args.steps, batch_size=args.global_batch, warmup_steps=2, progress=False),
-        masking=MaskingConfig(), evaluation=EvaluationConfig(), sequence_config=SequenceConfig(max_length=128),
+        masking=MaskingConfig(), evaluation=EvaluationConfig(mask_draws=1), sequence_config=SequenceConfig(max_length=128),
     )
     setups = {
         "1 process": (experiment.training, DistributedConfig()),

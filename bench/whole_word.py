@@ -158,14 +158,14 @@ def accuracy(corpus: Corpus, steps: int, seeds: int) -> tuple[Table, list[dict]]
         model_config=ModelConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
         training=TrainingConfig(max_steps=steps, batch_size=32, warmup_steps=max(1, steps // 10), progress=False),
-        masking=MaskingConfig(), evaluation=EvaluationConfig(), sequence_config=SequenceConfig(max_length=MAX_LENGTH),
+        masking=MaskingConfig(), evaluation=EvaluationConfig(mask_draws=1), sequence_config=SequenceConfig(max_length=MAX_LENGTH),
     )
     ids = experiment.token_ids
     protocols = {
         "token": prepare_evaluation_set(corpus.sequences["test"], ids.collator(MAX_LENGTH), ids.mask, ids.replacement,
-                                        EvaluationConfig()),
+                                        EvaluationConfig(mask_draws=1)),
         "whole-word": prepare_evaluation_set(corpus.sequences["test"], ids.collator(MAX_LENGTH), ids.mask,
-                                             ids.replacement, EvaluationConfig(whole_word=True)),
+                                             ids.replacement, EvaluationConfig(whole_word=True, mask_draws=1)),
     }
     rows = []
     for seed in range(1, seeds + 1):

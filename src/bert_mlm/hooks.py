@@ -3,6 +3,7 @@ report where a run's time went, node by node."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -13,97 +14,56 @@ from pathlib import Path
 from kedro.framework.hooks import hook_impl
 
 from bert_mlm import run_lock
-from bert_mlm.core.corpus import CorpusConfig
+from bert_mlm.core.config import ExperimentConfig
 from bert_mlm.core.device import resolve_device, resolve_precision
-from bert_mlm.core.distributed import DistributedConfig
-from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.experiment import Overrides
 from bert_mlm.core.files import written_then_renamed
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig, resolve_checkpoint
-from bert_mlm.core.params import build_config
-from bert_mlm.core.probe import ProbeConfig
-from bert_mlm.core.sequences import SequenceConfig
-from bert_mlm.core.tokenizer import TokenizerConfig
-from bert_mlm.core.training import TrainingConfig
-from bert_mlm.core.tuning import TuningConfig, check_storage
-from bert_mlm.pipelines.experiment_params import evaluation_protocol
+from bert_mlm.core.model import resolve_checkpoint
+from bert_mlm.core.tuning import check_storage
 
 logger = logging.getLogger(__name__)
 
-SECTIONS = {
-    "corpus": CorpusConfig,
-    "tokenizer": TokenizerConfig,
-    "sequences": SequenceConfig,
-    "model": ModelConfig,
-    "masking": MaskingConfig,
-    "training": TrainingConfig,
-    "tuning": TuningConfig,
-    "distributed": DistributedConfig,
-    "data": DataConfig,
-    "probe": ProbeConfig,
-}
 
-
-def validate_parameters(parameters: dict) -> dict:
-    """Raise one clear ``UserError`` naming the first bad parameter, its value and what is allowed;
-    return the built sections."""
-    check_sections(parameters)
-    built = {name: build_config(cls, parameters.get(name), name) for name, cls in SECTIONS.items()}
-    evaluation_protocol(parameters.get("evaluation"))
-    built["sequences"].check_fits(built["model"].max_position_embeddings)
-    if built["model"].init_from:  # a missing checkpoint fails here, before the data stages
-        resolve_checkpoint(built["model"].init_from)
-    training = built["training"]
-    resolve_precision(training.precision, resolve_device(training.device))
-    validate_variants(parameters, built)
-    return built
-
-
-def check_sections(parameters: dict) -> None:
-    """A top-level section nothing reads (``--params trainig.max_steps=3``) is a typo: refused."""
-    import difflib
-
+def validate_parameters(parameters: dict) -> ExperimentConfig:
+    """The run's typed configuration; raises one clear ``UserError`` naming the first bad
+    parameter, its value and what is allowed, before any data is read."""
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
-    known = {*SECTIONS, "evaluation", *VARIANTS}
-    for section in parameters:
-        if section not in known:
-            close = difflib.get_close_matches(section, sorted(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; the sections are {sorted(known)}"
-            raise UserError(f"{section}: unknown parameter section{hint}")
-
-
-def validate_variants(parameters: dict, built: dict) -> None:
-    """Each mask-rate variant's overrides, applied to the shared sections, must be valid too."""
-    from dataclasses import asdict
-
-    from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
-    from bert_mlm.pipelines.mask_rate_comparison.nodes import OVERRIDABLE
-
-    for variant in VARIANTS:
-        overrides = (parameters.get(variant) or {}).get("overrides") or {}
-        if not isinstance(overrides, dict):
-            raise UserError(f"{variant}.overrides: {overrides!r} must be a mapping of masking/training values")
-        for section, values in overrides.items():
-            if section not in OVERRIDABLE:
-                raise UserError(f"{variant}.overrides.{section}: only masking and training can be overridden per variant")
-            if not isinstance(values or {}, dict):
-                raise UserError(f"{variant}.overrides.{section}: {values!r} must be a mapping of {section} values")
-            merged = {**asdict(built[section]), **(values or {})}
-            try:
-                build_config(SECTIONS[section], merged, section)
-            except ValueError as error:
-                raise UserError(f"{variant}.overrides: {error}") from error
+    config = ExperimentConfig.from_parameters(parameters, other_sections=VARIANTS)
+    if config.model.init_from:  # a missing checkpoint fails here, before the data stages
+        resolve_checkpoint(config.model.init_from)
+    resolve_precision(config.training.precision, resolve_device(config.training.device))
+    for variant in VARIANTS:  # each mask-rate variant's overrides, applied to the shared sections
+        name = f"{variant}.overrides"
+        overrides = Overrides.for_variant((parameters.get(variant) or {}).get("overrides"), name)
+        try:
+            overrides.apply(config.masking, config.training)
+        except UserError as error:
+            raise UserError(f"{name}: {error}") from error
+    return config
 
 
 class ValidateParametersHook:
     """Validates every section, then takes the project's run lock (one run at a time: runs in one
-    project would load each other's dataset versions) until the run ends."""
+    project would load each other's dataset versions) until the run ends.
+
+    Nodes declare the typed sections they take (``training: TrainingConfig``) and Kedro builds
+    them from ``params:<section>`` when it creates the catalog (``kedro.validation``). This hook
+    runs before that, on the raw parameters, so that a bad value gets this project's one-line
+    message (unknown keys with a suggestion, true/false refused as a number) instead of Kedro's.
+    """
+
+    def __init__(self) -> None:
+        self.config: ExperimentConfig | None = None
+
+    @hook_impl
+    def after_context_created(self, context) -> None:
+        self.config = validate_parameters(context.config_loader["parameters"])
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
-        tuning = validate_parameters(catalog.load("parameters"))["tuning"]
+        tuning = (self.config or validate_parameters(catalog.load("parameters"))).tuning
         if tuning.n_trials > 0 and any(node.name.split(".")[-1] == "tune_mask_probability" for node in pipeline.nodes):
             check_storage(tuning)
         run_lock.acquire(run_params.get("project_path") or Path.cwd())
@@ -234,6 +194,17 @@ class MlflowMetricsHook:
     LOGGED = ("metrics", "training_summary", "training_history", "run_report", "mask_rate_comparison_report")
 
     @hook_impl
+    def before_node_run(self, node, inputs: dict) -> None:
+        # kedro-mlflow flattens only dictionaries (masking.probability); the nodes' typed sections
+        # reach it as dataclasses, which it records whole. Log them flattened, under its names.
+        mlflow = sys.modules.get("mlflow")
+        if mlflow is None or mlflow.active_run() is None:
+            return
+        for name, value in inputs.items():
+            if name.startswith("params:") and dataclasses.is_dataclass(value):
+                mlflow.log_params(flattened(dataclasses.asdict(value), name.removeprefix("params:")))
+
+    @hook_impl
     def after_dataset_saved(self, dataset_name: str, data, node) -> None:
         prefix, _, name = dataset_name.rpartition(".")
         mlflow = sys.modules.get("mlflow")  # imported by kedro-mlflow when it is active
@@ -256,3 +227,14 @@ class MlflowMetricsHook:
                 client.log_batch(mlflow.active_run().info.run_id, metrics=series[start : start + 1000])
         if name in ("run_report", "mask_rate_comparison_report"):
             mlflow.log_text(data, f"{key.format(name)}.html")
+
+
+def flattened(values: dict, prefix: str) -> dict:
+    """``{"a": {"b": 1}}`` -> ``{"<prefix>.a.b": 1}``, as kedro-mlflow names parameters."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(flattened(value, f"{prefix}.{key}"))
+        else:
+            flat[f"{prefix}.{key}"] = value
+    return flat

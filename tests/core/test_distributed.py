@@ -35,7 +35,7 @@ def experiment() -> Experiment:
                                  max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
         training=TrainingConfig(max_steps=20, batch_size=16, learning_rate=5e-3, warmup_steps=2, progress=False, bucketing=False),
         masking=MaskingConfig(),
-        evaluation=EvaluationConfig(),
+        evaluation=EvaluationConfig(mask_draws=1),
         sequence_config=SequenceConfig(max_length=32),
     )
 

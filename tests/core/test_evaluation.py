@@ -51,13 +51,19 @@ def model(tiny_tokenizer):
     return build_model(TINY, tiny_tokenizer, seed=0).eval()
 
 
+def one_draw(**protocol) -> EvaluationConfig:
+    """The protocol with one mask draw per sequence, unless a test asks for more (the tests here
+    count rows and masks per sequence)."""
+    return EvaluationConfig(**{"mask_draws": 1, **protocol})
+
+
 def _prepare(tokenizer, data, config=None, collator=None, sequences=None, materialise=True):
     streamed = prepare_evaluation_set(
         data["sequences"] if sequences is None else sequences,
         collator or data["collator"],
         tokenizer.mask_token_id,
         data["replacement"],
-        config or EvaluationConfig(),
+        config or one_draw(),
     )
     return streamed.materialise() if materialise else streamed
 
@@ -93,15 +99,15 @@ def test_evaluation_masks_are_fixed(tiny_tokenizer, data):
     # Neither the collator's padding mode nor the evaluation batch size changes the masks.
     static = Collator(tiny_tokenizer.pad_token_id, data["specials"], MAX_LENGTH, padding="static")
     assert _same(first, _prepare(tiny_tokenizer, data, collator=static))
-    assert _same(first, _prepare(tiny_tokenizer, data, config=EvaluationConfig(batch_size=7)))
+    assert _same(first, _prepare(tiny_tokenizer, data, config=one_draw(batch_size=7)))
     # A different protocol seed gives different masks.
-    other = _prepare(tiny_tokenizer, data, config=EvaluationConfig(seed=1))
+    other = _prepare(tiny_tokenizer, data, config=one_draw(seed=1))
     assert not torch.equal(first.labels, other.labels)
 
 
 @pytest.mark.parametrize("probability", [0.15, 0.3])
 def test_evaluation_mask_rate(tiny_tokenizer, data, probability):
-    evaluation_set = _prepare(tiny_tokenizer, data, config=EvaluationConfig(mask_probability=probability))
+    evaluation_set = _prepare(tiny_tokenizer, data, config=one_draw(mask_probability=probability))
     ids = evaluation_set.input_ids
     selected = evaluation_set.labels != IGNORE_INDEX
     real = evaluation_set.attention_mask == 1
@@ -120,7 +126,7 @@ def test_evaluation_mask_rate(tiny_tokenizer, data, probability):
 
 
 def test_max_sequences_limits_the_set(tiny_tokenizer, data):
-    evaluation_set = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=10))
+    evaluation_set = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=10))
     assert evaluation_set.input_ids.shape[0] == 10
 
 
@@ -145,12 +151,12 @@ def test_evaluation_set_batches_trim_padding(tiny_tokenizer, data):
                                     {"mask_draws": 0}, {"mask_draws": 1.5}])
 def test_evaluation_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError, match=r"evaluation\."):
-        EvaluationConfig(**kwargs)
+        one_draw(**kwargs)
 
 
 # ----------------------------------------------------------------------------- metrics
 def test_evaluate_metrics(tiny_tokenizer, data, model):
-    evaluation_set = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=120))
+    evaluation_set = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=120))
     model.train()
     metrics = evaluate(model, evaluation_set, batch_size=64)
     assert model.training  # the caller's mode is restored
@@ -182,7 +188,7 @@ def test_evaluate_metrics(tiny_tokenizer, data, model):
 
 
 def test_evaluate_without_masked_tokens_raises(model, tiny_tokenizer, data):
-    evaluation_set = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=4))
+    evaluation_set = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=4))
     empty = EvaluationSet(
         evaluation_set.input_ids, evaluation_set.attention_mask, torch.full_like(evaluation_set.labels, IGNORE_INDEX)
     )
@@ -266,7 +272,7 @@ def test_fill_mask_sentences_come_from_the_data_with_the_true_word(shared_dir, c
 def test_more_mask_draws_score_more_tokens_and_shrink_the_standard_error(tiny_tokenizer, data, model):
     results = {}
     for draws in (1, 4, 16):
-        config = EvaluationConfig(max_sequences=60, mask_draws=draws)
+        config = one_draw(max_sequences=60, mask_draws=draws)
         evaluation_set = _prepare(tiny_tokenizer, data, config=config, materialise=False)
         results[draws] = evaluate(model, evaluation_set, batch_size=64)
         assert results[draws]["eval_sequences"] == 60
@@ -275,14 +281,14 @@ def test_more_mask_draws_score_more_tokens_and_shrink_the_standard_error(tiny_to
     assert results[1]["eval_loss_se"] > results[4]["eval_loss_se"] > results[16]["eval_loss_se"] > 0
     assert all(r["eval_accuracy_se"] >= 0 for r in results.values())  # an untrained model may hit nothing
     # Draw 0 is the single-draw protocol: adding draws keeps its masks.
-    one = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=60))
-    four = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=60, mask_draws=4))
+    one = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=60))
+    four = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=60, mask_draws=4))
     assert torch.equal(four.labels[:60], one.labels) and not torch.equal(four.labels[60:120], one.labels)
     assert four.sequence_ids.tolist() == list(range(60)) * 4
 
 
 def test_the_standard_error_agrees_with_a_bootstrap_over_sequences(tiny_tokenizer, data, model):
-    evaluation_set = _prepare(tiny_tokenizer, data, config=EvaluationConfig(max_sequences=200, mask_draws=2))
+    evaluation_set = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=200, mask_draws=2))
     metrics = evaluate(model, evaluation_set, batch_size=64)
     with torch.no_grad():
         logits = model(input_ids=evaluation_set.input_ids, attention_mask=evaluation_set.attention_mask).logits

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from bert_mlm.core import experiment as experiment_module
+from bert_mlm.core.config import build_section
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.tuning import (
     TuningConfig,
@@ -139,9 +140,16 @@ PARAMS = {
     "model": {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32},
     "training": {"batch_size": 8, "progress": False, "warmup_steps": 1},
     "masking": {"probability": 0.15},
-    "evaluation": {"batch_size": 16},
+    "evaluation": {"batch_size": 16, "mask_draws": 1},
     "sequences": {"max_length": 32, "mode": "document"},
 }
+
+
+def tune(store, index, tokenizer, tuning: dict, **sections):
+    """The tuning node on the typed sections (one seed per trial unless ``tuning`` says more)."""
+    values = {**PARAMS, **sections}
+    typed = (build_section(name, values[name]) for name in ("model", "training", "masking", "evaluation", "sequences"))
+    return tune_mask_probability(store, index, tokenizer, build_section("tuning", {"seeds": 1, **tuning}), *typed)
 
 
 def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, monkeypatch):
@@ -156,9 +164,7 @@ def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, mon
     monkeypatch.setattr(experiment_module, "evaluate", recording_evaluate)
     store, index, tokenizer = tiny_inputs(tmp_path)
     tuning = {"n_trials": 2, "trial_steps": 4, "eval_every": 2, "storage": f"sqlite:///{tmp_path}/s.db", "pruner": "none"}
-    best, trials, objective_plot, history_plot = tune_mask_probability(
-        store, index, tokenizer, tuning, PARAMS["model"], PARAMS["training"], PARAMS["masking"], PARAMS["evaluation"], PARAMS["sequences"]
-    )
+    best, trials, objective_plot, history_plot = tune(store, index, tokenizer, tuning)
     probabilities = trials["params_probability"].tolist()
     assert len(probabilities) == 2 and probabilities[0] != probabilities[1]
     # Two evaluations per trial, then the confirmation (adopt: if_better) trains the configured
@@ -169,15 +175,13 @@ def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, mon
     masked_rate = (seen[0][1] != -100).sum() / (seen[0][1] != -100).numel()
     assert 0 < masked_rate < 0.15  # 15 % of real tokens; padding and specials never masked
     assert best["masking"]["probability"] in [*probabilities, PARAMS["masking"]["probability"]]
-    assert len(objective_plot.data) == 2
+    assert len(objective_plot.axes[0].collections) == 2  # complete and pruned trials
 
 
 def test_zero_trials_bypasses_tuning(tmp_path):
     store, index, tokenizer = tiny_inputs(tmp_path)
     tuning = {"n_trials": 0, "storage": f"sqlite:///{tmp_path}/never.db"}
-    best, trials, _, _ = tune_mask_probability(
-        store, index, tokenizer, tuning, PARAMS["model"], PARAMS["training"], {"probability": 0.2}, PARAMS["evaluation"], PARAMS["sequences"]
-    )
+    best, trials, _, _ = tune(store, index, tokenizer, tuning, masking={"probability": 0.2})
     assert best == {"masking": {"probability": 0.2}, "source": "parameters"}
     assert trials.empty
     assert not (tmp_path / "never.db").exists()
@@ -202,12 +206,11 @@ def test_bad_tuning_config_names_the_parameter(overrides, message):
 def test_node_reruns_continue_and_a_changed_setup_starts_a_new_study(tmp_path):
     store, index, tokenizer = tiny_inputs(tmp_path)
     tuning = {"n_trials": 2, "trial_steps": 2, "eval_every": 1, "storage": f"sqlite:///{tmp_path}/s.db", "pruner": "none"}
-    args = (PARAMS["model"], PARAMS["training"], PARAMS["masking"], PARAMS["evaluation"], PARAMS["sequences"])
-    first, trials_first, _, _ = tune_mask_probability(store, index, tokenizer, tuning, *args)
-    again, trials_again, _, _ = tune_mask_probability(store, index, tokenizer, tuning, *args)
+    first, trials_first, _, _ = tune(store, index, tokenizer, tuning)
+    again, trials_again, _, _ = tune(store, index, tokenizer, tuning)
     assert again["study_name"] == first["study_name"] and first["study_name"].startswith("mask-probability-")
     assert trials_again["number"].tolist() == trials_first["number"].tolist() == [0, 1]
-    changed, trials_changed, _, _ = tune_mask_probability(store, index, tokenizer, {**tuning, "trial_steps": 3}, *args)
+    changed, trials_changed, _, _ = tune(store, index, tokenizer, {**tuning, "trial_steps": 3})
     assert changed["study_name"] != first["study_name"]
     assert trials_changed["number"].tolist() == [0, 1]
     assert len(optuna.get_all_study_names(f"sqlite:///{tmp_path}/s.db")) == 2
@@ -249,8 +252,7 @@ def test_seeds_per_trial_and_a_paired_confirmation(tmp_path):
     store, index, tokenizer = tiny_inputs(tmp_path)
     tuning = {"n_trials": 2, "trial_steps": 2, "eval_every": 1, "storage": f"sqlite:///{tmp_path}/c.db", "pruner": "none",
               "seeds": 2, "adopt": "if_better"}
-    args = (PARAMS["model"], PARAMS["training"], PARAMS["masking"], PARAMS["evaluation"], PARAMS["sequences"])
-    best, trials, _, _ = tune_mask_probability(store, index, tokenizer, tuning, *args)
+    best, trials, _, _ = tune(store, index, tokenizer, tuning)
     assert all(len(json.loads(v) if isinstance(v, str) else v) == 2 for v in trials["attr_seed_losses"])
     assert (trials["attr_seed_spread"] >= 0).all()
     confirmation = best["confirmation"]

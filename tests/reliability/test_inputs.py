@@ -14,6 +14,7 @@ import pytest
 from kedro.io import DatasetError
 from kedro.io.core import Version
 
+from bert_mlm.core.config import build_section
 from bert_mlm.core.corpus import CorpusError, RawText, clean_documents
 from bert_mlm.core.sources import read_corpus
 from bert_mlm.datasets.corpus import CorpusDataset
@@ -26,8 +27,8 @@ TRAIN_ONLY = {"split_ratios": {"train": 1.0, "valid": 0.0, "test": 0.0}}  # a ti
 
 def ingest(path: Path, corpus: dict | None = None, **params) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ingestion node and its catalog dataset, as a run does them: documents and stats."""
-    stream = clean_and_split_corpus(CorpusDataset(path=str(path), **params).load(), {**PARAMS, **(corpus or {})},
-                                    {"workers": 1})
+    stream = clean_and_split_corpus(CorpusDataset(path=str(path), **params).load(),
+                                    build_section("corpus", {**PARAMS, **(corpus or {})}), build_section("data", {"workers": 1}))
     dataset = DocumentShardsDataset(filepath=str(path.parent / f"shards-{time.monotonic_ns()}"), version=Version(None, None))
     dataset.save(stream)
     shards = dataset.load()
@@ -139,7 +140,7 @@ def test_bad_vocabulary_files(tmp_path, lines, message):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_path: .*" + message):
-        build_tokenizer(None, {"vocab_path": str(vocab)}, {})  # no documents are read for a given vocabulary
+        build_tokenizer(None, build_section("tokenizer", {"vocab_path": str(vocab)}), build_section("model", {}))  # no documents are read for a given vocabulary
 
 
 # ----------------------------------------------------------------------------- cases 4, 5 and 7

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import torch
@@ -36,7 +36,7 @@ class EvaluationConfig:
     batch_size: int = 64
     max_sequences: int | None = None
     whole_word: bool = False  # the whole-word protocol: score every piece of the selected words
-    mask_draws: int = 1  # independent fixed mask draws per sequence: more masked tokens from a small split
+    mask_draws: int = 8  # independent fixed mask draws per sequence: more masked tokens from a small split
 
     def __post_init__(self) -> None:
         if not isinstance(self.mask_draws, int) or isinstance(self.mask_draws, bool) or self.mask_draws < 1:
@@ -47,6 +47,30 @@ class EvaluationConfig:
             raise UserError(f"evaluation.mask_probability: {self.mask_probability!r} must be in (0, 1)")
         if not isinstance(self.batch_size, int) or self.batch_size <= 0:
             raise UserError(f"evaluation.batch_size: {self.batch_size!r} must be a positive integer")
+
+
+@dataclass(frozen=True)
+class EvaluationParameters(EvaluationConfig):
+    """The ``evaluation`` section: the fixed protocol (:attr:`protocol`) and what the evaluation
+    node reports beside it, which no metric depends on."""
+
+    corpus_path: str | None = None  # an extra held-out corpus (read by the catalog's extra_eval_corpus)
+    text_column: str = "text"
+    fill_mask_sentences: list[str] | None = None  # None: test-split sentences with one word masked
+    fill_mask_count: int = 3
+    top_k: int = 5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.fill_mask_count, int) or self.fill_mask_count < 0:
+            raise UserError(f"evaluation.fill_mask_count: {self.fill_mask_count!r} must be an integer >= 0")
+        if not isinstance(self.top_k, int) or self.top_k < 1:
+            raise UserError(f"evaluation.top_k: {self.top_k!r} must be a positive integer")
+
+    @property
+    def protocol(self) -> EvaluationConfig:
+        """Only the protocol's fields: what study fingerprints and evaluation sets are built from."""
+        return EvaluationConfig(**{f.name: getattr(self, f.name) for f in fields(EvaluationConfig)})
 
 
 # Sequences masked together under one generator; part of the protocol (see EVALUATION_SCHEME).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 
 import numpy as np
@@ -20,9 +20,17 @@ from bert_mlm.core.corpus import RawText, clean_documents
 from bert_mlm.core.device import autocast_dtype
 from bert_mlm.core.distributed import SINGLE, DistributedConfig, Rank, launch
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.evaluation import EvaluationConfig, StreamedEvaluationSet, evaluate, prepare_evaluation_set
+from bert_mlm.core.evaluation import (
+    EvaluationConfig,
+    StreamedEvaluationSet,
+    evaluate,
+    most_frequent_token,
+    prepare_evaluation_set,
+    protocol_metrics,
+)
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.params import build_config
 from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, SequenceIndex, build_sequences
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.tokenizer import encode_documents
@@ -48,6 +56,9 @@ def open_sequences(
     }
 
 
+OVERRIDABLE = ("masking", "training")  # the sections a tuning study or a variant may override
+
+
 class Origin(str, Enum):
     """Where a run's mask probability (and any training override) comes from."""
 
@@ -70,6 +81,20 @@ class Overrides:
     decision: str | None = None  # the tuning confirmation's reason, when there was one
 
     @classmethod
+    def for_variant(cls, values: dict | None, name: str = "overrides") -> Overrides:
+        """A mask-rate variant's ``overrides`` section (``masking`` and ``training`` mappings);
+        ``name``: where the section is, for the error message."""
+        if not isinstance(values or {}, dict):
+            raise UserError(f"{name}: {values!r} must be a mapping of masking/training values")
+        for section, section_values in (values or {}).items():
+            if section not in OVERRIDABLE:
+                raise UserError(f"{name}.{section}: only masking and training can be overridden per variant")
+            if not isinstance(section_values or {}, dict):
+                raise UserError(f"{name}.{section}: {section_values!r} must be a mapping of {section} values")
+        values = values or {}
+        return cls(Origin.VARIANT, dict(values.get("masking") or {}), dict(values.get("training") or {}))
+
+    @classmethod
     def from_json(cls, data: dict) -> Overrides:
         try:
             origin = Origin(data.get("source", Origin.PARAMETERS.value))
@@ -87,7 +112,8 @@ class Overrides:
 
     def apply(self, masking: MaskingConfig, training: TrainingConfig) -> tuple[MaskingConfig, TrainingConfig]:
         """The configured sections with these values in place (re-validated)."""
-        return replace(masking, **self.masking), replace(training, **self.training)
+        return (build_config(MaskingConfig, {**asdict(masking), **self.masking}, "masking"),
+                build_config(TrainingConfig, {**asdict(training), **self.training}, "training"))
 
     @property
     def probability_origin(self) -> Origin:
@@ -103,6 +129,25 @@ class Experiment:
     masking: MaskingConfig
     evaluation: EvaluationConfig
     sequence_config: SequenceConfig
+
+    @classmethod
+    def from_store(
+        cls, token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase, *,
+        model: ModelConfig, training: TrainingConfig, masking: MaskingConfig, evaluation: EvaluationConfig,
+        sequences: SequenceConfig,
+    ) -> Experiment:
+        """An experiment on the stored sequences, refused when the stored index was built for other
+        ``sequences`` parameters or lacks the word boundaries that whole-word masking needs."""
+        if (sequence_index.mode, sequence_index.max_length) != (sequences.mode, sequences.max_length):
+            raise UserError(
+                f"sequences: the stored sequence_index is {sequence_index.mode} x {sequence_index.max_length}, "
+                f"the parameters ask for {sequences.mode} x {sequences.max_length}; "
+                "run the sequences pipeline with these parameters first"
+            )
+        sequence_index.check_words(masking.whole_word, masking.word_segmenter)
+        sequence_index.check_words(evaluation.whole_word, masking.word_segmenter, "evaluation.whole_word")
+        return cls(tokenizer, open_sequences(token_store, sequence_index, tokenizer), model, training, masking,
+                   evaluation, sequences)
 
     @functools.cached_property
     def token_ids(self) -> TokenIds:
@@ -184,6 +229,34 @@ def training_summary(result: TrainingResult, masking: MaskingConfig, overrides: 
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "data_parallel_workers": world_size,
     }
+
+
+def held_out_metrics(
+    model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, token_store: TokenStore, sequence_index: SequenceIndex,
+    protocol: EvaluationConfig, sequences: SequenceConfig, extra_corpus: Iterable[RawText] | None = None,
+) -> dict:
+    """Fixed-protocol metrics on the test split beside the most-frequent-token reference, and the
+    same metrics (prefixed ``extra_``) on an extra held-out corpus when one is given."""
+    ids = TokenIds.from_tokenizer(tokenizer)
+    collator = ids.collator(sequences.max_length, sequences.padding)
+    sequence_index.check_words(protocol.whole_word, "auto", "evaluation.whole_word")
+    frequent = most_frequent_token(token_store.split("train").counts, ids.special)
+
+    def scored(held_out: Sequence[np.ndarray]) -> dict:
+        evaluation_set = prepare_evaluation_set(held_out, collator, ids.mask, ids.replacement, protocol)
+        return protocol_metrics(model, evaluation_set, frequent, protocol.batch_size)
+
+    metrics = scored(open_sequences(token_store, sequence_index, tokenizer)["test"])
+    metrics.update(
+        baseline_token=tokenizer.convert_ids_to_tokens(frequent),
+        accuracy_over_baseline=metrics["eval_accuracy"] / max(metrics["baseline_accuracy"], 1e-12),
+        eval_split="test", eval_mask_probability=protocol.mask_probability, eval_seed=protocol.seed,
+        eval_whole_word=protocol.whole_word,
+    )
+    if extra_corpus is not None:
+        extra = scored(corpus_sequences(extra_corpus, tokenizer, sequences))
+        metrics.update({f"extra_{k}": v for k, v in extra.items()})
+    return metrics
 
 
 class NonMainNodeFinished(RuntimeError):

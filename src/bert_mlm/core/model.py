@@ -16,12 +16,12 @@ from bert_mlm.core.masking import IGNORE_INDEX
 
 @dataclass(frozen=True)
 class ModelConfig:
-    hidden_size: int = 256
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 4
-    intermediate_size: int = 1024
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 2
+    intermediate_size: int = 512
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
     max_position_embeddings: int = 512
     attn_implementation: str = "eager"
     init_from: str | None = None

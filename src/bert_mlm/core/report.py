@@ -16,6 +16,8 @@ matplotlib.use("Agg")  # reports are built headless
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from bert_mlm.core.tuning import SEARCHABLE
+
 # Headline metrics, in the order a reader looks for them.
 HEADLINE = (
     ("eval_accuracy", "masked-token accuracy (top-1)"),
@@ -141,17 +143,22 @@ def training_curves(history: pd.DataFrame) -> plt.Figure:
 
 
 def tuning_curve(trials: pd.DataFrame | None) -> plt.Figure | None:
-    """Fixed-protocol eval loss against the mask probability of every trial (pruned ones at
-    their last reported value)."""
-    if trials is None or trials.empty or "params_probability" not in trials:
+    """Fixed-protocol eval loss against the searched value (the mask probability, else the first
+    searched parameter) of every trial, pruned ones at their last reported value; None without
+    trials. The one tuning figure: the run report shows it and the catalog saves it for Kedro-Viz."""
+    searched = [f"params_{name}" for name in SEARCHABLE if trials is not None and f"params_{name}" in trials]
+    if trials is None or trials.empty or not searched:
         return None
+    x_column = "params_probability" if "params_probability" in searched else searched[0]
     figure, axis = plt.subplots(figsize=(7, 4))
     for state, marker in (("COMPLETE", "o"), ("PRUNED", "x")):
         part = trials[trials["state"] == state]
         values = part["value"] if state == "COMPLETE" else part.get("last_intermediate_value", part["value"])
-        if len(part):
-            axis.scatter(part["params_probability"], values, marker=marker, label=state.lower())
-    axis.set(xlabel="mask probability", ylabel="eval loss (fixed 15 % masks)", title="Tuning trials")
+        axis.scatter(part[x_column].astype(float), values, marker=marker, label=state.lower())
+        for x, y, number in zip(part[x_column].astype(float), values, part["number"], strict=True):
+            axis.annotate(f"trial {number}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    axis.set(xlabel=x_column.removeprefix("params_").replace("probability", "mask probability"),
+             ylabel="eval loss (fixed 15 % masks)", title="Tuning trials")
     axis.legend()
     figure.tight_layout()
     return figure

@@ -50,7 +50,7 @@ class NonFiniteLossError(RuntimeError):
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    max_steps: int = 1000
+    max_steps: int = 360
     # When set, the budget is this many passes over the training sequences instead of max_steps.
     epochs: float | None = None
     batch_size: int = 32
@@ -63,7 +63,7 @@ class TrainingConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
     adam_epsilon: float = 1e-6
-    warmup_steps: int = 100
+    warmup_steps: int = 36
     schedule: str = "linear"
     max_grad_norm: float = 1.0
     seed: int = 42

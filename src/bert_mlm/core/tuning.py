@@ -56,10 +56,10 @@ class SurplusTrialError(RuntimeError):
 
 @dataclass(frozen=True)
 class TuningConfig:
-    n_trials: int = 4
-    trial_steps: int = 60
-    eval_every: int = 20
-    search_space: dict = field(default_factory=lambda: {"probability": [0.10, 0.50]})
+    n_trials: int = 3
+    trial_steps: int = 30
+    eval_every: int = 15
+    search_space: dict = field(default_factory=lambda: {"probability": [0.10, 0.40]})
     storage: str = "sqlite:///data/07_model_output/tuning/optuna.db"
     study_name: str = "mask-probability"
     sampler: str = "qmc"
@@ -70,7 +70,7 @@ class TuningConfig:
     eval_max_sequences: int | None = None
     # Training seeds per trial (the score is their mean) and for the confirmation that pits the
     # best setting against the configured one, paired seed by seed on the same evaluation masks.
-    seeds: int = 1
+    seeds: int = 2
     adopt: str = "if_better"  # if_better: only when the 95 % interval excludes zero in its favour | always
 
     def __post_init__(self) -> None:

@@ -148,6 +148,20 @@ class WordSegmentationJob:
     store_tokens: dict[str, int]
     data: DataConfig
 
+    @classmethod
+    def for_store(cls, documents: DocumentShards, tokenizer, store, data: DataConfig) -> WordSegmentationJob:
+        """The job for ``store`` (a :class:`~bert_mlm.core.token_store.TokenStore` encoded from
+        ``documents`` with ``tokenizer``); its digests make the written bits refuse another store."""
+        return cls(
+            documents=documents,
+            tokenizer_json=tokenizer.backend_tokenizer.to_str(),
+            separator_id=tokenizer.sep_token_id,
+            dtype=store.dtype.name,
+            store_digests={split: store.digest(split) for split in SPLITS},
+            store_tokens={split: store.split(split).num_tokens for split in SPLITS},
+            data=data,
+        )
+
     def write(self, directory: Path) -> dict[str, int]:
         total = sum(self.documents.characters(split) for split in SPLITS)
         progress = Progress(total, "word segmentation (jieba)", unit="chars")

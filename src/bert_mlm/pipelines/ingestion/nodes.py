@@ -9,23 +9,18 @@ import pandas as pd
 from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.documents import DocumentShards, DocumentStream
 from bert_mlm.core.engine import DataConfig
-from bert_mlm.core.params import build_config
 from bert_mlm.core.sources import CorpusSource
 
 logger = logging.getLogger(__name__)
 
 
-def clean_and_split_corpus(raw_corpus: CorpusSource, corpus_params: dict, data_params: dict) -> DocumentStream:
+def clean_and_split_corpus(raw_corpus: CorpusSource, corpus: CorpusConfig, data: DataConfig) -> DocumentStream:
     """Clean the raw texts into documents and assign each a split by its hash.
 
     Returns the work, not the documents: the ``corpus_documents`` dataset runs it while writing
     its shards, chunk by chunk (on ``data.engine``), so the corpus is never held in memory.
     """
-    return DocumentStream(
-        source=raw_corpus,
-        config=build_config(CorpusConfig, corpus_params, "corpus"),
-        data=build_config(DataConfig, data_params, "data"),
-    )
+    return DocumentStream(source=raw_corpus, config=corpus, data=data)
 
 
 def summarise_corpus(corpus_documents: DocumentShards) -> pd.DataFrame:

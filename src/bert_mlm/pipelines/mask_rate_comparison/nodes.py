@@ -5,21 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bert_mlm.core.errors import UserError
-from bert_mlm.core.experiment import Origin, Overrides
+from bert_mlm.core.experiment import Overrides
 from bert_mlm.core.report import compare_variants
-
-OVERRIDABLE = ("masking", "training")
 
 
 def variant_overrides(overrides: dict) -> dict:
     """The variant's ``masking``/``training`` values, in the form the training node applies
     (the same as the tuning study's best parameters)."""
-    unknown = set(overrides or {}) - set(OVERRIDABLE)
-    if unknown:
-        raise UserError(f"overrides: {sorted(unknown)} cannot be overridden per variant; use {OVERRIDABLE}")
-    values = {k: dict(v or {}) for k, v in (overrides or {}).items()}
-    return Overrides(Origin.VARIANT, values.get("masking", {}), values.get("training", {})).to_json()
+    return Overrides.for_variant(overrides).to_json()
 
 
 def compare_mask_rates(**inputs) -> tuple[pd.DataFrame, str]:

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import logging
 
-from bert_mlm.core.params import build_config
 from bert_mlm.core.probe import ProbeConfig, run_probe
 from bert_mlm.datasets.pretrained import MaskedLM
 
 logger = logging.getLogger(__name__)
 
 
-def probe_representations(trained_model: MaskedLM, probe_params: dict) -> dict:
+def probe_representations(trained_model: MaskedLM, config: ProbeConfig) -> dict:
     """Probe accuracy (± its standard error) on ``probe.train_path`` / ``probe.eval_path``; an
     empty result when no probe dataset is configured."""
-    config = build_config(ProbeConfig, probe_params, "probe")
     if not config.enabled:
         logger.info("probe.train_path is not set: no downstream probe")
         return {}

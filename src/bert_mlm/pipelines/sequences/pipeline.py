@@ -9,8 +9,8 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 build_model_inputs,
                 inputs=[
-                    "token_store", "tokenizer", "corpus_documents", "params:sequences", "params:model",
-                    "params:training", "params:masking", "params:evaluation", "params:tuning", "params:data",
+                    "token_store", "tokenizer", "corpus_documents", "params:sequences", "params:training",
+                    "params:masking", "params:evaluation", "params:tuning", "params:data",
                 ],
                 outputs=["sequence_index", "sequence_stats"],
                 name="build_model_inputs",

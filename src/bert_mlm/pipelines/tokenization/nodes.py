@@ -10,23 +10,20 @@ from transformers import PreTrainedTokenizerFast
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.model import ModelConfig, resolve_checkpoint
-from bert_mlm.core.params import build_config
 from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
 from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordpiece
 
 logger = logging.getLogger(__name__)
 
 
-def build_tokenizer(corpus_documents: DocumentShards, tokenizer_params: dict, model_params: dict) -> PreTrainedTokenizerFast:
+def build_tokenizer(corpus_documents: DocumentShards, config: TokenizerConfig, model: ModelConfig) -> PreTrainedTokenizerFast:
     """Train a WordPiece vocabulary on the train split (streamed; on an evenly spread sample of
     ``tokenizer.training_sample_bytes`` when the split is larger), or load ``tokenizer.vocab_path``,
     or, for continued pretraining (``model.init_from``), the checkpoint's own tokenizer."""
-    config = build_config(TokenizerConfig, tokenizer_params, "tokenizer")
-    init_from = build_config(ModelConfig, model_params, "model").init_from
-    source = config.vocab_path or (resolve_checkpoint(init_from) if init_from else None)
+    source = config.vocab_path or (resolve_checkpoint(model.init_from) if model.init_from else None)
     if source:
         tokenizer = load_tokenizer(source, config.lowercase, config.strip_accents, config.chinese_chars)
-        logger.info("Loaded a vocabulary of %d tokens from %s", len(tokenizer), config.vocab_path or init_from)
+        logger.info("Loaded a vocabulary of %d tokens from %s", len(tokenizer), config.vocab_path or model.init_from)
         return tokenizer
     train_bytes = corpus_documents.utf8_bytes("train")
     fraction = None
@@ -48,7 +45,7 @@ def build_tokenizer(corpus_documents: DocumentShards, tokenizer_params: dict, mo
     return tokenizer
 
 
-def encode_corpus(corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data_params: dict) -> EncodingJob:
+def encode_corpus(corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data: DataConfig) -> EncodingJob:
     """Encode every split into the token store. Returns the work: the ``token_store`` dataset
     runs it while writing, shard by shard on all cores (or on ``data.engine: dask``)."""
     return EncodingJob(
@@ -56,7 +53,7 @@ def encode_corpus(corpus_documents: DocumentShards, tokenizer: PreTrainedTokeniz
         tokenizer_json=tokenizer.backend_tokenizer.to_str(),
         vocabulary=tokenizer.get_vocab(),
         separator_id=tokenizer.sep_token_id,
-        data=build_config(DataConfig, data_params, "data"),
+        data=data,
     )
 
 

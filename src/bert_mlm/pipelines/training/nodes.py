@@ -10,13 +10,15 @@ import pandas as pd
 from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.core.distributed import DistributedConfig
-from bert_mlm.core.experiment import Origin, Overrides, train_data_parallel, training_summary
-from bert_mlm.core.params import build_config
+from bert_mlm.core.evaluation import EvaluationParameters
+from bert_mlm.core.experiment import Experiment, Origin, Overrides, train_data_parallel, training_summary
+from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.report import training_curves
-from bert_mlm.core.sequences import SequenceIndex
+from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
 from bert_mlm.core.token_store import TokenStore
+from bert_mlm.core.training import TrainingConfig
 from bert_mlm.datasets.pretrained import MaskedLM
-from bert_mlm.pipelines.experiment_params import build_experiment
 
 logger = logging.getLogger(__name__)
 
@@ -26,33 +28,28 @@ def train_masked_lm(
     sequence_index: SequenceIndex,
     tokenizer: PreTrainedTokenizerBase,
     tuning_best_params: dict,
-    model_params: dict,
-    training_params: dict,
-    masking_params: dict,
-    evaluation_params: dict,
-    sequence_params: dict,
-    distributed_params: dict,
+    model: ModelConfig,
+    training: TrainingConfig,
+    masking: MaskingConfig,
+    evaluation: EvaluationParameters,
+    sequences: SequenceConfig,
+    distributed: DistributedConfig,
 ) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, dict]:
     """Train with per-epoch dynamic masking at the tuned (or configured) probability.
 
-    ``tuning_best_params`` holds ``masking``/``training`` overrides and their ``source``: the
-    tuning study ("tuning"), a mask-rate variant ("variant"), or none ("parameters").
+    ``tuning_best_params`` holds the ``masking``/``training`` overrides of the tuning study or of
+    a mask-rate variant, and their origin (:class:`~bert_mlm.core.experiment.Overrides`).
     Returns the model with its tokenizer, the per-step history, a loss/accuracy plot and a
     summary (tokens, throughput, the masking actually used and where it came from).
     """
-    experiment = build_experiment(
-        token_store, sequence_index, tokenizer,
-        {"model": model_params, "training": training_params, "masking": masking_params,
-         "evaluation": evaluation_params, "sequences": sequence_params},
-    )
+    experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
+                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences)
     overrides = Overrides.from_json(tuning_best_params)
-    masking, training = overrides.apply(experiment.masking, experiment.training)
+    masking, training = overrides.apply(masking, training)
     sequence_index.check_words(masking.whole_word, masking.word_segmenter)
     logger.info("Training with masking %s (from %s)", asdict(masking),
                 overrides.origin.value if overrides.masking else Origin.PARAMETERS.value)
-    distributed = build_config(DistributedConfig, distributed_params, "distributed")
-    model, result = train_data_parallel(experiment, training, masking, distributed)
-    summary = training_summary(result, masking, overrides, model, sequence_index.word_segmenter, distributed.world_size)
-    model.to("cpu")
-    return MaskedLM(model=model, tokenizer=tokenizer), result.history, training_curves(result.history), summary
-
+    trained, result = train_data_parallel(experiment, training, masking, distributed)
+    summary = training_summary(result, masking, overrides, trained, sequence_index.word_segmenter, distributed.world_size)
+    trained.to("cpu")
+    return MaskedLM(model=trained, tokenizer=tokenizer), result.history, training_curves(result.history), summary

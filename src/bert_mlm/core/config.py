@@ -1,0 +1,100 @@
+"""The experiment's parameters as one typed value: each ``conf/`` section built into its dataclass,
+validated once, before any node runs.
+
+One home per rule: a section's own rules live in its dataclass's ``__post_init__`` (next to the
+code that uses the value); rules that span sections live here, in
+:meth:`ExperimentConfig.from_parameters`. Nodes declare the sections they take by type
+(``training: TrainingConfig``) and Kedro builds them from ``params:<section>``
+(``kedro.validation``); the project's hook runs these checks first, for their messages.
+
+The code defaults equal ``conf/base`` (a test checks it), except checkpointing: ``conf/base``
+checkpoints into the project's data folder, while library callers write none unless they ask.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bert_mlm.core.corpus import CorpusConfig
+from bert_mlm.core.distributed import DistributedConfig
+from bert_mlm.core.engine import DataConfig
+from bert_mlm.core.errors import UserError
+from bert_mlm.core.evaluation import EvaluationParameters
+from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.model import ModelConfig
+from bert_mlm.core.params import build_config
+from bert_mlm.core.probe import ProbeConfig
+from bert_mlm.core.sequences import SequenceConfig
+from bert_mlm.core.tokenizer import TokenizerConfig
+from bert_mlm.core.training import TrainingConfig
+from bert_mlm.core.tuning import TuningConfig
+
+SECTIONS: dict[str, type] = {
+    "corpus": CorpusConfig,
+    "data": DataConfig,
+    "tokenizer": TokenizerConfig,
+    "sequences": SequenceConfig,
+    "model": ModelConfig,
+    "masking": MaskingConfig,
+    "training": TrainingConfig,
+    "evaluation": EvaluationParameters,
+    "tuning": TuningConfig,
+    "distributed": DistributedConfig,
+    "probe": ProbeConfig,
+}
+
+
+def build_section(name: str, values: Mapping[str, Any] | None):
+    """The ``name`` section of the parameters as its dataclass (unknown keys refused); a section
+    that already is one (Kedro builds those the nodes declare) is taken as it is."""
+    if isinstance(values, SECTIONS[name]):
+        return values
+    return build_config(SECTIONS[name], values, name)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    sequences: SequenceConfig = field(default_factory=SequenceConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    masking: MaskingConfig = field(default_factory=MaskingConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    evaluation: EvaluationParameters = field(default_factory=EvaluationParameters)
+    tuning: TuningConfig = field(default_factory=TuningConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+
+    def __post_init__(self) -> None:
+        self.sequences.check_fits(self.model.max_position_embeddings)
+
+    @classmethod
+    def from_parameters(cls, parameters: Mapping[str, Any], other_sections: Iterable[str] = ()) -> ExperimentConfig:
+        """Every section built and checked; ``other_sections``: top-level keys that are not
+        experiment sections but are read elsewhere (the mask-rate variants)."""
+        check_section_names(parameters, {*SECTIONS, *other_sections})
+        return cls(**{name: build_section(name, parameters.get(name)) for name in SECTIONS})
+
+    @property
+    def whole_word_requested(self) -> bool:
+        return whole_word_requested(self.masking, self.evaluation, self.tuning)
+
+
+def check_section_names(parameters: Mapping[str, Any], known: set[str]) -> None:
+    """A top-level section nothing reads (``--params trainig.max_steps=3``) is a typo: refused."""
+    for section in parameters:
+        if section not in known:
+            close = difflib.get_close_matches(section, sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; the sections are {sorted(known)}"
+            raise UserError(f"{section}: unknown parameter section{hint}")
+
+
+def whole_word_requested(masking: MaskingConfig, evaluation: EvaluationParameters, tuning: TuningConfig) -> bool:
+    """Whether any part of the run masks whole words: training, the evaluation protocol, or a
+    tuning study that searches ``whole_word``."""
+    searched = True in (tuning.search_space.get("whole_word") or ()) and tuning.n_trials > 0
+    return masking.whole_word or evaluation.whole_word or searched
