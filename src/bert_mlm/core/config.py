@@ -3,7 +3,7 @@ validated once, before any node runs.
 
 One home per rule: a section's own rules live in its dataclass's ``__post_init__`` (next to the
 code that uses the value); rules that span sections live here, in
-:meth:`ExperimentConfig.from_parameters`. Nodes declare the sections they take by type
+:class:`ExperimentConfig`. Nodes declare the sections they take by type
 (``training: TrainingConfig``) and Kedro builds them from ``params:<section>``
 (``kedro.validation``); the project's hook runs these checks first, for their messages.
 
@@ -78,10 +78,6 @@ class ExperimentConfig:
         experiment sections but are read elsewhere (the mask-rate variants)."""
         check_section_names(parameters, {*SECTIONS, *other_sections})
         return cls(**{name: build_section(name, parameters.get(name)) for name in SECTIONS})
-
-    @property
-    def whole_word_requested(self) -> bool:
-        return whole_word_requested(self.masking, self.evaluation, self.tuning)
 
 
 def check_section_names(parameters: Mapping[str, Any], known: set[str]) -> None:

@@ -84,14 +84,14 @@ class Overrides:
     def for_variant(cls, values: dict | None, name: str = "overrides") -> Overrides:
         """A mask-rate variant's ``overrides`` section (``masking`` and ``training`` mappings);
         ``name``: where the section is, for the error message."""
-        if not isinstance(values or {}, dict):
+        values = values or {}
+        if not isinstance(values, dict):
             raise UserError(f"{name}: {values!r} must be a mapping of masking/training values")
-        for section, section_values in (values or {}).items():
+        for section, section_values in values.items():
             if section not in OVERRIDABLE:
                 raise UserError(f"{name}.{section}: only masking and training can be overridden per variant")
             if not isinstance(section_values or {}, dict):
                 raise UserError(f"{name}.{section}: {section_values!r} must be a mapping of {section} values")
-        values = values or {}
         return cls(Origin.VARIANT, dict(values.get("masking") or {}), dict(values.get("training") or {}))
 
     @classmethod
