@@ -231,3 +231,20 @@ def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monk
     assert all("[MASK]" in e["sentence"] and "\u4e00" <= e["answer"] <= "\u9fff" for e in examples)
     report = latest(data / "08_reporting" / "run_report.html").read_text()
     assert "true word" in report
+
+
+def test_nodes_receive_typed_sections_with_runtime_overrides(project_copy, monkeypatch):
+    """Kedro builds each section a node declares (``training: TrainingConfig``) from the merged
+    parameters, --params included."""
+    from bert_mlm.core.evaluation import EvaluationParameters
+    from bert_mlm.core.training import TrainingConfig
+
+    monkeypatch.chdir(project_copy)
+    bootstrap_project(project_copy)
+    with KedroSession.create(project_path=project_copy, env="smoke",
+                             runtime_params={"training": {"max_steps": 5}, "evaluation": {"top_k": 2}}) as session:
+        catalog = session.load_context().catalog
+        training, evaluation = catalog.load("params:training"), catalog.load("params:evaluation")
+    assert isinstance(training, TrainingConfig) and training.max_steps == 5
+    assert isinstance(evaluation, EvaluationParameters) and evaluation.top_k == 2
+    assert evaluation.protocol.mask_draws == evaluation.mask_draws
