@@ -10,29 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from _timing import run_measured
 
+from bert_mlm.scratch import scratch_project
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def scratch_project(parent: str, source: Path = ROOT) -> Path:
-    project = Path(parent) / "project"
-    project.mkdir()
-    for name in ("conf", "pyproject.toml", ".telemetry"):
-        origin = source / name
-        if origin.is_dir():
-            shutil.copytree(origin, project / name, ignore=shutil.ignore_patterns("local"))
-            (project / name / "local").mkdir(exist_ok=True)
-        elif origin.exists():
-            shutil.copy2(origin, project / name)
-    (project / "src").mkdir()  # bert_mlm itself is imported from the installed package (or PYTHONPATH)
-    (project / "data").mkdir()
-    return project
 
 
 def kedro_run_in(project: Path, arguments: list[str], source: Path = ROOT) -> dict:
@@ -55,4 +41,4 @@ def kedro_run_in(project: Path, arguments: list[str], source: Path = ROOT) -> di
 def kedro_run(arguments: list[str]) -> dict:
     """``kedro run ARGUMENTS`` in a fresh scratch project of this checkout."""
     with tempfile.TemporaryDirectory(prefix="bert-mlm-bench-") as scratch:
-        return kedro_run_in(scratch_project(scratch), arguments)
+        return kedro_run_in(scratch_project(scratch, ROOT), arguments)

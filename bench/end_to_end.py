@@ -13,8 +13,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from _project import ROOT, kedro_run, kedro_run_in, scratch_project
+from _project import ROOT, kedro_run, kedro_run_in
 from _timing import Table
+
+from bert_mlm.scratch import scratch_project
 
 
 def run(extra_arguments: list[str] | None = None) -> Table:

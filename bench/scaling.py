@@ -24,8 +24,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from _project import ROOT, kedro_run_in, scratch_project
+from _project import ROOT, kedro_run_in
 from _timing import Table
+
+from bert_mlm.scratch import scratch_project
 
 DATA_STAGES = {
     "ingestion": ("clean_and_split_corpus", "summarise_corpus"),

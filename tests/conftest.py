@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
+
+from bert_mlm.scratch import scratch_project
 
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -30,18 +31,11 @@ def shared_data() -> Path:
 
 @pytest.fixture
 def project_copy(tmp_path: Path) -> Path:
-    """The project's conf/ and pyproject.toml in a temporary directory, with an empty data/.
+    """A scratch copy of the project (its conf/, an empty data/) in a temporary directory.
 
     Kedro sessions in tests run there, so they never touch (or depend on) the developer's data/.
     """
-    root = tmp_path / "project"
-    root.mkdir()
-    shutil.copytree(PROJECT_ROOT / "conf", root / "conf", ignore=shutil.ignore_patterns("local"))
-    (root / "conf" / "local").mkdir()
-    shutil.copy(PROJECT_ROOT / "pyproject.toml", root / "pyproject.toml")
-    (root / "data").mkdir()
-    (root / "src").mkdir()  # bert_mlm itself is imported from the installed package
-    return root
+    return scratch_project(tmp_path, PROJECT_ROOT)
 
 
 def pytest_configure(config):

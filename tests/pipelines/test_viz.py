@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bert_mlm.scratch import scratch_project
+
 TASKS = ["clean_and_split_corpus", "summarise_corpus", "build_tokenizer", "encode_corpus", "summarise_tokens",
          "build_model_inputs", "tune_mask_probability", "train_masked_lm", "probe_representations", "evaluate_masked_lm", "build_run_report"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -19,12 +21,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shuti
 @pytest.fixture(scope="module")
 def viz_build(tmp_path_factory, project_root) -> Path:
     """`kedro viz build --include-previews` in a copy of the project."""
-    root = tmp_path_factory.mktemp("viz") / "project"
-    shutil.copytree(project_root / "conf", root / "conf", ignore=shutil.ignore_patterns("local"))
-    (root / "conf" / "local").mkdir()
-    shutil.copy(project_root / "pyproject.toml", root / "pyproject.toml")
-    (root / "src").mkdir()
-    (root / "data").mkdir()
+    root = scratch_project(tmp_path_factory.mktemp("viz"), project_root)
     # Stored data stages, so that the previews of the data path's datasets are built too.
     subprocess.run([sys.executable, "-m", "kedro", "run", "--env", "smoke", "--pipelines", "ingestion,tokenization,sequences"],
                    cwd=root, capture_output=True, text=True, timeout=600, check=True)
