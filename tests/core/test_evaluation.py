@@ -268,6 +268,23 @@ def test_fill_mask_sentences_come_from_the_data_with_the_true_word(shared_dir, c
         assert rank is not None and example["predictions"][rank - 1]["token"].lower() == answer.lower()
 
 
+@pytest.mark.parametrize(("sentence", "vocab"), [
+    ("the [MASK] sat on the [MASK] .", "bert-base-uncased.vocab.txt"),
+    ("房间很[MASK]净，服务也[MASK]好。", "bert-base-chinese.vocab.txt"),
+])
+def test_every_mask_of_a_sentence_gets_its_own_fills(shared_dir, sentence, vocab):
+    from bert_mlm.core.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(shared_dir / "vocab" / vocab)
+    model = build_model(ModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),
+                        tokenizer, seed=0)
+    (example,) = fill_mask_examples(model, tokenizer, [sentence], top_k=3)
+    first, second = example["per_mask"]
+    assert example["predictions"] == first and len(first) == len(second) == 3
+    assert first != second  # each [MASK] is predicted at its own position
+    assert all(tokenizer.convert_tokens_to_ids(p["token"].replace(" ", "")) != tokenizer.unk_token_id for p in first + second)
+
+
 # ----------------------------------------------------------------------------- standard errors, mask draws
 def test_more_mask_draws_score_more_tokens_and_shrink_the_standard_error(tiny_tokenizer, data, model):
     results = {}

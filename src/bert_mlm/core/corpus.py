@@ -14,7 +14,6 @@ chunk, plus 8 bytes per distinct document for exact de-duplication.
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,8 +23,6 @@ import numpy as np
 import pandas as pd
 
 from bert_mlm.core.errors import UserError
-
-logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".txt", ".raw", ".text", ".md")
 TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl")

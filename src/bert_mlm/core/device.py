@@ -27,9 +27,8 @@ def resolve_device(requested: str) -> torch.device:
 
 def resolve_precision(requested: str, device: torch.device) -> str:
     """``auto``: bf16 on CUDA GPUs that support it, fp16 (with GradScaler) on older GPUs, fp32 on
-    CPUs (most CPUs have no native bf16 and run bf16 matmuls far slower than fp32)."""
-    if requested not in PRECISIONS:
-        raise UserError(f"training.precision: {requested!r} is not one of {PRECISIONS}")
+    CPUs (most CPUs have no native bf16 and run bf16 matmuls far slower than fp32). ``requested``
+    is one of :data:`PRECISIONS` (``TrainingConfig`` refuses any other)."""
     if device.type == "cuda":
         bf16 = torch.cuda.is_bf16_supported()
         if requested == "auto":

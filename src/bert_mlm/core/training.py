@@ -37,6 +37,7 @@ from bert_mlm.core.model import MaskedPositionsMLM, masked_lm_loss
 from bert_mlm.core.optim import Optimisation, resolve_learning_rate
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
+from bert_mlm.core.tokenizer import special_token_ids
 from bert_mlm.core.words import continuation_ids
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class TokenIds:
 
     @classmethod
     def from_tokenizer(cls, tokenizer: PreTrainedTokenizerBase) -> TokenIds:
-        special = sorted(set(tokenizer.all_special_ids))
+        special = special_token_ids(tokenizer)
         return cls(
             pad=tokenizer.pad_token_id,
             mask=tokenizer.mask_token_id,

@@ -132,6 +132,7 @@ def check_storage(config: TuningConfig) -> None:
     """Open (or create) the study storage now, so that a malformed URL, a missing database driver
     or an unwritable path stops the run before the data stages, with the parameter named."""
     _quiet_experimental()
+    storage = None
     try:
         storage = make_storage(config)
         storage.get_all_studies()
@@ -141,7 +142,7 @@ def check_storage(config: TuningConfig) -> None:
             reason = f"the database driver {error.name!r} is not installed (pip install {error.name})"
         raise UserError(f"tuning.storage: {config.storage!r} cannot be opened: {type(error).__name__}: {reason}") from error
     finally:
-        engine = getattr(locals().get("storage"), "engine", None)
+        engine = getattr(storage, "engine", None)  # RDB storages hold a connection pool
         if engine is not None:
             engine.dispose()
 
@@ -263,12 +264,9 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
         return frame
     frame = frame.rename(columns=lambda c: "attr_" + c.removeprefix("user_attrs_") if c.startswith("user_attrs_") else c)
     frame["duration_seconds"] = frame.pop("duration").dt.total_seconds()
-    last_steps = {t.number: max(t.intermediate_values) for t in study.get_trials(deepcopy=False) if t.intermediate_values}
-    intermediate = {t.number: t.intermediate_values for t in study.get_trials(deepcopy=False)}
-    frame["last_step"] = frame["number"].map(last_steps)
-    frame["last_intermediate_value"] = [
-        intermediate[n][last_steps[n]] if n in last_steps else None for n in frame["number"]
-    ]
+    last = {t.number: max(t.intermediate_values.items()) for t in study.get_trials(deepcopy=False) if t.intermediate_values}
+    frame["last_step"] = frame["number"].map({number: step for number, (step, _) in last.items()})
+    frame["last_intermediate_value"] = frame["number"].map({number: value for number, (_, value) in last.items()})
     return frame
 
 
