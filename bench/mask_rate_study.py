@@ -40,8 +40,8 @@ from _timing import Table, machine_info
 
 from bert_mlm.core.evaluation import EvaluationConfig
 from bert_mlm.core.experiment import Experiment
+from bert_mlm.core.finetune import FinetuneConfig, PreparedTask, Runner, prepare_task
 from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.probe import ProbeConfig, probe_data, run_probe
 from bert_mlm.core.tuning import TuningConfig, best_parameters, open_study, paired_interval, run_study
 
 CLASSIC = 0.15
@@ -78,9 +78,11 @@ def main() -> None:
 
     prepared = prepare(args.corpus, args.extra_eval)
     base = experiment(prepared, args.layers, args.hidden, args.steps)
-    probe_config = ProbeConfig(train_path=args.probe_train, eval_path=args.probe_eval, text_column="sentence",
-                               eval_text_column="content", max_train_examples=args.probe_examples)
-    probe_examples = probe_data(probe_config)
+    # The frozen probe is the fine-tuning evaluation's `mode: frozen` (mean-pooled vectors, logistic regression).
+    probe_config = FinetuneConfig(train_path=args.probe_train, eval_path=args.probe_eval, text_column="sentence",
+                                  eval_text_column="content", max_train_examples=args.probe_examples, mode="frozen",
+                                  seeds=1, progress=False)
+    probe_examples = prepare_task(probe_config, prepared.tokenizer, 512)
     study_runs, best_rate, study_table = run_mask_rate_study(prepared, base, args)
     low, high = map(float, args.linear.split(","))
     settings = {
@@ -158,11 +160,16 @@ def run_mask_rate_study(prepared: Prepared, base: Experiment, args) -> tuple[dic
     return models, best_rate, table
 
 
-def score(scored: Experiment, model, prepared: Prepared, probe_config: ProbeConfig, probe_examples) -> dict:
+def score(scored: Experiment, model, prepared: Prepared, probe_config: FinetuneConfig, probe_examples: PreparedTask) -> dict:
     test = scored.evaluate(model, scored.evaluation_set("test"))
     extra_experiment = replace(scored, evaluation=replace(scored.evaluation, mask_draws=1))
     extra = extra_experiment.evaluate(model, extra_experiment.evaluation_set("extra"))
-    probe = run_probe(model, prepared.tokenizer, probe_config, probe_examples)
+    labels = probe_examples.evaluation.labels
+    predictions = Runner.create(probe_examples, probe_config, "cpu", "fp32").run(model, "pretrained", 0).predictions
+    accuracy, n = float((predictions == labels).mean()), len(labels)
+    majority = probe_examples.task.label_ids[probe_examples.task.train["label"].mode().iloc[0]]
+    probe = {"probe_accuracy": accuracy, "probe_accuracy_se": (accuracy * (1 - accuracy) / n) ** 0.5,
+             "probe_majority_accuracy": float((labels == majority).mean()), "probe_eval_examples": n}
     return {
         "test_loss": test["eval_loss"], "test_loss_se": test["eval_loss_se"],
         "test_acc": test["eval_accuracy"], "test_acc_se": test["eval_accuracy_se"],

@@ -19,6 +19,7 @@ from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import Overrides
 from bert_mlm.core.files import written_then_renamed
+from bert_mlm.core.labelled import load_task
 from bert_mlm.core.model import resolve_checkpoint
 from bert_mlm.core.tuning import check_storage
 
@@ -33,6 +34,11 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
     config = ExperimentConfig.from_parameters(parameters, other_sections=VARIANTS)
     if config.model.init_from:  # a missing checkpoint fails here, before the data stages
         resolve_checkpoint(config.model.init_from)
+    if config.finetune.enabled and config.finetune.baseline not in ("auto", "none"):
+        try:
+            resolve_checkpoint(config.finetune.baseline)
+        except (UserError, FileNotFoundError) as error:
+            raise UserError(f"finetune.baseline: {error}") from error
     resolve_precision(config.training.precision, resolve_device(config.training.device))
     for variant in VARIANTS:  # each mask-rate variant's overrides, applied to the shared sections
         name = f"{variant}.overrides"
@@ -63,9 +69,13 @@ class ValidateParametersHook:
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
-        tuning = (self.config or validate_parameters(catalog.load("parameters"))).tuning
-        if tuning.n_trials > 0 and any(node.name.split(".")[-1] == "tune_mask_probability" for node in pipeline.nodes):
+        config = self.config or validate_parameters(catalog.load("parameters"))
+        tuning, names = config.tuning, {node.name.split(".")[-1] for node in pipeline.nodes}
+        if tuning.n_trials > 0 and "tune_mask_probability" in names:
             check_storage(tuning)
+        finetune_tuning = tuning.n_trials > 0 and tuning.objective == "finetune" and "tune_mask_probability" in names
+        if config.finetune.enabled and ("finetune_classifier" in names or finetune_tuning):
+            load_task(config.finetune.source)  # a bad labelled file fails here, before any training
         run_lock.acquire(run_params.get("project_path") or Path.cwd())
 
     @hook_impl
@@ -176,6 +186,8 @@ def summary_lines(rows: list[dict], total: float, metrics: dict, written: dict[s
             f"({metrics.get('accuracy_over_baseline', float('nan')):.2f}x the most-frequent-token reference "
             f"{metrics.get('baseline_accuracy', float('nan')):.4f}), {metrics.get('eval_masked_tokens', 0):,} masked tokens"
         )
+    if metrics.get("finetune_summary"):
+        lines.append(f"  fine-tuning: {metrics['finetune_summary']}")
     label = max([0, *(len(k) for k in written)])
     lines += [f"  {name:<{label}}  {path}" for name, path in sorted(written.items())]
     return lines

@@ -5,9 +5,9 @@ from kedro.pipeline import Pipeline
 
 from bert_mlm.pipelines import (
     evaluation,
+    finetune,
     ingestion,
     mask_rate_comparison,
-    probe,
     reporting,
     sequences,
     tokenization,
@@ -19,7 +19,7 @@ from bert_mlm.pipelines import (
 # so it runs only when asked for (`kedro run --pipeline mask_rate_comparison`).
 CHAIN = {
     "ingestion": ingestion, "tokenization": tokenization, "sequences": sequences, "tuning": tuning,
-    "training": training, "probe": probe, "evaluation": evaluation, "reporting": reporting,
+    "training": training, "finetune": finetune, "evaluation": evaluation, "reporting": reporting,
 }
 DATA_STAGES = ("ingestion", "tokenization", "sequences")
 

@@ -71,3 +71,13 @@ def test_whole_word_is_requested_by_training_evaluation_or_the_study():
     searched = build_section("tuning", {"search_space": {"probability": [0.1, 0.4], "whole_word": [False, True]}})
     assert whole_word_requested(masking, evaluation, searched)
     assert not whole_word_requested(masking, evaluation, dataclasses.replace(searched, n_trials=0))
+
+
+def test_tuning_by_fine_tuning_needs_a_task_and_old_probe_settings_say_where_they_went():
+    with pytest.raises(UserError, match=r"tuning\.objective: finetune needs a labelled task: set finetune\.train_path"):
+        ExperimentConfig.from_parameters({"tuning": {"objective": "finetune"}})
+    ExperimentConfig.from_parameters({"tuning": {"objective": "finetune", "n_trials": 0}})  # no study, no task needed
+    with pytest.raises(UserError, match=r"tuning\.objective: 'accuracy' is not one of"):
+        ExperimentConfig.from_parameters({"tuning": {"objective": "accuracy"}})
+    with pytest.raises(UserError, match=r"probe: the downstream probe became the fine-tuning evaluation.*finetune:"):
+        ExperimentConfig.from_parameters({"probe": {"train_path": "x.csv"}})

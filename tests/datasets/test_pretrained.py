@@ -58,3 +58,21 @@ def test_failed_save_leaves_no_version(tmp_path, tokenizer):
     versions = list((tmp_path / "lm").iterdir()) if (tmp_path / "lm").exists() else []
     assert all(not list(v.iterdir()) for v in versions), "no directory may remain, not even a temporary one"
     assert not MaskedLMDataset(str(tmp_path / "lm"), version=Version(None, None)).exists()
+
+
+def test_a_classifier_is_saved_only_when_kept(tmp_path, tokenizer):
+    from transformers import BertForSequenceClassification
+
+    from bert_mlm.datasets.pretrained import Classifier, ClassifierDataset
+
+    config = tiny_model(tokenizer).config
+    config.num_labels, config.id2label, config.label2id = 2, {0: "差评", 1: "好评"}, {"差评": 0, "好评": 1}
+    kept = ClassifierDataset(str(tmp_path / "clf"), version=Version(None, "2026-01-01T00.00.00.000Z"))
+    kept.save(Classifier(BertForSequenceClassification(config), tokenizer))
+    loaded = ClassifierDataset(str(tmp_path / "clf"), version=Version(None, None)).load()
+    assert loaded.model.config.id2label == {0: "差评", 1: "好评"} and loaded.tokenizer is not None
+    # Without finetune.save_model a version still exists (Kedro checks), and says why it is empty.
+    ClassifierDataset(str(tmp_path / "clf"), version=Version(None, "2026-01-02T00.00.00.000Z")).save(Classifier())
+    latest = ClassifierDataset(str(tmp_path / "clf"), version=Version(None, None))
+    assert latest.load().model is None
+    assert not list((tmp_path / "clf").glob("2026-01-02*/clf/*.safetensors"))

@@ -9,7 +9,7 @@ from kedro.framework.project import configure_project
 from bert_mlm.pipeline_registry import register_pipelines
 
 EXPECTED_PIPELINES = {
-    "ingestion", "tokenization", "sequences", "tuning", "training", "probe", "evaluation", "reporting", "mask_rate_comparison",
+    "ingestion", "tokenization", "sequences", "tuning", "training", "finetune", "evaluation", "reporting", "mask_rate_comparison",
     "__default__",
 }
 
@@ -36,7 +36,7 @@ def test_registered_pipelines_and_chain(project_root):
         "build_model_inputs",
         "tune_mask_probability",
         "train_masked_lm",
-        "probe_representations",
+        "finetune_classifier",
         "evaluate_masked_lm",
         "build_run_report",
     }
@@ -48,7 +48,7 @@ def test_registered_pipelines_and_chain(project_root):
         "build_model_inputs",
         "tune_mask_probability",
         "train_masked_lm",
-        "probe_representations",
+        "finetune_classifier",
         "evaluate_masked_lm",
         "build_run_report",
     ]
@@ -80,7 +80,7 @@ def test_mask_rate_comparison_is_one_namespace_per_variant(project_root):
     assert len(VARIANTS) >= 2
     for variant in VARIANTS:
         names = {n.name for n in comparison.only_nodes_with_namespaces([variant]).nodes}
-        assert names == {f"{variant}.variant_overrides", f"{variant}.train_masked_lm", f"{variant}.probe_representations",
+        assert names == {f"{variant}.variant_overrides", f"{variant}.train_masked_lm", f"{variant}.finetune_classifier",
                          f"{variant}.evaluate_masked_lm"}
     # The variants share the data stages, the model/training parameters and the evaluation corpus;
     # only their own overrides are namespaced.
@@ -91,7 +91,8 @@ def test_mask_rate_comparison_is_one_namespace_per_variant(project_root):
     assert {"params:model", "params:training", "params:masking"} <= parameters
     assert "compare_mask_rates" in {n.name for n in comparison.nodes}
     terminal = {"mask_rate_comparison", "mask_rate_comparison_report", "corpus_stats", "tokenization_stats", "sequence_stats"}
-    assert comparison.outputs() == terminal | {f"{v}.training_curves" for v in VARIANTS}
+    assert comparison.outputs() == terminal | {f"{v}.{name}" for v in VARIANTS for name in (
+        "training_curves", "finetune_runs", "finetune_label_mapping", "finetuned_classifier")}
 
 
 def test_variant_outputs_resolve_to_versioned_catalog_entries(project_root):
@@ -102,7 +103,8 @@ def test_variant_outputs_resolve_to_versioned_catalog_entries(project_root):
     loader = OmegaConfigLoader(str(project_root / "conf"), base_env="base", default_run_env="local")
     catalog = DataCatalog.from_config(loader["catalog"])
     for variant in VARIANTS:
-        for name in ("trained_model", "training_history", "training_summary", "metrics"):
+        for name in ("trained_model", "training_history", "training_summary", "metrics", "finetune_metrics",
+                     "finetune_runs", "finetune_label_mapping", "finetuned_classifier"):
             dataset = catalog.get(f"{variant}.{name}")
             assert not isinstance(dataset, MemoryDataset), f"{variant}.{name}"
             assert f"/{variant}/" in str(dataset._describe()), f"{variant}.{name} is stored under its variant"

@@ -41,6 +41,31 @@ def latest(path: Path) -> Path:
     return versions[-1] / path.name
 
 
+FINETUNE_KEYS = {
+    "finetune_accuracy", "finetune_accuracy_se", "finetune_macro_f1", "finetune_baseline_accuracy", "finetune_gain",
+    "finetune_gain_ci_low", "finetune_gain_ci_high", "finetune_seeds",
+}
+
+
+@pytest.fixture
+def labelled_task(tmp_path) -> Path:
+    """A small labelled file: whether a sentence says it failed (English words of the built-in corpus)."""
+    rng = np.random.default_rng(0)
+    words = "the value of a list is returned by this function when the object has a name".split()
+    rows = []
+    for i in range(200):
+        sentence = " ".join(rng.choice(words, size=8))
+        rows.append({"label": ["passed", "failed"][i % 2], "text": sentence + (" raises an error" if i % 2 else " works")})
+    path = tmp_path / "task.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def finetune_params(path: Path, **extra) -> dict:
+    return {"finetune.train_path": str(path), "finetune.max_train_examples": 120, "finetune.max_eval_examples": 60,
+            "finetune.seeds": 2, "finetune.epochs": 2, "finetune.max_length": 32, "finetune.progress": False, **extra}
+
+
 @pytest.fixture
 def small_corpus(shared_data, tmp_path) -> Path:
     return shared_data / "corpora" / "gutenberg" / "austen-persuasion.txt"
@@ -83,33 +108,51 @@ def test_data_pipelines_on_a_real_book(project_copy, monkeypatch, small_corpus, 
     assert max(s.lengths.max() for s in sequences.values()) <= 64  # smoke env's sequences.max_length
 
 
-def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_corpus):
+def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_corpus, labelled_task):
     """Runs that change only training parameters run `--pipelines training,evaluation` on the
-    stored versions: no data stage runs again, and a changed sequence shape is refused."""
+    stored versions: no data stage runs again, and a changed sequence shape is refused.
+    `--pipelines finetune` judges the latest trained model against its starting point."""
     run_session(project_copy, monkeypatch, **{"corpus.path": str(small_corpus), "tuning.n_trials": 0})
     data = project_copy / "data"
     stored = {p: sorted(p.iterdir()) for p in (data / "04_feature" / "token_store", data / "05_model_input" / "sequence_index")}
+    assert json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text()) == {}  # no task: nothing
     run_session(project_copy, monkeypatch, pipeline_name="training", **{"training.max_steps": 3})
+    run_session(project_copy, monkeypatch, pipeline_name="finetune", **finetune_params(labelled_task))
+    finetune = json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text())
+    assert FINETUNE_KEYS <= set(finetune) and finetune["finetune_seeds"] == [0, 1]
+    assert finetune["finetune_baseline"].startswith("the random initialisation")
+    runs = pd.read_csv(latest(data / "08_reporting" / "finetune_runs.csv"))
+    assert len(runs) == 2 * 2 * 2 and set(runs["model"]) == {"pretrained", "baseline"}
+    mapping = json.loads(latest(data / "07_model_output" / "finetune_label_mapping.json").read_text())
+    assert mapping["label_to_id"] == {"failed": 0, "passed": 1}
     run_session(project_copy, monkeypatch, pipeline_name="evaluation")
     assert {p: sorted(p.iterdir()) for p in stored} == stored  # no new data versions
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
     assert metrics["train_steps"] == 3 and metrics["eval_masked_tokens"] > 0
+    assert metrics["finetune_gain"] == pytest.approx(finetune["finetune_gain"])
+    assert "finetune_example_accuracy" not in metrics and "finetune_example_accuracy" in finetune
     with pytest.raises(Exception, match=r"sequences: the stored sequence_index is packed x 64.*x 32"):
         run_session(project_copy, monkeypatch, pipeline_name="training", **{"sequences.max_length": 32})
 
 
 @pytest.mark.slow
-def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch):
-    run_session(project_copy, monkeypatch)
+def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch, labelled_task):
+    """The default chain with a labelled task: the study tunes the mask rate by fine-tuning
+    (tuning.objective=finetune), and the trained model is fine-tuned against its starting point."""
+    run_session(project_copy, monkeypatch, **finetune_params(labelled_task, **{"tuning.objective": "finetune"}))
     data = project_copy / "data"
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
-    assert METRIC_KEYS <= set(metrics)
+    assert METRIC_KEYS <= set(metrics) and FINETUNE_KEYS <= set(metrics)
     assert metrics["eval_masked_tokens"] > 0 and metrics["train_tokens"] > 0
     assert metrics["mask_probability_source"] == "tuning"
     best = json.loads(latest(data / "07_model_output" / "tuning_best_params.json").read_text())
     assert metrics["mask_probability"] == pytest.approx(best["masking"]["probability"])
     trials = pd.read_csv(latest(data / "07_model_output" / "tuning_trials.csv"))
     assert (trials["state"].isin(["COMPLETE", "PRUNED"])).sum() == 2
+    # Each trial's score is its model's fine-tuning error; the accuracies are stored with it.
+    assert best["objective"] == "finetune" and 0 <= best["best_finetune_accuracy"] <= 1
+    accuracies = trials["attr_finetune_accuracy"].map(lambda v: json.loads(v) if isinstance(v, str) else v)
+    assert all(value == pytest.approx(1 - sum(a) / len(a)) for value, a in zip(trials["value"], accuracies, strict=True))
 
     model_dir = latest(data / "06_models" / "masked_lm")
     assert (model_dir / "model.safetensors").is_file()
@@ -119,19 +162,24 @@ def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch):
     assert AutoModelForMaskedLM.from_pretrained(model_dir).config.pad_token_id == 0
     report = latest(data / "08_reporting" / "run_report.html").read_text()
     for section in ("Corpus", "Sequences and padding efficiency", "Training", "Tuning of the mask probability",
-                    "Evaluation (fixed protocol)", "Fill-mask examples"):
+                    "Fine-tuning on the downstream task", "Evaluation (fixed protocol)", "Fill-mask examples"):
         assert f"<h2>{section}</h2>" in report
-    assert report.count("data:image/png;base64,") == 2 and f"{metrics['eval_accuracy']:.4g}" in report
+    assert report.count("data:image/png;base64,") == 3 and f"{metrics['eval_accuracy']:.4g}" in report
+    assert "accuracy points [95 % CI" in report and "fine-tuning curves" in report
 
 
 @pytest.mark.slow
-def test_mask_rates_side_by_side_then_one_namespace_alone(project_copy, monkeypatch):
+def test_mask_rates_side_by_side_then_one_namespace_alone(project_copy, monkeypatch, labelled_task):
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
-    run_session(project_copy, monkeypatch, pipeline_name="mask_rate_comparison")
+    run_session(project_copy, monkeypatch, pipeline_name="mask_rate_comparison",
+                **finetune_params(labelled_task, **{"finetune.epochs": 1, "finetune.baseline": "none"}))
     data = project_copy / "data"
     comparison = pd.read_csv(latest(data / "08_reporting" / "mask_rate_comparison.csv"))
     assert sorted(comparison["variant"]) == sorted(VARIANTS)
+    # Fine-tuned accuracy per variant, paired against the lowest mask rate (same seeds and examples).
+    assert comparison["finetune_accuracy"].notna().all()
+    assert comparison["finetune_difference"].isna().tolist() == [True, False, False]
     assert list(comparison["mask_probability"]) == [0.15, 0.30, 0.45]
     assert comparison["eval_loss"].nunique() == len(VARIANTS)  # really different models
     for variant in VARIANTS:
@@ -151,9 +199,14 @@ def test_mask_rates_side_by_side_then_one_namespace_alone(project_copy, monkeypa
     assert len(list((data / "08_reporting" / "mask_rate_comparison.csv").iterdir())) == 1
 
 
-def test_bad_parameter_fails_before_any_work(project_copy, monkeypatch):
+def test_bad_parameter_fails_before_any_work(project_copy, monkeypatch, tmp_path):
     with pytest.raises(ValueError, match=r"masking\.probability: 1\.5"):
         run_session(project_copy, monkeypatch, **{"masking.probability": 1.5})
+    # A labelled task with one class: refused before the data stages, not after training.
+    one_class = tmp_path / "one_class.csv"
+    pd.DataFrame({"text": [f"review {i}" for i in range(50)], "label": ["好评"] * 50}).to_csv(one_class, index=False)
+    with pytest.raises(ValueError, match=r"finetune\.label_column: .* has one class only \('好评'\)"):
+        run_session(project_copy, monkeypatch, **{"finetune.train_path": str(one_class)})
     assert not any((project_copy / "data").rglob("*.parquet")), "nothing may be written"
 
 
@@ -218,6 +271,7 @@ def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monk
     run_session(project_copy, monkeypatch, env="smoke_zh", **{
         "corpus.path": str(reviews), "corpus.text_column": "review",
         "tuning.search_space.whole_word": "[false,true]",
+        **finetune_params(reviews, **{"finetune.text_column": "review", "finetune.seeds": 1, "finetune.epochs": 1}),
     })
     data = project_copy / "data"
     index = SequenceIndexDataset(filepath=str(data / "05_model_input" / "sequence_index"), version=Version(None, None)).load()
@@ -231,6 +285,9 @@ def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monk
     assert all("[MASK]" in e["sentence"] and "\u4e00" <= e["answer"] <= "\u9fff" for e in examples)
     report = latest(data / "08_reporting" / "run_report.html").read_text()
     assert "true word" in report
+    # The whole-word-masked Chinese model, fine-tuned on the reviews' sentiment against its start.
+    finetune = json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text())
+    assert FINETUNE_KEYS <= set(finetune) and finetune["finetune_classes"] == 2
 
 
 def test_nodes_receive_typed_sections_with_runtime_overrides(project_copy, monkeypatch):
@@ -248,3 +305,28 @@ def test_nodes_receive_typed_sections_with_runtime_overrides(project_copy, monke
     assert isinstance(training, TrainingConfig) and training.max_steps == 5
     assert isinstance(evaluation, EvaluationParameters) and evaluation.top_k == 2
     assert evaluation.protocol.mask_draws == evaluation.mask_draws
+
+
+def test_a_crash_during_fine_tuning_keeps_the_trained_model(project_copy, monkeypatch, small_corpus, labelled_task):
+    """Fine-tuning fails half-way (the second run raises): the trained model is already saved, no
+    fine-tuning output has a half-written version, and `--pipelines finetune` then completes."""
+    from bert_mlm.core.finetune import Runner
+
+    real_run, calls = Runner.run, []
+
+    def failing_second_run(self, *args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == 2:
+            raise RuntimeError("injected fault in the second fine-tuning run")
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(Runner, "run", failing_second_run)
+    with pytest.raises(Exception, match="injected fault"):
+        run_session(project_copy, monkeypatch, **{"corpus.path": str(small_corpus), "tuning.n_trials": 0},
+                    **finetune_params(labelled_task))
+    data = project_copy / "data"
+    assert (latest(data / "06_models" / "masked_lm") / "model.safetensors").is_file()
+    assert not (data / "08_reporting" / "finetune_metrics.json").exists()
+    monkeypatch.setattr(Runner, "run", real_run)
+    run_session(project_copy, monkeypatch, pipeline_name="finetune", **finetune_params(labelled_task))
+    assert "finetune_gain" in json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text())

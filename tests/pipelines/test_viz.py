@@ -14,7 +14,7 @@ import pytest
 from bert_mlm.scratch import scratch_project
 
 TASKS = ["clean_and_split_corpus", "summarise_corpus", "build_tokenizer", "encode_corpus", "summarise_tokens",
-         "build_model_inputs", "tune_mask_probability", "train_masked_lm", "probe_representations", "evaluate_masked_lm", "build_run_report"]
+         "build_model_inputs", "tune_mask_probability", "train_masked_lm", "finetune_classifier", "evaluate_masked_lm", "build_run_report"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 

@@ -23,10 +23,10 @@ from bert_mlm.core.distributed import DistributedConfig
 from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import EvaluationParameters
+from bert_mlm.core.finetune import FinetuneConfig
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.params import build_config
-from bert_mlm.core.probe import ProbeConfig
 from bert_mlm.core.sequences import SequenceConfig
 from bert_mlm.core.tokenizer import TokenizerConfig
 from bert_mlm.core.training import TrainingConfig
@@ -43,7 +43,7 @@ SECTIONS: dict[str, type] = {
     "evaluation": EvaluationParameters,
     "tuning": TuningConfig,
     "distributed": DistributedConfig,
-    "probe": ProbeConfig,
+    "finetune": FinetuneConfig,
 }
 
 
@@ -67,10 +67,12 @@ class ExperimentConfig:
     evaluation: EvaluationParameters = field(default_factory=EvaluationParameters)
     tuning: TuningConfig = field(default_factory=TuningConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
-    probe: ProbeConfig = field(default_factory=ProbeConfig)
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
 
     def __post_init__(self) -> None:
         self.sequences.check_fits(self.model.max_position_embeddings)
+        if self.tuning.objective == "finetune" and self.tuning.n_trials > 0 and not self.finetune.enabled:
+            raise UserError("tuning.objective: finetune needs a labelled task: set finetune.train_path")
 
     @classmethod
     def from_parameters(cls, parameters: Mapping[str, Any], other_sections: Iterable[str] = ()) -> ExperimentConfig:
@@ -80,9 +82,17 @@ class ExperimentConfig:
         return cls(**{name: build_section(name, parameters.get(name)) for name in SECTIONS})
 
 
+RETIRED = {  # sections of earlier versions, and where their settings went
+    "probe": "the downstream probe became the fine-tuning evaluation: move these settings under finetune: "
+             "(train_path, eval_path, text_column, label_column, ...; mode: frozen is the frozen linear probe)",
+}
+
+
 def check_section_names(parameters: Mapping[str, Any], known: set[str]) -> None:
     """A top-level section nothing reads (``--params trainig.max_steps=3``) is a typo: refused."""
     for section in parameters:
+        if section in RETIRED and section not in known:
+            raise UserError(f"{section}: {RETIRED[section]}")
         if section not in known:
             close = difflib.get_close_matches(section, sorted(known), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; the sections are {sorted(known)}"

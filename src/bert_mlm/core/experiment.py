@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 
@@ -185,9 +185,19 @@ def train_trial(
     evaluation_set: StreamedEvaluationSet,
     eval_every: int,
     report,
+    score: Callable[[BertForMaskedLM], float] | None = None,
 ) -> float:
-    """One tuning trial: the same initial model, data order and steps for every trial."""
+    """One tuning trial: the same initial model, data order and steps for every trial. Scored by
+    the fixed-protocol eval loss every ``eval_every`` steps (reported, so the pruner can stop it),
+    or, with ``score``, once by ``score(model)`` at the end (no pruning: an eval loss along the
+    way would prune by the very proxy that ``score`` replaces)."""
     model = experiment.new_model()
+    if score is not None:
+        experiment.train(model, training, masking)
+        value = score(model)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return value
     last = {"loss": float("nan")}
 
     def on_step(step: int, _record: dict) -> None:

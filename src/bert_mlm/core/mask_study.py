@@ -12,26 +12,52 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, replace
 
 import optuna
 import pandas as pd
 
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import EVALUATION_SCHEME
 from bert_mlm.core.experiment import Experiment, Origin, train_trial
+from bert_mlm.core.finetune import FinetuneConfig, PreparedTask, Runner, prepare_task
 from bert_mlm.core.masking import MASKING_SCHEME
 from bert_mlm.core.tuning import TuningConfig, adoption, best_parameters, masking_for, paired_interval, run_study
 
 logger = logging.getLogger(__name__)
 
 
-def tune_masking(experiment: Experiment, config: TuningConfig) -> tuple[dict, optuna.Study]:
+def finetune_scorer(experiment: Experiment, finetune: FinetuneConfig) -> tuple[Callable, PreparedTask]:
+    """``score(model)``: 1 - the model's mean fine-tuning accuracy over ``finetune.seeds`` (the
+    objective ``tuning.objective: finetune`` minimises), on the task encoded once."""
+    prepared = prepare_task(finetune, experiment.tokenizer, experiment.model_config.max_position_embeddings)
+    runner = Runner.create(prepared, replace(finetune, progress=False, save_model=False),
+                           experiment.training.device, experiment.training.precision)
+
+    def score(model) -> float:
+        accuracies = runner.seed_accuracies(model)
+        return 1.0 - sum(accuracies) / len(accuracies)
+
+    return score, prepared
+
+
+def tune_masking(experiment: Experiment, config: TuningConfig,
+                 finetune: FinetuneConfig | None = None) -> tuple[dict, optuna.Study]:
     """Run (or continue) the study; returns the best parameters (after the confirmation when
-    ``tuning.adopt`` is ``if_better``) and the study."""
-    # Trials are only comparable under the same data, model and trial budget: the study name
-    # carries a fingerprint of them, so a rerun continues its study and a changed setup starts a
-    # new one instead of mixing incomparable trials.
-    config = replace(config, study_name=f"{config.study_name}-{study_fingerprint(experiment, config)}")
+    ``tuning.adopt`` is ``if_better``) and the study. With ``tuning.objective: finetune`` a
+    trial's score is its models' fine-tuning error on the ``finetune`` task."""
+    score, task_digest = None, None
+    if config.objective == "finetune":
+        if finetune is None or not finetune.enabled:
+            raise UserError("tuning.objective: finetune needs a labelled task: set finetune.train_path")
+        score, prepared = finetune_scorer(experiment, finetune)
+        task_digest = {"finetune": {k: v for k, v in asdict(finetune).items() if k not in ("progress", "save_model")},
+                       "task": prepared.task.fingerprint()}
+    # Trials are only comparable under the same data, model, trial budget and objective: the
+    # study name carries a fingerprint of them, so a rerun continues its study and a changed
+    # setup starts a new one instead of mixing incomparable trials.
+    config = replace(config, study_name=f"{config.study_name}-{study_fingerprint(experiment, config, task_digest)}")
     trial_training = replace(
         experiment.training, max_steps=config.trial_steps, warmup_steps=min(experiment.training.warmup_steps, config.trial_steps // 5),
         checkpoint_every=0, resume=False, progress=False,
@@ -43,7 +69,7 @@ def tune_masking(experiment: Experiment, config: TuningConfig) -> tuple[dict, op
         looks at the first seed's curve."""
         return [
             train_trial(experiment, masking, replace(training, seed=training.seed + offset), evaluation_set,
-                        config.eval_every, report if offset == 0 and report else (lambda *_: None))
+                        config.eval_every, report if offset == 0 and report else (lambda *_: None), score)
             for offset in range(config.seeds)
         ]
 
@@ -53,20 +79,27 @@ def tune_masking(experiment: Experiment, config: TuningConfig) -> tuple[dict, op
         logger.info("Trial %d: %s", trial.number, values)
         losses = seed_losses(masking, training, report)
         trial.set_user_attr("seed_losses", losses)
+        if score is not None:  # the value is the fine-tuning error; record the accuracies too
+            trial.set_user_attr("finetune_accuracy", [1.0 - loss for loss in losses])
         trial.set_user_attr("seed_spread", float(pd.Series(losses).std()) if len(losses) > 1 else 0.0)
         return float(sum(losses) / len(losses))
 
     study = run_study(config, run_trial)
     best = best_parameters(study, config)
-    logger.info("Best trial %d: eval loss %.4f with %s", best["best_trial"], best["best_eval_loss"], best.get("masking"))
+    logger.info("Best trial %d: %s %.4f with %s", best["best_trial"], MEASURES[config.objective], best["best_value"],
+                best.get("masking"))
     if config.adopt == "if_better":
         # The best trial already trained the tuned setting on these seeds, masks and weights.
         tuned_losses = study.trials[best["best_trial"]].user_attrs.get("seed_losses")
-        best = confirm(best, experiment, trial_training, seed_losses, tuned_losses)
+        best = confirm(best, experiment, trial_training, seed_losses, tuned_losses, MEASURES[config.objective])
     return best, study
 
 
-def confirm(best: dict, experiment, trial_training, seed_losses, tuned: list[float] | None = None) -> dict:
+MEASURES = {"eval_loss": "eval loss", "finetune": "fine-tuning error"}
+
+
+def confirm(best: dict, experiment, trial_training, seed_losses, tuned: list[float] | None = None,
+            measure: str = "eval loss") -> dict:
     """Pair the best setting with the configured one on the same seeds and evaluation masks
     (``tuned``: the best trial's own per-seed losses, when it recorded one for every seed); keep
     the tuned setting only when the difference is clear of seed noise."""
@@ -75,7 +108,7 @@ def confirm(best: dict, experiment, trial_training, seed_losses, tuned: list[flo
         tuned_masking = masking_for(best.get("masking", {}), experiment.masking)
         tuned = seed_losses(tuned_masking, replace(trial_training, **best.get("training", {})))
     interval = paired_interval([c - t for c, t in zip(configured, tuned, strict=True)])
-    adopted, reason = adoption(interval, "if_better")
+    adopted, reason = adoption(interval, "if_better", measure)
     logger.info("Tuning confirmation: %s", reason)
     confirmation = {
         "tuned_losses": tuned, "configured_losses": configured, "configured_probability": experiment.masking.probability,
@@ -86,10 +119,11 @@ def confirm(best: dict, experiment, trial_training, seed_losses, tuned: list[flo
         return {**best, "confirmation": confirmation}
     return {"masking": {"probability": experiment.masking.probability}, "source": Origin.PARAMETERS.value,
             "tuned": {k: best[k] for k in ("masking", "training") if k in best}, "confirmation": confirmation,
-            **{k: best[k] for k in ("study_name", "storage", "best_trial", "best_eval_loss", "finished_trials")}}
+            **{k: best[k] for k in ("study_name", "storage", "objective", "best_trial", "best_value", "best_eval_loss",
+                                    "best_finetune_accuracy", "finished_trials") if k in best}}
 
 
-def study_fingerprint(experiment, config: TuningConfig) -> str:
+def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None) -> str:
     digest = hashlib.blake2b(digest_size=5)
     comparable = {
         "model": asdict(experiment.model_config),
@@ -103,5 +137,7 @@ def study_fingerprint(experiment, config: TuningConfig) -> str:
         # The data: digests of the stored tokens and of the sequence index (not the tokens themselves).
         "data": {split: experiment.sequences[split].fingerprint for split in ("train", "valid") if split in experiment.sequences},
     }
+    if config.objective != "eval_loss":  # eval-loss studies keep the names they had
+        comparable.update(objective=config.objective, finetune_task=task)
     digest.update(json.dumps(comparable, sort_keys=True, default=str).encode())
     return digest.hexdigest()

@@ -16,6 +16,7 @@ matplotlib.use("Agg")  # reports are built headless
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from bert_mlm.core.finetune import compare_runs
 from bert_mlm.core.tuning import SEARCHABLE
 
 # Headline metrics, in the order a reader looks for them.
@@ -28,8 +29,11 @@ HEADLINE = (
     ("eval_perplexity", "perplexity"),
     ("extra_eval_accuracy", "accuracy on evaluation.corpus_path"),
     ("extra_baseline_accuracy", "reference on evaluation.corpus_path"),
-    ("probe_accuracy", "downstream probe accuracy"),
-    ("probe_majority_accuracy", "probe: majority-class reference"),
+    ("finetune_summary", "fine-tuning"),
+    ("finetune_accuracy", "fine-tuned accuracy"),
+    ("finetune_baseline_accuracy", "fine-tuned accuracy of the starting point"),
+    ("finetune_gain", "fine-tuning gain (accuracy)"),
+    ("finetune_macro_f1", "fine-tuned macro-F1"),
     ("mask_probability", "training mask probability"),
     ("mask_probability_source", "mask probability from"),
     ("tuning_decision", "tuning decision"),
@@ -142,7 +146,7 @@ def training_curves(history: pd.DataFrame) -> plt.Figure:
     return figure
 
 
-def tuning_curve(trials: pd.DataFrame | None) -> plt.Figure | None:
+def tuning_curve(trials: pd.DataFrame | None, objective: str = "eval_loss") -> plt.Figure | None:
     """Fixed-protocol eval loss against the searched value (the mask probability, else the first
     searched parameter) of every trial, pruned ones at their last reported value; None without
     trials. The one tuning figure: the run report shows it and the catalog saves it for Kedro-Viz."""
@@ -158,10 +162,52 @@ def tuning_curve(trials: pd.DataFrame | None) -> plt.Figure | None:
         for x, y, number in zip(part[x_column].astype(float), values, part["number"], strict=True):
             axis.annotate(f"trial {number}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     axis.set(xlabel=x_column.removeprefix("params_").replace("probability", "mask probability"),
-             ylabel="eval loss (fixed 15 % masks)", title="Tuning trials")
+             ylabel="eval loss (fixed 15 % masks)" if objective == "eval_loss" else "fine-tuning error (1 - accuracy)",
+             title="Tuning trials")
     axis.legend()
     figure.tight_layout()
     return figure
+
+
+def finetune_curves(runs: pd.DataFrame | None) -> plt.Figure | None:
+    """Eval accuracy after each fine-tuning epoch: every seed faint, the mean over seeds bold, the
+    pretrained model beside its starting point. None without runs (or with one epoch only)."""
+    if runs is None or runs.empty or runs["epoch"].nunique() < 2:
+        return None
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for (name, frame), colour in zip(runs.groupby("model", sort=False), ("tab:blue", "tab:orange"), strict=False):
+        for _, seed_runs in frame.groupby("seed"):
+            axis.plot(seed_runs["epoch"], seed_runs["eval_accuracy"], color=colour, alpha=0.25)
+        mean = frame.groupby("epoch")["eval_accuracy"].mean()
+        axis.plot(mean.index, mean.values, "o-", color=colour, label=f"{name} (mean of {frame['seed'].nunique()} seeds)")
+    axis.set(xlabel="fine-tuning epoch", ylabel="eval accuracy", title="Fine-tuning")
+    axis.legend()
+    figure.tight_layout()
+    return figure
+
+
+def finetune_table(metrics: Mapping) -> pd.DataFrame | None:
+    """Per seed: the pretrained model's and its baseline's accuracy and macro-F1, and their difference."""
+    seeds = metrics.get("finetune_seeds")
+    if not seeds:
+        return None
+    frame = pd.DataFrame({"seed": seeds, "accuracy": metrics["finetune_seed_accuracy"],
+                          "macro-F1": metrics["finetune_seed_macro_f1"]})
+    if metrics.get("finetune_baseline_seed_accuracy"):
+        frame["baseline accuracy"] = metrics["finetune_baseline_seed_accuracy"]
+        frame["baseline macro-F1"] = metrics["finetune_baseline_seed_macro_f1"]
+        frame["accuracy gain"] = frame["accuracy"] - frame["baseline accuracy"]
+    return frame
+
+
+def finetune_section(metrics: Mapping, runs: pd.DataFrame | None) -> str:
+    if not metrics.get("finetune_summary"):
+        return '<p class="muted">No fine-tuning evaluation (set finetune.train_path).</p>'
+    summary = f"<p><b>{html.escape(str(metrics['finetune_summary']))}</b>.</p>"
+    reference = (f"<p class='muted'>{metrics['finetune_train_examples']:,} training and "
+                 f"{metrics['finetune_eval_examples']:,} eval examples of {html.escape(str(metrics['finetune_dataset']))}; "
+                 f"majority class {metrics['finetune_majority_accuracy']:.4f}.</p>")
+    return summary + reference + table(finetune_table(metrics)) + image(finetune_curves(runs), "fine-tuning curves")
 
 
 def comparison_figure(histories: Mapping[str, pd.DataFrame], comparison: pd.DataFrame) -> plt.Figure:
@@ -190,11 +236,13 @@ def run_report(
     tokenization_stats: pd.DataFrame | None = None,
     sequence_stats: pd.DataFrame | None = None,
     tuning_trials: pd.DataFrame | None = None,
+    finetune_runs: pd.DataFrame | None = None,
 ) -> str:
     """The report of one `kedro run`: data, tokenizer, sequences (padding efficiency), training
-    curves, tuning, evaluation metrics and fill-mask examples."""
+    curves, tuning, fine-tuning, evaluation metrics and fill-mask examples."""
     all_metrics = pd.DataFrame(
-        [(k, format_value(v)) for k, v in metrics.items() if k != "fill_mask_examples"], columns=["metric", "value"]
+        [(k, format_value(v)) for k, v in metrics.items() if k != "fill_mask_examples" and not isinstance(v, list)],
+        columns=["metric", "value"]
     )
     trial_columns = [c for c in ("number", "state", "params_probability", "value", "attr_seed_spread",
                                  "last_intermediate_value", "duration_seconds")
@@ -207,8 +255,10 @@ def run_report(
         ("Tokenizer", table(tokenization_stats)),
         ("Sequences and padding efficiency", table(sequence_stats)),
         ("Training", image(training_curves(training_history), "training curves")),
-        ("Tuning of the mask probability", image(tuning_curve(tuning_trials), "tuning trials")
+        ("Tuning of the mask probability", image(tuning_curve(tuning_trials, "finetune" if tuning_trials is not None and "attr_finetune_accuracy" in tuning_trials
+                                   else "eval_loss"), "tuning trials")
          + (table(tuning_trials[trial_columns]) if trial_columns else "") + decision_html),
+        ("Fine-tuning on the downstream task", finetune_section(metrics, finetune_runs)),
         ("Evaluation (fixed protocol)", table(all_metrics)),
         ("Fill-mask examples", fill_mask_list(metrics.get("fill_mask_examples", []))),
     ]
@@ -218,20 +268,33 @@ def run_report(
 COMPARISON_COLUMNS = (
     "variant", "mask_probability", "eval_loss", "eval_loss_se", "eval_accuracy", "eval_accuracy_se",
     "eval_top5_accuracy", "baseline_accuracy", "accuracy_over_baseline", "extra_eval_accuracy",
-    "extra_eval_accuracy_se", "probe_accuracy", "probe_accuracy_se", "final_train_loss", "train_tokens_per_second",
+    "extra_eval_accuracy_se", "finetune_accuracy", "finetune_accuracy_se", "finetune_macro_f1", "finetune_gain",
+    "finetune_gain_ci_low", "finetune_gain_ci_high", "final_train_loss", "train_tokens_per_second",
 )
 
 
 def compare_variants(
-    metrics: Mapping[str, Mapping], histories: Mapping[str, pd.DataFrame]
+    metrics: Mapping[str, Mapping], histories: Mapping[str, pd.DataFrame], finetune: Mapping[str, Mapping] | None = None,
 ) -> tuple[pd.DataFrame, str]:
-    """One row per variant (sorted by mask probability) and an HTML report with its figure."""
+    """One row per variant (sorted by mask probability) and an HTML report with its figure. With
+    fine-tuning results, each variant's fine-tuned accuracy is also paired (same seeds, data
+    order and eval examples) with the lowest mask probability's: ``finetune_difference`` and its
+    95 % interval."""
     rows = [{"variant": name, **{k: v for k, v in m.items() if k in COMPARISON_COLUMNS}} for name, m in metrics.items()]
     comparison = pd.DataFrame(rows)
     comparison = comparison[[c for c in COMPARISON_COLUMNS if c in comparison]].sort_values("mask_probability")
     finite = comparison["eval_loss"].notna().any()
     best = comparison.loc[comparison["eval_loss"].idxmin(), "variant"] if finite else None
     verdict = f"<p>Lowest fixed-protocol eval loss: <b>{html.escape(best)}</b>.</p>" if best else "<p>No finite eval loss.</p>"
+    tuned = {name: m for name, m in (finetune or {}).items() if m.get("finetune_seed_accuracy")}
+    if len(tuned) == len(metrics) > 1:
+        reference = str(comparison["variant"].iloc[0])
+        paired = compare_runs({n: m["finetune_seed_accuracy"] for n, m in tuned.items()},
+                              {n: m["finetune_example_accuracy"] for n, m in tuned.items()}, reference)
+        comparison = comparison.merge(paired.drop(columns="reference"), on="variant", how="left")
+        leader = comparison.loc[comparison["finetune_accuracy"].idxmax(), "variant"]
+        verdict += (f"<p>Highest fine-tuned accuracy: <b>{html.escape(str(leader))}</b>; differences are paired "
+                    f"against {html.escape(reference)} (same seeds, data order and eval examples).</p>")
     sections = [
         ("Variants", table(comparison) + verdict),
         ("Curves and metrics", image(comparison_figure(histories, comparison), "comparison")),

@@ -47,6 +47,9 @@ CHOICES = {
 }
 SAMPLERS = ("qmc", "tpe", "random")
 ADOPT = ("if_better", "always")
+# eval_loss: fixed-protocol masked-LM loss on the validation split | finetune: 1 - the trial
+# model's mean fine-tuning accuracy on the finetune task (what pretraining is for; slower)
+OBJECTIVES = ("eval_loss", "finetune")
 PRUNERS = ("median", "hyperband", "none")
 
 
@@ -72,8 +75,11 @@ class TuningConfig:
     # best setting against the configured one, paired seed by seed on the same evaluation masks.
     seeds: int = 2
     adopt: str = "if_better"  # if_better: only when the 95 % interval excludes zero in its favour | always
+    objective: str = "eval_loss"
 
     def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise UserError(f"tuning.objective: {self.objective!r} is not one of {OBJECTIVES}")
         if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
             raise UserError(f"tuning.seeds: {self.seeds!r} must be a positive integer")
         if self.adopt not in ADOPT:
@@ -278,13 +284,17 @@ def best_parameters(study: optuna.Study, config: TuningConfig) -> dict:
     overrides: dict[str, dict] = {}
     for name, value in best.params.items():
         overrides.setdefault(SEARCHABLE[name][0], {})[name] = value
+    score = ({"best_eval_loss": best.value} if config.objective == "eval_loss"
+             else {"best_finetune_accuracy": 1.0 - best.value})
     return {
         **overrides,
         "source": Origin.TUNING.value,
         "study_name": config.study_name,
         "storage": config.storage,
+        "objective": config.objective,
         "best_trial": best.number,
-        "best_eval_loss": best.value,
+        "best_value": best.value,
+        **score,
         "finished_trials": sum(1 for t in study.get_trials(deepcopy=False) if t.state in FINISHED),
     }
 
@@ -303,13 +313,13 @@ def paired_interval(differences: list[float], confidence: float = 0.95) -> dict:
     return {"mean": mean, "low": mean - half, "high": mean + half, "pairs": len(values)}
 
 
-def adoption(interval: dict, adopt: str) -> tuple[bool, str]:
+def adoption(interval: dict, adopt: str, measure: str = "eval loss") -> tuple[bool, str]:
     """Whether to train at the tuned setting, and why. ``interval`` is over (configured - tuned)
-    eval loss: positive means the tuned setting is better."""
+    objective (eval loss, or fine-tuning error): positive means the tuned setting is better."""
     if adopt == "always":
         return True, "tuning.adopt is always"
     if interval["low"] > 0:
-        return True, (f"the tuned setting lowers the eval loss by {interval['mean']:.4f} "
+        return True, (f"the tuned setting lowers the {measure} by {interval['mean']:.4f} "
                       f"(95 % interval {interval['low']:.4f} to {interval['high']:.4f}, {interval['pairs']} paired seeds)")
     if interval["pairs"] < 2:
         return False, "one confirmation seed gives no interval (set tuning.seeds >= 2): kept the configured masking"

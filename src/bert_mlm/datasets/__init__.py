@@ -2,9 +2,10 @@
 
 from bert_mlm.datasets.corpus import CorpusDataset
 from bert_mlm.datasets.data import DocumentShardsDataset, SequenceIndexDataset, TokenStoreDataset
-from bert_mlm.datasets.pretrained import MaskedLMDataset, TokenizerDataset
+from bert_mlm.datasets.pretrained import ClassifierDataset, MaskedLMDataset, TokenizerDataset
 
 __all__ = [
+    "ClassifierDataset",
     "CorpusDataset",
     "DocumentShardsDataset",
     "MaskedLMDataset",

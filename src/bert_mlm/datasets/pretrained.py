@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from bert_mlm.datasets.directory import AtomicDirectoryDataset
 
@@ -57,3 +63,38 @@ class MaskedLMDataset(_PretrainedDirectoryDataset):
 
     def save(self, data: MaskedLM) -> None:
         self._write([data.model, data.tokenizer])
+
+
+@dataclass
+class Classifier:
+    """A fine-tuned sequence classifier (its config carries the label mapping) and its tokenizer;
+    ``model`` is None when the weights were not kept (Kedro saves no ``None`` output)."""
+
+    model: PreTrainedModel | None = None
+    tokenizer: PreTrainedTokenizerBase | None = None
+
+
+class ClassifierDataset(_PretrainedDirectoryDataset):
+    """A fine-tuned classifier's directory (``AutoModelForSequenceClassification``), written only
+    when there is one: without ``finetune.save_model`` a run saves nothing here."""
+
+    NOT_KEPT = "NOT_KEPT.txt"
+
+    def load(self) -> Classifier:
+        directory = self._load_dir()
+        if (directory / self.NOT_KEPT).exists():
+            return Classifier()
+        return Classifier(AutoModelForSequenceClassification.from_pretrained(str(directory)),
+                          AutoTokenizer.from_pretrained(str(directory)))
+
+    def save(self, data: Classifier) -> None:
+        if data.model is not None:
+            self._write([data.model, data.tokenizer])
+            return
+
+        def note(directory: Path) -> None:
+            # A version must exist once saved (Kedro checks); it says why it holds no weights.
+            directory.mkdir(parents=True)
+            (directory / self.NOT_KEPT).write_text("The fine-tuned weights were not kept: set finetune.save_model=true.\n")
+
+        self._write_directory(note)

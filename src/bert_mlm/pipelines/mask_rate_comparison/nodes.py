@@ -16,6 +16,8 @@ def variant_overrides(overrides: dict) -> dict:
 
 
 def compare_mask_rates(**inputs) -> tuple[pd.DataFrame, str]:
-    """``inputs`` holds ``<variant>_metrics`` and ``<variant>_history`` for every variant."""
+    """``inputs`` holds ``<variant>_metrics``, ``<variant>_history`` and ``<variant>_finetune``
+    (its fine-tuning metrics, empty without ``finetune.train_path``) for every variant."""
     names = sorted(k.removesuffix("_metrics") for k in inputs if k.endswith("_metrics"))
-    return compare_variants({n: inputs[f"{n}_metrics"] for n in names}, {n: inputs[f"{n}_history"] for n in names})
+    return compare_variants({n: inputs[f"{n}_metrics"] for n in names}, {n: inputs[f"{n}_history"] for n in names},
+                            {n: inputs.get(f"{n}_finetune") or {} for n in names})

@@ -11,7 +11,7 @@ import warnings
 
 from kedro.pipeline import Node, Pipeline
 
-from bert_mlm.pipelines import evaluation, probe, training
+from bert_mlm.pipelines import evaluation, finetune, training
 from bert_mlm.pipelines.mask_rate_comparison.nodes import compare_mask_rates, variant_overrides
 
 # To add a variant, add its name here and its overrides to parameters_mask_rate_comparison.yml.
@@ -20,7 +20,7 @@ VARIANTS = ("mask_015", "mask_030", "mask_045")
 SHARED_INPUTS = {"corpus_documents", "token_store", "sequence_index", "tokenizer", "extra_eval_corpus"}
 SHARED_PARAMETERS = {
     "params:model", "params:training", "params:masking", "params:evaluation", "params:sequences", "params:distributed",
-    "params:probe",
+    "params:finetune",
 }
 
 
@@ -29,7 +29,7 @@ def variant_pipeline(name: str) -> Pipeline:
     takes the variant's overrides where the default chain passes the tuning study's result."""
     overrides = Pipeline([Node(variant_overrides, "params:overrides", "overrides", name="variant_overrides")], namespace=name)
     trained = Pipeline(
-        [training.create_pipeline(), probe.create_pipeline(), evaluation.create_pipeline()],
+        [training.create_pipeline(), finetune.create_pipeline(), evaluation.create_pipeline()],
         namespace=name,
         inputs={**{shared: shared for shared in SHARED_INPUTS}, "tuning_best_params": f"{name}.overrides"},
         parameters=SHARED_PARAMETERS,
@@ -47,6 +47,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             inputs={
                 **{f"{name}_metrics": f"{name}.metrics" for name in VARIANTS},
                 **{f"{name}_history": f"{name}.training_history" for name in VARIANTS},
+                **{f"{name}_finetune": f"{name}.finetune_metrics" for name in VARIANTS},
             },
             outputs=["mask_rate_comparison", "mask_rate_comparison_report"],
             name="compare_mask_rates",

@@ -14,7 +14,9 @@ def build_run_report(
     tokenization_stats: pd.DataFrame,
     sequence_stats: pd.DataFrame,
     tuning_trials: pd.DataFrame,
+    finetune_runs: pd.DataFrame,
 ) -> str:
     """Corpus, tokenizer and padding stats, training and tuning curves, metrics and fill-mask
-    examples on one self-contained HTML page."""
-    return run_report(metrics, training_history, corpus_stats, tokenization_stats, sequence_stats, tuning_trials)
+    examples, and the fine-tuning evaluation, on one self-contained HTML page."""
+    return run_report(metrics, training_history, corpus_stats, tokenization_stats, sequence_stats, tuning_trials,
+                      finetune_runs)

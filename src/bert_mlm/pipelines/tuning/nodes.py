@@ -12,6 +12,7 @@ from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.core.evaluation import EvaluationParameters
 from bert_mlm.core.experiment import Experiment, Origin
+from bert_mlm.core.finetune import FinetuneConfig
 from bert_mlm.core.mask_study import tune_masking
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig
@@ -34,6 +35,7 @@ def tune_mask_probability(
     masking: MaskingConfig,
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
+    finetune: FinetuneConfig,
 ) -> tuple[dict, pd.DataFrame, plt.Figure, go.Figure]:
     """Run (or continue) the study; return the best parameters, the trials, the trials' eval loss
     against the searched value, and Optuna's optimisation history.
@@ -49,6 +51,6 @@ def tune_mask_probability(
         best = {"masking": {"probability": masking.probability}, "source": Origin.PARAMETERS.value}
         return best, pd.DataFrame(columns=["number", "state", "value"]), plt.figure(), go.Figure()
 
-    best, study = tune_masking(experiment, config)
+    best, study = tune_masking(experiment, config, finetune)
     trials = trials_table(study)
-    return best, trials, tuning_curve(trials) or plt.figure(), optuna.visualization.plot_optimization_history(study)
+    return best, trials, tuning_curve(trials, config.objective) or plt.figure(), optuna.visualization.plot_optimization_history(study)

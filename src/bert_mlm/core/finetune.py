@@ -1,0 +1,570 @@
+"""Fine-tuning evaluation: did pretraining help the user's task?
+
+The pretrained encoder is fine-tuned (all weights) for sequence classification on a labelled
+task, ``finetune.seeds`` times, and so is its starting point (the ``model.init_from`` checkpoint,
+or a randomly initialised model of the same shape: the pretraining's own initial weights) with
+the same seeds, the same classifier-head initialisation, the same batches in the same order and
+the same tokenizer. The result reads "pretraining gained +x.x accuracy points [95 % CI lo, hi]".
+This is how the literature judges pretraining choices (Gururangan et al. 2020; Wettig et al. 2023):
+masked-LM loss can rank them the wrong way, and a frozen probe of a small encoder cannot tell a
+trained one from a random one (``mode: frozen`` keeps that cheap check).
+
+The interval of a mean over seeds and eval examples combines two sources of error: the seeds
+(training randomness, between-seed variance of the per-seed means) and the sampling of the eval
+examples (between-example variance of the per-example means over seeds), with
+Welch-Satterthwaite degrees of freedom. For a paired difference both are taken of the
+differences, so what the two models share (the seeds' data order, hard examples) cancels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
+
+from bert_mlm.core.checkpoints import seed_everything
+from bert_mlm.core.device import autocast_dtype, resolve_device, resolve_precision
+from bert_mlm.core.errors import UserError
+from bert_mlm.core.labelled import EncodedExamples, Task, TaskSource, encode_examples, load_task
+from bert_mlm.core.masking import ORDER_STREAM, mask_seed
+from bert_mlm.core.model import load_for_continued_pretraining
+from bert_mlm.core.optim import Optimisation
+from bert_mlm.core.progress import Progress
+from bert_mlm.core.sequences import batch_order
+from bert_mlm.core.training import NonFiniteLossError, TrainingConfig
+
+logger = logging.getLogger(__name__)
+
+MODES = ("full", "frozen")
+POOLINGS = ("mean", "cls")
+HEAD_INITS = ("probe", "random")
+# "auto" learning rate: 5e-4 for a 128-wide encoder, scaled by 1/width as pretraining's auto rule
+# (8e-5 for BERT-base's 768, inside the 2e-5..1e-4 range BERT's fine-tuning recipes use).
+AUTO_LR_BASE, AUTO_LR_WIDTH = 5e-4, 128
+PRETRAINED, BASELINE = "pretrained", "baseline"
+RUN_COLUMNS = ("model", "seed", "epoch", "train_loss", "eval_accuracy", "eval_macro_f1", "learning_rate", "seconds",
+               "data_order", "reported")
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    train_path: str | None = None  # a labelled CSV/TSV/Parquet/JSONL file; null: no fine-tuning evaluation
+    eval_path: str | None = None  # null: a hash split of train_path (eval_fraction of it)
+    text_column: str = "text"
+    eval_text_column: str | None = None
+    pair_column: str | None = None  # text-pair tasks: the second text
+    label_column: str = "label"
+    eval_fraction: float = 0.2
+    max_train_examples: int = 1000
+    max_eval_examples: int = 2000
+    max_length: int = 128
+    mode: str = "full"  # full: all weights | frozen: a linear head on frozen mean-pooled vectors
+    # What the classifier reads: mean: the mean of the last hidden states | cls: the [CLS] state
+    # through BERT's pooler (AutoModelForSequenceClassification as it is). A masked LM never trains
+    # its [CLS] output (no next-sentence task), so it barely varies between texts.
+    pooling: str = "mean"
+    # How the classifier layer starts: probe: a logistic regression fitted on the frozen encoder's
+    # features, then all weights fine-tuned (LP-FT, Kumar et al. 2022: a random head's first large
+    # gradients distort pretrained features) | random: as drawn from the seed. Both models get it.
+    head_init: str = "probe"
+    epochs: int = 3
+    early_stopping_patience: int | None = None  # null: every epoch; N: stop after N epochs without a better eval accuracy
+    batch_size: int = 16
+    learning_rate: float | str = "auto"
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    seeds: int = 3
+    seed: int = 0
+    baseline: str = "auto"  # auto: the pretraining's starting point | none | a model directory or hub id
+    save_model: bool = False  # keep the first seed's fine-tuned classifier (finetuned_classifier)
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.eval_fraction < 1.0:
+            raise UserError(f"finetune.eval_fraction: {self.eval_fraction!r} must be in (0, 1)")
+        for name in ("max_train_examples", "max_eval_examples", "max_length", "batch_size", "epochs", "seeds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"finetune.{name}: {value!r} must be a positive integer")
+        patience = self.early_stopping_patience
+        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience < 1):
+            raise UserError(f"finetune.early_stopping_patience: {patience!r} must be a positive integer or null")
+        if self.pooling not in POOLINGS:
+            raise UserError(f"finetune.pooling: {self.pooling!r} is not one of {POOLINGS}")
+        if self.save_model and self.pooling != "cls":
+            raise UserError("finetune.save_model: a kept classifier must work in plain transformers, whose "
+                            "AutoModelForSequenceClassification reads the pooled [CLS] state; set finetune.pooling=cls")
+        if self.head_init not in HEAD_INITS:
+            raise UserError(f"finetune.head_init: {self.head_init!r} is not one of {HEAD_INITS}")
+        if self.mode not in MODES:
+            raise UserError(f"finetune.mode: {self.mode!r} is not one of {MODES}")
+        if self.learning_rate != "auto" and not (
+            isinstance(self.learning_rate, (int, float)) and not isinstance(self.learning_rate, bool)
+            and self.learning_rate > 0
+        ):
+            raise UserError(f"finetune.learning_rate: {self.learning_rate!r} must be > 0 or 'auto'")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise UserError(f"finetune.warmup_ratio: {self.warmup_ratio!r} must be in [0, 1)")
+        if not isinstance(self.baseline, str) or not self.baseline:
+            raise UserError(f"finetune.baseline: {self.baseline!r} must be auto, none, or a model directory / hub id")
+        for name in ("train_path", "eval_path"):
+            path = getattr(self, name)
+            if path is not None and not Path(path).is_file():
+                raise UserError(f"finetune.{name}: {path!r} is not a file")
+        if self.eval_path and not self.train_path:
+            raise UserError("finetune.train_path: required when finetune.eval_path is set")
+
+    @property
+    def enabled(self) -> bool:
+        return self.train_path is not None
+
+    @property
+    def source(self) -> TaskSource:
+        return TaskSource(self.train_path, self.eval_path, self.text_column, self.eval_text_column, self.pair_column,
+                          self.label_column, self.eval_fraction, self.max_train_examples, self.max_eval_examples,
+                          self.seed)
+
+    @property
+    def run_seeds(self) -> list[int]:
+        return [self.seed + offset for offset in range(self.seeds)]
+
+    def learning_rate_for(self, hidden_size: int) -> float:
+        if self.learning_rate == "auto":
+            return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size
+        return float(self.learning_rate)
+
+
+@dataclass
+class PreparedTask:
+    """A task's examples encoded once with the tokenizer every compared model shares."""
+
+    task: Task
+    train: EncodedExamples
+    evaluation: EncodedExamples
+    pad_id: int
+
+    @classmethod
+    def build(cls, task: Task, tokenizer: PreTrainedTokenizerBase, max_length: int) -> PreparedTask:
+        return cls(task, encode_examples(task, task.train, tokenizer, max_length),
+                   encode_examples(task, task.evaluation, tokenizer, max_length), tokenizer.pad_token_id)
+
+
+def prepare_task(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase, max_positions: int) -> PreparedTask:
+    return PreparedTask.build(load_task(config.source), tokenizer, min(config.max_length, max_positions))
+
+
+def collate(examples: EncodedExamples, indices: np.ndarray, pad_id: int) -> dict[str, torch.Tensor]:
+    """One batch padded to its longest example (rounded up to a multiple of 8)."""
+    width = max(len(examples.input_ids[i]) for i in indices)
+    width = -(-width // 8) * 8
+    input_ids = torch.full((len(indices), width), pad_id, dtype=torch.long)
+    token_types = torch.zeros((len(indices), width), dtype=torch.long)
+    for row, index in enumerate(indices):
+        ids = examples.input_ids[index]
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        token_types[row, : len(ids)] = torch.tensor(examples.token_type_ids[index])
+    return {"input_ids": input_ids, "attention_mask": (input_ids != pad_id).long(), "token_type_ids": token_types,
+            "labels": torch.as_tensor(examples.labels[indices])}
+
+
+def epoch_batches(lengths: np.ndarray, batch_size: int, seed: int, epoch: int):
+    """One epoch's length-bucketed batches, shuffled from (seed, epoch) alone: every model
+    fine-tuned with this seed sees the same batches in the same order."""
+    generator = torch.Generator().manual_seed(mask_seed(seed, epoch, batch_index=0, stream=ORDER_STREAM))
+    return batch_order(lengths, batch_size, generator, bucketed=True)
+
+
+def classifier_from(encoder: PreTrainedModel, task: Task, seed: int) -> PreTrainedModel:
+    """``AutoModelForSequenceClassification`` on ``encoder``'s weights. The head (pooler and
+    classifier, which a masked LM does not have) is drawn from ``seed`` alone, so the pretrained
+    model and its baseline start from the same head."""
+    config = encoder.config.__class__.from_dict(encoder.config.to_dict())
+    config.num_labels = len(task.labels)
+    config.id2label = dict(enumerate(task.labels))
+    config.label2id = task.label_ids
+    config.problem_type = "single_label_classification"
+    config.architectures = None
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForSequenceClassification.from_config(config)
+    missing, unexpected = model.base_model.load_state_dict(encoder.base_model.state_dict(), strict=False)
+    stray = [k for k in missing if not k.startswith("pooler.")] + list(unexpected)
+    if stray:
+        raise ValueError(f"finetune: the encoder's weights do not fit a classifier of its own config: {stray[:5]}")
+    return model
+
+
+def classify(model: PreTrainedModel, batch: dict[str, torch.Tensor], pooling: str) -> torch.Tensor:
+    """The classifier's logits: from the [CLS] state through the pooler (``cls``, what
+    ``model(**batch)`` computes), or from the mean of the last hidden states over the real tokens
+    (``mean``) into the same dropout and classifier layers."""
+    if pooling == "cls":
+        return model(**batch).logits
+    hidden = model.base_model(**batch).last_hidden_state
+    weights = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+    return model.classifier(model.dropout((hidden * weights).sum(1) / weights.sum(1)))
+
+
+@torch.no_grad()
+def predict(model: PreTrainedModel, examples: EncodedExamples, pad_id: int, device: torch.device,
+            amp_dtype: torch.dtype | None, pooling: str = "cls", batch_size: int = 128) -> np.ndarray:
+    """The predicted class of every example (longest first, for little padding)."""
+    model.eval()
+    order = np.argsort(-examples.lengths, kind="stable")
+    predictions = np.empty(len(examples), dtype=np.int64)
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        batch = {k: v.to(device) for k, v in collate(examples, indices, pad_id).items() if k != "labels"}
+        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            logits = classify(model, batch, pooling)
+        predictions[indices] = logits.argmax(-1).cpu().numpy()
+    return predictions
+
+
+@torch.no_grad()
+def classifier_inputs(model: PreTrainedModel, examples: EncodedExamples, pad_id: int, device: torch.device,
+                      amp_dtype: torch.dtype | None, pooling: str, batch_size: int = 128) -> np.ndarray:
+    """What the classifier layer reads for each example (the pooled [CLS] state, or the mean of
+    the last hidden states over its tokens), from the frozen model in eval mode."""
+    model.eval()
+    order = np.argsort(-examples.lengths, kind="stable")
+    vectors = np.zeros((len(examples), model.config.hidden_size), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        batch = {k: v.to(device) for k, v in collate(examples, indices, pad_id).items() if k != "labels"}
+        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            output = model.base_model(**batch)
+        if pooling == "cls":
+            pooled = output.pooler_output
+        else:
+            weights = batch["attention_mask"].unsqueeze(-1).to(output.last_hidden_state.dtype)
+            pooled = (output.last_hidden_state * weights).sum(1) / weights.sum(1)
+        vectors[indices] = pooled.float().cpu().numpy()
+    return vectors
+
+
+def fit_head(model: PreTrainedModel, examples: EncodedExamples, pad_id: int, device: torch.device,
+             amp_dtype: torch.dtype | None, pooling: str, seed: int) -> None:
+    """Linear probing: set the classifier layer to a logistic regression (scikit-learn's, L2,
+    C=1) fitted on the frozen model's classifier inputs of the training examples."""
+    from sklearn.linear_model import LogisticRegression  # imported when used: ~50 MB with SciPy
+
+    features = classifier_inputs(model, examples, pad_id, device, amp_dtype, pooling)
+    probe = LogisticRegression(max_iter=2000, random_state=seed).fit(features, examples.labels)
+    weight, bias = probe.coef_, probe.intercept_
+    if weight.shape[0] == 1:  # two classes: scikit-learn keeps one logit difference; split it in two
+        weight, bias = np.vstack([-weight / 2, weight / 2]), np.array([-bias[0] / 2, bias[0] / 2])
+    with torch.no_grad():
+        model.classifier.weight.copy_(torch.as_tensor(weight, dtype=model.classifier.weight.dtype))
+        model.classifier.bias.copy_(torch.as_tensor(bias, dtype=model.classifier.bias.dtype))
+
+
+def macro_f1(labels: np.ndarray, predictions: np.ndarray, classes: int) -> float:
+    from sklearn.metrics import f1_score  # imported when used: SciPy and scikit-learn weigh ~50 MB
+
+    return float(f1_score(labels, predictions, labels=list(range(classes)), average="macro", zero_division=0))
+
+
+@dataclass
+class RunOutcome:
+    """One fine-tuning run: eval predictions of the reported epoch, a row per epoch, and the
+    fine-tuned classifier (only when it is to be kept)."""
+
+    predictions: np.ndarray
+    history: list[dict]
+    model: PreTrainedModel | None = None
+
+
+BatchCallback = Callable[[str, int, int, np.ndarray], None]  # (model name, seed, epoch, example indices)
+
+
+@dataclass
+class Runner:
+    """Where and how the runs go: the prepared task, the configuration, device and precision."""
+
+    prepared: PreparedTask
+    config: FinetuneConfig
+    device: torch.device
+    precision: str
+    on_batch: BatchCallback | None = None
+    progress: Progress | None = None
+
+    @classmethod
+    def create(cls, prepared: PreparedTask, config: FinetuneConfig, device: str = "auto", precision: str = "auto",
+               **kwargs) -> Runner:
+        resolved = resolve_device(device)
+        return cls(prepared, config, resolved, resolve_precision(precision, resolved), **kwargs)
+
+    def run(self, encoder: PreTrainedModel, name: str, seed: int, keep_model: bool = False) -> RunOutcome:
+        if self.config.mode == "frozen":
+            return self._frozen(encoder, name, seed)
+        return self._full(encoder, name, seed, keep_model)
+
+    def _full(self, encoder: PreTrainedModel, name: str, seed: int, keep_model: bool) -> RunOutcome:
+        config, prepared, device = self.config, self.prepared, self.device
+        amp_dtype = autocast_dtype(self.precision)
+        model = classifier_from(encoder, prepared.task, seed).to(device)
+        if config.head_init == "probe":
+            fit_head(model, prepared.train, prepared.pad_id, device, amp_dtype, config.pooling, seed)
+        steps_per_epoch = math.ceil(len(prepared.train) / config.batch_size)
+        total = config.epochs * steps_per_epoch
+        # The project's optimizer step (AdamW groups, linear warmup/decay, GradScaler with
+        # unscale-before-clip), configured as BERT fine-tuning usually is.
+        schedule = TrainingConfig(
+            max_steps=total, batch_size=config.batch_size, learning_rate=config.learning_rate_for(model.config.hidden_size),
+            weight_decay=config.weight_decay, adam_beta2=0.999, adam_epsilon=1e-8, schedule="linear",
+            warmup_steps=round(config.warmup_ratio * total), seed=seed, precision=self.precision, progress=False,
+        )
+        optimisation = Optimisation.build(model, schedule, device, self.precision)
+        seed_everything(seed)  # dropout: the same stream for the pretrained model and its baseline
+        lengths = prepared.train.lengths
+        history, best, best_predictions, best_state, stale, step, streak = [], -1.0, None, None, 0, 0, 0
+        order_digest = hashlib.blake2b(digest_size=8)
+        for epoch in range(config.epochs):
+            started = time.perf_counter()
+            model.train()
+            loss_sum, examples = 0.0, 0
+            for indices in epoch_batches(lengths, config.batch_size, seed, epoch):
+                order_digest.update(np.ascontiguousarray(indices, dtype=np.int64).tobytes())
+                if self.on_batch is not None:
+                    self.on_batch(name, seed, epoch, indices)
+                batch = {k: v.to(device, non_blocking=True) for k, v in collate(prepared.train, indices, prepared.pad_id).items()}
+                labels = batch.pop("labels")
+                with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+                    logits = classify(model, batch, config.pooling)
+                loss = F.cross_entropy(logits.float(), labels)
+                optimisation.scaler.scale(loss).backward()
+                value = float(loss.detach())
+                _, diverged = optimisation.step(model, value, step)
+                step += 1
+                streak = streak + 1 if diverged else 0
+                if streak >= 5:
+                    raise NonFiniteLossError(f"finetune: the loss was non-finite for {streak} consecutive steps "
+                                             f"({name}, seed {seed}); lower finetune.learning_rate or use fp32/bf16")
+                loss_sum += value * len(indices)
+                examples += len(indices)
+            predictions = predict(model, prepared.evaluation, prepared.pad_id, device, amp_dtype, config.pooling)
+            accuracy = float((predictions == prepared.evaluation.labels).mean())
+            history.append({
+                "model": name, "seed": seed, "epoch": epoch + 1, "train_loss": loss_sum / max(examples, 1),
+                "eval_accuracy": accuracy,
+                "eval_macro_f1": macro_f1(prepared.evaluation.labels, predictions, len(prepared.task.labels)),
+                "learning_rate": optimisation.learning_rate, "seconds": time.perf_counter() - started,
+                "data_order": order_digest.hexdigest(),
+            })
+            if self.progress is not None:
+                self.progress.update(1, model=name, seed=seed, acc=f"{accuracy:.4f}")
+            if accuracy > best:
+                best, best_predictions, stale = accuracy, predictions, 0
+                if config.early_stopping_patience and keep_model:
+                    best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            else:
+                stale += 1
+            if config.early_stopping_patience and stale >= config.early_stopping_patience:
+                if self.progress is not None:
+                    self.progress.update(config.epochs - epoch - 1)
+                break
+        # Early stopping reports the best epoch (its weights when kept); otherwise the last one.
+        reported = history.index(max(history, key=lambda r: r["eval_accuracy"])) if config.early_stopping_patience else -1
+        for index, row in enumerate(history):
+            row["reported"] = index == (reported % len(history))
+        final = best_predictions if config.early_stopping_patience else predictions
+        if best_state is not None:
+            model.load_state_dict(best_state)
+        model.to("cpu")
+        return RunOutcome(final, history, model if keep_model else None)
+
+    def _frozen(self, encoder: PreTrainedModel, name: str, seed: int) -> RunOutcome:
+        """The linear probe alone: the classifier layer fitted on the frozen encoder's features."""
+        started = time.perf_counter()
+        prepared, amp_dtype, device = self.prepared, autocast_dtype(self.precision), self.device
+        model = classifier_from(encoder, prepared.task, seed).to(device)
+        fit_head(model, prepared.train, prepared.pad_id, device, amp_dtype, self.config.pooling, seed)
+        predictions = predict(model, prepared.evaluation, prepared.pad_id, device, amp_dtype, self.config.pooling)
+        accuracy = float((predictions == prepared.evaluation.labels).mean())
+        if self.progress is not None:
+            self.progress.update(self.config.epochs, model=name, seed=seed, acc=f"{accuracy:.4f}")
+        return RunOutcome(predictions, [{
+            "model": name, "seed": seed, "epoch": 1, "train_loss": float("nan"), "eval_accuracy": accuracy,
+            "eval_macro_f1": macro_f1(prepared.evaluation.labels, predictions, len(prepared.task.labels)),
+            "learning_rate": float("nan"), "seconds": time.perf_counter() - started, "data_order": "", "reported": True,
+        }])
+
+    def seed_accuracies(self, encoder: PreTrainedModel) -> list[float]:
+        """Eval accuracy after fine-tuning ``encoder`` with each seed (the tuning objective)."""
+        return [float((self.run(encoder, PRETRAINED, seed).predictions == self.prepared.evaluation.labels).mean())
+                for seed in self.config.run_seeds]
+
+
+# ----------------------------------------------------------------------------- statistics
+def interval(per_seed: np.ndarray, per_example: np.ndarray, confidence: float = 0.95) -> dict:
+    """Mean, standard error and ``confidence`` interval of a quantity measured per seed and per
+    eval example (see the module's docstring): ``per_seed`` holds its mean over the examples for
+    each seed, ``per_example`` its mean over the seeds for each example."""
+    from scipy import stats
+
+    per_seed, per_example = np.asarray(per_seed, float), np.asarray(per_example, float)
+    seeds, examples = len(per_seed), len(per_example)
+    mean = float(per_seed.mean())
+    parts = [(float(per_seed.var(ddof=1)) / seeds if seeds > 1 else 0.0, seeds - 1),
+             (float(per_example.var(ddof=1)) / examples if examples > 1 else 0.0, examples - 1)]
+    variance = sum(v for v, _ in parts)
+    se = math.sqrt(variance)
+    if variance == 0:
+        return {"mean": mean, "se": 0.0, "low": mean, "high": mean}
+    freedom = variance**2 / sum(v**2 / df for v, df in parts if df > 0 and v > 0)
+    half = float(stats.t.ppf(0.5 + confidence / 2, freedom)) * se
+    return {"mean": mean, "se": se, "low": mean - half, "high": mean + half}
+
+
+@dataclass
+class ModelScores:
+    """One compared model's eval predictions over the seeds (seeds x examples) and its runs."""
+
+    predictions: np.ndarray
+    runs: list[dict] = field(default_factory=list)
+
+    def correct(self, labels: np.ndarray) -> np.ndarray:
+        return (self.predictions == labels[None, :]).astype(np.float64)
+
+    def seed_macro_f1(self, labels: np.ndarray, classes: int) -> list[float]:
+        return [macro_f1(labels, row, classes) for row in self.predictions]
+
+
+def points(value: float) -> str:
+    return f"{100 * value:+.1f}"
+
+
+@dataclass
+class FinetuneResult:
+    """Every run of one fine-tuning evaluation and what it says (:meth:`metrics`)."""
+
+    prepared: PreparedTask
+    config: FinetuneConfig
+    scores: dict[str, ModelScores]
+    baseline: str
+    seconds: float
+    classifier: PreTrainedModel | None = None
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        return pd.DataFrame.from_records([row for score in self.scores.values() for row in score.runs], columns=RUN_COLUMNS)
+
+    def metrics(self) -> dict:
+        labels, classes = self.prepared.evaluation.labels, len(self.prepared.task.labels)
+        task = self.prepared.task
+        majority = task.label_ids[task.train["label"].mode().iloc[0]]
+        metrics: dict = {
+            "finetune_mode": self.config.mode, "finetune_dataset": str(self.config.train_path),
+            "finetune_eval_dataset": str(self.config.eval_path or f"{self.config.train_path} (hash split)"),
+            "finetune_train_examples": len(self.prepared.train), "finetune_eval_examples": len(labels),
+            "finetune_classes": classes, "finetune_majority_accuracy": float((labels == majority).mean()),
+            "finetune_seeds": self.config.run_seeds, "finetune_epochs": self.config.epochs,
+            "finetune_seconds": self.seconds, "finetune_baseline": self.baseline,
+        }
+        for name, prefix in ((PRETRAINED, "finetune_"), (BASELINE, "finetune_baseline_")):
+            if name not in self.scores:
+                continue
+            correct = self.scores[name].correct(labels)
+            accuracy = interval(correct.mean(1), correct.mean(0))
+            f1 = np.asarray(self.scores[name].seed_macro_f1(labels, classes))
+            metrics.update({
+                f"{prefix}accuracy": accuracy["mean"], f"{prefix}accuracy_se": accuracy["se"],
+                f"{prefix}macro_f1": float(f1.mean()),
+                f"{prefix}macro_f1_se": float(f1.std(ddof=1) / math.sqrt(len(f1))) if len(f1) > 1 else 0.0,
+                f"{prefix}seed_accuracy": correct.mean(1).tolist(), f"{prefix}seed_macro_f1": f1.tolist(),
+            })
+        metrics["finetune_example_accuracy"] = self.scores[PRETRAINED].correct(labels).mean(0).tolist()
+        if BASELINE in self.scores:
+            difference = self.scores[PRETRAINED].correct(labels) - self.scores[BASELINE].correct(labels)
+            gain = interval(difference.mean(1), difference.mean(0))
+            metrics.update({
+                "finetune_gain": gain["mean"], "finetune_gain_se": gain["se"],
+                "finetune_gain_ci_low": gain["low"], "finetune_gain_ci_high": gain["high"],
+                "finetune_macro_f1_gain": metrics["finetune_macro_f1"] - metrics["finetune_baseline_macro_f1"],
+                "finetune_summary": (
+                    f"pretraining gained {points(gain['mean'])} accuracy points [95 % CI {points(gain['low'])}, "
+                    f"{points(gain['high'])}] over {self.baseline} ({self.config.seeds} seed(s), {len(labels):,} "
+                    f"eval examples, {self.config.mode} fine-tuning)"),
+            })
+        else:
+            metrics["finetune_summary"] = (f"fine-tuned accuracy {metrics['finetune_accuracy']:.4f} ± "
+                                           f"{metrics['finetune_accuracy_se']:.4f} (no baseline: finetune.baseline is none)")
+        return metrics
+
+
+def starting_point(config: FinetuneConfig, trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                   init_from: str | None, init_seed: int) -> tuple[PreTrainedModel | None, str]:
+    """The baseline encoder and how the report names it: the ``model.init_from`` checkpoint for
+    continued pretraining, else the pretraining's initial weights (same config, same seed)."""
+    if config.baseline == "none":
+        return None, "none"
+    if config.baseline != "auto":
+        return load_for_continued_pretraining(config.baseline, tokenizer), f"the checkpoint {config.baseline}"
+    if init_from:
+        return load_for_continued_pretraining(init_from, tokenizer), f"the starting checkpoint {init_from}"
+    with torch.random.fork_rng(devices=[]):  # exactly as core.model.build_model drew them
+        torch.manual_seed(init_seed)
+        model = trained.__class__(trained.config)
+    return model, "the random initialisation (same shape)"
+
+
+def evaluate_finetuning(trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: FinetuneConfig, *,
+                        baseline: PreTrainedModel | None = None, baseline_name: str = "none", device: str = "auto",
+                        precision: str = "auto", on_batch: BatchCallback | None = None,
+                        prepared: PreparedTask | None = None) -> FinetuneResult:
+    """Fine-tune ``trained`` (and ``baseline`` when given) on the task with every seed."""
+    started = time.perf_counter()
+    prepared = prepared or prepare_task(config, tokenizer, trained.config.max_position_embeddings)
+    candidates = {PRETRAINED: trained, **({BASELINE: baseline} if baseline is not None else {})}
+    epochs = config.epochs
+    progress = Progress(len(candidates) * config.seeds * epochs, "fine-tuning", unit="epoch", enabled=config.progress)
+    runner = Runner.create(prepared, config, device, precision, on_batch=on_batch, progress=progress)
+    logger.info("Fine-tuning on %d labelled examples (%d classes), evaluated on %d; %s mode, %d seed(s) x %d epoch(s), "
+                "%s on %s", len(prepared.train), len(prepared.task.labels), len(prepared.evaluation), config.mode,
+                config.seeds, epochs, runner.precision, runner.device)
+    scores = {name: ModelScores(np.zeros((config.seeds, len(prepared.evaluation)), dtype=np.int64)) for name in candidates}
+    classifier = None
+    try:
+        for row, seed in enumerate(config.run_seeds):
+            for name, encoder in candidates.items():
+                keep = config.save_model and name == PRETRAINED and row == 0
+                outcome = runner.run(encoder, name, seed, keep_model=keep)
+                scores[name].predictions[row] = outcome.predictions
+                scores[name].runs.extend(outcome.history)
+                classifier = outcome.model if keep else classifier
+    finally:
+        progress.close()
+    return FinetuneResult(prepared, config, scores, baseline_name, time.perf_counter() - started, classifier)
+
+
+def without_lists(metrics: dict) -> dict:
+    """The scalar and per-seed values (what ``metrics.json`` takes); the per-example vector stays
+    in ``finetune_metrics``."""
+    return {k: v for k, v in metrics.items() if k != "finetune_example_accuracy"}
+
+
+def compare_runs(per_seed: dict[str, list[float]], per_example: dict[str, list[float]], reference: str) -> pd.DataFrame:
+    """Paired fine-tuning differences of every model against ``reference`` (same seeds, data
+    order and eval examples), with the interval of :func:`interval`."""
+    rows = []
+    for name in per_seed:
+        if name == reference:
+            continue
+        seed_difference = np.asarray(per_seed[name]) - np.asarray(per_seed[reference])
+        example_difference = np.asarray(per_example[name]) - np.asarray(per_example[reference])
+        result = interval(seed_difference, example_difference)
+        rows.append({"variant": name, "reference": reference, "finetune_difference": result["mean"],
+                     "finetune_difference_ci_low": result["low"], "finetune_difference_ci_high": result["high"]})
+    return pd.DataFrame(rows)
+
