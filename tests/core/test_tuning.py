@@ -149,7 +149,8 @@ def tune(store, index, tokenizer, tuning: dict, **sections):
     """The tuning node on the typed sections (one seed per trial unless ``tuning`` says more)."""
     values = {**PARAMS, **sections}
     typed = (build_section(name, values[name]) for name in ("model", "training", "masking", "evaluation", "sequences"))
-    return tune_mask_probability(store, index, tokenizer, build_section("tuning", {"seeds": 1, **tuning}), *typed)
+    return tune_mask_probability(store, index, tokenizer, build_section("tuning", {"seeds": 1, **tuning}), *typed,
+                                 build_section("finetune", values.get("finetune")))
 
 
 def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, monkeypatch):
@@ -267,3 +268,28 @@ def test_seeds_per_trial_and_a_paired_confirmation(tmp_path):
     best_trial = trials.set_index("number").loc[best["best_trial"]]
     seeds = best_trial["attr_seed_losses"]
     assert confirmation["tuned_losses"] == pytest.approx(json.loads(seeds) if isinstance(seeds, str) else seeds)
+
+
+def test_a_study_by_fine_tuning_scores_trials_by_their_fine_tuned_accuracy(tmp_path):
+    """tuning.objective=finetune: each trial's value is 1 - its models' mean fine-tuned accuracy,
+    stored with the accuracies; no intermediate eval loss is reported (nothing to prune by), and
+    the paired confirmation compares fine-tuning errors."""
+    import pandas as pd
+
+    store, index, tokenizer = tiny_inputs(tmp_path)
+    rng = np.random.default_rng(1)
+    words = ["alpha", "beta", "gamma", "delta", "omega", "theta"]
+    rows = [{"text": " ".join(rng.choice(words, size=6)) + (" kappa kappa" if i % 2 else " sigma sigma"), "label": i % 2}
+            for i in range(120)]
+    task = tmp_path / "task.csv"
+    pd.DataFrame(rows).to_csv(task, index=False)
+    finetune = {"train_path": str(task), "seeds": 2, "epochs": 2, "max_length": 32, "progress": False}
+    tuning = {"n_trials": 2, "trial_steps": 4, "eval_every": 2, "storage": f"sqlite:///{tmp_path}/f.db",
+              "objective": "finetune", "seeds": 2}
+    best, trials, objective_plot, _ = tune(store, index, tokenizer, tuning, finetune=finetune)
+    assert best["objective"] == "finetune" and "best_finetune_accuracy" in best
+    assert "fine-tuning error" in best["confirmation"]["reason"]
+    for value, accuracies in zip(trials["value"], trials["attr_finetune_accuracy"], strict=True):
+        assert len(accuracies) == 2 and value == pytest.approx(1 - sum(accuracies) / 2)
+    assert trials["last_step"].isna().all(), "no intermediate values: nothing to prune by"
+    assert "fine-tuning error" in objective_plot.axes[0].get_ylabel()

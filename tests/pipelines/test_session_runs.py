@@ -123,7 +123,7 @@ def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_
     assert finetune["finetune_baseline"].startswith("the random initialisation")
     runs = pd.read_csv(latest(data / "08_reporting" / "finetune_runs.csv"))
     assert len(runs) == 2 * 2 * 2 and set(runs["model"]) == {"pretrained", "baseline"}
-    mapping = json.loads(latest(data / "07_model_output" / "finetune_label_mapping.json").read_text())
+    mapping = json.loads(latest(data / "06_models" / "finetune_label_mapping.json").read_text())
     assert mapping["label_to_id"] == {"failed": 0, "passed": 1}
     run_session(project_copy, monkeypatch, pipeline_name="evaluation")
     assert {p: sorted(p.iterdir()) for p in stored} == stored  # no new data versions

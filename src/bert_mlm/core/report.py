@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")  # reports are built headless
 import matplotlib.pyplot as plt
@@ -169,7 +170,7 @@ def tuning_curve(trials: pd.DataFrame | None, objective: str = "eval_loss") -> p
     return figure
 
 
-def finetune_curves(runs: pd.DataFrame | None) -> plt.Figure | None:
+def finetune_curves(runs: pd.DataFrame | None, majority: float | None = None) -> plt.Figure | None:
     """Eval accuracy after each fine-tuning epoch: every seed faint, the mean over seeds bold, the
     pretrained model beside its starting point. None without runs (or with one epoch only)."""
     if runs is None or runs.empty or runs["epoch"].nunique() < 2:
@@ -180,7 +181,10 @@ def finetune_curves(runs: pd.DataFrame | None) -> plt.Figure | None:
             axis.plot(seed_runs["epoch"], seed_runs["eval_accuracy"], color=colour, alpha=0.25)
         mean = frame.groupby("epoch")["eval_accuracy"].mean()
         axis.plot(mean.index, mean.values, "o-", color=colour, label=f"{name} (mean of {frame['seed'].nunique()} seeds)")
+    if majority is not None:
+        axis.axhline(majority, color="grey", linestyle="--", linewidth=1, label="majority class")
     axis.set(xlabel="fine-tuning epoch", ylabel="eval accuracy", title="Fine-tuning")
+    axis.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     axis.legend()
     figure.tight_layout()
     return figure
@@ -207,7 +211,7 @@ def finetune_section(metrics: Mapping, runs: pd.DataFrame | None) -> str:
     reference = (f"<p class='muted'>{metrics['finetune_train_examples']:,} training and "
                  f"{metrics['finetune_eval_examples']:,} eval examples of {html.escape(str(metrics['finetune_dataset']))}; "
                  f"majority class {metrics['finetune_majority_accuracy']:.4f}.</p>")
-    return summary + reference + table(finetune_table(metrics)) + image(finetune_curves(runs), "fine-tuning curves")
+    return summary + reference + table(finetune_table(metrics)) + image(finetune_curves(runs, metrics.get("finetune_majority_accuracy")), "fine-tuning curves")
 
 
 def comparison_figure(histories: Mapping[str, pd.DataFrame], comparison: pd.DataFrame) -> plt.Figure:

@@ -323,5 +323,5 @@ def adoption(interval: dict, adopt: str, measure: str = "eval loss") -> tuple[bo
                       f"(95 % interval {interval['low']:.4f} to {interval['high']:.4f}, {interval['pairs']} paired seeds)")
     if interval["pairs"] < 2:
         return False, "one confirmation seed gives no interval (set tuning.seeds >= 2): kept the configured masking"
-    return False, (f"the difference {interval['mean']:.4f} is within seed noise (95 % interval {interval['low']:.4f} "
+    return False, (f"the {measure} difference {interval['mean']:.4f} is within seed noise (95 % interval {interval['low']:.4f} "
                    f"to {interval['high']:.4f}, {interval['pairs']} paired seeds): kept the configured masking")
