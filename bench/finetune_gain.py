@@ -11,6 +11,7 @@ Cases (each in its own scratch copy of the project, printed command by command):
   20 % side, against the random initialisation of the same shape.
 - ``sst2``: SST-2. Pretraining on the training sentences (no labels), fine-tuning on 1,000 of them,
   evaluation on the 872 dev sentences, against the random initialisation.
+- ``zh_token``: the ``zh`` case with token-level (single-character) masking (``--cases zh_token``).
 - ``continued``: a model pretrained on the Gutenberg books continues on the SST-2 training
   sentences (``model.init_from``); its fine-tuning gain is measured over that Gutenberg checkpoint.
 
@@ -86,6 +87,8 @@ def main() -> None:
                                "finetune.text_column": "sentence", "finetune.eval_text_column": "content"}),
     }
     cases["continued"] = dict(cases["sst2"], start={"corpus.path": SHARED / "corpora" / "gutenberg"})
+    # The zh case with token-level (single-character) masking, as Google's bert-base-chinese.
+    cases["zh_token"] = dict(cases["zh"], corpus={**cases["zh"]["corpus"], "masking.whole_word": "false"})
     results = {}
     for name in args.cases.split(","):
         case = cases[name]

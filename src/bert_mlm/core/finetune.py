@@ -286,6 +286,21 @@ class RunOutcome:
 
 
 BatchCallback = Callable[[str, int, int, np.ndarray], None]  # (model name, seed, epoch, example indices)
+MAX_NONFINITE_STEPS = 5
+
+
+@dataclass
+class _Fit:
+    """One run's model and optimiser, and what carries across its epochs: the step, the streak of
+    non-finite steps, and the digest of every batch's example indices (``data_order``)."""
+
+    model: PreTrainedModel
+    optimisation: Optimisation
+    name: str
+    seed: int
+    step: int = 0
+    nonfinite: int = 0
+    order: hashlib.blake2b = field(default_factory=lambda: hashlib.blake2b(digest_size=8))
 
 
 @dataclass
@@ -316,51 +331,19 @@ class Runner:
         model = classifier_from(encoder, prepared.task, seed).to(device)
         if config.head_init == "probe":
             fit_head(model, prepared.train, prepared.pad_id, device, amp_dtype, config.pooling, seed)
-        steps_per_epoch = math.ceil(len(prepared.train) / config.batch_size)
-        total = config.epochs * steps_per_epoch
-        # The project's optimizer step (AdamW groups, linear warmup/decay, GradScaler with
-        # unscale-before-clip), configured as BERT fine-tuning usually is.
-        schedule = TrainingConfig(
-            max_steps=total, batch_size=config.batch_size, learning_rate=config.learning_rate_for(model.config.hidden_size),
-            weight_decay=config.weight_decay, adam_beta2=0.999, adam_epsilon=1e-8, schedule="linear",
-            warmup_steps=round(config.warmup_ratio * total), seed=seed, precision=self.precision, progress=False,
-        )
-        optimisation = Optimisation.build(model, schedule, device, self.precision)
+        fit = _Fit(model, self._optimisation(model, seed), name, seed)
         seed_everything(seed)  # dropout: the same stream for the pretrained model and its baseline
-        lengths = prepared.train.lengths
-        history, best, best_predictions, best_state, stale, step, streak = [], -1.0, None, None, 0, 0, 0
-        order_digest = hashlib.blake2b(digest_size=8)
+        history, best, best_predictions, best_state, stale = [], -1.0, None, None, 0
         for epoch in range(config.epochs):
             started = time.perf_counter()
-            model.train()
-            loss_sum, examples = 0.0, 0
-            for indices in epoch_batches(lengths, config.batch_size, seed, epoch):
-                order_digest.update(np.ascontiguousarray(indices, dtype=np.int64).tobytes())
-                if self.on_batch is not None:
-                    self.on_batch(name, seed, epoch, indices)
-                batch = {k: v.to(device, non_blocking=True) for k, v in collate(prepared.train, indices, prepared.pad_id).items()}
-                labels = batch.pop("labels")
-                with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-                    logits = classify(model, batch, config.pooling)
-                loss = F.cross_entropy(logits.float(), labels)
-                optimisation.scaler.scale(loss).backward()
-                value = float(loss.detach())
-                _, diverged = optimisation.step(model, value, step)
-                step += 1
-                streak = streak + 1 if diverged else 0
-                if streak >= 5:
-                    raise NonFiniteLossError(f"finetune: the loss was non-finite for {streak} consecutive steps "
-                                             f"({name}, seed {seed}); lower finetune.learning_rate or use fp32/bf16")
-                loss_sum += value * len(indices)
-                examples += len(indices)
+            train_loss = self._epoch(fit, epoch)
             predictions = predict(model, prepared.evaluation, prepared.pad_id, device, amp_dtype, config.pooling)
             accuracy = float((predictions == prepared.evaluation.labels).mean())
             history.append({
-                "model": name, "seed": seed, "epoch": epoch + 1, "train_loss": loss_sum / max(examples, 1),
-                "eval_accuracy": accuracy,
+                "model": name, "seed": seed, "epoch": epoch + 1, "train_loss": train_loss, "eval_accuracy": accuracy,
                 "eval_macro_f1": macro_f1(prepared.evaluation.labels, predictions, len(prepared.task.labels)),
-                "learning_rate": optimisation.learning_rate, "seconds": time.perf_counter() - started,
-                "data_order": order_digest.hexdigest(),
+                "learning_rate": fit.optimisation.learning_rate, "seconds": time.perf_counter() - started,
+                "data_order": fit.order.hexdigest(),
             })
             if self.progress is not None:
                 self.progress.update(1, model=name, seed=seed, acc=f"{accuracy:.4f}")
@@ -378,11 +361,49 @@ class Runner:
         reported = history.index(max(history, key=lambda r: r["eval_accuracy"])) if config.early_stopping_patience else -1
         for index, row in enumerate(history):
             row["reported"] = index == (reported % len(history))
-        final = best_predictions if config.early_stopping_patience else predictions
         if best_state is not None:
             model.load_state_dict(best_state)
         model.to("cpu")
+        final = best_predictions if config.early_stopping_patience else predictions
         return RunOutcome(final, history, model if keep_model else None)
+
+    def _optimisation(self, model: PreTrainedModel, seed: int) -> Optimisation:
+        """The project's optimizer step (AdamW groups, linear warmup and decay, GradScaler with
+        unscale-before-clip), configured as BERT fine-tuning usually is."""
+        config = self.config
+        total = config.epochs * math.ceil(len(self.prepared.train) / config.batch_size)
+        schedule = TrainingConfig(
+            max_steps=total, batch_size=config.batch_size, learning_rate=config.learning_rate_for(model.config.hidden_size),
+            weight_decay=config.weight_decay, adam_beta2=0.999, adam_epsilon=1e-8, schedule="linear",
+            warmup_steps=round(config.warmup_ratio * total), seed=seed, precision=self.precision, progress=False,
+        )
+        return Optimisation.build(model, schedule, self.device, self.precision)
+
+    def _epoch(self, fit: _Fit, epoch: int) -> float:
+        """One pass over the training examples in (seed, epoch)'s batch order; the mean loss."""
+        prepared, device, amp_dtype = self.prepared, self.device, autocast_dtype(self.precision)
+        fit.model.train()
+        loss_sum, examples = 0.0, 0
+        for indices in epoch_batches(prepared.train.lengths, self.config.batch_size, fit.seed, epoch):
+            fit.order.update(np.ascontiguousarray(indices, dtype=np.int64).tobytes())
+            if self.on_batch is not None:
+                self.on_batch(fit.name, fit.seed, epoch, indices)
+            batch = {k: v.to(device, non_blocking=True) for k, v in collate(prepared.train, indices, prepared.pad_id).items()}
+            labels = batch.pop("labels")
+            with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+                logits = classify(fit.model, batch, self.config.pooling)
+            loss = F.cross_entropy(logits.float(), labels)
+            fit.optimisation.scaler.scale(loss).backward()
+            value = float(loss.detach())
+            _, diverged = fit.optimisation.step(fit.model, value, fit.step)
+            fit.step += 1
+            fit.nonfinite = fit.nonfinite + 1 if diverged else 0
+            if fit.nonfinite >= MAX_NONFINITE_STEPS:
+                raise NonFiniteLossError(f"finetune: the loss was non-finite for {fit.nonfinite} consecutive steps "
+                                         f"({fit.name}, seed {fit.seed}); lower finetune.learning_rate or use fp32/bf16")
+            loss_sum += value * len(indices)
+            examples += len(indices)
+        return loss_sum / max(examples, 1)
 
     def _frozen(self, encoder: PreTrainedModel, name: str, seed: int) -> RunOutcome:
         """The linear probe alone: the classifier layer fitted on the frozen encoder's features."""
