@@ -63,8 +63,11 @@ def test_fine_tuning_learns_a_signal_and_not_noise(tmp_path, tiny_tokenizer, mod
     assert metrics["finetune_seeds"] == [0, 1] and "finetune_gain" not in metrics  # no baseline given
     assert len(metrics["finetune_example_accuracy"]) == metrics["finetune_eval_examples"]
     runs = result.runs
-    assert list(runs.columns[:4]) == ["model", "seed", "epoch", "train_loss"] and len(runs) == 2 * 3
-    assert runs.groupby("seed")["train_loss"].apply(lambda losses: losses.iloc[-1] < losses.iloc[0]).all()
+    assert list(runs.columns[:4]) == ["model", "seed", "epoch", "train_loss"] and len(runs) == 2 * (1 + 3)
+    assert runs["epoch"].tolist() == [0, 1, 2, 3] * 2, "epoch 0: the linear-probe head before fine-tuning"
+    tuned = runs[runs["epoch"] > 0]
+    assert tuned.groupby("seed")["train_loss"].apply(lambda losses: losses.iloc[-1] < losses.iloc[0]).all()
+    assert runs["reported"].tolist() == [False, False, False, True] * 2
     rng = random.Random(0)
     noise = labelled_file(tmp_path, [(rng.randint(0, 1), s) for s in synthetic_sentences(500, seed=5)], "noise.csv")
     nothing = evaluate_finetuning(model, tiny_tokenizer, config_for(noise), device="cpu").metrics()
@@ -124,7 +127,7 @@ def test_same_seed_same_result_and_early_stopping_reports_the_best_epoch(tiny_to
     second = evaluate_finetuning(model, tiny_tokenizer, config, device="cpu")
     columns = ["epoch", "train_loss", "eval_accuracy", "data_order"]
     pd.testing.assert_frame_equal(first.runs[columns], second.runs[columns])
-    runs = first.runs
+    runs = first.runs[first.runs["epoch"] > 0]
     reported = runs[runs["reported"]]
     assert len(reported) == 1 and reported["eval_accuracy"].iloc[0] == runs["eval_accuracy"].max()
     assert first.metrics()["finetune_accuracy"] == pytest.approx(runs["eval_accuracy"].max())

@@ -122,7 +122,7 @@ def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_
     assert FINETUNE_KEYS <= set(finetune) and finetune["finetune_seeds"] == [0, 1]
     assert finetune["finetune_baseline"].startswith("the random initialisation")
     runs = pd.read_csv(latest(data / "08_reporting" / "finetune_runs.csv"))
-    assert len(runs) == 2 * 2 * 2 and set(runs["model"]) == {"pretrained", "baseline"}
+    assert len(runs) == 2 * 2 * (1 + 2) and set(runs["model"]) == {"pretrained", "baseline"}  # epoch 0: the probe head
     mapping = json.loads(latest(data / "06_models" / "finetune_label_mapping.json").read_text())
     assert mapping["label_to_id"] == {"failed": 0, "passed": 1}
     run_session(project_copy, monkeypatch, pipeline_name="evaluation")

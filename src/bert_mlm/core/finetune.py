@@ -329,22 +329,21 @@ class Runner:
         config, prepared, device = self.config, self.prepared, self.device
         amp_dtype = autocast_dtype(self.precision)
         model = classifier_from(encoder, prepared.task, seed).to(device)
+        history, best, best_predictions, best_state, stale = [], -1.0, None, None, 0
         if config.head_init == "probe":
+            started = time.perf_counter()
             fit_head(model, prepared.train, prepared.pad_id, device, amp_dtype, config.pooling, seed)
+            # Epoch 0: the linear probe alone, before any weight of the encoder moves.
+            history.append(self._row(model, name, seed, 0, float("nan"), float("nan"), "", started)[0])
         fit = _Fit(model, self._optimisation(model, seed), name, seed)
         seed_everything(seed)  # dropout: the same stream for the pretrained model and its baseline
-        history, best, best_predictions, best_state, stale = [], -1.0, None, None, 0
         for epoch in range(config.epochs):
             started = time.perf_counter()
             train_loss = self._epoch(fit, epoch)
-            predictions = predict(model, prepared.evaluation, prepared.pad_id, device, amp_dtype, config.pooling)
-            accuracy = float((predictions == prepared.evaluation.labels).mean())
-            history.append({
-                "model": name, "seed": seed, "epoch": epoch + 1, "train_loss": train_loss, "eval_accuracy": accuracy,
-                "eval_macro_f1": macro_f1(prepared.evaluation.labels, predictions, len(prepared.task.labels)),
-                "learning_rate": fit.optimisation.learning_rate, "seconds": time.perf_counter() - started,
-                "data_order": fit.order.hexdigest(),
-            })
+            row, predictions = self._row(model, name, seed, epoch + 1, train_loss, fit.optimisation.learning_rate,
+                                         fit.order.hexdigest(), started)
+            history.append(row)
+            accuracy = row["eval_accuracy"]
             if self.progress is not None:
                 self.progress.update(1, model=name, seed=seed, acc=f"{accuracy:.4f}")
             if accuracy > best:
@@ -357,15 +356,28 @@ class Runner:
                 if self.progress is not None:
                     self.progress.update(config.epochs - epoch - 1)
                 break
-        # Early stopping reports the best epoch (its weights when kept); otherwise the last one.
-        reported = history.index(max(history, key=lambda r: r["eval_accuracy"])) if config.early_stopping_patience else -1
-        for index, row in enumerate(history):
-            row["reported"] = index == (reported % len(history))
+        # Early stopping reports the best fine-tuned epoch (its weights when kept); otherwise the last.
+        tuned = [row for row in history if row["epoch"] > 0]
+        reported = max(tuned, key=lambda r: r["eval_accuracy"]) if config.early_stopping_patience else tuned[-1]
+        for row in history:
+            row["reported"] = row is reported
         if best_state is not None:
             model.load_state_dict(best_state)
         model.to("cpu")
         final = best_predictions if config.early_stopping_patience else predictions
         return RunOutcome(final, history, model if keep_model else None)
+
+    def _row(self, model: PreTrainedModel, name: str, seed: int, epoch: int, train_loss: float, learning_rate: float,
+             order: str, started: float) -> tuple[dict, np.ndarray]:
+        """The eval predictions after ``epoch`` and its ``finetune_runs`` row."""
+        prepared = self.prepared
+        predictions = predict(model, prepared.evaluation, prepared.pad_id, self.device, autocast_dtype(self.precision),
+                              self.config.pooling)
+        row = {"model": name, "seed": seed, "epoch": epoch, "train_loss": train_loss,
+               "eval_accuracy": float((predictions == prepared.evaluation.labels).mean()),
+               "eval_macro_f1": macro_f1(prepared.evaluation.labels, predictions, len(prepared.task.labels)),
+               "learning_rate": learning_rate, "seconds": time.perf_counter() - started, "data_order": order}
+        return row, predictions
 
     def _optimisation(self, model: PreTrainedModel, seed: int) -> Optimisation:
         """The project's optimizer step (AdamW groups, linear warmup and decay, GradScaler with

@@ -183,7 +183,7 @@ def finetune_curves(runs: pd.DataFrame | None, majority: float | None = None) ->
         axis.plot(mean.index, mean.values, "o-", color=colour, label=f"{name} (mean of {frame['seed'].nunique()} seeds)")
     if majority is not None:
         axis.axhline(majority, color="grey", linestyle="--", linewidth=1, label="majority class")
-    axis.set(xlabel="fine-tuning epoch", ylabel="eval accuracy", title="Fine-tuning")
+    axis.set(xlabel="fine-tuning epoch (0: the linear probe head alone)", ylabel="eval accuracy", title="Fine-tuning")
     axis.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     axis.legend()
     figure.tight_layout()
