@@ -323,9 +323,13 @@ def _split_edges(ratios: dict[str, float]) -> tuple[float, float]:
     return ratios["train"], ratios["train"] + ratios["valid"]
 
 
+def hash_unit(key: str) -> float:
+    """A number in [0, 1) from a hash of ``key``: the same wherever and in whatever order it is drawn."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") / 2**64
+
+
 def _split_of(digest: str, edges: tuple[float, float], salt: str) -> int:
-    key = hashlib.blake2b((salt + digest).encode(), digest_size=8).digest()
-    u = int.from_bytes(key, "big") / 2**64
+    u = hash_unit(salt + digest)
     return 0 if u < edges[0] else 1 if u < edges[1] else 2
 
 

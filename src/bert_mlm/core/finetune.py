@@ -36,12 +36,10 @@ from bert_mlm.core.checkpoints import seed_everything
 from bert_mlm.core.device import autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.labelled import EncodedExamples, Task, TaskSource, encode_examples, load_task
-from bert_mlm.core.masking import ORDER_STREAM, mask_seed
 from bert_mlm.core.model import load_for_continued_pretraining
 from bert_mlm.core.optim import Optimisation
 from bert_mlm.core.progress import Progress
-from bert_mlm.core.sequences import batch_order
-from bert_mlm.core.training import NonFiniteLossError, TrainingConfig
+from bert_mlm.core.training import NonFiniteLossError, TrainingConfig, epoch_batches
 
 logger = logging.getLogger(__name__)
 
@@ -177,13 +175,6 @@ def collate(examples: EncodedExamples, indices: np.ndarray, pad_id: int) -> dict
             "labels": torch.as_tensor(examples.labels[indices])}
 
 
-def epoch_batches(lengths: np.ndarray, batch_size: int, seed: int, epoch: int):
-    """One epoch's length-bucketed batches, shuffled from (seed, epoch) alone: every model
-    fine-tuned with this seed sees the same batches in the same order."""
-    generator = torch.Generator().manual_seed(mask_seed(seed, epoch, batch_index=0, stream=ORDER_STREAM))
-    return batch_order(lengths, batch_size, generator, bucketed=True)
-
-
 def classifier_from(encoder: PreTrainedModel, task: Task, seed: int) -> PreTrainedModel:
     """``AutoModelForSequenceClassification`` on ``encoder``'s weights. The head (pooler and
     classifier, which a masked LM does not have) is drawn from ``seed`` alone, so the pretrained
@@ -204,52 +195,51 @@ def classifier_from(encoder: PreTrainedModel, task: Task, seed: int) -> PreTrain
     return model
 
 
-def classify(model: PreTrainedModel, batch: dict[str, torch.Tensor], pooling: str) -> torch.Tensor:
-    """The classifier's logits: from the [CLS] state through the pooler (``cls``, what
-    ``model(**batch)`` computes), or from the mean of the last hidden states over the real tokens
-    (``mean``) into the same dropout and classifier layers."""
+def pooled(model: PreTrainedModel, batch: dict[str, torch.Tensor], pooling: str) -> torch.Tensor:
+    """What the classifier layer reads: the [CLS] state through BERT's pooler (``cls``), or the
+    mean of the last hidden states over the real tokens (``mean``)."""
+    output = model.base_model(**batch)
     if pooling == "cls":
-        return model(**batch).logits
-    hidden = model.base_model(**batch).last_hidden_state
-    weights = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-    return model.classifier(model.dropout((hidden * weights).sum(1) / weights.sum(1)))
+        return output.pooler_output
+    weights = batch["attention_mask"].unsqueeze(-1).to(output.last_hidden_state.dtype)
+    return (output.last_hidden_state * weights).sum(1) / weights.sum(1)
+
+
+def classify(model: PreTrainedModel, batch: dict[str, torch.Tensor], pooling: str) -> torch.Tensor:
+    """The logits: the pooled vector through the model's dropout and classifier layers (with
+    ``cls``, what ``AutoModelForSequenceClassification`` itself computes)."""
+    return model.classifier(model.dropout(pooled(model, batch, pooling)))
+
+
+def eval_batches(examples: EncodedExamples, pad_id: int, device: torch.device, batch_size: int = 128):
+    """(example indices, model inputs on ``device``) of every example, longest first (little padding)."""
+    order = np.argsort(-examples.lengths, kind="stable")
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        yield indices, {k: v.to(device) for k, v in collate(examples, indices, pad_id).items() if k != "labels"}
 
 
 @torch.no_grad()
 def predict(model: PreTrainedModel, examples: EncodedExamples, pad_id: int, device: torch.device,
-            amp_dtype: torch.dtype | None, pooling: str = "cls", batch_size: int = 128) -> np.ndarray:
-    """The predicted class of every example (longest first, for little padding)."""
+            amp_dtype: torch.dtype | None, pooling: str = "cls") -> np.ndarray:
+    """The predicted class of every example, in eval mode."""
     model.eval()
-    order = np.argsort(-examples.lengths, kind="stable")
     predictions = np.empty(len(examples), dtype=np.int64)
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        batch = {k: v.to(device) for k, v in collate(examples, indices, pad_id).items() if k != "labels"}
+    for indices, batch in eval_batches(examples, pad_id, device):
         with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-            logits = classify(model, batch, pooling)
-        predictions[indices] = logits.argmax(-1).cpu().numpy()
+            predictions[indices] = classify(model, batch, pooling).argmax(-1).cpu().numpy()
     return predictions
 
 
 @torch.no_grad()
 def classifier_inputs(model: PreTrainedModel, examples: EncodedExamples, pad_id: int, device: torch.device,
-                      amp_dtype: torch.dtype | None, pooling: str, batch_size: int = 128) -> np.ndarray:
-    """What the classifier layer reads for each example (the pooled [CLS] state, or the mean of
-    the last hidden states over its tokens), from the frozen model in eval mode."""
+                      amp_dtype: torch.dtype | None, pooling: str) -> np.ndarray:
+    """The pooled vector of every example, from the frozen model in eval mode."""
     model.eval()
-    order = np.argsort(-examples.lengths, kind="stable")
     vectors = np.zeros((len(examples), model.config.hidden_size), dtype=np.float32)
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        batch = {k: v.to(device) for k, v in collate(examples, indices, pad_id).items() if k != "labels"}
+    for indices, batch in eval_batches(examples, pad_id, device):
         with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-            output = model.base_model(**batch)
-        if pooling == "cls":
-            pooled = output.pooler_output
-        else:
-            weights = batch["attention_mask"].unsqueeze(-1).to(output.last_hidden_state.dtype)
-            pooled = (output.last_hidden_state * weights).sum(1) / weights.sum(1)
-        vectors[indices] = pooled.float().cpu().numpy()
+            vectors[indices] = pooled(model, batch, pooling).float().cpu().numpy()
     return vectors
 
 
@@ -295,9 +285,9 @@ class _Fit:
     non-finite steps, and the digest of every batch's example indices (``data_order``)."""
 
     model: PreTrainedModel
+    schedule: TrainingConfig  # the run's steps, batch size, learning rate and seed
     optimisation: Optimisation
     name: str
-    seed: int
     step: int = 0
     nonfinite: int = 0
     order: hashlib.blake2b = field(default_factory=lambda: hashlib.blake2b(digest_size=8))
@@ -335,7 +325,8 @@ class Runner:
             fit_head(model, prepared.train, prepared.pad_id, device, amp_dtype, config.pooling, seed)
             # Epoch 0: the linear probe alone, before any weight of the encoder moves.
             history.append(self._row(model, name, seed, 0, float("nan"), float("nan"), "", started)[0])
-        fit = _Fit(model, self._optimisation(model, seed), name, seed)
+        schedule = self._schedule(model, seed)
+        fit = _Fit(model, schedule, Optimisation.build(model, schedule, device, self.precision), name)
         seed_everything(seed)  # dropout: the same stream for the pretrained model and its baseline
         for epoch in range(config.epochs):
             started = time.perf_counter()
@@ -379,27 +370,29 @@ class Runner:
                "learning_rate": learning_rate, "seconds": time.perf_counter() - started, "data_order": order}
         return row, predictions
 
-    def _optimisation(self, model: PreTrainedModel, seed: int) -> Optimisation:
-        """The project's optimizer step (AdamW groups, linear warmup and decay, GradScaler with
-        unscale-before-clip), configured as BERT fine-tuning usually is."""
+    def _schedule(self, model: PreTrainedModel, seed: int) -> TrainingConfig:
+        """The run as the training loop's configuration, so that it takes the project's optimizer
+        step (AdamW groups, linear warmup and decay, GradScaler with unscale-before-clip) and its
+        epoch order (length-bucketed batches shuffled from (seed, epoch) alone: every model
+        fine-tuned with this seed sees the same batches in the same order); configured as BERT
+        fine-tuning usually is."""
         config = self.config
         total = config.epochs * math.ceil(len(self.prepared.train) / config.batch_size)
-        schedule = TrainingConfig(
+        return TrainingConfig(
             max_steps=total, batch_size=config.batch_size, learning_rate=config.learning_rate_for(model.config.hidden_size),
             weight_decay=config.weight_decay, adam_beta2=0.999, adam_epsilon=1e-8, schedule="linear",
             warmup_steps=round(config.warmup_ratio * total), seed=seed, precision=self.precision, progress=False,
         )
-        return Optimisation.build(model, schedule, self.device, self.precision)
 
     def _epoch(self, fit: _Fit, epoch: int) -> float:
         """One pass over the training examples in (seed, epoch)'s batch order; the mean loss."""
         prepared, device, amp_dtype = self.prepared, self.device, autocast_dtype(self.precision)
         fit.model.train()
         loss_sum, examples = 0.0, 0
-        for indices in epoch_batches(prepared.train.lengths, self.config.batch_size, fit.seed, epoch):
+        for indices in epoch_batches(prepared.train.lengths, fit.schedule, epoch):
             fit.order.update(np.ascontiguousarray(indices, dtype=np.int64).tobytes())
             if self.on_batch is not None:
-                self.on_batch(fit.name, fit.seed, epoch, indices)
+                self.on_batch(fit.name, fit.schedule.seed, epoch, indices)
             batch = {k: v.to(device, non_blocking=True) for k, v in collate(prepared.train, indices, prepared.pad_id).items()}
             labels = batch.pop("labels")
             with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
@@ -412,7 +405,7 @@ class Runner:
             fit.nonfinite = fit.nonfinite + 1 if diverged else 0
             if fit.nonfinite >= MAX_NONFINITE_STEPS:
                 raise NonFiniteLossError(f"finetune: the loss was non-finite for {fit.nonfinite} consecutive steps "
-                                         f"({fit.name}, seed {fit.seed}); lower finetune.learning_rate or use fp32/bf16")
+                                         f"({fit.name}, seed {fit.schedule.seed}); lower finetune.learning_rate or use fp32/bf16")
             loss_sum += value * len(indices)
             examples += len(indices)
         return loss_sum / max(examples, 1)
@@ -423,15 +416,10 @@ class Runner:
         prepared, amp_dtype, device = self.prepared, autocast_dtype(self.precision), self.device
         model = classifier_from(encoder, prepared.task, seed).to(device)
         fit_head(model, prepared.train, prepared.pad_id, device, amp_dtype, self.config.pooling, seed)
-        predictions = predict(model, prepared.evaluation, prepared.pad_id, device, amp_dtype, self.config.pooling)
-        accuracy = float((predictions == prepared.evaluation.labels).mean())
+        row, predictions = self._row(model, name, seed, 1, float("nan"), float("nan"), "", started)
         if self.progress is not None:
-            self.progress.update(self.config.epochs, model=name, seed=seed, acc=f"{accuracy:.4f}")
-        return RunOutcome(predictions, [{
-            "model": name, "seed": seed, "epoch": 1, "train_loss": float("nan"), "eval_accuracy": accuracy,
-            "eval_macro_f1": macro_f1(prepared.evaluation.labels, predictions, len(prepared.task.labels)),
-            "learning_rate": float("nan"), "seconds": time.perf_counter() - started, "data_order": "", "reported": True,
-        }])
+            self.progress.update(self.config.epochs, model=name, seed=seed, acc=f"{row['eval_accuracy']:.4f}")
+        return RunOutcome(predictions, [{**row, "reported": True}])
 
     def seed_accuracies(self, encoder: PreTrainedModel) -> list[float]:
         """Eval accuracy after fine-tuning ``encoder`` with each seed (the tuning objective)."""
@@ -505,10 +493,11 @@ class FinetuneResult:
             "finetune_seeds": self.config.run_seeds, "finetune_epochs": self.config.epochs,
             "finetune_seconds": self.seconds, "finetune_baseline": self.baseline,
         }
+        correct_of = {name: score.correct(labels) for name, score in self.scores.items()}
         for name, prefix in ((PRETRAINED, "finetune_"), (BASELINE, "finetune_baseline_")):
             if name not in self.scores:
                 continue
-            correct = self.scores[name].correct(labels)
+            correct = correct_of[name]
             accuracy = interval(correct.mean(1), correct.mean(0))
             f1 = np.asarray(self.scores[name].seed_macro_f1(labels, classes))
             metrics.update({
@@ -517,9 +506,9 @@ class FinetuneResult:
                 f"{prefix}macro_f1_se": float(f1.std(ddof=1) / math.sqrt(len(f1))) if len(f1) > 1 else 0.0,
                 f"{prefix}seed_accuracy": correct.mean(1).tolist(), f"{prefix}seed_macro_f1": f1.tolist(),
             })
-        metrics["finetune_example_accuracy"] = self.scores[PRETRAINED].correct(labels).mean(0).tolist()
+        metrics["finetune_example_accuracy"] = correct_of[PRETRAINED].mean(0).tolist()
         if BASELINE in self.scores:
-            difference = self.scores[PRETRAINED].correct(labels) - self.scores[BASELINE].correct(labels)
+            difference = correct_of[PRETRAINED] - correct_of[BASELINE]
             gain = interval(difference.mean(1), difference.mean(0))
             metrics.update({
                 "finetune_gain": gain["mean"], "finetune_gain_se": gain["se"],
@@ -581,7 +570,7 @@ def evaluate_finetuning(trained: PreTrainedModel, tokenizer: PreTrainedTokenizer
     return FinetuneResult(prepared, config, scores, baseline_name, time.perf_counter() - started, classifier)
 
 
-def without_lists(metrics: dict) -> dict:
+def for_metrics_json(metrics: dict) -> dict:
     """The scalar and per-seed values (what ``metrics.json`` takes); the per-example vector stays
     in ``finetune_metrics``."""
     return {k: v for k, v in metrics.items() if k != "finetune_example_accuracy"}

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from transformers import PreTrainedTokenizerBase
 
+from bert_mlm.core.corpus import hash_unit
 from bert_mlm.core.errors import UserError
 
 LABELLED_SUFFIXES = (".csv", ".tsv", ".parquet", ".jsonl", ".json")
@@ -79,8 +80,7 @@ def _label_text(value) -> str:
 
 def hash_fraction(texts: pd.Series, seed: int) -> np.ndarray:
     """A number in [0, 1) per text from a hash of it: the same split whatever the file's order."""
-    keys = [int.from_bytes(hashlib.blake2b(f"{seed}:{t}".encode(), digest_size=8).digest(), "big") for t in texts]
-    return np.asarray(keys, dtype=np.float64) / 2.0**64
+    return np.fromiter((hash_unit(f"{seed}:{t}") for t in texts), dtype=np.float64, count=len(texts))
 
 
 @dataclass

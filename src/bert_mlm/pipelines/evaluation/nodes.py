@@ -7,7 +7,7 @@ import logging
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.evaluation import EvaluationParameters, fill_mask_report
 from bert_mlm.core.experiment import held_out_metrics
-from bert_mlm.core.finetune import without_lists
+from bert_mlm.core.finetune import for_metrics_json
 from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
 from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import TokenStore
@@ -33,7 +33,7 @@ def evaluate_masked_lm(
     model, tokenizer = trained_model.model, trained_model.tokenizer
     extra = None if extra_eval_corpus.is_empty else (item for batch in extra_eval_corpus.batches() for item in batch)
     metrics = held_out_metrics(model, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra)
-    metrics.update(training_summary, **without_lists(finetune_metrics), **({} if extra is None else {"extra_corpus_path": evaluation.corpus_path}))
+    metrics.update(training_summary, **for_metrics_json(finetune_metrics), **({} if extra is None else {"extra_corpus_path": evaluation.corpus_path}))
     held_out_texts = (text for batch in corpus_documents.iter_texts("test") for text in batch)
     metrics["fill_mask_examples"] = fill_mask_report(model, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
                                                      evaluation.fill_mask_count, evaluation.seed, evaluation.top_k)
