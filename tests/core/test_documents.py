@@ -217,3 +217,64 @@ def test_no_chinese_review_is_dropped_as_short(shared_data, tmp_path):
     non_empty = int((rows.str.strip() != "").sum())
     assert shards.stats().set_index("split").loc["all", "documents"] == non_empty
     assert report.dropped_short == len(rows) - non_empty
+
+
+# ----------------------------------------------------------------------------- mixtures (corpus.sources)
+def _mixture(tmp_path, parts: dict) -> tuple[DocumentShards, list[str]]:
+    from bert_mlm.core.sources import mixture_source
+
+    stream = DocumentStream(mixture_source(parts), CorpusConfig(split_ratios=RATIOS), DataConfig(workers=1, chunk_bytes=1 << 16))
+    stream.write(tmp_path / "shards")
+    shards = DocumentShards(tmp_path / "shards")
+    origins: list[str] = []
+    batches = list(shards.iter_texts("train", origins=origins))
+    return shards, [name for name, texts in zip(origins, batches, strict=True) for _ in texts]
+
+
+@pytest.mark.parametrize("second", ["english", "chinese"])
+def test_a_weighted_mixture_gives_each_source_its_share_of_the_training_stream(tmp_path, shared_data, second):
+    books = shared_data / "corpora" / "gutenberg"
+    other = (books / "melville-moby_dick.txt") if second == "english" else (
+        shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")
+    parts = {"small": {"path": str(books / "austen-persuasion.txt"), "weight": 0.7},
+             "large": {"path": str(other), "weight": 0.3, "text_column": "review"}}
+    shards, stream = _mixture(tmp_path, parts)
+    plan = shards.mixture
+    assert plan["factors"]["small"] > 1 > plan["factors"]["large"]  # the small book is repeated, the large one thinned
+    for name, weight in (("small", 0.7), ("large", 0.3)):
+        assert plan["stream"][name]["share_of_characters"] == pytest.approx(weight, abs=0.01)
+        assert stream.count(name) == plan["stream"][name]["documents"]
+    assert shards.documents("train") == len(stream)
+    assert shards.characters("train") == sum(plan["stream"][n]["characters"] for n in plan["stream"])
+    assert shards.documents("valid") == shards.manifest["splits"]["valid"]["documents"]  # held-out splits as they are
+    stats = shards.source_stats().set_index("source")
+    assert stats.loc["small", "weight"] == 0.7
+
+
+def test_repeat_reads_a_source_that_many_times_and_is_deterministic(tmp_path, shared_data):
+    book = shared_data / "corpora" / "gutenberg" / "austen-persuasion.txt"
+    other = shared_data / "corpora" / "gutenberg" / "chesterton-ball.txt"
+    shards, stream = _mixture(tmp_path / "a", {"twice": {"path": str(book), "repeat": 2},
+                                               "part": {"path": str(other), "repeat": 0.5}})
+    plan, stream_counts = shards.mixture["sources"], shards.mixture["stream"]
+    assert stream_counts["twice"]["documents"] == 2 * plan["twice"]["train_documents"]
+    assert abs(stream_counts["part"]["documents"] - 0.5 * plan["part"]["train_documents"]) <= 2
+    again, stream_again = _mixture(tmp_path / "b", {"twice": {"path": str(book), "repeat": 2},
+                                                    "part": {"path": str(other), "repeat": 0.5}})
+    assert stream == stream_again
+    assert list(again.iter_texts("train")) == list(shards.iter_texts("train"))
+
+
+@pytest.mark.parametrize(("parts", "message"), [
+    ({"a": {"path": "x.txt", "weight": 0.5}, "b": {"path": "y.txt"}}, "give every source a weight, or none"),
+    ({"a": {"path": "x.txt", "weight": -1}}, r"corpus\.sources\.a\.weight: -1 must be a positive number"),
+    ({"a": {"path": "x.txt", "weight": 1, "repeat": 2}}, "weight or repeat, not both"),
+    ({"a": {"weight": 1}}, "exactly one of path or hf_dataset"),
+    ({"a": {"path": "x.txt", "wieght": 1}}, r"unknown key\(s\) \['wieght'\]"),
+    ({"a": {"path": "x.txt", "credentials": "my_s3"}}, "were not resolved"),
+])
+def test_mixture_settings_are_checked_with_the_key_named(parts, message):
+    from bert_mlm.core.sources import mixture_source
+
+    with pytest.raises(CorpusError, match=message):
+        mixture_source(parts)

@@ -25,7 +25,8 @@ import pandas as pd
 from bert_mlm.core.errors import UserError
 
 TEXT_SUFFIXES = (".txt", ".raw", ".text", ".md")
-TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl")
+# .json: JSON Lines (one object per line), as most dumps named .json are.
+TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".jsonl", ".json")
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES + TABLE_SUFFIXES
 SPLITS = ("train", "valid", "test")
 BUILTIN_SOURCE = "builtin:python-stdlib-docstrings"
@@ -38,10 +39,14 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 @dataclass(frozen=True)
 class CorpusConfig:
-    # ``path`` and ``text_column`` are read by the catalog's ``raw_corpus`` dataset (from
-    # ``--params corpus.path=...``); they are listed here so that those overrides validate.
+    # ``path``, ``text_column``, ``credentials``, ``hf_dataset`` and ``sources`` are read by the
+    # catalog's ``raw_corpus`` dataset (from ``--params corpus.path=...`` or globals.yml, and checked
+    # there); they are listed here so that those overrides validate.
     path: str | None = None
     text_column: str = "text"
+    credentials: str | None = None
+    hf_dataset: dict | str | None = None
+    sources: dict | list | None = None
     # Paragraphs of text files with fewer words are dropped (headings, page numbers); a CJK
     # character counts as a word. Table rows are documents as they are: dropped only when empty.
     min_words: int = 4
@@ -75,6 +80,8 @@ class RawText:
     is_document: bool = False
     # False for the second and later chunks of a text file (raw items count files and rows).
     starts_source: bool = True
+    # The source's name in a mixture (corpus.sources); "" otherwise.
+    origin: str = ""
 
 
 @dataclass
@@ -135,6 +142,7 @@ class CleanedBatch:
     replaced_bytes: int = 0
     dropped_short: int = 0
     sources_seen: tuple[str, ...] = ()
+    origins: list[str] = field(default_factory=list)  # each document's source name in a mixture
 
     def take(self, indices: np.ndarray) -> CleanedBatch:
         """The documents at ``indices`` (the batch's counts stay with the batch)."""
@@ -145,6 +153,7 @@ class CleanedBatch:
             hashes=self.hashes[indices],
             splits=self.splits[indices],
             utf8_bytes=self.utf8_bytes[indices],
+            origins=[self.origins[i] for i in indices],
         )
 
 
@@ -179,6 +188,7 @@ def clean_batch(
     """
     edges = _split_edges(ratios or {"train": 1.0})
     sources: list[str] = []
+    origins: list[str] = []
     texts: list[str] = []
     hashes: list[int] = []
     sizes: list[int] = []
@@ -192,6 +202,7 @@ def clean_batch(
                 continue
             encoded = paragraph.encode("utf-8")
             sources.append(item.source)
+            origins.append(item.origin)
             texts.append(paragraph)
             hashes.append(int.from_bytes(hashlib.blake2b(encoded, digest_size=8).digest(), "big"))
             sizes.append(len(encoded))
@@ -206,6 +217,7 @@ def clean_batch(
         replaced_bytes=replaced,
         dropped_short=dropped_short,
         sources_seen=tuple(dict.fromkeys(item.source for item in items)),
+        origins=origins,
     )
 
 

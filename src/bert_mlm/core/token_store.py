@@ -21,6 +21,7 @@ import hashlib
 import json
 import mmap
 import os
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,17 +286,64 @@ class EncodingJob:
         total = sum(self.documents.characters(split) for split in SPLITS)
         progress = Progress(total, "encoding", unit="chars")
         try:
+            source_tokens: dict[str, int] = {}
+            factors = token_balanced_factors(self.documents, self.tokenizer_json)
             with open_engine(self.data) as engine:
                 for split in SPLITS:
+                    origins: deque = deque()
+                    texts = self.documents.iter_texts(split, progress=progress, origins=origins, factors=factors)
                     encoded = engine.map_ordered(
-                        encode_texts, self.documents.iter_texts(split, progress=progress), self.tokenizer_json, self.separator_id, writer.dtype.name,
-                        python_bound=False,
+                        encode_texts, texts, self.tokenizer_json, self.separator_id, writer.dtype.name, python_bound=False,
                     )
+                    documents = self.documents.documents(split)
+                    if split == "train" and factors is not None:
+                        encoded = _counted_by_source(encoded, origins, source_tokens)
+                        documents = self.documents.mixture_stream(factors)["train"]["documents"]
                     written = writer.write_split(split, encoded)
-                    written["documents_without_tokens"] = self.documents.documents(split) - written["documents"]
+                    written["documents_without_tokens"] = documents - written["documents"]
         finally:
             progress.close()
-        return writer.close({"vocabulary_digest": vocabulary_digest(self.vocabulary)})
+        extra: dict = {"vocabulary_digest": vocabulary_digest(self.vocabulary)}
+        if factors is not None:
+            extra["mixture_factors"] = factors  # word segmentation reads the same stream
+            extra["train_tokens_by_source"] = source_tokens
+        return writer.close(extra)
+
+
+# Characters per source encoded to measure its tokens per character: ~0.1 s each.
+SOURCE_SAMPLE_CHARS = 1 << 20
+
+
+def token_balanced_factors(documents: DocumentShards, tokenizer_json: str) -> dict[str, float] | None:
+    """A weighted mixture's factors, so that each source's share of the training *tokens* is its
+    weight: the ingestion's factors balance characters, and sources differ in tokens per character
+    (Chinese ~1, English ~0.25, more for text the vocabulary fits less). Each source's rate is
+    measured on its first training documents. ``None`` without a weighted mixture."""
+    plan = documents.mixture
+    if plan is None or not any(info["weight"] for info in plan["sources"].values()):
+        return None
+    tokenizer = encoding_backend(tokenizer_json)
+    samples = documents.source_samples(SOURCE_SAMPLE_CHARS)
+    tokens = {}
+    for name, info in plan["sources"].items():
+        texts = samples[name]
+        rate = (sum(len(e.ids) for e in tokenizer.encode_batch_fast(texts, add_special_tokens=False))
+                / max(1, sum(map(len, texts))))
+        tokens[name] = info["train_characters"] * rate
+    total_weight = sum(info["weight"] for info in plan["sources"].values())
+    total_tokens = sum(tokens.values())
+    return {name: info["weight"] / total_weight * total_tokens / max(tokens[name], 1.0)
+            for name, info in plan["sources"].items()}
+
+
+def _counted_by_source(encoded: Iterator[tuple[np.ndarray, np.ndarray]], origins: deque,
+                       tokens: dict[str, int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``encoded`` unchanged, adding each batch's document tokens to its source's count: a mixture's
+    batches each hold one source (``DocumentShards.iter_texts``), in order, as ``origins`` says."""
+    for ids, lengths in encoded:
+        name = origins.popleft()
+        tokens[name] = tokens.get(name, 0) + int(lengths.sum())
+        yield ids, lengths
 
 
 def token_store_stats(store: TokenStore, unk_id: int, vocab_size: int):
@@ -318,6 +366,10 @@ def token_store_stats(store: TokenStore, unk_id: int, vocab_size: int):
             "dtype": store.dtype.name,
             "store_bytes_per_token": stored * store.dtype.itemsize / tokens if tokens else 0.0,
         })
+    by_source = store.manifest.get("train_tokens_by_source") or {}
+    total = sum(by_source.values())
+    for name, tokens in by_source.items():  # a mixture: each source's share of the training tokens
+        rows.append({"split": f"train:{name}", "tokens": tokens, "share": tokens / total if total else 0.0})
     return pd.DataFrame(rows)
 
 

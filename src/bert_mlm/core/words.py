@@ -147,6 +147,7 @@ class WordSegmentationJob:
     store_digests: dict[str, str]
     store_tokens: dict[str, int]
     data: DataConfig
+    mixture_factors: dict[str, float] | None = None  # the encoder's: the store's training stream
 
     @classmethod
     def for_store(cls, documents: DocumentShards, tokenizer, store, data: DataConfig) -> WordSegmentationJob:
@@ -160,6 +161,7 @@ class WordSegmentationJob:
             store_digests={split: store.digest(split) for split in SPLITS},
             store_tokens={split: store.split(split).num_tokens for split in SPLITS},
             data=data,
+            mixture_factors=store.manifest.get("mixture_factors"),
         )
 
     def write(self, directory: Path) -> dict[str, int]:
@@ -177,7 +179,7 @@ class WordSegmentationJob:
     def _write_split(self, engine, split: str, directory: Path, progress: Progress) -> int:
         writer = BitWriter(words_path(directory, split))
         digest = hashlib.blake2b(digest_size=10)  # the store's digest: the same tokens, or an error
-        for flags, ids in engine.map_ordered(segment_texts, self.documents.iter_texts(split, progress=progress), self.tokenizer_json, self.separator_id, self.dtype):
+        for flags, ids in engine.map_ordered(segment_texts, self.documents.iter_texts(split, progress=progress, factors=self.mixture_factors), self.tokenizer_json, self.separator_id, self.dtype):
             writer.write(flags)
             digest.update(ids)
         count = writer.close()

@@ -1,4 +1,5 @@
-"""The raw corpus as a (load-only) Kedro dataset: user files or the built-in offline corpus."""
+"""The raw corpus as a (load-only) Kedro dataset: user files (local or remote, compressed or not),
+a Hugging Face dataset, a mixture of sources, or the built-in offline corpus."""
 
 from __future__ import annotations
 
@@ -6,41 +7,72 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from bert_mlm.core.sources import CorpusSource
+from bert_mlm.core.sources import CorpusSource, HFDataset, mixture_source, storage_options_of, without_userinfo
+
+_EMPTY = (None, "", "null", "None")
 
 
 class CorpusDataset(AbstractDataset[Any, CorpusSource]):
-    """The user's corpus at ``path`` (a text file, a directory, or a glob of ``.txt``/``.raw``/
-    ``.csv``/``.parquet``/``.jsonl`` files), loaded as a :class:`CorpusSource`: where the texts
-    are, checked to exist, not the texts themselves (the ingestion node streams them).
+    """The user's corpus, loaded as a :class:`CorpusSource`: where the texts are, checked (listed,
+    credentials and packages present), not the texts themselves (the ingestion node streams them).
 
-    With an empty ``path``: the built-in corpus (Python standard-library docstrings) when
-    ``builtin_when_empty`` is true, else no corpus (an optional extra corpus).
-    The catalog fills ``path`` from the ``corpus.path`` runtime parameter, so
+    - ``path``: a text file, a directory, or a glob of ``.txt``/``.raw``/``.md``/``.csv``/``.tsv``/
+      ``.parquet``/``.jsonl`` files, each optionally ``.gz``/``.bz2``/``.xz``/``.zst``; local or any
+      fsspec URL (``s3://``, ``gs://``, ``abfs://``, ``https://``, ``hf://``), with ``credentials``
+      (resolved by Kedro from ``conf/local/credentials.yml``) and ``fs_args`` passed to the file system.
+    - ``hf_dataset``: a Hugging Face dataset (``name``/``config``/``split`` or a ``save_to_disk`` ``path``).
+    - ``sources``: a mixture, name -> one of the above with a ``weight`` or ``repeat``.
+    - none of these: the built-in corpus (Python standard-library docstrings) when
+      ``builtin_when_empty`` is true, else no corpus (an optional extra corpus).
+
+    The catalog fills these from the ``corpus.*`` runtime parameters and globals, so
     ``kedro run --params corpus.path=...`` switches the corpus.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the catalog's keys
         self,
         path: str | None = None,
         text_column: str = "text",
         builtin_when_empty: bool = True,
         builtin_max_files: int | None = None,
+        credentials: dict[str, Any] | None = None,
+        fs_args: dict[str, Any] | None = None,
+        hf_dataset: dict[str, Any] | str | None = None,
+        sources: dict[str, Any] | list | None = None,
+        parameter: str = "corpus.path",
         metadata: dict[str, Any] | None = None,
     ):
-        self._path = str(path) if path not in (None, "", "null", "None") else None
+        self._path = str(path) if path not in _EMPTY else None
         self._text_column = text_column
         self._builtin_when_empty = builtin_when_empty
         self._builtin_max_files = builtin_max_files
+        self._storage_options = storage_options_of(credentials, fs_args, parameter)
+        self._hf_dataset = None if hf_dataset in _EMPTY else hf_dataset
+        self._sources = None if sources in _EMPTY else sources
+        self._parameter = parameter
         self.metadata = metadata
 
     def load(self) -> CorpusSource:
-        source = CorpusSource(self._path, self._text_column, self._builtin_when_empty, self._builtin_max_files)
-        source.files()  # a missing path or a directory without corpus files fails here, named
+        given = [k for k, v in (("path", self._path), ("hf_dataset", self._hf_dataset), ("sources", self._sources))
+                 if v is not None]
+        if len(given) > 1:
+            raise DatasetError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not {given}")
+        if self._sources is not None:
+            source = mixture_source(self._sources, self._text_column)
+        else:
+            source = CorpusSource(
+                self._path, self._text_column, self._builtin_when_empty, self._builtin_max_files,
+                storage_options=self._storage_options, parameter=self._parameter,
+                hf_dataset=None if self._hf_dataset is None else HFDataset.from_mapping(self._hf_dataset),
+            )
+        source.check()  # a missing path, an empty listing, a refused key fail here, in one line
         return source
 
     def save(self, data: Any) -> None:
         raise DatasetError("CorpusDataset is read-only: it reads the user's corpus")
 
     def _describe(self) -> dict[str, Any]:
-        return {"path": self._path or ("<built-in>" if self._builtin_when_empty else None), "text_column": self._text_column}
+        # Never the sources' mappings: they hold resolved credentials.
+        sources = f"mixture of {sorted(self._sources)}" if isinstance(self._sources, dict) else None
+        where = (without_userinfo(self._path) if self._path else None) or self._hf_dataset or sources
+        return {"path": where or ("<built-in>" if self._builtin_when_empty else None), "text_column": self._text_column}

@@ -9,18 +9,20 @@ import pandas as pd
 from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.documents import DocumentShards, DocumentStream
 from bert_mlm.core.engine import DataConfig
-from bert_mlm.core.sources import CorpusSource
+from bert_mlm.core.sources import CorpusSource, as_corpus_source
 
 logger = logging.getLogger(__name__)
 
 
-def clean_and_split_corpus(raw_corpus: CorpusSource, corpus: CorpusConfig, data: DataConfig) -> DocumentStream:
+def clean_and_split_corpus(raw_corpus: CorpusSource | object, corpus: CorpusConfig, data: DataConfig) -> DocumentStream:
     """Clean the raw texts into documents and assign each a split by its hash.
 
+    ``raw_corpus`` is the project's corpus dataset, or what any Kedro dataset declared as
+    ``raw_corpus`` loads (a DataFrame, a PartitionedDataset's partitions, texts).
     Returns the work, not the documents: the ``corpus_documents`` dataset runs it while writing
     its shards, chunk by chunk (on ``data.engine``), so the corpus is never held in memory.
     """
-    return DocumentStream(source=raw_corpus, config=corpus, data=data)
+    return DocumentStream(source=as_corpus_source(raw_corpus, corpus.text_column), config=corpus, data=data)
 
 
 def summarise_corpus(corpus_documents: DocumentShards) -> pd.DataFrame:
@@ -33,4 +35,10 @@ def summarise_corpus(corpus_documents: DocumentShards) -> pd.DataFrame:
         stats.iloc[-1]["documents"], cleaning["sources"], cleaning["duplicates_dropped"],
         cleaning["short_dropped"], cleaning["replaced_bytes"],
     )
+    sources = corpus_documents.source_stats()
+    if sources is not None:  # a mixture: each source's share of the training stream
+        for row in sources.itertuples():
+            logger.info("Corpus source %s: %d training documents x %.3f -> %.1f %% of the training characters",
+                        row.source, row.train_documents, row.factor, 100 * row.stream_share_of_characters)
+        stats = pd.concat([stats, sources.assign(split="train:" + sources["source"])], ignore_index=True)
     return stats

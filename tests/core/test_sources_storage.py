@@ -1,0 +1,293 @@
+"""Corpora where and as users keep them: compressed files, HTTP and S3 servers (started here),
+Hugging Face datasets saved to disk, what Kedro datasets load, and the files a listing skips."""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import functools
+import gzip
+import http.server
+import json
+import logging
+import lzma
+import os
+import threading
+
+import pandas as pd
+import pytest
+import zstandard
+
+from bert_mlm.core.corpus import CorpusConfig, CorpusError, clean_documents
+from bert_mlm.core.documents import DocumentShards, DocumentStream
+from bert_mlm.core.engine import DataConfig
+from bert_mlm.core.sources import (
+    CorpusSource,
+    HFDataset,
+    as_corpus_source,
+    iter_text_file,
+    list_corpus_files,
+    read_corpus,
+)
+
+RATIOS = {"train": 0.8, "valid": 0.1, "test": 0.1}
+COMPRESSORS = {
+    ".gz": gzip.compress,
+    ".bz2": bz2.compress,
+    ".xz": lzma.compress,
+    ".zst": lambda data: zstandard.ZstdCompressor().compress(data),
+}
+
+
+def texts_of(source: CorpusSource) -> list[str]:
+    frame, _ = clean_documents(item for batch in source.batches(1 << 15) for item in batch)
+    return frame["text"].tolist()
+
+
+@pytest.fixture
+def book(shared_data) -> bytes:
+    return (shared_data / "corpora" / "gutenberg" / "austen-persuasion.txt").read_bytes()[:300_000]
+
+
+@pytest.fixture
+def reviews(shared_data) -> pd.DataFrame:
+    frame = pd.read_csv(shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")
+    frame = frame.dropna().head(600).rename(columns={"review": "text"})
+    # One line per review, unquoted (a GLUE-style TSV row holds no newline, tab or quote)
+    return frame.assign(text=frame["text"].str.replace(r"[\t\r\n\"]+", " ", regex=True))
+
+
+# ----------------------------------------------------------------------------- compressed files
+@pytest.mark.parametrize("suffix", list(COMPRESSORS))
+def test_compressed_text_reads_as_the_plain_file_in_bounded_chunks(tmp_path, book, suffix):
+    plain = tmp_path / "book.txt"
+    plain.write_bytes(book)
+    packed = tmp_path / f"book.txt{suffix}"
+    packed.write_bytes(COMPRESSORS[suffix](book))
+    chunks = list(iter_text_file(packed, chunk_bytes=1 << 15))
+    assert len(chunks) > 5 and max(len(c.text.encode()) for c in chunks) < 4 << 15
+    assert "".join(c.text for c in chunks) == "".join(c.text for c in iter_text_file(plain, chunk_bytes=1 << 15))
+    assert texts_of(CorpusSource(str(packed))) == texts_of(CorpusSource(str(plain)))
+
+
+@pytest.mark.parametrize(("name", "write"), [
+    ("rows.jsonl.gz", lambda f, p: p.write_bytes(gzip.compress(f.to_json(orient="records", lines=True,
+                                                                        force_ascii=False).encode()))),
+    ("rows.csv.bz2", lambda f, p: p.write_bytes(bz2.compress(f.to_csv(index=False).encode()))),
+    ("rows.tsv.xz", lambda f, p: p.write_bytes(lzma.compress(  # TSV as GLUE writes it: no quoting
+        f.to_csv(index=False, sep="\t", quoting=csv.QUOTE_NONE).encode()))),
+    ("rows.json.zst", lambda f, p: p.write_bytes(zstandard.ZstdCompressor().compress(
+        f.to_json(orient="records", lines=True, force_ascii=False).encode()))),
+])
+def test_compressed_tables_of_chinese_reviews_read_as_the_plain_table(tmp_path, reviews, name, write):
+    reviews.to_csv(tmp_path / "plain.csv", index=False)
+    write(reviews, tmp_path / name)
+    got = texts_of(CorpusSource(str(tmp_path / name)))
+    assert got == texts_of(CorpusSource(str(tmp_path / "plain.csv")))
+    assert len(got) > 500 and any("酒店" in t for t in got)
+
+
+@pytest.mark.parametrize("suffix", list(COMPRESSORS))
+def test_a_truncated_archive_is_one_error_naming_the_file_and_how_far_it_got(tmp_path, book, suffix):
+    packed = COMPRESSORS[suffix](book * 3)
+    path = tmp_path / f"cut.txt{suffix}"
+    path.write_bytes(packed[: len(packed) // 2])
+    target = tmp_path / "shards"
+    stream = DocumentStream(CorpusSource(str(path)), CorpusConfig(split_ratios=RATIOS), DataConfig(workers=1, chunk_bytes=1 << 16))
+    with pytest.raises(CorpusError) as info:
+        stream.write(target)
+    message = str(info.value)
+    assert str(path) in message and "truncated or corrupt" in message and "uncompressed bytes" in message
+    assert "\n" not in message
+    with pytest.raises(CorpusError):  # nothing usable was left: no manifest
+        DocumentShards(target)
+
+
+def test_a_folder_reads_its_compressed_files_and_names_every_skipped_file(tmp_path, book, caplog):
+    (tmp_path / "a.txt").write_bytes(book[:100_000])
+    for suffix, compress in COMPRESSORS.items():
+        (tmp_path / f"b{suffix[1:]}.txt{suffix}").write_bytes(compress(book[100_000 * (1 + len(suffix) % 2):][:100_000]))
+    (tmp_path / "notes.docx").write_bytes(b"PK\x03\x04")
+    pd.DataFrame({"text": ["a row of text here"]}).to_parquet(tmp_path / "t.parquet")
+    (tmp_path / "t.parquet.gz").write_bytes(gzip.compress((tmp_path / "t.parquet").read_bytes()))
+    (tmp_path / ".DS_Store").write_bytes(b"\0")
+    with caplog.at_level(logging.WARNING, logger="bert_mlm.core.sources"):
+        files = [os.path.basename(str(f)) for f, _ in list_corpus_files(tmp_path)]
+    assert files == ["a.txt", "bbz2.txt.bz2", "bgz.txt.gz", "bxz.txt.xz", "bzst.txt.zst", "t.parquet"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "2 file(s) skipped" in warnings[0] and "notes.docx" in warnings[0] and "t.parquet.gz" in warnings[0]
+    assert ".docx is not a corpus format" in warnings[0] and "DS_Store" not in warnings[0]
+
+
+# ----------------------------------------------------------------------------- encodings and links
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-8-sig"])
+def test_files_with_a_byte_order_mark_are_decoded_not_called_binary(tmp_path, encoding):
+    text = "The first paragraph of English text here.\n\n第二段：这家酒店的服务很好，房间干净。\n"
+    path = tmp_path / "bom.txt"
+    data = text.encode(encoding)
+    if encoding == "utf-16-be":
+        data = b"\xfe\xff" + data
+    path.write_bytes(data)
+    got = texts_of(CorpusSource(str(path)))
+    assert got == ["The first paragraph of English text here.", "第二段：这家酒店的服务很好，房间干净。"]
+
+
+def test_many_links_to_one_directory_are_one_warning_not_a_loop(tmp_path, caplog):
+    real = tmp_path / "books"
+    real.mkdir()
+    (real / "a.txt").write_text("One paragraph of text with words.")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(16):
+        (corpus / f"link{i:02d}").symlink_to(real, target_is_directory=True)
+    (corpus / "link00" / "loop").symlink_to(corpus, target_is_directory=True)
+    with caplog.at_level(logging.WARNING, logger="bert_mlm.core.sources"):
+        files = list_corpus_files(corpus)
+    assert len(files) == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert sum("symlink loop" in w for w in warnings) == 1  # only the link up the tree
+    assert sum("15 link(s) lead to a directory already read" in w for w in warnings) == 1
+
+
+# ----------------------------------------------------------------------------- remote file systems
+@pytest.fixture
+def http_root(tmp_path):
+    """A directory served over HTTP by Python's http.server, on a free port, for this test."""
+    root = tmp_path / "served"
+    root.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_corpus_on_an_http_server_reads_as_the_local_one(http_root, book, reviews):
+    root, url = http_root
+    (root / "corpus").mkdir()
+    (root / "corpus" / "book.txt.gz").write_bytes(gzip.compress(book))
+    reviews.to_csv(root / "corpus" / "reviews.csv", index=False)
+    (root / "corpus" / "ignore.pdf").write_bytes(b"%PDF")
+    remote = CorpusSource(f"{url}/corpus/")
+    assert [os.path.basename(str(f)) for f in remote.files()] == ["book.txt.gz", "reviews.csv"]
+    assert texts_of(remote) == texts_of(CorpusSource(str(root / "corpus")))
+    with pytest.raises(CorpusError, match=r"corpus\.path: '.*/missing\.txt' does not exist"):
+        CorpusSource(f"{url}/missing.txt").check()
+    with pytest.raises(CorpusError, match=r"could not be listed .*reachable"):
+        CorpusSource("http://127.0.0.1:9/x.txt").check()
+
+
+def test_a_protocol_without_its_package_names_the_extra_to_install():
+    pytest.importorskip("gcsfs", reason=None) if False else None
+    try:
+        import gcsfs  # noqa: F401
+    except ImportError:
+        with pytest.raises(CorpusError, match=r'gs:// paths needs gcsfs; install it with pip install "bert_mlm\[gcs\]"'):
+            CorpusSource("gs://bucket/corpus/").check()
+    else:
+        pytest.skip("gcsfs is installed here")
+
+
+@pytest.fixture
+def s3_server():
+    """An S3 API server (moto) on a free port that checks signatures, with a bucket and a user
+    whose key may read it."""
+    from moto.server import ThreadedMotoServer
+    import boto3
+    import requests
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    requests.post(f"{url}/moto-api/reset-auth", data=b"4", timeout=10)  # then signatures are checked
+    admin = {"endpoint_url": url, "region_name": "us-east-1", "aws_access_key_id": "admin", "aws_secret_access_key": "admin"}
+    iam = boto3.client("iam", **admin)
+    iam.create_user(UserName="reader")
+    key = iam.create_access_key(UserName="reader")["AccessKey"]
+    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=json.dumps(policy))
+    credentials = {"key": key["AccessKeyId"], "secret": key["SecretAccessKey"],
+                   "client_kwargs": {"endpoint_url": url, "region_name": "us-east-1"}}
+    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id=credentials["key"],
+                      aws_secret_access_key=credentials["secret"])
+    s3.create_bucket(Bucket="corpora")
+    yield s3, credentials
+    server.stop()
+
+
+def test_a_corpus_in_s3_reads_with_credentials_and_a_wrong_key_is_one_line(s3_server, tmp_path, book, reviews):
+    s3, credentials = s3_server
+    s3.put_object(Bucket="corpora", Key="mixed/book.txt.zst", Body=zstandard.ZstdCompressor().compress(book))
+    s3.put_object(Bucket="corpora", Key="mixed/reviews.jsonl.gz",
+                  Body=gzip.compress(reviews.to_json(orient="records", lines=True, force_ascii=False).encode()))
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "book.txt").write_bytes(book)
+    reviews.to_json(tmp_path / "local" / "reviews.jsonl", orient="records", lines=True, force_ascii=False)
+    remote = CorpusSource("s3://corpora/mixed/", storage_options=credentials)
+    assert texts_of(remote) == texts_of(CorpusSource(str(tmp_path / "local")))
+    glob = CorpusSource("s3://corpora/mixed/*.gz", storage_options=credentials)
+    assert [str(f) for f in glob.files()] == ["s3://corpora/mixed/reviews.jsonl.gz"]
+    wrong = CorpusSource("s3://corpora/mixed/", storage_options={**credentials, "secret": "not-the-secret"})
+    with pytest.raises(CorpusError) as info:
+        wrong.check()
+    assert "access to 's3://corpora/mixed/' was refused" in str(info.value) and "\n" not in str(info.value)
+    assert "not-the-secret" not in str(info.value)
+    with pytest.raises(CorpusError, match="matches no file"):
+        CorpusSource("s3://corpora/mixed/*.parquet", storage_options=credentials).check()
+
+
+# ----------------------------------------------------------------------------- Hugging Face datasets
+def test_a_hugging_face_dataset_saved_to_disk_is_a_corpus(tmp_path, reviews):
+    datasets = pytest.importorskip("datasets")
+    datasets.DatasetDict({"train": datasets.Dataset.from_pandas(reviews, preserve_index=False)}).save_to_disk(
+        tmp_path / "saved")
+    source = CorpusSource(hf_dataset=HFDataset.from_mapping({"path": str(tmp_path / "saved"), "split": "train"}))
+    source.check()
+    reviews.to_csv(tmp_path / "plain.csv", index=False)
+    assert texts_of(source) == texts_of(CorpusSource(str(tmp_path / "plain.csv")))
+    with pytest.raises(CorpusError, match=r"corpus\.hf_dataset\.split: 'test' is not a split .* \['train'\]"):
+        HFDataset.from_mapping({"path": str(tmp_path / "saved"), "split": "test"}).open()
+    with pytest.raises(CorpusError, match=r"corpus\.hf_dataset\.text_column: column 'body' does not exist"):
+        HFDataset.from_mapping({"path": str(tmp_path / "saved"), "text_column": "body"}).open()
+
+
+def test_a_hub_dataset_offline_and_not_cached_is_one_clear_error(monkeypatch, tmp_path):
+    pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    with pytest.raises(CorpusError) as info:
+        HFDataset.from_mapping({"name": "someone/not-cached-corpus", "split": "train"}).open()
+    message = str(info.value)
+    assert message.startswith("corpus.hf_dataset: hf:someone/not-cached-corpus[train] could not be loaded (offline")
+    assert "save_to_disk" in message
+
+
+def test_hf_dataset_settings_are_checked():
+    with pytest.raises(CorpusError, match="exactly one of name"):
+        HFDataset.from_mapping({"split": "train"})
+    with pytest.raises(CorpusError, match=r"unknown key\(s\) \['colum'\]"):
+        HFDataset.from_mapping({"name": "x", "colum": "text"})
+
+
+# ----------------------------------------------------------------------------- what Kedro datasets load
+def test_what_a_kedro_dataset_loads_is_a_corpus(reviews):
+    frame = as_corpus_source(reviews, "text")
+    partitions = {"b.txt": lambda: "Second file, one paragraph of words.", "a.txt": lambda: "First file text with words."}
+    assert texts_of(frame) == reviews["text"].tolist()[: len(texts_of(frame))] and len(texts_of(frame)) > 500
+    assert texts_of(as_corpus_source(partitions)) == ["First file text with words.", "Second file, one paragraph of words."]
+    with pytest.raises(CorpusError, match=r"column 'body' does not exist in the catalog's raw_corpus"):
+        texts_of(as_corpus_source(reviews, "body"))
+
+
+def test_read_corpus_of_a_compressed_file_names_the_source_as_given(tmp_path):
+    path = tmp_path / "x.txt.gz"
+    path.write_bytes(gzip.compress("Some words in a paragraph here.\n".encode()))
+    assert [i.source for i in read_corpus(path)] == [str(path)]
