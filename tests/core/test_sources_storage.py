@@ -198,9 +198,9 @@ def test_a_protocol_without_its_package_names_the_extra_to_install():
 def s3_server():
     """An S3 API server (moto) on a free port that checks signatures, with a bucket and a user
     whose key may read it."""
-    from moto.server import ThreadedMotoServer
     import boto3
     import requests
+    from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -289,5 +289,5 @@ def test_what_a_kedro_dataset_loads_is_a_corpus(reviews):
 
 def test_read_corpus_of_a_compressed_file_names_the_source_as_given(tmp_path):
     path = tmp_path / "x.txt.gz"
-    path.write_bytes(gzip.compress("Some words in a paragraph here.\n".encode()))
+    path.write_bytes(gzip.compress(b"Some words in a paragraph here.\n"))
     assert [i.source for i in read_corpus(path)] == [str(path)]
