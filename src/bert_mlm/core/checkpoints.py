@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
