@@ -338,3 +338,36 @@ def test_base_alphabet_characters_stay_whatever_min_frequency_says():
 def test_a_bad_base_alphabet_is_named():
     with pytest.raises(UserError, match="tokenizer.base_alphabet"):
         TokenizerConfig(base_alphabet="")
+
+
+# ----------------------------------------------------------------------------- accents and kana
+JAPANESE = [
+    "がくせいはでんしゃでがっこうにいきます。", "ぼくはパンとごはんがだいすきです。", "ドイツのビールはおいしいですが、たかいです。",
+    "きのうはざんぎょうでおそくなりました。", "ぜんぶでごせんえんです。", "バスていでまっていてください。",
+    "でんわばんごうをおしえてください。", "ぶどうとみかんをかいました。", "日本語の勉強はむずかしいですが、たのしいです。",
+    "ピアノをひくのがじょうずですね。",
+] * 20
+
+
+def test_japanese_keeps_its_voicing_marks_through_the_zh_settings(tmp_path):
+    """conf/zh leaves lowercase and strip_accents as conf/base has them (true, null): stripping
+    accents turned が into か and で into て. On mostly-CJK text it is off, and stays off on reload."""
+    config = TokenizerConfig(vocab_size=21128, limit_alphabet=None, chinese_chars=True)  # conf/zh's tokenizer
+    tokenizer = train_wordpiece(JAPANESE, vocab_size=config.vocab_size, min_frequency=config.min_frequency,
+                                lowercase=config.lowercase, strip_accents=config.strip_accents,
+                                chinese_chars=config.chinese_chars, alphabet=base_alphabet(config.base_alphabet))
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    reloaded = load_tokenizer(tmp_path / "tokenizer")
+    for candidate in (tokenizer, reloaded):
+        for line in JAPANESE[:10]:
+            ids = candidate(line)["input_ids"]
+            assert candidate.unk_token_id not in ids
+            assert candidate.decode(ids, skip_special_tokens=True).replace(" ", "") == line
+
+
+def test_english_accents_are_still_stripped_when_lowercasing():
+    texts = ["Café naïve résumé Ångström ÉCOLE façade"] * 5 + synthetic_sentences(200)
+    tokenizer = train_wordpiece(texts, vocab_size=300, min_frequency=2)
+    assert tokenizer.backend_tokenizer.normalizer.normalize_str("Café naïve ÉCOLE") == "cafe naive ecole"
+    kept = train_wordpiece(texts, vocab_size=300, min_frequency=2, strip_accents=False)
+    assert kept.backend_tokenizer.normalizer.normalize_str("Café naïve ÉCOLE") == "café naïve école"

@@ -22,12 +22,14 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
 
+from bert_mlm.core.corpus import cjk_characters
 from bert_mlm.core.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+CJK_MAJORITY = 0.5  # "mostly CJK": a share of the letters (accent stripping, masking.word_segmenter: auto)
 
 
 def _characters(*ranges: tuple[int, int]) -> str:
@@ -54,7 +56,9 @@ class TokenizerConfig:
     vocab_size: int = 8192
     min_frequency: int = 2
     lowercase: bool = True
-    strip_accents: bool | None = None  # None: strip when lowercasing, as BERT uncased does
+    # None: strip when lowercasing, as BERT uncased does, unless the training text is mostly CJK
+    # (stripping drops the voicing marks of kana: が -> か).
+    strip_accents: bool | None = None
     chinese_chars: bool = True
     limit_alphabet: int | None = None  # None: every character that occurs min_frequency times
     # An existing vocabulary (vocab.txt or a tokenizer directory) instead of training one.
@@ -141,13 +145,17 @@ def _batches(texts: Iterable[str] | Iterable[list[str]]):
         yield [item] if isinstance(item, str) else item
 
 
-def character_counts(texts: Iterable[str] | Iterable[list[str]], normalizer) -> Counter:
-    """How often each character occurs in ``texts`` once normalised (lowercased, accents
-    stripped, as the tokenizer sees them); whitespace left out."""
+def raw_character_counts(texts: Iterable[str] | Iterable[list[str]]) -> Counter:
     counts: Counter = Counter()
     for batch in _batches(texts):
         for text in batch:
             counts.update(text)
+    return counts
+
+
+def character_counts(counts: Counter, normalizer) -> Counter:
+    """How often each character of ``counts`` occurs once normalised (lowercased, accents
+    stripped, as the tokenizer sees them); whitespace left out."""
     normalised: Counter = Counter()
     for character, count in counts.items():
         for piece in normalizer.normalize_str(character):
@@ -171,6 +179,25 @@ _CHINESE_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A
 def _is_chinese(character: str) -> bool:
     code = ord(character)
     return any(low <= code <= high for low, high in _CHINESE_RANGES)
+
+
+def mostly_cjk(counts: Counter) -> bool:
+    """Whether most letters are CJK (the rule ``masking.word_segmenter: auto`` follows)."""
+    cjk = sum(count for character, count in counts.items() if cjk_characters(character))
+    letters = sum(count for character, count in counts.items() if character.isalpha())
+    return cjk > CJK_MAJORITY * letters
+
+
+def resolve_strip_accents(strip_accents: bool | None, lowercase: bool, counts: Counter) -> bool:
+    """``None``: strip accents when lowercasing (BERT uncased), except where CJK text dominates:
+    stripping decomposes kana and drops their voicing marks (が -> か, で -> て: 92 of 110
+    Japanese lines changed on a round trip)."""
+    if strip_accents is not None:
+        return strip_accents
+    if lowercase and mostly_cjk(counts):
+        logger.info("tokenizer.strip_accents: off, the training text is mostly CJK (stripping turns が into か)")
+        return False
+    return lowercase
 
 
 def continuation_pieces(alphabet: Iterable[str], chinese_chars: bool) -> list[str]:
@@ -216,9 +243,13 @@ def train_wordpiece(
     stream = texts if callable(texts) else (lambda: texts)
     if not callable(texts) and not isinstance(texts, (list, tuple)) and limit_alphabet is None:
         raise TypeError("train_wordpiece: give a list or a callable that yields the texts (the alphabet takes two passes)")
+    raw_counts = raw_character_counts(stream())
+    # Resolved here and saved with the tokenizer (tokenizer_config.json), which rebuilds its
+    # normaliser from it when loaded.
+    strip_accents = resolve_strip_accents(strip_accents, lowercase, raw_counts)
     tokenizer = _backend(WordPiece(unk_token=UNK), lowercase, strip_accents, chinese_chars)
     counted = limit_alphabet is None
-    counts = character_counts(stream(), tokenizer.normalizer)
+    counts = character_counts(raw_counts, tokenizer.normalizer)
     frequent = sorted((c for c, n in counts.items() if n >= min_frequency), key=lambda c: (-counts[c], c))
     if counted:
         limit_alphabet = len(frequent)
