@@ -20,7 +20,7 @@ from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import Overrides
 from bert_mlm.core.files import written_then_renamed
 from bert_mlm.core.labelled import load_task
-from bert_mlm.core.model import resolve_checkpoint
+from bert_mlm.core.model import check_starting_vocabulary, resolve_checkpoint
 from bert_mlm.core.tuning import check_storage
 
 logger = logging.getLogger(__name__)
@@ -34,6 +34,10 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
     config = ExperimentConfig.from_parameters(parameters, other_sections=VARIANTS)
     if config.model.init_from:  # a missing checkpoint fails here, before the data stages
         resolve_checkpoint(config.model.init_from)
+        if config.tokenizer.vocab_path:
+            tokenizer = config.tokenizer
+            check_starting_vocabulary(config.model.init_from, tokenizer.vocab_path, tokenizer.lowercase,
+                                      tokenizer.strip_accents, tokenizer.chinese_chars)
     if config.finetune.enabled and config.finetune.baseline not in ("auto", "none"):
         try:
             resolve_checkpoint(config.finetune.baseline)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,16 +68,46 @@ def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: i
     return model
 
 
+class CheckpointNotFound(UserError, FileNotFoundError):
+    """A model path that is missing, a file, or a directory without a model; one line says which."""
+
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def _looks_like_a_path(text: str, path: Path) -> bool:
+    """A path, not a Hub id: written as one, or present in part (``data/06_models/x`` where
+    ``data`` exists; a Hub id is ``name`` or ``owner/name``)."""
+    parts = Path(text).parts
+    return (text.startswith(("/", "./", "../", "~")) or path.exists() or len(parts) > 2
+            or (len(parts) == 2 and Path(parts[0]).exists()))
+
+
+def check_model_directory(text: str, what: str = "model.init_from") -> Path:
+    """``text`` as a model directory, or one line saying what is missing there."""
+    path = Path(text).expanduser()
+    if not path.exists():
+        existing = next((parent for parent in path.absolute().parents if parent.exists()), None)
+        raise CheckpointNotFound(f"{what}: {text!r} does not exist (the nearest existing folder is {str(existing)!r})")
+    if not path.is_dir():
+        raise CheckpointNotFound(f"{what}: {text!r} is a file, not a model directory (a folder with config.json and "
+                                 "model.safetensors, as a trained model version or save_pretrained writes it)")
+    if not (path / "config.json").is_file():
+        raise CheckpointNotFound(f"{what}: {text!r} is not a model directory (no config.json there)")
+    if not any((path / name).is_file() for name in WEIGHT_FILES):
+        raise CheckpointNotFound(f"{what}: {text!r} is not a model directory: it has a config.json but no weights "
+                                 f"({' or '.join(WEIGHT_FILES[::2])})")
+    return path
+
+
 def resolve_checkpoint(name: str | os.PathLike) -> str:
     """A local model directory, or a Hugging Face Hub id (``bert-base-chinese``) found in the
     local cache or, when the Hub is reachable, downloaded into it. Offline, a missing checkpoint
-    gets one message that says what to do, not a traceback."""
+    gets one message that says what to do, not a traceback; a path gets one that says what is
+    missing there (never "download it")."""
     text = str(name)
-    directory = Path(text).expanduser()
-    if directory.is_dir():
-        if not (directory / "config.json").is_file():
-            raise FileNotFoundError(f"model.init_from: {text!r} is not a model directory (no config.json)")
-        return str(directory)
+    if _looks_like_a_path(text, Path(text).expanduser()):
+        return str(check_model_directory(text))
     from huggingface_hub import snapshot_download
 
     patterns = ["*.json", "*.txt", "*.safetensors", "*.model"]
@@ -97,6 +128,36 @@ def _offline_message(name: str) -> str:
         f"could not be downloaded. Where the Hub is reachable, run `huggingface-cli download {name}` (or set "
         "HF_HOME to a cache that holds it), or give the path of a saved model directory"
     )
+
+
+def check_starting_vocabulary(init_from: str, vocab_path: str, lowercase: bool = True,
+                              strip_accents: bool | None = None, chinese_chars: bool = True) -> None:
+    """``model.init_from`` with ``tokenizer.vocab_path``: the starting model's tokenizer is
+    authoritative. A vocabulary that is not the one the model was trained with (other tokens at
+    the same ids, or another size) would train silently on meaningless embeddings; refused here,
+    before the data stages."""
+    from bert_mlm.core.tokenizer import VocabularyError, load_tokenizer
+
+    directory = Path(resolve_checkpoint(init_from))
+    given = load_tokenizer(vocab_path, lowercase, strip_accents, chinese_chars).get_vocab()
+    try:
+        own = load_tokenizer(directory).get_vocab()
+    except VocabularyError:  # a model saved without its tokenizer: only its size can be compared
+        own = None
+    advice = ("the starting model's own tokenizer is used when tokenizer.vocab_path is empty: leave it empty, "
+              "or start from a model trained with that vocabulary")
+    if own is not None and own != given:
+        same = sum(own.get(token) == index for token, index in given.items())
+        raise UserError(
+            f"tokenizer.vocab_path: {vocab_path!r} is not the vocabulary of model.init_from {init_from!r} "
+            f"({len(given)} vs {len(own)} tokens; {same} ids mean the same token in both); {advice}"
+        )
+    size = json.loads((directory / "config.json").read_text()).get("vocab_size")
+    if size != len(given):
+        raise UserError(
+            f"tokenizer.vocab_path: {vocab_path!r} has {len(given)} tokens but model.init_from {init_from!r} has a "
+            f"vocabulary of {size}; {advice}"
+        )
 
 
 def load_for_continued_pretraining(
