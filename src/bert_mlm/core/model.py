@@ -228,3 +228,60 @@ def training_flops_per_token(config, sequence_length: int, masked_fraction: floa
     head = 2 * (hidden * hidden + hidden * config.vocab_size)
     forward = config.num_hidden_layers * per_layer + masked_fraction * head
     return 3.0 * forward
+
+
+def training_step_bytes(hidden: int, layers: int, heads: int, intermediate: int, vocab_size: int, positions: int,
+                        batch_size: int, length: int, activation_bytes: int = 4, eager_attention: bool = True) -> int:
+    """A rough upper estimate of the memory one training step takes: fp32 weights, gradients and
+    AdamW's two moments (16 bytes a parameter), and the activations kept for backward. Eager
+    attention keeps the scores, their softmax, its dropout mask and output per layer: B x heads x L^2 each,
+    quadratic in the length (SDPA holds one such matrix at a time)."""
+    parameters = (vocab_size + positions + 2) * hidden + layers * (4 * hidden * hidden + 2 * hidden * intermediate)
+    tokens = batch_size * length
+    linear = layers * tokens * (16 * hidden + 3 * intermediate)  # inputs of every matmul, norms, GELU
+    attention = batch_size * heads * length * length * (4 * layers if eager_attention else 1)
+    head = int(0.15 * tokens) * vocab_size * 2  # logits and their gradient at the masked positions
+    return 16 * parameters + activation_bytes * (linear + attention + head)
+
+
+def available_memory(device: torch.device) -> tuple[int, str]:
+    """Bytes this step may use and where: free GPU memory, or the RAM the kernel calls available."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0], f"free memory of {device}"
+    try:
+        with open("/proc/meminfo") as handle:
+            fields = dict(line.split(":", 1) for line in handle)
+        return int(fields["MemAvailable"].split()[0]) * 1024, "available RAM"
+    except (OSError, KeyError, ValueError):
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free RAM"
+
+
+def check_step_memory(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
+                      processes: int = 1) -> int:
+    """Refuse, in one line, a training step that cannot fit (instead of the kernel's OOM killer,
+    rc 137 and no message); ``config`` is a ``BertConfig``. Returns the estimate."""
+    estimate = processes * training_step_bytes(
+        config.hidden_size, config.num_hidden_layers, config.num_attention_heads, config.intermediate_size,
+        config.vocab_size, config.max_position_embeddings, batch_size, length,
+        activation_bytes=2 if precision in ("fp16", "bf16") else 4,
+        eager_attention=getattr(config, "_attn_implementation", "eager") != "sdpa",
+    )
+    available, where = available_memory(device)
+    if estimate > available:
+        raise UserError(
+            f"sequences.max_length: one training step of training.batch_size={batch_size} sequences of {length} tokens "
+            f"needs about {estimate / 1e9:,.1f} GB (attention grows with the square of the length) but only "
+            f"{available / 1e9:,.1f} GB is left ({where}); lower sequences.max_length or training.batch_size"
+        )
+    return estimate
+
+
+def planned_bert_config(config: ModelConfig, vocab_size: int) -> BertConfig:
+    """The shape the run will train, known before any data: the ``init_from`` checkpoint's, or
+    ``model.*`` with the planned ``tokenizer.vocab_size``."""
+    if config.init_from:
+        return BertConfig.from_pretrained(resolve_checkpoint(config.init_from))
+    return BertConfig(vocab_size=vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
+                      num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
+                      max_position_embeddings=config.max_position_embeddings,
+                      attn_implementation=config.attn_implementation)
