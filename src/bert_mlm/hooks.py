@@ -20,7 +20,7 @@ from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import Overrides
 from bert_mlm.core.files import written_then_renamed
 from bert_mlm.core.labelled import load_task
-from bert_mlm.core.model import resolve_checkpoint
+from bert_mlm.core.model import check_starting_vocabulary, check_step_memory, planned_bert_config, resolve_checkpoint
 from bert_mlm.core.tuning import check_storage
 
 logger = logging.getLogger(__name__)
@@ -34,12 +34,21 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
     config = ExperimentConfig.from_parameters(parameters, other_sections=VARIANTS)
     if config.model.init_from:  # a missing checkpoint fails here, before the data stages
         resolve_checkpoint(config.model.init_from)
+        if config.tokenizer.vocab_path:
+            tokenizer = config.tokenizer
+            check_starting_vocabulary(config.model.init_from, tokenizer.vocab_path, tokenizer.lowercase,
+                                      tokenizer.strip_accents, tokenizer.chinese_chars)
     if config.finetune.enabled and config.finetune.baseline not in ("auto", "none"):
         try:
             resolve_checkpoint(config.finetune.baseline)
         except (UserError, FileNotFoundError) as error:
             raise UserError(f"finetune.baseline: {error}") from error
-    resolve_precision(config.training.precision, resolve_device(config.training.device))
+    device = resolve_device(config.training.device)
+    precision = resolve_precision(config.training.precision, device)
+    # Before the data stages: a step that cannot fit is otherwise killed by the OOM killer, silently.
+    check_step_memory(planned_bert_config(config.model, config.tokenizer.vocab_size), config.training.batch_size,
+                      config.sequences.max_length, device, precision,
+                      processes=config.distributed.nproc_per_node if device.type == "cpu" else 1)
     for variant in VARIANTS:  # each mask-rate variant's overrides, applied to the shared sections
         name = f"{variant}.overrides"
         overrides = Overrides.for_variant((parameters.get(variant) or {}).get("overrides"), name)

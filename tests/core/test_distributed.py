@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-from bert_mlm.core.checkpoints import RUN_FILE, list_checkpoints, run_folders
+from bert_mlm.core.checkpoints import RUN_FILE, list_checkpoints, read_checkpoint, run_folders
 from bert_mlm.core.distributed import DistributedConfig, Rank, launch
 from bert_mlm.core.evaluation import EvaluationConfig
 from bert_mlm.core.experiment import Experiment, train_data_parallel
@@ -57,7 +57,7 @@ def test_two_gloo_processes_match_one_process_with_the_same_global_batch(experim
     (run,) = run_folders(tmp_path)
     assert sorted(p.name for p in run.iterdir()) == sorted([RUN_FILE, *(p.name for p in list_checkpoints(run))])
     assert [p.name for p in list_checkpoints(run)] == ["step-00000010", "step-00000020"]
-    state = torch.load(list_checkpoints(run)[-1] / "checkpoint.pt", weights_only=False)
+    state = read_checkpoint(list_checkpoints(run)[-1])
     assert len(state["rng"]) == 2  # every rank's RNG state, for an exact resume
     for key, value in state["model"].items():
         assert torch.equal(value, model.state_dict()[key]), key

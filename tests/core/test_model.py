@@ -180,6 +180,7 @@ def test_a_checkpoint_is_a_directory_or_a_hub_id_with_one_offline_message(tmp_pa
 
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")
+    (tmp_path / "model" / "model.safetensors").write_bytes(b"")
     assert resolve_checkpoint(tmp_path / "model") == str(tmp_path / "model")
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match=r"model\.init_from: '.*empty' is not a model directory"):

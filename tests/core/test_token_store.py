@@ -12,6 +12,8 @@ import pytest
 from bert_mlm.core.corpus import SPLITS, CorpusConfig, CorpusError, clean_documents
 from bert_mlm.core.documents import DocumentShards, DocumentStream
 from bert_mlm.core.engine import DataConfig
+from bert_mlm.core.experiment import open_sequences
+from bert_mlm.core.sequences import SequenceConfig, build_sequence_index
 from bert_mlm.core.sources import CorpusSource, read_corpus
 from bert_mlm.core.token_store import (
     EncodingJob,
@@ -135,3 +137,23 @@ def test_documents_without_any_token_are_left_out(tmp_path, tiny_tokenizer):
     padded_state = tiny_tokenizer.backend_tokenizer.to_str()
     tiny_tokenizer(["a b"])  # back to the shared fixture's plain state
     assert encode_texts(texts * 5, padded_state, tiny_tokenizer.sep_token_id, "uint16")[1].tolist() == lengths.tolist() * 5
+
+
+@pytest.mark.parametrize(
+    ("new_id", "message"),
+    [
+        (None, r"'.*train\.bin' \(the train split\) does not match the digest in its manifest"),
+        (0xFFFF, r"'.*train\.bin' \(the train split\) holds token id 65535, outside the vocabulary of \d+ ids"),
+    ],
+    ids=["another valid id", "past the vocabulary"],
+)
+def test_a_changed_token_is_refused_before_training_reads_it(store, tiny_tokenizer, new_id, message):
+    store, _ = store
+    index = build_sequence_index(store, SequenceConfig(max_length=32), SPLITS)
+    assert set(open_sequences(store, index, tiny_tokenizer)) == set(SPLITS)  # intact: opens
+    tokens = np.fromfile(store.directory / "train.bin", dtype=store.dtype)
+    position = len(tokens) // 2
+    tokens[position] = new_id if new_id is not None else (int(tokens[position]) + 1) % len(tiny_tokenizer)
+    tokens.tofile(store.directory / "train.bin")  # same size: the open-time checks pass
+    with pytest.raises(TokenStoreError, match=message):
+        open_sequences(TokenStore(store.directory), index, tiny_tokenizer)

@@ -7,10 +7,12 @@ import pytest
 from transformers import AutoTokenizer
 
 from bert_mlm.core.corpus import split_paragraphs
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.tokenizer import (
     SPECIAL_TOKENS,
     TokenizerConfig,
     VocabularyError,
+    base_alphabet,
     encode_documents,
     load_tokenizer,
     read_vocab_file,
@@ -284,3 +286,88 @@ def test_the_same_corpus_gives_the_same_vocabulary_every_time():
     vocabulary = dict(next(iter(vocabularies)))
     assert "##eg" in vocabulary or "omeg" in vocabulary  # the tie that used to flip
     assert not any(token.startswith("##") and token[2:] in ".,;" for token in vocabulary)
+
+
+# ----------------------------------------------------------------------------- the base alphabet
+def test_the_base_alphabet_covers_encyclopedic_english(shared_dir):
+    """Gutenberg books, the project's default tokenizer settings, WikiText-2 valid held out: without
+    the base alphabet 1.2 % [UNK] ("=" occurs once in the books, then dashes, curly quotes, "°")."""
+    from bert_mlm.core.corpus import CorpusConfig, clean_documents
+    from bert_mlm.core.sources import read_corpus
+
+    config = TokenizerConfig()
+    documents, _ = clean_documents(read_corpus(shared_dir / "corpora" / "gutenberg", "text"),
+                                   ratios=CorpusConfig().split_ratios)
+    books = documents.loc[documents["split"] == "train", "text"].tolist()
+    wiki = [line for line in (shared_dir / "corpora/wikitext-2-raw/wiki.valid.raw").read_text().split("\n") if line.strip()]
+    rates = {}
+    for setting in (config.base_alphabet, "none"):
+        tokenizer = train_wordpiece(books, vocab_size=config.vocab_size, min_frequency=config.min_frequency,
+                                    lowercase=config.lowercase, alphabet=base_alphabet(setting))
+        rates[setting] = unknown_token_rate(tokenizer, wiki)
+    assert rates["default"] < 0.005 < 0.01 < rates["none"], rates
+
+
+def test_the_base_alphabet_does_not_cost_chinese_coverage(shared_dir):
+    with_base, unknown = _held_out_unknown_rate(shared_dir, "chnsenticorp/ChnSentiCorp_htl_all.csv", "review",
+                                                vocab_size=8192, alphabet=base_alphabet("default"))
+    without, unknown_without = _held_out_unknown_rate(shared_dir, "chnsenticorp/ChnSentiCorp_htl_all.csv", "review",
+                                                      vocab_size=8192)
+    assert unknown <= unknown_without < 0.003
+    assert {"，", "。", "、", "《", "》", "「", "」", "：", "？", "！"} <= set(with_base.get_vocab())
+
+
+def test_base_alphabet_characters_stay_whatever_min_frequency_says():
+    texts = synthetic_sentences(300)  # plain lowercase words: no "=", "°", "£", "–", "，"
+    vocabularies = [train_wordpiece(texts, vocab_size=400, min_frequency=5, alphabet=base_alphabet(setting)).get_vocab()
+                    for setting in ("default", "default", "none", "=£")]
+    default, again, none, own = vocabularies
+    assert default == again  # deterministic
+    assert {"=", "+", "#", "–", "—", "“", "”", "…", "°", "€", "£", "，", "。", "（", "）"} <= set(default)
+    # "##" forms where a character can continue a word ("25°c", "h2o"), not for punctuation,
+    # which the pre-tokenizer always splits off.
+    assert {"##°", "##£", "##2", "##q"} <= set(default) and not {"##=", "##–", "##，", "##("} & set(default)
+    assert "A" not in default and "a" in default  # as the uncased tokenizer sees it
+    assert not {"=", "°", "£", "，"} & set(none)
+    assert {"=", "£", "##£"} <= set(own) and "°" not in own
+    tokenizer = train_wordpiece(texts, vocab_size=400, min_frequency=5, alphabet=base_alphabet("default"))
+    for text in ("It was 25°C = 77°F (“warm”) – £3…", "【note】：120￥，“ok”！"):
+        assert tokenizer.unk_token_id not in encode_documents(tokenizer, [text])[0].tolist(), text
+
+
+def test_a_bad_base_alphabet_is_named():
+    with pytest.raises(UserError, match="tokenizer.base_alphabet"):
+        TokenizerConfig(base_alphabet="")
+
+
+# ----------------------------------------------------------------------------- accents and kana
+JAPANESE = [
+    "がくせいはでんしゃでがっこうにいきます。", "ぼくはパンとごはんがだいすきです。", "ドイツのビールはおいしいですが、たかいです。",
+    "きのうはざんぎょうでおそくなりました。", "ぜんぶでごせんえんです。", "バスていでまっていてください。",
+    "でんわばんごうをおしえてください。", "ぶどうとみかんをかいました。", "日本語の勉強はむずかしいですが、たのしいです。",
+    "ピアノをひくのがじょうずですね。",
+] * 20
+
+
+def test_japanese_keeps_its_voicing_marks_through_the_zh_settings(tmp_path):
+    """conf/zh leaves lowercase and strip_accents as conf/base has them (true, null): stripping
+    accents turned が into か and で into て. On mostly-CJK text it is off, and stays off on reload."""
+    config = TokenizerConfig(vocab_size=21128, limit_alphabet=None, chinese_chars=True)  # conf/zh's tokenizer
+    tokenizer = train_wordpiece(JAPANESE, vocab_size=config.vocab_size, min_frequency=config.min_frequency,
+                                lowercase=config.lowercase, strip_accents=config.strip_accents,
+                                chinese_chars=config.chinese_chars, alphabet=base_alphabet(config.base_alphabet))
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    reloaded = load_tokenizer(tmp_path / "tokenizer")
+    for candidate in (tokenizer, reloaded):
+        for line in JAPANESE[:10]:
+            ids = candidate(line)["input_ids"]
+            assert candidate.unk_token_id not in ids
+            assert candidate.decode(ids, skip_special_tokens=True).replace(" ", "") == line
+
+
+def test_english_accents_are_still_stripped_when_lowercasing():
+    texts = ["Café naïve résumé Ångström ÉCOLE façade"] * 5 + synthetic_sentences(200)
+    tokenizer = train_wordpiece(texts, vocab_size=300, min_frequency=2)
+    assert tokenizer.backend_tokenizer.normalizer.normalize_str("Café naïve ÉCOLE") == "cafe naive ecole"
+    kept = train_wordpiece(texts, vocab_size=300, min_frequency=2, strip_accents=False)
+    assert kept.backend_tokenizer.normalizer.normalize_str("Café naïve ÉCOLE") == "café naïve école"

@@ -11,7 +11,7 @@ import torch
 from bert_mlm.core import checkpoints as checkpoints_module
 from bert_mlm.core import device as device_module
 from bert_mlm.core import training as training_module
-from bert_mlm.core.checkpoints import list_checkpoints, run_folders, save_checkpoint
+from bert_mlm.core.checkpoints import list_checkpoints, read_checkpoint, run_folders, save_checkpoint
 from bert_mlm.core.device import resolve_precision
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
@@ -201,11 +201,11 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     def failing_save(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(checkpoints_module.torch, "save", failing_save)
+    monkeypatch.setattr(checkpoints_module, "save_file", failing_save)
     with pytest.raises(OSError):
         save_checkpoint(tmp_path, 2, {"x": torch.zeros(2)}, keep=2)
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000001"]
-    assert torch.load(list_checkpoints(tmp_path)[0] / "checkpoint.pt")["x"].sum() == 2
+    assert read_checkpoint(list_checkpoints(tmp_path)[0])["x"].sum() == 2
 
 
 @pytest.mark.parametrize(

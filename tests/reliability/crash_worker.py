@@ -74,13 +74,13 @@ elif mode == "model":
     MaskedLMDataset(directory, version=Version(None, "2026-01-02T00.00.00.000Z")).save(MaskedLM(model, Tokenizer()))
 else:
     checkpoints_module.save_checkpoint(directory, 1, {"weights": torch.ones(4)}, keep=5)
-    real_save = torch.save
 
-    def stalling_save(obj, handle, *args, **kwargs):
-        handle.write(b"\x80\x02partial")
-        handle.flush()
-        print("writing", flush=True)
-        time.sleep(3600)
+    def stalling_save(tensors, filename, *args, **kwargs):
+        with open(filename, "wb") as handle:
+            handle.write(b"partial")
+            handle.flush()
+            print("writing", flush=True)
+            time.sleep(3600)
 
-    checkpoints_module.torch.save = stalling_save
+    checkpoints_module.save_file = stalling_save
     checkpoints_module.save_checkpoint(directory, 2, {"weights": torch.zeros(4)}, keep=5)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
 from kedro.config import OmegaConfigLoader
 
+from bert_mlm.core.errors import UserError
 from bert_mlm.hooks import validate_parameters
 
 
@@ -90,3 +92,104 @@ def test_every_shipped_environment_is_valid(project_root, env, monkeypatch):
     loader = OmegaConfigLoader(str(project_root / "conf"), base_env="base", default_run_env=env,
                                merge_strategy={"parameters": "soft"})
     validate_parameters(dict(loader["parameters"]))
+
+
+# ----------------------------------------------------------------------------- model.init_from
+@pytest.fixture(scope="module")
+def starting_model(tmp_path_factory):
+    """A saved model directory with its tokenizer, as continued pretraining starts from."""
+    from bert_mlm.core.model import ModelConfig, build_model
+    from bert_mlm.core.tokenizer import train_wordpiece
+
+    words = ["alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma", "rho", "tau", "东", "西", "南", "北"]
+    texts = [" ".join(words[(i * 7 + k) % len(words)] for k in range(9)) for i in range(100)]
+    tokenizer = train_wordpiece(texts, vocab_size=120, min_frequency=1)
+    directory = tmp_path_factory.mktemp("start")
+    build_model(ModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),
+                tokenizer, seed=0).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory, [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
+
+
+def vocab_file(path, tokens) -> str:
+    path.write_text("".join(f"{token}\n" for token in tokens), encoding="utf-8")
+    return str(path)
+
+
+def test_init_from_with_another_vocabulary_is_refused_up_front(base_parameters, starting_model, tmp_path):
+    directory, tokens = starting_model
+    special, rest = tokens[:5], tokens[5:]
+
+    def validate(vocab_path):
+        parameters = with_override(base_parameters, "model.init_from", str(directory))
+        validate_parameters(with_override(parameters, "tokenizer.vocab_path", vocab_path))
+
+    validate(vocab_file(tmp_path / "same.txt", tokens))  # the model's own vocabulary: fine
+    with pytest.raises(UserError, match=rf"tokenizer\.vocab_path: '.*shuffled\.txt' is not the vocabulary of "
+                                        rf"model\.init_from '{directory}' \({len(tokens)} vs {len(tokens)} tokens; "
+                                        r"\d+ ids mean the same token in both\); the starting model's own tokenizer"):
+        validate(vocab_file(tmp_path / "shuffled.txt", special + rest[::-1]))  # same size, other ids
+    with pytest.raises(UserError, match=rf"is not the vocabulary .*\({len(tokens) - 10} vs {len(tokens)} tokens"):
+        validate(vocab_file(tmp_path / "smaller.txt", tokens[:-10]))
+    # A model saved without its tokenizer: the sizes are compared.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (bare / name).write_bytes((directory / name).read_bytes())
+    parameters = with_override(base_parameters, "model.init_from", str(bare))
+    validate_parameters(with_override(parameters, "tokenizer.vocab_path", vocab_file(tmp_path / "v.txt", tokens)))
+    with pytest.raises(UserError, match=rf"'.*smaller\.txt' has {len(tokens) - 10} tokens but model\.init_from "
+                                        rf"'{bare}' has a vocabulary of {len(tokens)}"):
+        validate_parameters(with_override(parameters, "tokenizer.vocab_path", str(tmp_path / "smaller.txt")))
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda root: root.mkdir() or root, r"is not a model directory \(no config\.json there\)"),
+        (lambda root: (root.write_text("a text file"), root)[1], r"is a file, not a model directory"),
+        (lambda root: root / "missing" / "model", r"does not exist \(the nearest existing folder is '.*'\)"),
+        (lambda root: (root.mkdir(), (root / "config.json").write_text("{}"))[0] or root,
+         r"is not a model directory: it has a config\.json but no weights \(model\.safetensors or pytorch_model\.bin\)"),
+    ],
+    ids=["empty directory", "text file", "missing path", "config without weights"],
+)
+def test_init_from_a_path_says_what_is_missing_there(base_parameters, tmp_path, make, message):
+    path = make(tmp_path / "start")
+    with pytest.raises(UserError, match=rf"^model\.init_from: '{path}' {message}") as info:
+        validate_parameters(with_override(base_parameters, "model.init_from", str(path)))
+    assert "\n" not in str(info.value) and "huggingface-cli" not in str(info.value)
+
+
+def test_init_from_relative_paths_are_paths_not_hub_ids(monkeypatch, tmp_path):
+    from bert_mlm.core.model import resolve_checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    for text in ("./model", "../nope/model", "data/06_models/model", "~/surely-not-here-27a"):
+        with pytest.raises(UserError, match=rf"model\.init_from: '{re.escape(text)}' does not exist"):
+            resolve_checkpoint(text)
+
+
+def test_a_step_that_cannot_fit_in_memory_is_refused_with_the_estimate(base_parameters):
+    """sequences.max_length=100000 with model.max_position_embeddings=100000 was killed by the OOM
+    killer at 24 GB (rc 137, no message): the estimate refuses it up front, naming both numbers."""
+    parameters = with_override(base_parameters, "sequences.max_length", 100000)
+    parameters = with_override(parameters, "model.max_position_embeddings", 100000)
+    with pytest.raises(UserError, match=r"^sequences\.max_length: one training step of training\.batch_size=32 "
+                                        r"sequences of 100000 tokens needs about [\d,.]+ GB .* but only [\d,.]+ GB is "
+                                        r"left \(available RAM\); lower sequences\.max_length or training\.batch_size$"):
+        validate_parameters(parameters)
+
+
+def test_the_step_estimate_follows_a_measured_step():
+    """A real step on this CPU (eager attention, dropout) took 0.77 GB at 8 x 1024 tokens and
+    0.24 GB at 32 x 128 (peak RSS); the estimate stays within 25 % of both, and is quadratic."""
+    from bert_mlm.core.model import training_step_bytes
+
+    def estimate(batch, length):
+        return training_step_bytes(128, 2, 2, 512, 8192, length, batch, length)
+
+    assert estimate(8, 1024) == pytest.approx(0.77e9, rel=0.25)
+    assert estimate(32, 128) == pytest.approx(0.24e9, rel=0.25)
+    assert estimate(1, 100000) > 50 * estimate(1, 10000) > 0

@@ -4,6 +4,7 @@ run, and a finished run is not "resumed" into a new model version."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -13,7 +14,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from test_training import repetitive_sequences, setup  # noqa: E402
 
-from bert_mlm.core.checkpoints import RUN_FILE, list_checkpoints, run_folders  # noqa: E402
+from bert_mlm.core.checkpoints import (  # noqa: E402
+    LEGACY_FILE,
+    MANIFEST_FILE,
+    RUN_FILE,
+    TENSORS_FILE,
+    list_checkpoints,
+    read_checkpoint,
+    run_folders,
+)
 from bert_mlm.core.errors import UserError  # noqa: E402
 from bert_mlm.core.masking import MaskingConfig  # noqa: E402
 from bert_mlm.core.training import train  # noqa: E402
@@ -72,7 +81,7 @@ def test_runs_do_not_share_a_checkpoint_folder(tmp_path):
     seeds = sorted(json.loads((folder / RUN_FILE).read_text())["seed"] for folder in folders)
     assert seeds == [3, 42]
     for folder in folders:
-        state = torch.load(list_checkpoints(folder)[-1] / "checkpoint.pt", weights_only=False)
+        state = read_checkpoint(list_checkpoints(folder)[-1])
         assert state["fingerprint"] == json.loads((folder / RUN_FILE).read_text())
 
 
@@ -93,3 +102,84 @@ def test_the_fingerprint_does_not_change_with_bookkeeping(tmp_path):
     run(tmp_path, max_steps=4, progress=False, keep_checkpoints=3)
     _, result = run(tmp_path, max_steps=8, resume=True, keep_checkpoints=1, checkpoint_every=2)
     assert result.resumed_from_step == 4
+
+
+class WritesAFile:
+    """Unpickling this creates ``path``: a stand-in for any code a pickled checkpoint can run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return Path.touch, (self.path,)
+
+
+def plant_pickle(step_folder: Path, marker: Path) -> None:
+    with open(step_folder / LEGACY_FILE, "wb") as handle:
+        torch.save({"model": WritesAFile(marker), "step": 4}, handle)
+
+
+def test_a_pickled_checkpoint_of_this_run_is_refused_without_running_it(tmp_path):
+    checkpoints, marker = tmp_path / "checkpoints", tmp_path / "pwned"
+    run(checkpoints, max_steps=4)
+    (step,) = list_checkpoints(run_folders(checkpoints)[-1])
+    for name in (MANIFEST_FILE, TENSORS_FILE):
+        (step / name).unlink()
+    plant_pickle(step, marker)
+    with pytest.raises(UserError, match=rf"training\.resume: '{step}' holds a checkpoint of the earlier pickled format"):
+        run(checkpoints, max_steps=8, resume=True)
+    assert not marker.exists()
+
+
+def test_a_pickle_beside_a_checkpoint_is_never_read(tmp_path):
+    checkpoints, marker = tmp_path / "checkpoints", tmp_path / "pwned"
+    run(checkpoints, max_steps=4)
+    (step,) = list_checkpoints(run_folders(checkpoints)[-1])
+    plant_pickle(step, marker)
+    _, result = run(checkpoints, max_steps=8, resume=True)
+    assert result.resumed_from_step == 4 and not marker.exists()
+
+
+@pytest.mark.parametrize("damaged", [TENSORS_FILE, MANIFEST_FILE])
+def test_a_truncated_newest_checkpoint_is_named_and_the_previous_one_resumed(tmp_path, caplog, damaged):
+    straight, _ = run(tmp_path / "straight", max_steps=12)
+    checkpoints = tmp_path / "checkpoints"
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(checkpoints), max_steps=12)
+
+    def crash(step, _record):
+        if step == 10:
+            raise KeyboardInterrupt("simulated crash")
+
+    with pytest.raises(KeyboardInterrupt):  # leaves step 4 and step 8
+        train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, on_step=crash)
+    newest = list_checkpoints(run_folders(checkpoints)[-1])[-1]
+    assert newest.name == "step-00000008"
+    data = (newest / damaged).read_bytes()
+    (newest / damaged).write_bytes(data[: len(data) // 2])
+    resumed, result = run(checkpoints, max_steps=12, resume=True)
+    assert result.resumed_from_step == 4
+    assert str(newest / damaged) in caplog.text and "resuming from the previous complete one" in caplog.text
+    for key, value in straight.state_dict().items():  # the exact resume holds from the older checkpoint too
+        assert torch.equal(value, resumed.state_dict()[key]), key
+
+
+def test_a_changed_tensor_byte_is_caught_by_the_digest(tmp_path, caplog):
+    run(tmp_path, max_steps=4)
+    (step,) = list_checkpoints(run_folders(tmp_path)[-1])
+    data = bytearray((step / TENSORS_FILE).read_bytes())
+    data[-1] ^= 0xFF
+    (step / TENSORS_FILE).write_bytes(bytes(data))
+    with pytest.raises(UserError, match=r"no intact checkpoint .*does not match the digest in its manifest"):
+        run(tmp_path, max_steps=8, resume=True)
+
+
+def test_no_unpickling_in_the_source():
+    source = Path(__file__).resolve().parents[2] / "src"
+    offending = [
+        f"{path.relative_to(source)}:{number}: {line.strip()}"
+        for path in source.rglob("*.py")
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"weights_only\s*=\s*False|pickle\.loads?\(|all_gather_object|broadcast_object_list|"
+                     r"(?<![.\w])torch\.load\((?!.*weights_only\s*=\s*True)", line)
+    ]
+    assert offending == []

@@ -6,6 +6,14 @@ the optimisation settings and the number of data-parallel ranks. Its checkpoints
 ``checkpoint_dir/run-<digest>/step-NNNNNNNN/``, so runs never share a folder by accident, and
 ``training.resume`` continues only a checkpoint of the very same run. The step budget
 (``max_steps``/``epochs``) is not part of the run: raising it continues a finished run.
+
+Nothing is unpickled: a checkpoint is ``checkpoint.safetensors`` (every tensor) and
+``checkpoint.json`` (the run fingerprint, the digest of the tensor file, and everything else:
+position, history, configuration, RNG states, with references to the tensors). Resuming reads
+the JSON, checks the fingerprint and the digest, and only then reads a tensor. A damaged newest
+checkpoint (truncated, digest mismatch) is named in a warning and the previous one, kept for
+that purpose (``training.keep_checkpoints``), is used. Pickled ``checkpoint.pt`` files of the
+earlier format are refused, never loaded.
 """
 
 from __future__ import annotations
@@ -22,13 +30,19 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.files import written_then_renamed
+from bert_mlm.core.state_codec import flatten, unflatten
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_FILE = "checkpoint.pt"
+MANIFEST_FILE = "checkpoint.json"  # fingerprint, file digests, the state's structure
+TENSORS_FILE = "checkpoint.safetensors"
+LEGACY_FILE = "checkpoint.pt"  # the earlier, pickled format: refused
+FORMAT = 2
 RUN_FILE = "run.json"  # the fingerprint, readable, beside the run's checkpoints
 # TrainingConfig fields that change the optimisation (the rest is budget or bookkeeping).
 OPTIMISATION_FIELDS = (
@@ -83,11 +97,13 @@ def checkpoint_path(directory: str | os.PathLike, step: int) -> Path:
 
 
 def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
-    """Complete checkpoints of one run folder, oldest first (a directory appears only by an atomic rename)."""
+    """Checkpoints of one run folder, oldest first (a directory appears only by an atomic rename),
+    the earlier pickled format included (so that it is refused rather than ignored)."""
     root = Path(directory)
     if not root.is_dir():
         return []
-    return sorted(p for p in root.glob("step-*") if p.is_dir() and (p / CHECKPOINT_FILE).is_file())
+    return sorted(p for p in root.glob("step-*")
+                  if p.is_dir() and ((p / MANIFEST_FILE).is_file() or (p / LEGACY_FILE).is_file()))
 
 
 def run_folders(root: str | os.PathLike) -> list[Path]:
@@ -96,13 +112,38 @@ def run_folders(root: str | os.PathLike) -> list[Path]:
     return sorted(newest, key=lambda p: newest[p].stat().st_mtime)
 
 
+class DamagedCheckpoint(Exception):
+    """A checkpoint file is truncated or does not match its digest; the message names the file."""
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _as_json(value) -> object:
+    """``value`` as it reads back from JSON (tuples become lists), to compare fingerprints."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
 def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: int,
                     fingerprint: dict | None = None) -> Path:
     """Write to a temporary directory, fsync, then rename: a crash leaves the previous one intact."""
+    structure, tensors = flatten(state)
     with written_then_renamed(checkpoint_path(directory, step)) as temporary:
         temporary.mkdir()
-        with open(temporary / CHECKPOINT_FILE, "wb") as handle:
-            torch.save({**state, "fingerprint": fingerprint}, handle)
+        save_file(tensors, temporary / TENSORS_FILE)
+        manifest = {
+            "format": FORMAT,
+            "fingerprint": _as_json(fingerprint),
+            "files": {TENSORS_FILE: {"blake2b": file_digest(temporary / TENSORS_FILE),
+                                     "bytes": (temporary / TENSORS_FILE).stat().st_size}},
+            "state": structure,
+        }
+        (temporary / MANIFEST_FILE).write_text(json.dumps(manifest, sort_keys=True))
     if fingerprint is not None and not (Path(directory) / RUN_FILE).is_file():
         with written_then_renamed(Path(directory) / RUN_FILE) as temporary:
             temporary.write_text(json.dumps(fingerprint, indent=2, sort_keys=True, default=str))
@@ -111,12 +152,58 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: 
     return checkpoint_path(directory, step)
 
 
-def load_checkpoint(directory: str | os.PathLike) -> tuple[Path, dict] | None:
-    """The newest complete checkpoint of a run folder, or None."""
-    found = list_checkpoints(directory)
-    if not found:
-        return None
-    return found[-1], torch.load(found[-1] / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
+def read_checkpoint(folder: str | os.PathLike, fingerprint: dict | None = None) -> dict:
+    """One checkpoint's state (with its ``fingerprint``). The manifest is plain JSON; the
+    fingerprint (when given) and every file's size and digest are checked before a tensor is read.
+    Raises :class:`DamagedCheckpoint` for a truncated or altered file, ``UserError`` for a
+    checkpoint of another run or of the earlier pickled format."""
+    folder = Path(folder)
+    if not (folder / MANIFEST_FILE).is_file():
+        raise UserError(
+            f"training.resume: {str(folder)!r} holds a checkpoint of the earlier pickled format ({LEGACY_FILE}), "
+            "which is not loaded because unpickling a file can run any code in it; set training.resume=false "
+            "to start fresh (or move that folder away)."
+        )
+    try:
+        manifest = json.loads((folder / MANIFEST_FILE).read_text())
+        files, structure = manifest["files"], manifest["state"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise DamagedCheckpoint(f"{str(folder / MANIFEST_FILE)!r} is unreadable ({error})") from error
+    if fingerprint is not None and manifest.get("fingerprint") != _as_json(fingerprint):
+        changed = "; ".join(differences(manifest.get("fingerprint") or {}, _as_json(fingerprint)))
+        raise UserError(f"training.resume: {str(folder)!r} is another run's checkpoint; what differs: {changed}")
+    for name, expected in files.items():
+        path = folder / name
+        size = path.stat().st_size if path.is_file() else None
+        if size != expected["bytes"]:
+            raise DamagedCheckpoint(f"{str(path)!r} has {size} bytes, its manifest says {expected['bytes']} (truncated?)")
+        if file_digest(path) != expected["blake2b"]:
+            raise DamagedCheckpoint(f"{str(path)!r} does not match the digest in its manifest")
+    try:
+        tensors = load_file(folder / TENSORS_FILE)
+    except (OSError, SafetensorError) as error:
+        raise DamagedCheckpoint(f"{str(folder / TENSORS_FILE)!r} is unreadable ({error})") from error
+    return {**unflatten(structure, tensors), "fingerprint": manifest.get("fingerprint")}
+
+
+def load_checkpoint(directory: str | os.PathLike, fingerprint: dict | None = None) -> tuple[Path, dict] | None:
+    """The newest intact checkpoint of a run folder, or None when there is none. A damaged one is
+    named in a warning and the previous one is used; none intact is a ``UserError``."""
+    damaged = []
+    for path in reversed(list_checkpoints(directory)):
+        try:
+            state = read_checkpoint(path, fingerprint)
+        except DamagedCheckpoint as error:
+            logger.warning("training.resume: the checkpoint %s; resuming from the previous complete one", error)
+            damaged.append(str(error))
+            continue
+        return path, state
+    if damaged:
+        raise UserError(
+            f"training.resume: no intact checkpoint in {str(directory)!r}: {'; '.join(damaged)}. "
+            "Set training.resume=false to start fresh."
+        )
+    return None
 
 
 def differences(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -187,7 +274,7 @@ class RunCheckpoints:
     def resume(self, stateful: dict, rank: int, max_steps: int) -> Position:
         """Restore this run's newest checkpoint into ``stateful`` and this process's RNGs; a fresh
         position when there is none (and no other run's checkpoint is waiting to be resumed)."""
-        found = load_checkpoint(self.folder)
+        found = load_checkpoint(self.folder, self.fingerprint)
         if found is None:
             refuse_other_runs(self.root, self.fingerprint)
             logger.info("training.resume: no checkpoint in %s, starting fresh", self.root)

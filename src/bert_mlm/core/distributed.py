@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.state_codec import from_bytes, to_bytes
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,19 @@ def all_reduce_sum(values: list[float], rank: Rank, device: torch.device) -> lis
 
 
 def gather_objects(obj: Any, rank: Rank) -> list[Any]:
+    """``obj`` (dicts, lists, numbers, tensors, arrays) from every rank, in rank order.
+
+    Sent as safetensors bytes, not as pickles (torch's object collectives): what arrives from
+    the network is decoded as data, never run."""
     if not rank.distributed:
         return [obj]
-    gathered: list[Any] = [None] * rank.world_size
-    dist.all_gather_object(gathered, obj)
-    return gathered
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    payload = torch.frombuffer(bytearray(to_bytes(obj)), dtype=torch.uint8).to(device)
+    sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(rank.world_size)]
+    dist.all_gather(sizes, torch.tensor([payload.numel()], dtype=torch.int64, device=device))
+    longest = int(max(size.item() for size in sizes))
+    padded = torch.zeros(longest, dtype=torch.uint8, device=device)
+    padded[: payload.numel()] = payload
+    gathered = [torch.empty(longest, dtype=torch.uint8, device=device) for _ in range(rank.world_size)]
+    dist.all_gather(gathered, padded)
+    return [from_bytes(data[: int(size.item())].cpu().numpy().tobytes()) for data, size in zip(gathered, sizes, strict=True)]

@@ -50,6 +50,7 @@ def open_sequences(
 ) -> dict[str, IndexedSequences]:
     """Every split's sequences, read from the memory-mapped store on demand."""
     token_store.check_tokenizer(tokenizer.get_vocab())
+    token_store.verify(sequence_index.splits, len(tokenizer))
     return {
         split: sequence_index.sequences(token_store, split, tokenizer.cls_token_id, tokenizer.sep_token_id)
         for split in sequence_index.splits

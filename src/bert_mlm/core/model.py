@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,16 +68,46 @@ def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: i
     return model
 
 
+class CheckpointNotFound(UserError, FileNotFoundError):
+    """A model path that is missing, a file, or a directory without a model; one line says which."""
+
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def _looks_like_a_path(text: str, path: Path) -> bool:
+    """A path, not a Hub id: written as one, or present in part (``data/06_models/x`` where
+    ``data`` exists; a Hub id is ``name`` or ``owner/name``)."""
+    parts = Path(text).parts
+    return (text.startswith(("/", "./", "../", "~")) or path.exists() or len(parts) > 2
+            or (len(parts) == 2 and Path(parts[0]).exists()))
+
+
+def check_model_directory(text: str, what: str = "model.init_from") -> Path:
+    """``text`` as a model directory, or one line saying what is missing there."""
+    path = Path(text).expanduser()
+    if not path.exists():
+        existing = next((parent for parent in path.absolute().parents if parent.exists()), None)
+        raise CheckpointNotFound(f"{what}: {text!r} does not exist (the nearest existing folder is {str(existing)!r})")
+    if not path.is_dir():
+        raise CheckpointNotFound(f"{what}: {text!r} is a file, not a model directory (a folder with config.json and "
+                                 "model.safetensors, as a trained model version or save_pretrained writes it)")
+    if not (path / "config.json").is_file():
+        raise CheckpointNotFound(f"{what}: {text!r} is not a model directory (no config.json there)")
+    if not any((path / name).is_file() for name in WEIGHT_FILES):
+        raise CheckpointNotFound(f"{what}: {text!r} is not a model directory: it has a config.json but no weights "
+                                 f"({' or '.join(WEIGHT_FILES[::2])})")
+    return path
+
+
 def resolve_checkpoint(name: str | os.PathLike) -> str:
     """A local model directory, or a Hugging Face Hub id (``bert-base-chinese``) found in the
     local cache or, when the Hub is reachable, downloaded into it. Offline, a missing checkpoint
-    gets one message that says what to do, not a traceback."""
+    gets one message that says what to do, not a traceback; a path gets one that says what is
+    missing there (never "download it")."""
     text = str(name)
-    directory = Path(text).expanduser()
-    if directory.is_dir():
-        if not (directory / "config.json").is_file():
-            raise FileNotFoundError(f"model.init_from: {text!r} is not a model directory (no config.json)")
-        return str(directory)
+    if _looks_like_a_path(text, Path(text).expanduser()):
+        return str(check_model_directory(text))
     from huggingface_hub import snapshot_download
 
     patterns = ["*.json", "*.txt", "*.safetensors", "*.model"]
@@ -97,6 +128,36 @@ def _offline_message(name: str) -> str:
         f"could not be downloaded. Where the Hub is reachable, run `huggingface-cli download {name}` (or set "
         "HF_HOME to a cache that holds it), or give the path of a saved model directory"
     )
+
+
+def check_starting_vocabulary(init_from: str, vocab_path: str, lowercase: bool = True,
+                              strip_accents: bool | None = None, chinese_chars: bool = True) -> None:
+    """``model.init_from`` with ``tokenizer.vocab_path``: the starting model's tokenizer is
+    authoritative. A vocabulary that is not the one the model was trained with (other tokens at
+    the same ids, or another size) would train silently on meaningless embeddings; refused here,
+    before the data stages."""
+    from bert_mlm.core.tokenizer import VocabularyError, load_tokenizer
+
+    directory = Path(resolve_checkpoint(init_from))
+    given = load_tokenizer(vocab_path, lowercase, strip_accents, chinese_chars).get_vocab()
+    try:
+        own = load_tokenizer(directory).get_vocab()
+    except VocabularyError:  # a model saved without its tokenizer: only its size can be compared
+        own = None
+    advice = ("the starting model's own tokenizer is used when tokenizer.vocab_path is empty: leave it empty, "
+              "or start from a model trained with that vocabulary")
+    if own is not None and own != given:
+        same = sum(own.get(token) == index for token, index in given.items())
+        raise UserError(
+            f"tokenizer.vocab_path: {vocab_path!r} is not the vocabulary of model.init_from {init_from!r} "
+            f"({len(given)} vs {len(own)} tokens; {same} ids mean the same token in both); {advice}"
+        )
+    size = json.loads((directory / "config.json").read_text()).get("vocab_size")
+    if size != len(given):
+        raise UserError(
+            f"tokenizer.vocab_path: {vocab_path!r} has {len(given)} tokens but model.init_from {init_from!r} has a "
+            f"vocabulary of {size}; {advice}"
+        )
 
 
 def load_for_continued_pretraining(
@@ -167,3 +228,60 @@ def training_flops_per_token(config, sequence_length: int, masked_fraction: floa
     head = 2 * (hidden * hidden + hidden * config.vocab_size)
     forward = config.num_hidden_layers * per_layer + masked_fraction * head
     return 3.0 * forward
+
+
+def training_step_bytes(hidden: int, layers: int, heads: int, intermediate: int, vocab_size: int, positions: int,
+                        batch_size: int, length: int, activation_bytes: int = 4, eager_attention: bool = True) -> int:
+    """A rough upper estimate of the memory one training step takes: fp32 weights, gradients and
+    AdamW's two moments (16 bytes a parameter), and the activations kept for backward. Eager
+    attention keeps the scores, their softmax, its dropout mask and output per layer: B x heads x L^2 each,
+    quadratic in the length (SDPA holds one such matrix at a time)."""
+    parameters = (vocab_size + positions + 2) * hidden + layers * (4 * hidden * hidden + 2 * hidden * intermediate)
+    tokens = batch_size * length
+    linear = layers * tokens * (16 * hidden + 3 * intermediate)  # inputs of every matmul, norms, GELU
+    attention = batch_size * heads * length * length * (4 * layers if eager_attention else 1)
+    head = int(0.15 * tokens) * vocab_size * 2  # logits and their gradient at the masked positions
+    return 16 * parameters + activation_bytes * (linear + attention + head)
+
+
+def available_memory(device: torch.device) -> tuple[int, str]:
+    """Bytes this step may use and where: free GPU memory, or the RAM the kernel calls available."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0], f"free memory of {device}"
+    try:
+        with open("/proc/meminfo") as handle:
+            fields = dict(line.split(":", 1) for line in handle)
+        return int(fields["MemAvailable"].split()[0]) * 1024, "available RAM"
+    except (OSError, KeyError, ValueError):
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free RAM"
+
+
+def check_step_memory(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
+                      processes: int = 1) -> int:
+    """Refuse, in one line, a training step that cannot fit (instead of the kernel's OOM killer,
+    rc 137 and no message); ``config`` is a ``BertConfig``. Returns the estimate."""
+    estimate = processes * training_step_bytes(
+        config.hidden_size, config.num_hidden_layers, config.num_attention_heads, config.intermediate_size,
+        config.vocab_size, config.max_position_embeddings, batch_size, length,
+        activation_bytes=2 if precision in ("fp16", "bf16") else 4,
+        eager_attention=getattr(config, "_attn_implementation", "eager") != "sdpa",
+    )
+    available, where = available_memory(device)
+    if estimate > available:
+        raise UserError(
+            f"sequences.max_length: one training step of training.batch_size={batch_size} sequences of {length} tokens "
+            f"needs about {estimate / 1e9:,.1f} GB (attention grows with the square of the length) but only "
+            f"{available / 1e9:,.1f} GB is left ({where}); lower sequences.max_length or training.batch_size"
+        )
+    return estimate
+
+
+def planned_bert_config(config: ModelConfig, vocab_size: int) -> BertConfig:
+    """The shape the run will train, known before any data: the ``init_from`` checkpoint's, or
+    ``model.*`` with the planned ``tokenizer.vocab_size``."""
+    if config.init_from:
+        return BertConfig.from_pretrained(resolve_checkpoint(config.init_from))
+    return BertConfig(vocab_size=vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
+                      num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
+                      max_position_embeddings=config.max_position_embeddings,
+                      attn_implementation=config.attn_implementation)

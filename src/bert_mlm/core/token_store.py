@@ -158,6 +158,30 @@ class TokenStore:
             )
         return self._splits[name]
 
+    def verify(self, splits: Sequence[str], vocab_size: int) -> None:
+        """Check each split's tokens against the manifest's digest and the vocabulary, before
+        training or evaluation reads them: a changed byte would otherwise train silently, and an
+        id past the vocabulary fail deep inside the model. Streamed in chunks: memory stays flat."""
+        for split in splits:
+            path = self.directory / f"{split}.bin"
+            digest = hashlib.blake2b(digest_size=10)
+            largest = -1
+            with open(path, "rb") as handle:
+                # A whole number of tokens per chunk, so that every chunk decodes on its own.
+                while chunk := handle.read((1 << 22) * self.dtype.itemsize):
+                    digest.update(chunk)
+                    largest = max(largest, int(np.frombuffer(chunk, dtype=self.dtype).max()))
+            if largest >= vocab_size:
+                raise TokenStoreError(
+                    f"{NAME}: {str(path)!r} (the {split} split) holds token id {largest}, outside the vocabulary of "
+                    f"{vocab_size} ids; run the tokenization pipeline again with this tokenizer"
+                )
+            if digest.hexdigest() != self.digest(split):
+                raise TokenStoreError(
+                    f"{NAME}: {str(path)!r} (the {split} split) does not match the digest in its manifest: the file "
+                    "changed after it was written; run the tokenization pipeline again"
+                )
+
     def check_tokenizer(self, vocabulary: dict[str, int]) -> None:
         if vocabulary_digest(vocabulary) != self.vocabulary_digest:
             raise TokenStoreError(

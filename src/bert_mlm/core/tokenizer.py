@@ -22,12 +22,33 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
 
+from bert_mlm.core.corpus import cjk_characters
 from bert_mlm.core.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+CJK_MAJORITY = 0.5  # "mostly CJK": a share of the letters (accent stripping, masking.word_segmenter: auto)
+
+
+def _characters(*ranges: tuple[int, int]) -> str:
+    return "".join(chr(code) for low, high in ranges for code in range(low, high + 1))
+
+
+# Characters every trained vocabulary holds, however rare in the training text (BERT's own
+# vocabularies hold them all): a Gutenberg vocabulary without them gave 1.2 % [UNK] on WikiText,
+# mostly "=" (once in the books), dashes, curly quotes, "+", "°" and currency signs.
+BASE_ALPHABET = (
+    _characters((0x21, 0x7E))  # printable ASCII
+    + "\u2010\u2011\u2012\u2013\u2014\u2015\u2018\u2019\u201a\u201c\u201d\u201e\u2026\u2020\u2021\u2022\u2030"
+      "\u2032\u2033\u2039\u203a\u00ab\u00bb\u00a1\u00bf\u00a7\u00b6\u00b7\u00b0\u00b1\u00d7\u00f7\u00a9\u00ae\u2122"
+      "\u00bc\u00bd\u00be\u00b9\u00b2\u00b3\u00b5"  # dashes, quotes, ellipsis, marks, degree, signs
+    + "\u00a2\u00a3\u00a5\u20ac\u20a9\u20b9\u20bd\u20ba\u20a3\u20a4"  # currency
+    # CJK and full-width punctuation: 、。〃 〈〉《》「」『』【】 〔〕〖〗〘〙〚〛〜〝〞〟 ！＂＃…／ ：；＜＝＞？＠ ［＼］＾＿｀ ｛｜｝～｟｠｡｢｣､
+    + _characters((0x3001, 0x3003), (0x3008, 0x3011), (0x3014, 0x301F), (0xFF01, 0xFF0F), (0xFF1A, 0xFF20),
+                  (0xFF3B, 0xFF40), (0xFF5B, 0xFF64), (0xFFE0, 0xFFE6))  # and ￠￡￢￣￤￥￦
+)
 
 
 @dataclass(frozen=True)
@@ -35,7 +56,9 @@ class TokenizerConfig:
     vocab_size: int = 8192
     min_frequency: int = 2
     lowercase: bool = True
-    strip_accents: bool | None = None  # None: strip when lowercasing, as BERT uncased does
+    # None: strip when lowercasing, as BERT uncased does, unless the training text is mostly CJK
+    # (stripping drops the voicing marks of kana: が -> か).
+    strip_accents: bool | None = None
     chinese_chars: bool = True
     limit_alphabet: int | None = None  # None: every character that occurs min_frequency times
     # An existing vocabulary (vocab.txt or a tokenizer directory) instead of training one.
@@ -44,6 +67,10 @@ class TokenizerConfig:
     # split when it is larger (null: all of it). Word counts, the trainer's memory, grow with
     # the text it sees; a vocabulary of a few ten thousand pieces is settled long before 100 MB.
     training_sample_bytes: int | None = 100_000_000
+    # Characters a trained vocabulary always holds (and their ## forms where they can continue a
+    # word), whatever min_frequency says: "default" (printable ASCII, common Unicode punctuation,
+    # symbols and currency signs, CJK full-width punctuation), "none", or the characters themselves.
+    base_alphabet: str | None = "default"
 
     def __post_init__(self) -> None:
         if not isinstance(self.vocab_size, int) or self.vocab_size <= len(SPECIAL_TOKENS):
@@ -55,6 +82,10 @@ class TokenizerConfig:
             raise UserError(f"tokenizer.min_frequency: {self.min_frequency!r} must be a positive integer")
         if self.limit_alphabet is not None and (not isinstance(self.limit_alphabet, int) or self.limit_alphabet < 1):
             raise UserError(f"tokenizer.limit_alphabet: {self.limit_alphabet!r} must be a positive integer (or null: no cap)")
+        if self.base_alphabet is not None and not (isinstance(self.base_alphabet, str) and self.base_alphabet):
+            raise UserError(
+                f"tokenizer.base_alphabet: {self.base_alphabet!r} must be 'default', 'none' or a string of characters"
+            )
         if self.training_sample_bytes is not None and (
             not isinstance(self.training_sample_bytes, int) or self.training_sample_bytes < 1_000_000
         ):
@@ -114,13 +145,17 @@ def _batches(texts: Iterable[str] | Iterable[list[str]]):
         yield [item] if isinstance(item, str) else item
 
 
-def character_counts(texts: Iterable[str] | Iterable[list[str]], normalizer) -> Counter:
-    """How often each character occurs in ``texts`` once normalised (lowercased, accents
-    stripped, as the tokenizer sees them); whitespace left out."""
+def raw_character_counts(texts: Iterable[str] | Iterable[list[str]]) -> Counter:
     counts: Counter = Counter()
     for batch in _batches(texts):
         for text in batch:
             counts.update(text)
+    return counts
+
+
+def character_counts(counts: Counter, normalizer) -> Counter:
+    """How often each character of ``counts`` occurs once normalised (lowercased, accents
+    stripped, as the tokenizer sees them); whitespace left out."""
     normalised: Counter = Counter()
     for character, count in counts.items():
         for piece in normalizer.normalize_str(character):
@@ -146,11 +181,37 @@ def _is_chinese(character: str) -> bool:
     return any(low <= code <= high for low, high in _CHINESE_RANGES)
 
 
+def mostly_cjk(counts: Counter) -> bool:
+    """Whether most letters are CJK (the rule ``masking.word_segmenter: auto`` follows)."""
+    cjk = sum(count for character, count in counts.items() if cjk_characters(character))
+    letters = sum(count for character, count in counts.items() if character.isalpha())
+    return cjk > CJK_MAJORITY * letters
+
+
+def resolve_strip_accents(strip_accents: bool | None, lowercase: bool, counts: Counter) -> bool:
+    """``None``: strip accents when lowercasing (BERT uncased), except where CJK text dominates:
+    stripping decomposes kana and drops their voicing marks (が -> か, で -> て: 92 of 110
+    Japanese lines changed on a round trip)."""
+    if strip_accents is not None:
+        return strip_accents
+    if lowercase and mostly_cjk(counts):
+        logger.info("tokenizer.strip_accents: off, the training text is mostly CJK (stripping turns が into か)")
+        return False
+    return lowercase
+
+
 def continuation_pieces(alphabet: Iterable[str], chinese_chars: bool) -> list[str]:
     """``##c`` for every character ``c`` of the alphabet that can continue a word (not
     punctuation, nor a CJK character when those are split off one by one)."""
     return sorted(f"##{c}" for c in alphabet
                   if not c.isspace() and not _is_punctuation(c) and not (chinese_chars and _is_chinese(c)))
+
+
+def base_alphabet(setting: str | None) -> str:
+    """The characters of ``tokenizer.base_alphabet``: "default", "none"/null, or the characters."""
+    if setting is None or setting == "none":
+        return ""
+    return BASE_ALPHABET if setting == "default" else setting
 
 
 def train_wordpiece(
@@ -162,6 +223,7 @@ def train_wordpiece(
     chinese_chars: bool = True,
     limit_alphabet: int | None = None,
     show_progress: bool = False,
+    alphabet: str = "",
 ) -> BertTokenizerFast:
     """Train a BERT-style WordPiece vocabulary on ``texts`` (strings, or batches of strings:
     streamed, so the corpus need not fit in memory).
@@ -170,7 +232,8 @@ def train_wordpiece(
     ``limit_alphabet`` caps it: ``tokenizers``' own default cap of 1,000 characters loses most
     of a Chinese corpus (10 % unknown tokens on four classical novels). Counting the alphabet
     takes a first pass over ``texts``, so a stream must be given as a callable that starts it
-    anew (a list is read twice as it is).
+    anew (a list is read twice as it is). The characters of ``alphabet`` (see
+    :func:`base_alphabet`) are always kept, on top of that cap, with their ``##`` forms.
     """
     if vocab_size <= len(SPECIAL_TOKENS):
         raise VocabularyError(
@@ -180,22 +243,34 @@ def train_wordpiece(
     stream = texts if callable(texts) else (lambda: texts)
     if not callable(texts) and not isinstance(texts, (list, tuple)) and limit_alphabet is None:
         raise TypeError("train_wordpiece: give a list or a callable that yields the texts (the alphabet takes two passes)")
+    raw_counts = raw_character_counts(stream())
+    # Resolved here and saved with the tokenizer (tokenizer_config.json), which rebuilds its
+    # normaliser from it when loaded.
+    strip_accents = resolve_strip_accents(strip_accents, lowercase, raw_counts)
     tokenizer = _backend(WordPiece(unk_token=UNK), lowercase, strip_accents, chinese_chars)
     counted = limit_alphabet is None
-    counts = character_counts(stream(), tokenizer.normalizer)
+    counts = character_counts(raw_counts, tokenizer.normalizer)
     frequent = sorted((c for c, n in counts.items() if n >= min_frequency), key=lambda c: (-counts[c], c))
     if counted:
         limit_alphabet = len(frequent)
+    # As the tokenizer sees them (lowercased, accents stripped): "A" is "a" in an uncased vocabulary.
+    base = sorted({c for character in alphabet for c in tokenizer.normalizer.normalize_str(character)
+                   if not c.isspace()})
+    kept = frequent[:limit_alphabet]
+    added = sorted(set(base) - set(kept))
     # The trainer creates each "##c" piece when it first meets it while iterating a hash map, and
     # breaks ties between equally frequent pairs by those ids: the same corpus gave a different
     # vocabulary from run to run (huggingface/tokenizers#1794; 3 runs of the default chain, 3
-    # vocabularies). Handing it every "##c" up front as a reserved token gives them fixed ids.
-    reserved = continuation_pieces(frequent[:limit_alphabet], chinese_chars)
+    # vocabularies). Handing it every "##c" up front as a reserved token gives them fixed ids
+    # (and gives the base alphabet its "##" forms, which its initial_alphabet does not create).
+    reserved = continuation_pieces([*kept, *added], chinese_chars)
     trainer = WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         special_tokens=[*SPECIAL_TOKENS, *reserved],  # in this order: [PAD] gets id 0
-        limit_alphabet=limit_alphabet,
+        # The initial alphabet counts against the cap (it is kept first): the cap grows by it.
+        limit_alphabet=limit_alphabet + len(added),
+        initial_alphabet=base,
         continuing_subword_prefix="##",
         show_progress=show_progress,
     )

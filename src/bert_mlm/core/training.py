@@ -33,7 +33,7 @@ from bert_mlm.core.masking import (
     mask_tokens,
     replacement_vocabulary,
 )
-from bert_mlm.core.model import MaskedPositionsMLM, masked_lm_loss
+from bert_mlm.core.model import MaskedPositionsMLM, check_step_memory, masked_lm_loss
 from bert_mlm.core.optim import Optimisation, resolve_learning_rate
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
@@ -196,6 +196,7 @@ def train(
     optimisation = Optimisation.build(model, config, device, precision)
     stateful = {"model": model, **optimisation.stateful}
     lengths = sequence_lengths(sequences)
+    check_step_memory(model.config, config.batch_size, int(max(lengths)), device, precision, processes=1)
     collator = replace(collator, whole_word=masking.whole_word)  # tuning may switch it per trial
     # Dropout draws from the global generators: seed them, so that the same seed and config
     # give the same weights (a resumed run restores them from the checkpoint instead).

@@ -31,12 +31,11 @@ from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.engine import DataConfig, open_engine
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.progress import Progress
-from bert_mlm.core.tokenizer import encoding_backend
+from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
 
 logger = logging.getLogger(__name__)
 
 SEGMENTERS = ("auto", "wordpiece", "jieba")
-CJK_MAJORITY = 0.5
 WORDS_SUFFIX = "words.bits"
 
 

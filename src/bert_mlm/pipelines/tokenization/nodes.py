@@ -11,7 +11,7 @@ from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.model import ModelConfig, resolve_checkpoint
 from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
-from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerConfig, base_alphabet, load_tokenizer, train_wordpiece
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ def build_tokenizer(corpus_documents: DocumentShards, config: TokenizerConfig, m
         strip_accents=config.strip_accents,
         chinese_chars=config.chinese_chars,
         limit_alphabet=config.limit_alphabet,
+        alphabet=base_alphabet(config.base_alphabet),
     )
     logger.info(
         "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
