@@ -21,7 +21,7 @@ from bert_mlm.core.experiment import Overrides
 from bert_mlm.core.files import written_then_renamed
 from bert_mlm.core.labelled import load_task
 from bert_mlm.core.model import resolve_checkpoint
-from bert_mlm.core.tuning import check_storage
+from bert_mlm.core.tuning import check_storage, masked_url
 
 logger = logging.getLogger(__name__)
 
@@ -214,7 +214,10 @@ class MlflowMetricsHook:
             return
         for name, value in inputs.items():
             if name.startswith("params:") and dataclasses.is_dataclass(value):
-                mlflow.log_params(flattened(dataclasses.asdict(value), name.removeprefix("params:")))
+                flat = flattened(dataclasses.asdict(value), name.removeprefix("params:"))
+                if "tuning.storage" in flat:  # its password must not reach the tracking server
+                    flat["tuning.storage"] = masked_url(flat["tuning.storage"])
+                mlflow.log_params(flat)
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data, node) -> None:

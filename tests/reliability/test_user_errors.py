@@ -70,3 +70,23 @@ def test_a_vocabulary_larger_than_asked_for_is_said(caplog):
         tokenizer = train_wordpiece(texts, vocab_size=10)
     assert len(tokenizer) > 10
     assert re.search(rf"the vocabulary has {len(tokenizer)} tokens, more than the 10 asked for", caplog.text)
+
+
+def test_a_storage_url_without_its_driver_names_the_package_and_hides_the_password(project_copy):
+    # No PostgreSQL driver is installed here: SQLAlchemy fails on import, before any connection.
+    result = kedro_run(project_copy, "--params", "tuning.storage=postgresql://user:secret@localhost/db")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "secret" not in result.stderr + result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.match(r"Error: tuning\.storage: 'postgresql://user:\*\*\*@localhost/db' cannot be opened", last), last
+    assert re.search(r"the database driver 'psycopg2?' is not installed \(pip install 'psycopg", last), last
+
+
+def test_a_storage_url_is_shown_without_its_password():
+    from bert_mlm.core.tuning import masked_url
+
+    assert masked_url("postgresql://user:s3cr%40t@db.example:5432/optuna") == "postgresql://user:***@db.example:5432/optuna"
+    assert masked_url("mysql+pymysql://user:secret@h/db?charset=utf8") == "mysql+pymysql://user:***@h/db?charset=utf8"
+    assert masked_url("sqlite:///data/optuna.db") == "sqlite:///data/optuna.db"
+    assert masked_url("journal:data/optuna.log") == "journal:data/optuna.log"
+    assert masked_url("notaurl") == "notaurl"
