@@ -17,7 +17,7 @@ from bert_mlm import run_lock
 from bert_mlm.core.config import ExperimentConfig
 from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.experiment import Overrides
+from bert_mlm.core.experiment import Overrides, check_extra_corpus
 from bert_mlm.core.files import written_then_renamed
 from bert_mlm.core.labelled import load_task
 from bert_mlm.core.model import resolve_checkpoint
@@ -76,6 +76,8 @@ class ValidateParametersHook:
         finetune_tuning = tuning.n_trials > 0 and tuning.objective == "finetune" and "tune_mask_probability" in names
         if config.finetune.enabled and ("finetune_classifier" in names or finetune_tuning):
             load_task(config.finetune.source)  # a bad labelled file fails here, before any training
+        if "extra_eval_corpus" in pipeline.all_inputs():  # a bad evaluation.corpus_path too
+            check_extra_corpus(catalog.load("extra_eval_corpus"))
         run_lock.acquire(run_params.get("project_path") or Path.cwd())
 
     @hook_impl

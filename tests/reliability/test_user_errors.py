@@ -31,6 +31,9 @@ CASES = [
     ("tuning.storage=notaurl", r"tuning\.storage: 'notaurl' cannot be opened: ArgumentError"),
     ("tuning.storage=postgresql://nobody@127.0.0.1:1/db", r"tuning\.storage: 'postgresql://nobody@127\.0\.0\.1:1/db' cannot be opened"),
     ("tuning.storage=sqlite:////proc/no/such/dir/optuna.db", r"tuning\.storage: 'sqlite:////proc/no/such/dir/optuna\.db' cannot be opened"),
+    ("../x.overrides.masking.probability=0.3",
+     r"--params \.\./x\.overrides\.masking\.probability: '' is not a section name; a parameter is written section\.key=value"),
+    ("evaluation.corpus_path=/no/such/held_out.txt", r"evaluation\.corpus_path: '/no/such/held_out\.txt' does not exist"),
 ]
 
 
@@ -90,3 +93,27 @@ def test_a_storage_url_is_shown_without_its_password():
     assert masked_url("sqlite:///data/optuna.db") == "sqlite:///data/optuna.db"
     assert masked_url("journal:data/optuna.log") == "journal:data/optuna.log"
     assert masked_url("notaurl") == "notaurl"
+
+
+@pytest.mark.parametrize("kind", ["empty file", "empty folder"])
+def test_an_empty_extra_evaluation_corpus_is_named_as_evaluation_corpus_path(project_copy, tmp_path, kind):
+    target = tmp_path / "held_out"
+    target.mkdir()
+    if kind == "empty file":
+        target = target / "held_out.txt"
+        target.write_text("")
+    result = kedro_run(project_copy, "--params", f"evaluation.corpus_path={target}")
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    expected = "is empty (1 file(s), 0 bytes)" if kind == "empty file" else "holds no corpus file"
+    assert last.startswith(f"Error: evaluation.corpus_path: '{target}' {expected}"), last
+    assert not (project_copy / "data" / "02_intermediate").exists()  # stopped before the data stages
+
+
+def test_an_unknown_namespace_is_one_line_naming_the_valid_ones(project_copy):
+    result = kedro_run(project_copy, "--pipeline", "mask_rate_comparison", "--namespaces", "../mask_030")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: --namespaces: '../mask_030' is not a namespace of the pipeline 'mask_rate_comparison'; "
+                           "its namespaces: mask_015, mask_030, mask_045"), last
