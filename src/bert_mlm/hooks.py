@@ -18,7 +18,7 @@ from bert_mlm.core.config import ExperimentConfig
 from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import Overrides, check_extra_corpus
-from bert_mlm.core.files import written_then_renamed
+from bert_mlm.core.files import remove_dead_temporaries, written_then_renamed
 from bert_mlm.core.labelled import load_task
 from bert_mlm.core.model import resolve_checkpoint
 from bert_mlm.core.tuning import check_storage, masked_url
@@ -78,7 +78,9 @@ class ValidateParametersHook:
             load_task(config.finetune.source)  # a bad labelled file fails here, before any training
         if "extra_eval_corpus" in pipeline.all_inputs():  # a bad evaluation.corpus_path too
             check_extra_corpus(catalog.load("extra_eval_corpus"))
-        run_lock.acquire(run_params.get("project_path") or Path.cwd())
+        project = Path(run_params.get("project_path") or Path.cwd())
+        run_lock.acquire(project)
+        remove_dead_temporaries(project / "data")  # under the lock: no other run of this project writes there
 
     @hook_impl
     def after_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:

@@ -222,3 +222,71 @@ def test_killed_worker_trial_is_failed_and_the_next_run_finishes(tmp_path):
     states = [t.state.name for t in study.trials]
     assert states[:3] == ["COMPLETE", "COMPLETE", "FAIL"]
     assert states.count("COMPLETE") == 4
+
+
+def _descendants(pid: int) -> set[int]:
+    """The live processes below ``pid`` (from /proc: Linux)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parents[int(entry.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_kill_9_of_a_data_stage_run_leaves_no_process_and_the_next_run_removes_its_leftovers(project_copy, shared_data, tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for copy in range(3):  # enough text that the cleaning pool is still busy when the run is killed
+        for book in sorted((shared_data / "corpora" / "gutenberg").glob("*.txt")):
+            (corpus / f"{copy}-{book.name}").symlink_to(book)
+    command = [sys.executable, "-m", "bert_mlm", "--env", "smoke", "--pipeline", "ingestion",
+               "--params", f"corpus.path={corpus},data.workers=2,data.chunk_bytes=65536"]
+    run = subprocess.Popen(command, cwd=project_copy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}, start_new_session=True)
+    data = project_copy / "data"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and run.poll() is None:
+            workers = _descendants(run.pid)
+            partial = [p for p in data.rglob(".corpus_documents.tmp-*") if any(p.iterdir())]
+            if len(workers) >= 2 and partial:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the run ended (or never wrote) before it could be killed mid-write")
+        run.kill()
+        run.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(_running(pid) for pid in workers):
+            time.sleep(0.1)
+        assert not [pid for pid in workers if _running(pid)], "pool workers outlived their killed run"
+    finally:
+        os.killpg(run.pid, 9) if run.poll() is None else None
+        for pid in _descendants(run.pid) | {p for p in locals().get("workers", ()) if _running(p)}:
+            os.kill(pid, 9)
+    version_folder = partial[0].parent
+    assert partial[0].exists() and version_folder.exists()  # what a kill -9 leaves: nothing renamed, nothing removed
+
+    result = subprocess.run([sys.executable, "-m", "bert_mlm", "--env", "smoke", "--pipeline", "ingestion"], cwd=project_copy,
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Removed 1 unfinished write(s) of killed runs" in result.stdout + result.stderr
+    assert not partial[0].exists() and not version_folder.exists()
+    assert not list(data.rglob("*.tmp-*"))
