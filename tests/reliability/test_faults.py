@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -290,3 +291,85 @@ def test_kill_9_of_a_data_stage_run_leaves_no_process_and_the_next_run_removes_i
     assert "Removed 1 unfinished write(s) of killed runs" in result.stdout + result.stderr
     assert not partial[0].exists() and not version_folder.exists()
     assert not list(data.rglob("*.tmp-*"))
+
+
+FILE_SIZE_LIMITED_SAVE = """
+import resource, signal, sys
+import numpy as np
+from kedro.io.core import Version
+from bert_mlm.core.sequences import SequenceIndex, SplitIndex
+from bert_mlm.datasets.data import SequenceIndexDataset
+
+n = 200_000  # 1.6 MB in each int64 file; the limit below lets 1 MB of a file through
+splits = {s: SplitIndex(np.arange(n, dtype=np.int64), np.full(n, 64, np.int64), np.zeros(n, bool)) for s in ("train", "test")}
+index = SequenceIndex("packed", 64, splits, {"train": "x", "test": "y"})
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails (EFBIG, or a short write) instead of killing us
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+try:
+    SequenceIndexDataset(sys.argv[1], version=Version(None, "2026-01-01T00.00.00.000Z")).save(index)
+except Exception as error:
+    from bert_mlm.cli import user_error_in
+    print(type(user_error_in(error)).__name__, str(user_error_in(error) or error), sep="\\n")
+"""
+
+
+def test_a_write_the_file_system_cuts_short_names_the_artifact_the_place_and_the_space(tmp_path):
+    """Real write calls refused by the kernel (a file-size limit in a subprocess: a full disk needs root to make): numpy's
+    "N requested and M written" becomes one line naming the sequence index, its path and the space it needed."""
+    result = subprocess.run([sys.executable, "-c", FILE_SIZE_LIMITED_SAVE, str(tmp_path / "sequence_index")],
+                            capture_output=True, text=True, timeout=120)
+    kind, message = result.stdout.strip().split("\n")[-2:]  # after Kedro's logging line
+    assert kind == "UserError", result.stdout + result.stderr[-2000:]
+    assert message.startswith(f"sequence_index: the file system took only part of a write (a full disk, a quota or a "
+                              f"file-size limit) writing {tmp_path}/sequence_index/2026-01-01T00.00.00.000Z/sequence_index "
+                              "(6.8 MB needed, "), message
+    assert "requested and" not in message
+    assert [p.name for p in (tmp_path / "sequence_index" / "2026-01-01T00.00.00.000Z").iterdir()] == []
+
+
+def test_a_full_disk_while_the_store_is_written_is_one_line_and_leaves_nothing(tmp_path, shared_data, monkeypatch):
+    """ENOSPC from the token store's own file writes (the write call is replaced, as a full disk cannot be made without
+    root): one line with the artifact, where, "No space left on device" and the space needed; no partial version."""
+    import errno
+
+    from kedro.io.core import Version
+
+    from bert_mlm.core import token_store as store_module
+    from bert_mlm.datasets.data import TokenStoreDataset
+
+    job = _documents_and_first_store(tmp_path, shared_data, shared_data / "vocab" / "bert-base-uncased.vocab.txt")
+
+    class FillsUp:
+        """A file that takes 100 kB, then fails as a full disk does."""
+
+        def __init__(self, handle):
+            self.handle, self.room = handle, 100_000
+
+        def write(self, data):
+            if len(data) > self.room:
+                self.handle.write(bytes(data)[: self.room])
+                self.room = 0
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.room -= len(data)
+            return self.handle.write(data)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+            return False
+
+    monkeypatch.setattr(store_module, "open", lambda *a, **k: FillsUp(open(*a, **k)), raising=False)
+    target = TokenStoreDataset(str(tmp_path / "token_store"), version=Version(None, "2026-01-03T00.00.00.000Z"))
+    with pytest.raises(Exception) as raised:
+        target.save(job)
+    from bert_mlm.cli import user_error_in
+
+    message = str(user_error_in(raised.value))
+    assert re.fullmatch(rf"token_store: No space left on device writing {tmp_path}/token_store/2026-01-03T00\.00\.00\.000Z/"
+                        r"token_store \(at least 0\.\d MB needed, 0\.\d MB written when it stopped, [\d,.]+ MB free there\); "
+                        r"nothing of it was kept", message), message
+    assert [p.name for p in (tmp_path / "token_store" / "2026-01-03T00.00.00.000Z").iterdir()] == []
+    latest = TokenStoreDataset(str(tmp_path / "token_store"), version=Version(None, None))
+    assert str(latest._get_load_path()).endswith("2026-01-01T00.00.00.000Z/token_store")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -9,6 +10,8 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from bert_mlm.core.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +34,16 @@ def _fsync_tree(path: Path) -> None:
 
 
 @contextmanager
-def written_then_renamed(final: str | os.PathLike, sync: bool = True) -> Iterator[Path]:
+def written_then_renamed(final: str | os.PathLike, sync: bool = True, artifact: str | None = None,
+                         needed: int | None = None) -> Iterator[Path]:
     """Yield a temporary sibling of ``final`` (``.name.tmp-PID``, not created) to write a file or
     a directory into. When the block ends without error it is fsynced (``sync``) and renamed onto
     ``final``; when it fails it is removed. Readers see the previous ``final`` or the complete new
-    one, never a part of it; a kill -9 leaves only the temporary name behind."""
+    one, never a part of it; a kill -9 leaves only the temporary name behind.
+
+    A full disk (or quota, or file-size limit) becomes one :class:`UserError` naming ``artifact``
+    (default: the file name), ``final`` and the space: ``needed`` bytes when the caller knows
+    them, else at least what was written when the disk filled."""
     final = Path(final)
     temporary = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     _remove(temporary)
@@ -47,9 +55,50 @@ def written_then_renamed(final: str | os.PathLike, sync: bool = True) -> Iterato
         if final.is_dir():
             shutil.rmtree(final)
         os.replace(temporary, final)
-    except BaseException:
+    except BaseException as error:
+        full = _out_of_space(error, temporary.parent)
+        written = _size(temporary) if full is not None and temporary.exists() else 0
         _remove(temporary)
-        raise
+        if full is None:
+            raise
+        reason, missing = full
+        free = shutil.disk_usage(temporary.parent).free
+        need = f"{_megabytes(needed)} needed" if needed else f"at least {_megabytes(written + missing)} needed"
+        raise UserError(
+            f"{artifact or final.name}: {reason} writing {final} ({need}, {_megabytes(written)} written when it "
+            f"stopped, {_megabytes(free)} free there); nothing of it was kept"
+        ) from error
+
+
+# numpy's tofile (np.save) reports a short write without an errno.
+_SHORT_WRITE = re.compile(r"(\d+) requested and (\d+) written")
+_FULL = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "disk quota exceeded",
+         errno.EFBIG: "file too large (the file-size limit, ulimit -f)"}
+
+
+def _out_of_space(error: BaseException, where: Path) -> tuple[str, int] | None:
+    """(what ran out, bytes that were still to write) when ``error`` or its cause is a full disk, a
+    quota or a file-size limit; ``None`` for any other error."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError):
+            if error.errno in _FULL:
+                return _FULL[error.errno], 0
+            if "No space left on device" in str(error):  # pyarrow's errors carry the text, not the errno
+                return _FULL[errno.ENOSPC], 0
+            short = _SHORT_WRITE.search(str(error))
+            if short:
+                missing = int(short.group(1)) - int(short.group(2))
+                full = shutil.disk_usage(where).free < missing
+                return ("No space left on device" if full else "the file system took only part of a write "
+                        "(a full disk, a quota or a file-size limit)"), missing
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB"
 
 
 def _process_exists(pid: int) -> bool:
