@@ -82,6 +82,17 @@ class ValidateParametersHook:
         run_lock.acquire(project)
         remove_dead_temporaries(project / "data")  # under the lock: no other run of this project writes there
 
+        self.explicit = run_params.get("runtime_params") or {}
+
+    @hook_impl
+    def before_node_run(self, node, inputs: dict) -> None:
+        # The training node replaces masking/training values by the tuned (or variant's) ones:
+        # say so when the user had set one of them explicitly.
+        stored = next((v for k, v in inputs.items() if k.split(".")[-1] == "tuning_best_params"), None)
+        if isinstance(stored, dict) and getattr(self, "explicit", None):
+            for line in Overrides.from_json(stored).set_aside(self.explicit):
+                logger.warning("%s", line)
+
     @hook_impl
     def after_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
         run_lock.release(run_params.get("project_path") or Path.cwd())

@@ -117,3 +117,15 @@ def test_an_unknown_namespace_is_one_line_naming_the_valid_ones(project_copy):
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("Error: --namespaces: '../mask_030' is not a namespace of the pipeline 'mask_rate_comparison'; "
                            "its namespaces: mask_015, mask_030, mask_045"), last
+
+
+def test_an_explicit_value_the_tuned_one_replaces_is_warned_about(project_copy):
+    # The smoke environment tunes (2 trials) and always adopts the tuned probability.
+    result = kedro_run(project_copy, "--params", "masking.probability=0.3", "--pipeline", "__default__",
+                       "--to-nodes", "train_masked_lm")
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = result.stdout + result.stderr
+    warning = re.search(r"masking\.probability: your --params value 0\.3 is set aside for (0\.\d+) \(from tuning\); "
+                        r"to train with yours, set --params tuning\.n_trials=0", log)
+    assert warning, log[-3000:]
+    assert re.search(rf"Training with masking \{{'probability': {warning.group(1)}", log)

@@ -123,6 +123,20 @@ class Overrides:
         return (build_config(MaskingConfig, {**asdict(masking), **self.masking}, "masking"),
                 build_config(TrainingConfig, {**asdict(training), **self.training}, "training"))
 
+    def set_aside(self, explicit: dict) -> list[str]:
+        """One warning per value the user gave explicitly (``--params``; ``explicit`` is their
+        nested mapping) that these overrides replace with another value."""
+        lines = []
+        for section, values in (("masking", self.masking), ("training", self.training)):
+            given = explicit.get(section) if isinstance(explicit.get(section), dict) else {}
+            for key, value in values.items():
+                if key in given and given[key] != value:
+                    keep = ("--params tuning.n_trials=0 with the tuning stage in the run (it then passes your "
+                            "values on)" if self.origin is Origin.TUNING else "the value in the variant's overrides in conf/")
+                    lines.append(f"{section}.{key}: your --params value {given[key]!r} is set aside for {value!r} "
+                                 f"(from {self.origin.value}); to train with yours, set {keep}")
+        return lines
+
     @property
     def probability_origin(self) -> Origin:
         return self.origin if "probability" in self.masking else Origin.PARAMETERS
