@@ -71,3 +71,16 @@ def test_dask_on_two_workers_writes_the_local_engines_bytes(shared_data, tmp_pat
     assert store.dtype.name == "uint16"  # 30,522 entries
     assert len(DocumentShards(dask[0]).row_groups("train")) > 2  # the work was split into several items
     assert len(store.split("train")) == DocumentShards(dask[0]).documents("train")
+
+
+def test_the_dask_engine_logs_no_distributed_info(caplog):
+    import logging
+
+    from bert_mlm.core.engine import open_engine
+
+    with caplog.at_level(logging.DEBUG, logger="distributed"):
+        logging.getLogger("distributed").setLevel(logging.NOTSET)  # as a fresh process has it
+        with open_engine(DataConfig(engine="dask", workers=1)) as engine:
+            assert list(engine.map_ordered(len, ["ab", "abc"])) == [2, 3]
+    chatter = [r for r in caplog.records if r.name.startswith("distributed") and r.levelno < logging.WARNING]
+    assert not chatter, [r.getMessage() for r in chatter[:5]]
