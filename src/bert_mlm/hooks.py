@@ -18,7 +18,7 @@ from bert_mlm.core.config import ExperimentConfig
 from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import Overrides, check_extra_corpus
-from bert_mlm.core.files import remove_dead_temporaries, written_then_renamed
+from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
 from bert_mlm.core.labelled import load_task
 from bert_mlm.core.model import resolve_checkpoint
 from bert_mlm.core.tuning import check_storage, masked_url
@@ -80,6 +80,7 @@ class ValidateParametersHook:
             check_extra_corpus(catalog.load("extra_eval_corpus"))
         project = Path(run_params.get("project_path") or Path.cwd())
         run_lock.acquire(project)
+        self.started = time.time() - 1  # file times are coarser than the clock on some file systems
         remove_dead_temporaries(project / "data")  # under the lock: no other run of this project writes there
 
         self.explicit = run_params.get("runtime_params") or {}
@@ -99,7 +100,10 @@ class ValidateParametersHook:
 
     @hook_impl
     def on_pipeline_error(self, error, run_params: dict, pipeline, catalog) -> None:
-        run_lock.release(run_params.get("project_path") or Path.cwd())
+        project = Path(run_params.get("project_path") or Path.cwd())
+        if getattr(self, "started", None) is not None:
+            remove_empty_versions(project / "data", self.started)
+        run_lock.release(project)
 
 
 NODE_TIMINGS_ENV = "BERT_MLM_NODE_TIMINGS"

@@ -129,3 +129,12 @@ def test_an_explicit_value_the_tuned_one_replaces_is_warned_about(project_copy):
                         r"to train with yours, set --params tuning\.n_trials=0", log)
     assert warning, log[-3000:]
     assert re.search(rf"Training with masking \{{'probability': {warning.group(1)}", log)
+
+
+def test_a_failed_run_leaves_no_empty_version_folder(project_copy, tmp_path):
+    (tmp_path / "short.txt").write_text("too short\n\nalso short\n")  # nothing survives corpus.min_words
+    result = kedro_run(project_copy, "--pipeline", "ingestion", "--params", f"corpus.path={tmp_path / 'short.txt'}")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "corpus.path: the corpus is empty after cleaning" in result.stderr
+    # The shards' save made a version folder before the corpus turned out empty: it is gone, with its dataset folder.
+    assert not (project_copy / "data" / "02_intermediate" / "corpus_documents").exists()

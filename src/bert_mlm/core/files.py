@@ -136,3 +136,18 @@ def remove_dead_temporaries(root: str | os.PathLike) -> list[Path]:
         logger.info("Removed %d unfinished write(s) of killed runs (%.1f MB): %s", len(removed), freed / 1e6,
                     ", ".join(str(p) for p in removed[:5]) + (" ..." if len(removed) > 5 else ""))
     return removed
+
+
+def remove_empty_versions(root: str | os.PathLike, since: float) -> list[Path]:
+    """Remove the empty version folders under ``root`` made at or after ``since`` (a time stamp),
+    and their dataset's folder when it holds no other version:
+    a save that failed removed its temporary but not the version folder made for it, which would
+    list a version that does not exist."""
+    empty = [Path(directory) for directory, subdirectories, files in os.walk(root)
+             if VERSION.match(Path(directory).name) and not subdirectories and not files
+             and Path(directory).stat().st_mtime >= since]
+    for folder in empty:
+        folder.rmdir()
+        if not any(folder.parent.iterdir()):  # the dataset's folder, made for that version alone
+            folder.parent.rmdir()
+    return empty
