@@ -16,6 +16,7 @@ from kedro.framework.hooks import hook_impl
 from bert_mlm import run_lock
 from bert_mlm.core.config import ExperimentConfig
 from bert_mlm.core.device import resolve_device, resolve_precision
+from bert_mlm.core.engine import close_engines
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import Overrides, check_extra_corpus
 from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
@@ -96,11 +97,13 @@ class ValidateParametersHook:
 
     @hook_impl
     def after_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
+        close_engines()
         run_lock.release(run_params.get("project_path") or Path.cwd())
 
     @hook_impl
     def on_pipeline_error(self, error, run_params: dict, pipeline, catalog) -> None:
         project = Path(run_params.get("project_path") or Path.cwd())
+        close_engines()
         if getattr(self, "started", None) is not None:
             remove_empty_versions(project / "data", self.started)
         run_lock.release(project)

@@ -15,6 +15,7 @@ items in flight, never by the corpus.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -195,10 +196,29 @@ def _large(value: Any) -> bool:
     return isinstance(value, (str, bytes)) and len(value) > 100_000
 
 
+# Dask engines stay open between the data stages of a run: a LocalCluster takes seconds to start,
+# and each stage used to start its own. close_engines() ends them (the project's hooks, at the end
+# of a run; atexit otherwise).
+_dask_engines: dict[DataConfig, DaskEngine] = {}
+
+
 @contextmanager
 def open_engine(config: DataConfig):
-    engine = DaskEngine(config) if config.engine == "dask" else LocalEngine(config)
+    if config.engine == "dask":
+        if config not in _dask_engines:
+            _dask_engines[config] = DaskEngine(config)
+        yield _dask_engines[config]
+        return
+    engine = LocalEngine(config)
     try:
         yield engine
     finally:
         engine.close()
+
+
+def close_engines() -> None:
+    while _dask_engines:
+        _dask_engines.popitem()[1].close()
+
+
+atexit.register(close_engines)
