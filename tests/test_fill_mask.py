@@ -72,3 +72,12 @@ def test_every_mask_of_a_sentence_is_filled(project_with_models):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "[MASK] 1 of 2" in result.stdout and "[MASK] 2 of 2" in result.stdout
+
+
+def test_a_variant_must_be_a_configured_one(project_with_models):
+    outside = subprocess.run([sys.executable, "-m", "bert_mlm", "fill-mask", "the [MASK] sat", "--variant", "../../etc"],
+                             capture_output=True, text=True, timeout=120)
+    assert outside.returncode == 2
+    assert "--variant: '../../etc' is not a mask_rate_comparison variant; the variants are mask_015, mask_030, mask_045" in outside.stderr
+    with pytest.raises(ValueError, match=r"--variant: 'mask_999' is not a mask_rate_comparison variant"):
+        fill_mask(["the [MASK] sat"], variant="mask_999")

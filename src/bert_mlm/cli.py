@@ -24,6 +24,7 @@ def user_errors_in_one_line(callback):
     @functools.wraps(callback)
     def wrapper(*args, **kwargs):
         try:
+            check_namespaces(kwargs.get("namespaces"), kwargs.get("pipelines") or [kwargs.get("pipeline")])
             return callback(*args, **kwargs)
         except Exception as error:
             cause = user_error_in(error)
@@ -44,6 +45,29 @@ def user_error_in(error: BaseException) -> UserError | None:
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return None
+
+
+def check_namespaces(namespaces, pipeline_names) -> None:
+    """``--namespaces`` names a namespace of the pipelines run (Kedro reports an unknown one as a
+    traceback from deep inside its pipeline filter)."""
+    if not namespaces:
+        return
+    from kedro.framework.project import pipelines
+
+    names = [name or "__default__" for name in pipeline_names] or ["__default__"]
+    chosen = [pipelines[name] for name in names if name in pipelines]  # Kedro names an unknown pipeline itself
+    valid = sorted({prefix for pipeline in chosen for node in pipeline.nodes if node.namespace
+                    for prefix in _prefixes(node.namespace)})
+    unknown = [name for name in namespaces if name not in valid]
+    if unknown:
+        where = f"the pipeline {names[0]!r}" if len(names) == 1 else f"the pipelines {names}"
+        choices = ", ".join(valid) if valid else "none"
+        raise UserError(f"--namespaces: {', '.join(map(repr, unknown))} is not a namespace of {where}; its namespaces: {choices}")
+
+
+def _prefixes(namespace: str) -> list[str]:
+    parts = namespace.split(".")
+    return [".".join(parts[:end]) for end in range(1, len(parts) + 1)]
 
 
 @click.group(name="bert_mlm")

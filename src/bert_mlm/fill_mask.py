@@ -36,6 +36,11 @@ def load_masked_lm(model: str | None = None, version: str | None = None, models_
 
 
 def models_dir_of(variant: str | None) -> str:
+    # The variant becomes part of a path: only the configured names, never ``../..``.
+    from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
+
+    if variant and variant not in VARIANTS:
+        raise ValueError(f"--variant: {variant!r} is not a mask_rate_comparison variant; the variants are {', '.join(VARIANTS)}")
     return f"data/06_models/{variant}/masked_lm" if variant else DEFAULT_MODELS
 
 

@@ -16,12 +16,13 @@ from kedro.framework.hooks import hook_impl
 from bert_mlm import run_lock
 from bert_mlm.core.config import ExperimentConfig
 from bert_mlm.core.device import resolve_device, resolve_precision
+from bert_mlm.core.engine import close_engines
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.experiment import Overrides
-from bert_mlm.core.files import written_then_renamed
+from bert_mlm.core.experiment import Overrides, check_extra_corpus
+from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
 from bert_mlm.core.labelled import load_task
 from bert_mlm.core.model import check_starting_vocabulary, check_step_memory, planned_bert_config, resolve_checkpoint
-from bert_mlm.core.tuning import check_storage
+from bert_mlm.core.tuning import check_storage, masked_url
 
 logger = logging.getLogger(__name__)
 
@@ -85,15 +86,36 @@ class ValidateParametersHook:
         finetune_tuning = tuning.n_trials > 0 and tuning.objective == "finetune" and "tune_mask_probability" in names
         if config.finetune.enabled and ("finetune_classifier" in names or finetune_tuning):
             load_task(config.finetune.source)  # a bad labelled file fails here, before any training
-        run_lock.acquire(run_params.get("project_path") or Path.cwd())
+        if "extra_eval_corpus" in pipeline.all_inputs():  # a bad evaluation.corpus_path too
+            check_extra_corpus(catalog.load("extra_eval_corpus"))
+        project = Path(run_params.get("project_path") or Path.cwd())
+        run_lock.acquire(project)
+        self.started = time.time() - 1  # file times are coarser than the clock on some file systems
+        remove_dead_temporaries(project / "data")  # under the lock: no other run of this project writes there
+
+        self.explicit = run_params.get("runtime_params") or {}
+
+    @hook_impl
+    def before_node_run(self, node, inputs: dict) -> None:
+        # The training node replaces masking/training values by the tuned (or variant's) ones:
+        # say so when the user had set one of them explicitly.
+        stored = next((v for k, v in inputs.items() if k.split(".")[-1] == "tuning_best_params"), None)
+        if isinstance(stored, dict) and getattr(self, "explicit", None):
+            for line in Overrides.from_json(stored).set_aside(self.explicit):
+                logger.warning("%s", line)
 
     @hook_impl
     def after_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
+        close_engines()
         run_lock.release(run_params.get("project_path") or Path.cwd())
 
     @hook_impl
     def on_pipeline_error(self, error, run_params: dict, pipeline, catalog) -> None:
-        run_lock.release(run_params.get("project_path") or Path.cwd())
+        project = Path(run_params.get("project_path") or Path.cwd())
+        close_engines()
+        if getattr(self, "started", None) is not None:
+            remove_empty_versions(project / "data", self.started)
+        run_lock.release(project)
 
 
 NODE_TIMINGS_ENV = "BERT_MLM_NODE_TIMINGS"
@@ -223,7 +245,10 @@ class MlflowMetricsHook:
             return
         for name, value in inputs.items():
             if name.startswith("params:") and dataclasses.is_dataclass(value):
-                mlflow.log_params(flattened(dataclasses.asdict(value), name.removeprefix("params:")))
+                flat = flattened(dataclasses.asdict(value), name.removeprefix("params:"))
+                if "tuning.storage" in flat:  # its password must not reach the tracking server
+                    flat["tuning.storage"] = masked_url(flat["tuning.storage"])
+                mlflow.log_params(flat)
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data, node) -> None:

@@ -71,3 +71,33 @@ def test_dask_on_two_workers_writes_the_local_engines_bytes(shared_data, tmp_pat
     assert store.dtype.name == "uint16"  # 30,522 entries
     assert len(DocumentShards(dask[0]).row_groups("train")) > 2  # the work was split into several items
     assert len(store.split("train")) == DocumentShards(dask[0]).documents("train")
+
+
+def test_the_dask_engine_logs_no_distributed_info(caplog):
+    import logging
+
+    from bert_mlm.core.engine import open_engine
+
+    with caplog.at_level(logging.DEBUG, logger="distributed"):
+        logging.getLogger("distributed").setLevel(logging.NOTSET)  # as a fresh process has it
+        with open_engine(DataConfig(engine="dask", workers=1)) as engine:
+            assert list(engine.map_ordered(len, ["ab", "abc"])) == [2, 3]
+    from bert_mlm.core.engine import close_engines
+
+    close_engines()  # the engine stays open for a run's next stage; this test has none
+    chatter = [r for r in caplog.records if r.name.startswith("distributed") and r.levelno < logging.WARNING]
+    assert not chatter, [r.getMessage() for r in chatter[:5]]
+
+
+def test_the_dask_cluster_starts_once_for_the_stages_of_a_run():
+    from bert_mlm.core.engine import close_engines
+
+    config = DataConfig(engine="dask", workers=1)
+    with open_engine(config) as ingestion:
+        assert list(ingestion.map_ordered(len, ["ab"])) == [2]
+    with open_engine(config) as tokenization:  # the next stage: the same cluster, not a second start
+        assert tokenization is ingestion and list(tokenization.map_ordered(len, ["abc"])) == [3]
+    close_engines()
+    with open_engine(config) as next_run:
+        assert next_run is not ingestion
+    close_engines()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -222,3 +223,153 @@ def test_killed_worker_trial_is_failed_and_the_next_run_finishes(tmp_path):
     states = [t.state.name for t in study.trials]
     assert states[:3] == ["COMPLETE", "COMPLETE", "FAIL"]
     assert states.count("COMPLETE") == 4
+
+
+def _descendants(pid: int) -> set[int]:
+    """The live processes below ``pid`` (from /proc: Linux)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parents[int(entry.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_kill_9_of_a_data_stage_run_leaves_no_process_and_the_next_run_removes_its_leftovers(project_copy, shared_data, tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for copy in range(3):  # enough text that the cleaning pool is still busy when the run is killed
+        for book in sorted((shared_data / "corpora" / "gutenberg").glob("*.txt")):
+            (corpus / f"{copy}-{book.name}").symlink_to(book)
+    command = [sys.executable, "-m", "bert_mlm", "--env", "smoke", "--pipeline", "ingestion",
+               "--params", f"corpus.path={corpus},data.workers=2,data.chunk_bytes=65536"]
+    run = subprocess.Popen(command, cwd=project_copy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}, start_new_session=True)
+    data = project_copy / "data"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and run.poll() is None:
+            workers = _descendants(run.pid)
+            partial = [p for p in data.rglob(".corpus_documents.tmp-*") if any(p.iterdir())]
+            if len(workers) >= 2 and partial:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the run ended (or never wrote) before it could be killed mid-write")
+        run.kill()
+        run.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(_running(pid) for pid in workers):
+            time.sleep(0.1)
+        assert not [pid for pid in workers if _running(pid)], "pool workers outlived their killed run"
+    finally:
+        os.killpg(run.pid, 9) if run.poll() is None else None
+        for pid in _descendants(run.pid) | {p for p in locals().get("workers", ()) if _running(p)}:
+            os.kill(pid, 9)
+    version_folder = partial[0].parent
+    assert partial[0].exists() and version_folder.exists()  # what a kill -9 leaves: nothing renamed, nothing removed
+
+    result = subprocess.run([sys.executable, "-m", "bert_mlm", "--env", "smoke", "--pipeline", "ingestion"], cwd=project_copy,
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Removed 1 unfinished write(s) of killed runs" in result.stdout + result.stderr
+    assert not partial[0].exists() and not version_folder.exists()
+    assert not list(data.rglob("*.tmp-*"))
+
+
+FILE_SIZE_LIMITED_SAVE = """
+import resource, signal, sys
+import numpy as np
+from kedro.io.core import Version
+from bert_mlm.core.sequences import SequenceIndex, SplitIndex
+from bert_mlm.datasets.data import SequenceIndexDataset
+
+n = 200_000  # 1.6 MB in each int64 file; the limit below lets 1 MB of a file through
+splits = {s: SplitIndex(np.arange(n, dtype=np.int64), np.full(n, 64, np.int64), np.zeros(n, bool)) for s in ("train", "test")}
+index = SequenceIndex("packed", 64, splits, {"train": "x", "test": "y"})
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails (EFBIG, or a short write) instead of killing us
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+try:
+    SequenceIndexDataset(sys.argv[1], version=Version(None, "2026-01-01T00.00.00.000Z")).save(index)
+except Exception as error:
+    from bert_mlm.cli import user_error_in
+    print(type(user_error_in(error)).__name__, str(user_error_in(error) or error), sep="\\n")
+"""
+
+
+def test_a_write_the_file_system_cuts_short_names_the_artifact_the_place_and_the_space(tmp_path):
+    """Real write calls refused by the kernel (a file-size limit in a subprocess: a full disk needs root to make): numpy's
+    "N requested and M written" becomes one line naming the sequence index, its path and the space it needed."""
+    result = subprocess.run([sys.executable, "-c", FILE_SIZE_LIMITED_SAVE, str(tmp_path / "sequence_index")],
+                            capture_output=True, text=True, timeout=120)
+    kind, message = result.stdout.strip().split("\n")[-2:]  # after Kedro's logging line
+    assert kind == "UserError", result.stdout + result.stderr[-2000:]
+    assert message.startswith(f"sequence_index: the file system took only part of a write (a full disk, a quota or a "
+                              f"file-size limit) writing {tmp_path}/sequence_index/2026-01-01T00.00.00.000Z/sequence_index "
+                              "(6.8 MB needed, "), message
+    assert "requested and" not in message
+    assert [p.name for p in (tmp_path / "sequence_index" / "2026-01-01T00.00.00.000Z").iterdir()] == []
+
+
+def test_a_full_disk_while_the_store_is_written_is_one_line_and_leaves_nothing(tmp_path, shared_data, monkeypatch):
+    """ENOSPC from the token store's own file writes (the write call is replaced, as a full disk cannot be made without
+    root): one line with the artifact, where, "No space left on device" and the space needed; no partial version."""
+    import errno
+
+    from kedro.io.core import Version
+
+    from bert_mlm.core import token_store as store_module
+    from bert_mlm.datasets.data import TokenStoreDataset
+
+    job = _documents_and_first_store(tmp_path, shared_data, shared_data / "vocab" / "bert-base-uncased.vocab.txt")
+
+    class FillsUp:
+        """A file that takes 100 kB, then fails as a full disk does."""
+
+        def __init__(self, handle):
+            self.handle, self.room = handle, 100_000
+
+        def write(self, data):
+            if len(data) > self.room:
+                self.handle.write(bytes(data)[: self.room])
+                self.room = 0
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.room -= len(data)
+            return self.handle.write(data)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+            return False
+
+    monkeypatch.setattr(store_module, "open", lambda *a, **k: FillsUp(open(*a, **k)), raising=False)
+    target = TokenStoreDataset(str(tmp_path / "token_store"), version=Version(None, "2026-01-03T00.00.00.000Z"))
+    with pytest.raises(Exception) as raised:
+        target.save(job)
+    from bert_mlm.cli import user_error_in
+
+    message = str(user_error_in(raised.value))
+    assert re.fullmatch(rf"token_store: No space left on device writing {tmp_path}/token_store/2026-01-03T00\.00\.00\.000Z/"
+                        r"token_store \(at least 0\.\d MB needed, 0\.\d MB written when it stopped, [\d,.]+ MB free there\); "
+                        r"nothing of it was kept", message), message
+    assert [p.name for p in (tmp_path / "token_store" / "2026-01-03T00.00.00.000Z").iterdir()] == []
+    latest = TokenStoreDataset(str(tmp_path / "token_store"), version=Version(None, None))
+    assert str(latest._get_load_path()).endswith("2026-01-01T00.00.00.000Z/token_store")

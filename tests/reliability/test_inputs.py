@@ -222,3 +222,17 @@ def test_a_corpus_without_held_out_documents_stops_at_ingestion(tmp_path, text):
                        match=r"corpus\.path: (none of the corpus's \d+ document\(s\) landed in the (valid|test) split "
                              r"\(corpus\.split_ratios\.(valid|test)=0\.05\), which (tuning|evaluation) needs|the corpus is too small)"):
         ingest(tmp_path / "corpus.txt")
+
+
+def test_corpus_stats_give_the_cleaning_totals_once(tmp_path):
+    text = "Caf\u00e9 society met on the boulevard every single evening of the year.\n\nshort\n\n" * 2
+    (tmp_path / "latin1.txt").write_bytes(text.encode("latin-1"))
+    _, stats = ingest(tmp_path / "latin1.txt", corpus=TRAIN_ONLY)
+    totals = stats.set_index("split")[["replaced_bytes", "duplicates_dropped", "short_dropped"]]
+    assert totals.loc["all"].tolist() == [2, 1, 2]
+    assert totals.drop(index="all").isna().all().all()  # not repeated on the split rows
+    from bert_mlm.core.report import table
+
+    for shown in (stats, pd.read_csv(pd.io.common.StringIO(stats.to_csv(index=False)))):  # in memory, and as the report reads it
+        html = table(shown)
+        assert "<td>2</td>" in html and "<NA>" not in html and "&lt;NA&gt;" not in html and "2.0000" not in html

@@ -31,6 +31,9 @@ CASES = [
     ("tuning.storage=notaurl", r"tuning\.storage: 'notaurl' cannot be opened: ArgumentError"),
     ("tuning.storage=postgresql://nobody@127.0.0.1:1/db", r"tuning\.storage: 'postgresql://nobody@127\.0\.0\.1:1/db' cannot be opened"),
     ("tuning.storage=sqlite:////proc/no/such/dir/optuna.db", r"tuning\.storage: 'sqlite:////proc/no/such/dir/optuna\.db' cannot be opened"),
+    ("../x.overrides.masking.probability=0.3",
+     r"--params \.\./x\.overrides\.masking\.probability: '' is not a section name; a parameter is written section\.key=value"),
+    ("evaluation.corpus_path=/no/such/held_out.txt", r"evaluation\.corpus_path: '/no/such/held_out\.txt' does not exist"),
 ]
 
 
@@ -70,3 +73,68 @@ def test_a_vocabulary_larger_than_asked_for_is_said(caplog):
         tokenizer = train_wordpiece(texts, vocab_size=10)
     assert len(tokenizer) > 10
     assert re.search(rf"the vocabulary has {len(tokenizer)} tokens, more than the 10 asked for", caplog.text)
+
+
+def test_a_storage_url_without_its_driver_names_the_package_and_hides_the_password(project_copy):
+    # No PostgreSQL driver is installed here: SQLAlchemy fails on import, before any connection.
+    result = kedro_run(project_copy, "--params", "tuning.storage=postgresql://user:secret@localhost/db")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "secret" not in result.stderr + result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.match(r"Error: tuning\.storage: 'postgresql://user:\*\*\*@localhost/db' cannot be opened", last), last
+    assert re.search(r"the database driver 'psycopg2?' is not installed \(pip install 'psycopg", last), last
+
+
+def test_a_storage_url_is_shown_without_its_password():
+    from bert_mlm.core.tuning import masked_url
+
+    assert masked_url("postgresql://user:s3cr%40t@db.example:5432/optuna") == "postgresql://user:***@db.example:5432/optuna"
+    assert masked_url("mysql+pymysql://user:secret@h/db?charset=utf8") == "mysql+pymysql://user:***@h/db?charset=utf8"
+    assert masked_url("sqlite:///data/optuna.db") == "sqlite:///data/optuna.db"
+    assert masked_url("journal:data/optuna.log") == "journal:data/optuna.log"
+    assert masked_url("notaurl") == "notaurl"
+
+
+@pytest.mark.parametrize("kind", ["empty file", "empty folder"])
+def test_an_empty_extra_evaluation_corpus_is_named_as_evaluation_corpus_path(project_copy, tmp_path, kind):
+    target = tmp_path / "held_out"
+    target.mkdir()
+    if kind == "empty file":
+        target = target / "held_out.txt"
+        target.write_text("")
+    result = kedro_run(project_copy, "--params", f"evaluation.corpus_path={target}")
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    expected = "is empty (1 file(s), 0 bytes)" if kind == "empty file" else "holds no corpus file"
+    assert last.startswith(f"Error: evaluation.corpus_path: '{target}' {expected}"), last
+    assert not (project_copy / "data" / "02_intermediate").exists()  # stopped before the data stages
+
+
+def test_an_unknown_namespace_is_one_line_naming_the_valid_ones(project_copy):
+    result = kedro_run(project_copy, "--pipeline", "mask_rate_comparison", "--namespaces", "../mask_030")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: --namespaces: '../mask_030' is not a namespace of the pipeline 'mask_rate_comparison'; "
+                           "its namespaces: mask_015, mask_030, mask_045"), last
+
+
+def test_an_explicit_value_the_tuned_one_replaces_is_warned_about(project_copy):
+    # The smoke environment tunes (2 trials) and always adopts the tuned probability.
+    result = kedro_run(project_copy, "--params", "masking.probability=0.3", "--pipeline", "__default__",
+                       "--to-nodes", "train_masked_lm")
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = result.stdout + result.stderr
+    warning = re.search(r"masking\.probability: your --params value 0\.3 is set aside for (0\.\d+) \(from tuning\); "
+                        r"to train with yours, set --params tuning\.n_trials=0", log)
+    assert warning, log[-3000:]
+    assert re.search(rf"Training with masking \{{'probability': {warning.group(1)}", log)
+
+
+def test_a_failed_run_leaves_no_empty_version_folder(project_copy, tmp_path):
+    (tmp_path / "short.txt").write_text("too short\n\nalso short\n")  # nothing survives corpus.min_words
+    result = kedro_run(project_copy, "--pipeline", "ingestion", "--params", f"corpus.path={tmp_path / 'short.txt'}")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "corpus.path: the corpus is empty after cleaning" in result.stderr
+    # The shards' save made a version folder before the corpus turned out empty: it is gone, with its dataset folder.
+    assert not (project_copy / "data" / "02_intermediate" / "corpus_documents").exists()

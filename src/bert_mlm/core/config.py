@@ -91,12 +91,27 @@ RETIRED = {  # sections of earlier versions, and where their settings went
 def check_section_names(parameters: Mapping[str, Any], known: set[str]) -> None:
     """A top-level section nothing reads (``--params trainig.max_steps=3``) is a typo: refused."""
     for section in parameters:
+        if not section or not section.isidentifier():
+            raise UserError(
+                f"--params {_dotted(section, parameters[section])}: {section!r} is not a section name; a parameter is "
+                f"written section.key=value (e.g. masking.probability=0.3), and a section name is a plain word, "
+                f"one of {sorted(known)}"
+            )
         if section in RETIRED and section not in known:
             raise UserError(f"{section}: {RETIRED[section]}")
         if section not in known:
             close = difflib.get_close_matches(section, sorted(known), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; the sections are {sorted(known)}"
             raise UserError(f"{section}: unknown parameter section{hint}")
+
+
+def _dotted(key: str, value: Any) -> str:
+    """The dotted name the user typed, rebuilt from the nested mapping ``--params`` made of it:
+    ``../x.a.b=1`` arrives as ``{"": {"": {"/x": {"a": {"b": 1}}}}}``."""
+    while isinstance(value, Mapping) and len(value) == 1:
+        inner, value = next(iter(value.items()))
+        key = f"{key}.{inner}"
+    return key
 
 
 def whole_word_requested(masking: MaskingConfig, evaluation: EvaluationParameters, tuning: TuningConfig) -> bool:

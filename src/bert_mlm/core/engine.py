@@ -15,8 +15,11 @@ items in flight, never by the corpus.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -71,6 +74,39 @@ def _ordered(submit: Callable[..., Any], result: Callable[[Any], Any], function:
         yield result(pending.popleft())
 
 
+PARENT_POLL_SECONDS = 0.5
+
+
+def exit_with_parent(parent: int) -> None:
+    """Pool worker initializer: the worker ends itself when the process that started the pool is
+    gone (a kill -9 runs no clean-up, and idle workers would wait on their queue for ever, ~0.6 GB
+    each).
+
+    A watchdog thread, not ``prctl(PR_SET_PDEATHSIG)``: the death signal fires when the *thread*
+    that forked the worker ends (the pool forks from whichever thread submits first, e.g. a
+    runner's thread, while the process lives on), it is Linux-only, and under the ``forkserver``
+    start method the worker's parent is the fork server, not this run. The watchdog checks both
+    the run's process and the worker's own parent, under any start method, on any POSIX system,
+    at the cost of up to ``PARENT_POLL_SECONDS`` of delay."""
+    own_parent = os.getppid()
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # someone else's process now holds the number: ours is gone
+            return False
+        return True
+
+    def watch() -> None:
+        while os.getppid() == own_parent and alive(parent):
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)  # no clean-up to do: results go to the parent, which is gone
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 class LocalEngine:
     def __init__(self, config: DataConfig):
         self.config = config
@@ -86,7 +122,7 @@ class LocalEngine:
         if not python_bound or self.workers == 1:
             return (function(item, *args) for item in items)
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, initializer=exit_with_parent, initargs=(os.getpid(),))
         limit = self.workers * self.config.in_flight_per_worker
         return _ordered(self._pool.submit, lambda f: f.result(), function, items, args, limit)
 
@@ -106,6 +142,7 @@ class DaskEngine:
             ) from error
         self.config = config
         self._cluster = None
+        quiet_distributed()
         if config.scheduler_address:
             try:
                 self.client = Client(config.scheduler_address, timeout="30s")
@@ -144,14 +181,44 @@ class DaskEngine:
             self._cluster.close()
 
 
+def quiet_distributed() -> None:
+    """``distributed`` logs ~80 INFO lines per cluster (every worker's start, address and stop);
+    this project's log keeps its warnings. A level the user set on the ``distributed`` logger
+    (e.g. DEBUG in their logging file) is left as it is."""
+    for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.worker",
+                 "distributed.core", "distributed.http.proxy"):
+        named = logging.getLogger(name)
+        if named.level in (logging.NOTSET, logging.INFO):
+            named.setLevel(logging.WARNING)
+
+
 def _large(value: Any) -> bool:
     return isinstance(value, (str, bytes)) and len(value) > 100_000
 
 
+# Dask engines stay open between the data stages of a run: a LocalCluster takes seconds to start,
+# and each stage used to start its own. close_engines() ends them (the project's hooks, at the end
+# of a run; atexit otherwise).
+_dask_engines: dict[DataConfig, DaskEngine] = {}
+
+
 @contextmanager
 def open_engine(config: DataConfig):
-    engine = DaskEngine(config) if config.engine == "dask" else LocalEngine(config)
+    if config.engine == "dask":
+        if config not in _dask_engines:
+            _dask_engines[config] = DaskEngine(config)
+        yield _dask_engines[config]
+        return
+    engine = LocalEngine(config)
     try:
         yield engine
     finally:
         engine.close()
+
+
+def close_engines() -> None:
+    while _dask_engines:
+        _dask_engines.popitem()[1].close()
+
+
+atexit.register(close_engines)

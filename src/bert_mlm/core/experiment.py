@@ -32,6 +32,7 @@ from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
 from bert_mlm.core.params import build_config
 from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, SequenceIndex, build_sequences
+from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.tokenizer import encode_documents
 from bert_mlm.core.training import StepCallback, TokenIds, TrainingConfig, TrainingResult, train
@@ -43,6 +44,13 @@ def corpus_sequences(items: Iterable[RawText], tokenizer: PreTrainedTokenizerBas
     documents, _ = clean_documents(items, min_words=1, deduplicate=False)
     encoded = encode_documents(tokenizer, documents["text"].tolist())
     return build_sequences(encoded, config.mode, config.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
+
+
+def check_extra_corpus(source: CorpusSource) -> None:
+    """An extra evaluation corpus whose files hold no byte is refused before any training."""
+    if not source.is_empty and source.total_bytes() == 0:
+        files = source.files()
+        raise UserError(f"evaluation.corpus_path: {source.path!r} is empty ({len(files)} file(s), 0 bytes)")
 
 
 def open_sequences(
@@ -115,6 +123,20 @@ class Overrides:
         """The configured sections with these values in place (re-validated)."""
         return (build_config(MaskingConfig, {**asdict(masking), **self.masking}, "masking"),
                 build_config(TrainingConfig, {**asdict(training), **self.training}, "training"))
+
+    def set_aside(self, explicit: dict) -> list[str]:
+        """One warning per value the user gave explicitly (``--params``; ``explicit`` is their
+        nested mapping) that these overrides replace with another value."""
+        lines = []
+        for section, values in (("masking", self.masking), ("training", self.training)):
+            given = explicit.get(section) if isinstance(explicit.get(section), dict) else {}
+            for key, value in values.items():
+                if key in given and given[key] != value:
+                    keep = ("--params tuning.n_trials=0 with the tuning stage in the run (it then passes your "
+                            "values on)" if self.origin is Origin.TUNING else "the value in the variant's overrides in conf/")
+                    lines.append(f"{section}.{key}: your --params value {given[key]!r} is set aside for {value!r} "
+                                 f"(from {self.origin.value}); to train with yours, set {keep}")
+        return lines
 
     @property
     def probability_origin(self) -> Origin:
@@ -265,7 +287,10 @@ def held_out_metrics(
         eval_whole_word=protocol.whole_word,
     )
     if extra_corpus is not None:
-        extra = scored(corpus_sequences(extra_corpus, tokenizer, sequences))
+        extra_sequences = corpus_sequences(extra_corpus, tokenizer, sequences)
+        if not extra_sequences:
+            raise UserError("evaluation.corpus_path: the extra evaluation corpus holds no text to evaluate on")
+        extra = scored(extra_sequences)
         metrics.update({f"extra_{k}": v for k, v in extra.items()})
     return metrics
 

@@ -73,7 +73,21 @@ def image(figure: plt.Figure | None, alt: str) -> str:
 def table(frame: pd.DataFrame | None, float_format: str = "{:,.4f}") -> str:
     if frame is None or frame.empty:
         return '<p class="muted">Nothing recorded.</p>'
-    return frame.to_html(index=False, border=0, float_format=float_format.format, na_rep="", escape=True)
+    return _counts_with_gaps(frame).to_html(index=False, border=0, float_format=float_format.format, na_rep="", escape=True)
+
+
+def _counts_with_gaps(frame: pd.DataFrame) -> pd.DataFrame:
+    """Counts given on some rows only (``corpus_stats``' totals) read back from CSV as floats, or
+    held as ``Int64``: shown as counts, with empty cells (not ``2.0000`` and ``<NA>``)."""
+    frame = frame.copy()
+    for column in frame.columns:
+        values = frame[column]
+        if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values) or not values.isna().any():
+            continue
+        present = values.dropna()
+        if len(present) and (present.astype(float) % 1 == 0).all():
+            frame[column] = ["" if pd.isna(value) else f"{int(value):,}" for value in values]
+    return frame
 
 
 def format_value(value) -> str:

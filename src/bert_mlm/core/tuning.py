@@ -134,19 +134,70 @@ def make_storage(config: TuningConfig) -> optuna.storages.BaseStorage:
     )
 
 
+# Database driver modules SQLAlchemy imports -> the package that provides them (pip's name).
+DRIVER_PACKAGES = {
+    "psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "MySQLdb": "mysqlclient", "pymysql": "PyMySQL",
+    "asyncpg": "asyncpg", "pg8000": "pg8000", "mysql": "mysql-connector-python", "oracledb": "oracledb",
+}
+
+
+def masked_url(url: str) -> str:
+    """``url`` as it may be shown in messages, logs and artifacts: the password replaced by ``***``.
+    A value SQLAlchemy cannot parse (``journal:...``, a typo) holds no recognisable password and
+    is shown as it is."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    if url.startswith("journal:"):
+        return url
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return url
+
+
+def _password(url: str) -> str | None:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).password
+    except (ArgumentError, ValueError):
+        return None
+
+
+def _missing_driver(error: BaseException) -> str | None:
+    """The module a storage URL's database driver needs, when that is why it could not open."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, ModuleNotFoundError) and error.name:
+            return error.name.split(".")[0]
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def check_storage(config: TuningConfig) -> None:
     """Open (or create) the study storage now, so that a malformed URL, a missing database driver
     or an unwritable path stops the run before the data stages, with the parameter named."""
     _quiet_experimental()
     storage = None
+    shown = masked_url(config.storage)
     try:
         storage = make_storage(config)
         storage.get_all_studies()
     except Exception as error:  # SQLAlchemy, drivers and the filesystem raise many types
         reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        if isinstance(error, ModuleNotFoundError):
-            reason = f"the database driver {error.name!r} is not installed (pip install {error.name})"
-        raise UserError(f"tuning.storage: {config.storage!r} cannot be opened: {type(error).__name__}: {reason}") from error
+        # Drivers' messages may repeat the URL or the password.
+        reason = reason.replace(config.storage, shown)
+        password = _password(config.storage)
+        if password:
+            reason = reason.replace(password, "***")
+        module = _missing_driver(error)
+        if module is not None:
+            package = DRIVER_PACKAGES.get(module, module)
+            reason = f"the database driver {module!r} is not installed (pip install {package!r})"
+        raise UserError(f"tuning.storage: {shown!r} cannot be opened: {type(error).__name__}: {reason}") from error
     finally:
         engine = getattr(storage, "engine", None)  # RDB storages hold a connection pool
         if engine is not None:
@@ -290,7 +341,7 @@ def best_parameters(study: optuna.Study, config: TuningConfig) -> dict:
         **overrides,
         "source": Origin.TUNING.value,
         "study_name": config.study_name,
-        "storage": config.storage,
+        "storage": masked_url(config.storage),
         "objective": config.objective,
         "best_trial": best.number,
         "best_value": best.value,

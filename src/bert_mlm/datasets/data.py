@@ -114,4 +114,5 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
                 "word_segmenter": data.word_segmenter, "word_bits": word_bits,
             })
 
-        self._write_directory(fill)
+        arrays = sum(getattr(index, name).nbytes for index in data.splits.values() for name in self.FIELDS)
+        self._write_directory(fill, needed=arrays if data.word_job is None else None)

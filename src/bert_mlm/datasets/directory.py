@@ -21,11 +21,12 @@ class AtomicDirectoryDataset(AbstractVersionedDataset):
         super().__init__(PurePosixPath(Path(filepath).as_posix()), version)
         self.metadata = metadata
 
-    def _write_directory(self, fill: Callable[[Path], Any]) -> Any:
+    def _write_directory(self, fill: Callable[[Path], Any], needed: int | None = None) -> Any:
         """Call ``fill(directory)`` on a new temporary directory path (not yet created), then
-        rename it into place. Errors from ``fill`` keep their message (not a dataset wrapper's)."""
+        rename it into place. Errors from ``fill`` keep their message (not a dataset wrapper's);
+        ``needed``: the bytes it will write, when known, for the message of a full disk."""
         # Not fsynced: token stores reach many GB, and the data stages can be rerun.
-        with written_then_renamed(str(self._get_save_path()), sync=False) as temporary:
+        with written_then_renamed(str(self._get_save_path()), sync=False, needed=needed) as temporary:
             return fill(temporary)
 
     def _load_dir(self) -> Path:

@@ -35,6 +35,11 @@ def summarise_corpus(corpus_documents: DocumentShards) -> pd.DataFrame:
         stats.iloc[-1]["documents"], cleaning["sources"], cleaning["duplicates_dropped"],
         cleaning["short_dropped"], cleaning["replaced_bytes"],
     )
+    # The cleaning counts are the corpus's, not a split's: on the "all" row only, not repeated on
+    # every split's (empty cells in the CSV). DocumentShards.stats is left as its other callers use it.
+    totals = ["replaced_bytes", "duplicates_dropped", "short_dropped"]
+    stats[totals] = stats[totals].astype("Int64")
+    stats.loc[stats["split"] != "all", totals] = pd.NA
     sources = corpus_documents.source_stats()
     if sources is not None:  # a mixture: each source's share of the training stream
         for row in sources.itertuples():
