@@ -52,9 +52,17 @@ def model(tiny_tokenizer):
 
 
 def one_draw(**protocol) -> EvaluationConfig:
-    """The protocol with one mask draw per sequence, unless a test asks for more (the tests here
-    count rows and masks per sequence)."""
-    return EvaluationConfig(**{"mask_draws": 1, **protocol})
+    """The protocol with one mask draw per sequence and no masked-token stop, unless a test asks
+    (the tests here count rows and masks per sequence)."""
+    return EvaluationConfig(**{"mask_draws": 1, "min_masked_tokens": None, **protocol})
+
+
+def in_sequence_order(evaluation_set: EvaluationSet) -> EvaluationSet:
+    """The rows of a one-draw set sorted back into the held-out order (the protocol visits the
+    sequences in a fixed random order)."""
+    order = torch.argsort(evaluation_set.sequence_ids)
+    return EvaluationSet(evaluation_set.input_ids[order], evaluation_set.attention_mask[order],
+                         evaluation_set.labels[order], evaluation_set.sequence_ids[order])
 
 
 def _prepare(tokenizer, data, config=None, collator=None, sequences=None, materialise=True):
@@ -76,8 +84,10 @@ def test_the_streamed_set_is_the_materialised_one_block_by_block(tiny_tokenizer,
     assert _same(whole, EvaluationSet(*rebuilt))
     assert streamed.masked_tokens == whole.masked_tokens
     assert evaluate(model, streamed, batch_size=50) == pytest.approx(evaluate(model, whole, batch_size=50))
-    # Blocks are masked independently: the second block's masks do not depend on the first's.
-    first_two = _prepare(tiny_tokenizer, data, sequences=data["sequences"][: 2 * MASK_BLOCK])
+    # Blocks are masked independently: stopping earlier keeps the blocks before the stop as they were.
+    first_two = _prepare(tiny_tokenizer, data, config=one_draw(min_masked_tokens=1 + sum(
+        int((labels != IGNORE_INDEX).sum()) for _, _, labels, _ in list(streamed.blocks())[:1])))
+    assert len(first_two.labels) == 2 * MASK_BLOCK
     assert torch.equal(first_two.labels, whole.labels[: 2 * MASK_BLOCK])
 
 
@@ -107,7 +117,7 @@ def test_evaluation_masks_are_fixed(tiny_tokenizer, data):
 
 @pytest.mark.parametrize("probability", [0.15, 0.3])
 def test_evaluation_mask_rate(tiny_tokenizer, data, probability):
-    evaluation_set = _prepare(tiny_tokenizer, data, config=one_draw(mask_probability=probability))
+    evaluation_set = in_sequence_order(_prepare(tiny_tokenizer, data, config=one_draw(mask_probability=probability)))
     ids = evaluation_set.input_ids
     selected = evaluation_set.labels != IGNORE_INDEX
     real = evaluation_set.attention_mask == 1
@@ -148,9 +158,12 @@ def test_evaluation_set_batches_trim_padding(tiny_tokenizer, data):
 
 
 @pytest.mark.parametrize("kwargs", [{"mask_probability": 0.0}, {"mask_probability": 1.0}, {"batch_size": 0},
-                                    {"mask_draws": 0}, {"mask_draws": 1.5}])
+                                    {"mask_draws": 0}, {"mask_draws": 1.5}, {"min_masked_tokens": 0},
+                                    {"min_masked_tokens": -5}, {"min_masked_tokens": 2.5}, {"min_masked_tokens": True},
+                                    {"min_masked_tokens": "many"}])
 def test_evaluation_config_rejects_bad_values(kwargs):
-    with pytest.raises(ValueError, match=r"evaluation\."):
+    name = next(iter(kwargs))
+    with pytest.raises(ValueError, match=rf"^evaluation\.{name}: "):
         one_draw(**kwargs)
 
 
@@ -162,7 +175,8 @@ def test_evaluate_metrics(tiny_tokenizer, data, model):
     assert model.training  # the caller's mode is restored
     model.eval()
     assert set(metrics) == {"eval_loss", "eval_perplexity", "eval_accuracy", "eval_top5_accuracy", "eval_masked_tokens",
-                            "eval_loss_se", "eval_accuracy_se", "eval_top5_accuracy_se", "eval_sequences"}
+                            "eval_loss_se", "eval_accuracy_se", "eval_top5_accuracy_se", "eval_sequences",
+                            "eval_mask_draws"}
     assert metrics["eval_masked_tokens"] == evaluation_set.masked_tokens > 0
     assert math.isfinite(metrics["eval_loss"]) and metrics["eval_loss"] > 0
     assert metrics["eval_perplexity"] == pytest.approx(math.exp(metrics["eval_loss"]))
@@ -317,3 +331,85 @@ def test_the_standard_error_agrees_with_a_bootstrap_over_sequences(tiny_tokenize
     rng = np.random.default_rng(0)
     draws = [(lambda pick: per_loss[pick].sum() / per_count[pick].sum())(rng.integers(0, 200, 200)) for _ in range(2000)]
     assert metrics["eval_loss_se"] == pytest.approx(float(np.std(draws)), rel=0.15)
+
+
+# ----------------------------------------------------------------------------- bounded cost: min_masked_tokens
+def _masked_per_block(streamed) -> list[int]:
+    return [int((labels != IGNORE_INDEX).sum()) for _, _, labels, _ in streamed.blocks()]
+
+
+def test_the_evaluation_stops_at_the_first_block_that_reaches_min_masked_tokens(tiny_tokenizer, data, model):
+    unbounded = _prepare(tiny_tokenizer, data, config=one_draw(mask_draws=3), materialise=False)
+    per_block = _masked_per_block(unbounded)
+    blocks_per_draw = math.ceil(len(data["sequences"]) / MASK_BLOCK)
+    assert len(per_block) == 3 * blocks_per_draw
+    # A bound inside the second draw: whole blocks up to the one that crosses it, nothing after.
+    bound = sum(per_block[: blocks_per_draw + 1]) - 1
+    bounded = _prepare(tiny_tokenizer, data, config=one_draw(mask_draws=3, min_masked_tokens=bound), materialise=False)
+    assert _masked_per_block(bounded) == per_block[: blocks_per_draw + 1]
+    metrics = evaluate(model, bounded, batch_size=100)
+    assert bound <= metrics["eval_masked_tokens"] == bounded.masked_tokens < bound + max(per_block)
+    assert metrics["eval_mask_draws"] == 2  # the second draw was begun, not finished
+    assert metrics["eval_sequences"] == len(data["sequences"])
+    assert math.isfinite(metrics["eval_loss_se"]) and metrics["eval_loss_se"] > 0
+    # The stop depends on the masks alone: not on the batch size, the model or the global RNG.
+    torch.manual_seed(7)
+    other_model = build_model(TINY, tiny_tokenizer, seed=1)
+    again = evaluate(other_model, bounded, batch_size=33)
+    assert again["eval_masked_tokens"] == metrics["eval_masked_tokens"]
+    assert again["eval_loss"] != metrics["eval_loss"]
+    # A bound the draws cannot reach: every draw of every sequence, as without a bound.
+    everything = _prepare(tiny_tokenizer, data, config=one_draw(mask_draws=3, min_masked_tokens=10**9), materialise=False)
+    assert everything.masked_tokens == sum(per_block)
+    assert evaluate(model, everything, batch_size=100)["eval_mask_draws"] == 3
+
+
+def test_a_bounded_evaluation_is_a_random_sample_of_the_held_out_sequences(tiny_tokenizer, data):
+    """Stopping early must not score only the first documents of the split: the sequences are
+    visited in a fixed random order, the same for every run of the protocol."""
+    config = one_draw(min_masked_tokens=1)  # one block
+    first_block = _prepare(tiny_tokenizer, data, config=config)
+    ids = first_block.sequence_ids
+    count = len(data["sequences"])
+    assert len(ids) == MASK_BLOCK < count and len(set(ids.tolist())) == MASK_BLOCK
+    assert ids.max() > count * 0.9 and ids.min() < count * 0.1  # spread over the whole split
+    assert not torch.equal(ids, torch.arange(MASK_BLOCK))
+    assert _same(first_block, _prepare(tiny_tokenizer, data, config=config))  # fixed
+    other_seed = _prepare(tiny_tokenizer, data, config=one_draw(min_masked_tokens=1, seed=3))
+    assert not torch.equal(other_seed.sequence_ids, ids)
+
+
+def test_evaluation_leaves_the_model_trainable(tiny_tokenizer, data):
+    """Evaluation runs under inference_mode; tuning evaluates mid-training, so the model must
+    still train afterwards."""
+    model = build_model(TINY, tiny_tokenizer, seed=0)
+    evaluate(model, _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=20)), batch_size=8)
+    batch = torch.tensor([data["sequences"][0][:16].tolist()])
+    loss = model(input_ids=batch, labels=batch).loss
+    loss.backward()
+    assert model.bert.embeddings.word_embeddings.weight.grad is not None
+
+
+def test_bounded_evaluation_on_chinese_text(shared_dir):
+    import pandas as pd
+
+    from bert_mlm.core.corpus import cjk_characters
+    from bert_mlm.core.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(shared_dir / "vocab" / "bert-base-chinese.vocab.txt")
+    reviews = pd.read_csv(shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")["review"]
+    texts = reviews.dropna().astype(str).tolist()[:600]
+    assert cjk_characters("".join(texts[:10])) > 500
+    sequences = pack_documents(encode_documents(tokenizer, texts), MAX_LENGTH, tokenizer.cls_token_id,
+                               tokenizer.sep_token_id)
+    specials = special_token_ids(tokenizer)
+    collator = Collator(tokenizer.pad_token_id, specials, MAX_LENGTH, padding="dynamic")
+    config = EvaluationConfig(mask_draws=4, min_masked_tokens=3_000)
+    evaluation_set = prepare_evaluation_set(sequences, collator, tokenizer.mask_token_id,
+                                            replacement_vocabulary(len(tokenizer), specials), config)
+    model = build_model(TINY, tokenizer, seed=0)
+    metrics = evaluate(model, evaluation_set, batch_size=128)
+    one_block = MASK_BLOCK * (MAX_LENGTH - 2) * config.mask_probability
+    assert 3_000 <= metrics["eval_masked_tokens"] < 3_000 + 1.2 * one_block
+    assert metrics["eval_mask_draws"] < 4 and metrics["eval_loss_se"] > 0
+    assert metrics["eval_loss"] == pytest.approx(math.log(len(tokenizer)), rel=0.05)  # an untrained model: ~uniform

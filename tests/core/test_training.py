@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -13,6 +14,7 @@ from bert_mlm.core import device as device_module
 from bert_mlm.core import training as training_module
 from bert_mlm.core.checkpoints import list_checkpoints, read_checkpoint, run_folders, save_checkpoint
 from bert_mlm.core.device import resolve_precision
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
 from bert_mlm.core.optim import parameter_groups
@@ -276,3 +278,58 @@ def test_training_on_the_memory_mapped_store_equals_training_on_arrays(tmp_path)
         train(model, data, ids, MaskingConfig(), config, collator)
         results.append(model.state_dict())
     assert all(torch.equal(results[0][k], results[1][k]) for k in results[0])
+
+
+# ----------------------------------------------------------------------------- training.compile
+@pytest.mark.slow  # inductor compiles C++ on CPU: minutes on a loaded 2-core machine
+def test_a_compiled_encoder_trains_like_the_eager_one_without_recompiles(tmp_path):
+    """12 steps of full batches of one width: the masked-position count varies every step, and it
+    must not recompile the encoder (the head and the loss run outside the compiled graph)."""
+    sequences = repetitive_sequences()
+    eager, ids, config, collator = setup()
+    eager_result = train(eager, sequences, ids, MaskingConfig(), config, collator)
+    assert eager_result.history["masked_tokens"].nunique() > 1
+    compiled, ids, config, collator = setup(compile=True)
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        result = train(compiled, sequences, ids, MaskingConfig(), config, collator)
+    assert compiled.bert._compiled_call_impl is not None  # it really ran compiled
+    assert list(compiled.state_dict()) == list(eager.state_dict())  # no _orig_mod. keys
+    for key, value in eager.state_dict().items():
+        torch.testing.assert_close(compiled.state_dict()[key], value, rtol=1e-4, atol=1e-5, msg=key)
+    assert np.allclose(result.history["loss"], eager_result.history["loss"], rtol=1e-4)
+    compiled.save_pretrained(tmp_path / "saved")  # the plain transformers directory, loadable as such
+    reloaded = type(compiled).from_pretrained(tmp_path / "saved")
+    assert all(torch.equal(reloaded.state_dict()[k], v) for k, v in compiled.state_dict().items())
+
+
+@pytest.mark.slow
+def test_a_compiled_run_resumes_as_an_eager_one_would(tmp_path):
+    """Checkpoints of a compiled run load into an eager run and the other way round; from the same
+    checkpoint, a compiled and an eager resume reach the same weights."""
+    sequences = repetitive_sequences()
+    first = tmp_path / "first"
+    model, ids, config, collator = setup(compile=True, max_steps=4, checkpoint_every=4, checkpoint_dir=str(first))
+    train(model, sequences, ids, MaskingConfig(), config, collator)
+    (checkpoint,) = list_checkpoints(run_folders(first)[-1])
+    saved = torch.load(checkpoint / "checkpoint.pt", weights_only=False)["model"]
+    assert list(saved) == list(model.state_dict()) and not any("_orig_mod" in key for key in saved)
+    assert all(torch.equal(saved[key], value) for key, value in model.state_dict().items())
+    resumed = {}
+    for compile_setting in (True, False):
+        directory = tmp_path / f"resume-{compile_setting}"
+        shutil.copytree(first, directory)
+        fresh, ids, config, collator = setup(compile=compile_setting, max_steps=8, checkpoint_every=4,
+                                             checkpoint_dir=str(directory), resume=True)
+        result = train(fresh, sequences, ids, MaskingConfig(), config, collator)
+        assert result.resumed_from_step == 4
+        resumed[compile_setting] = fresh.state_dict()
+    for key, value in resumed[False].items():
+        torch.testing.assert_close(resumed[True][key], value, rtol=1e-4, atol=1e-5, msg=key)
+
+
+@pytest.mark.parametrize("value", ["fast", 1, "true"])
+def test_compile_accepts_booleans_and_torch_modes_only(value):
+    with pytest.raises(UserError, match=r"^training\.compile: "):
+        TrainingConfig(compile=value)
+    assert TrainingConfig(compile="max-autotune").compile == "max-autotune"

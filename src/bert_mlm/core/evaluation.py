@@ -1,10 +1,14 @@
 """Fixed-protocol evaluation, so that runs (and tuning trials) are comparable.
 
-The protocol: every held-out sequence is masked once, at ``evaluation.mask_probability`` with
-BERT's 80/10/10 replacement, by generators seeded from ``evaluation.seed`` and the position of
-each block of ``MASK_BLOCK`` sequences. The masks depend only on the data and the protocol, never
-on the model, the training mask rate, the batch size or the device; every model evaluated on the
-same data sees identical masks. Metrics are token-weighted over all masked tokens.
+The protocol: the held-out sequences are visited in one fixed random order (seeded from
+``evaluation.seed``), ``MASK_BLOCK`` at a time, and masked at ``evaluation.mask_probability`` with
+BERT's 80/10/10 replacement by generators seeded from ``evaluation.seed``, the draw and the block.
+Draws repeat the pass with fresh masks, up to ``evaluation.mask_draws``; the evaluation stops
+after the first block that brings the masked tokens to ``evaluation.min_masked_tokens``, so its
+cost is bounded whatever the size of the held-out data (a prefix of a random order is a random
+sample of sequences). The masks and the stopping point depend only on the data and the protocol,
+never on the model, the training mask rate, the batch size or the device; every model evaluated
+on the same data sees identical masks. Metrics are token-weighted over all masked tokens.
 
 The masked set is made block by block while it is evaluated, so a large held-out split costs
 one block of memory.
@@ -33,14 +37,25 @@ from bert_mlm.core.sequences import Collator, sequence_lengths
 class EvaluationConfig:
     mask_probability: float = 0.15
     seed: int = 20231
-    batch_size: int = 64
+    batch_size: int = 128  # larger than training's: no gradients, no optimizer state
     max_sequences: int | None = None
     whole_word: bool = False  # the whole-word protocol: score every piece of the selected words
     mask_draws: int = 8  # independent fixed mask draws per sequence: more masked tokens from a small split
+    # Stop once this many masked tokens are scored (whole blocks; null: every draw of every sequence):
+    # the evaluation's cost stays bounded whatever the size of the held-out data.
+    min_masked_tokens: int | None = 20_000
 
     def __post_init__(self) -> None:
         if not isinstance(self.mask_draws, int) or isinstance(self.mask_draws, bool) or self.mask_draws < 1:
             raise UserError(f"evaluation.mask_draws: {self.mask_draws!r} must be a positive integer")
+        if self.min_masked_tokens is not None and (
+            not isinstance(self.min_masked_tokens, int) or isinstance(self.min_masked_tokens, bool)
+            or self.min_masked_tokens < 1
+        ):
+            raise UserError(
+                f"evaluation.min_masked_tokens: {self.min_masked_tokens!r} must be a positive integer "
+                "(or null to score every draw of every sequence)"
+            )
         if not isinstance(self.whole_word, bool):
             raise UserError(f"evaluation.whole_word: {self.whole_word!r} must be true or false")
         if not 0.0 < self.mask_probability < 1.0:
@@ -76,9 +91,11 @@ class EvaluationParameters(EvaluationConfig):
 # Sequences masked together under one generator; part of the protocol (see EVALUATION_SCHEME).
 MASK_BLOCK = 256
 EVALUATION_STREAM = 3
-# Bumped whenever the same protocol would draw other masks (2: per-block generators), so that
-# tuning studies never compare trials evaluated under different schemes.
-EVALUATION_SCHEME = 2
+EVALUATION_ORDER_STREAM = 5  # the order in which held-out sequences are visited
+# Bumped whenever the same protocol would draw other masks (2: per-block generators; 3: a fixed
+# random order of the sequences and the min_masked_tokens stop), so that tuning studies never
+# compare trials evaluated under different schemes.
+EVALUATION_SCHEME = 3
 
 
 def _trimmed_batches(input_ids, attention_mask, labels, sequence_ids, batch_size: int):
@@ -103,6 +120,10 @@ class EvaluationSet:
         if self.sequence_ids is None:
             self.sequence_ids = torch.arange(len(self.input_ids))
 
+    def __len__(self) -> int:
+        """The distinct held-out sequences (several draws of one count once)."""
+        return len(torch.unique(self.sequence_ids))
+
     @property
     def masked_tokens(self) -> int:
         return int((self.labels != IGNORE_INDEX).sum())
@@ -123,24 +144,36 @@ class StreamedEvaluationSet:
         self.masking = MaskingConfig(config.mask_probability, 0.8, 0.1, whole_word=config.whole_word)
         self.seed = int(config.seed)
         self.draws = int(config.mask_draws)
+        self.min_masked_tokens = config.min_masked_tokens
 
     def __len__(self) -> int:
         return len(self.sequences)
 
+    def order(self) -> np.ndarray:
+        """The fixed random order of the sequences, from the protocol's seed alone."""
+        generator = torch.Generator().manual_seed(mask_seed(self.seed, 0, 0, stream=EVALUATION_ORDER_STREAM))
+        return torch.randperm(len(self.sequences), generator=generator).numpy()
+
     def blocks(self):
-        """(inputs, attention mask, labels, sequence ids) per block of sequences and mask draw.
-        Draw ``d`` of block ``b`` is masked by the generator of (seed, d, b): draw 0 is the
-        single-draw protocol, so adding draws only adds masked tokens."""
+        """(inputs, attention mask, labels, sequence ids) per block of sequences and mask draw,
+        until ``min_masked_tokens`` are masked. Draw ``d`` of block ``b`` is masked by the
+        generator of (seed, d, b): a longer evaluation only adds blocks, it never changes those
+        before."""
+        order, masked = self.order(), 0
         for draw in range(self.draws):
-            for block, start in enumerate(range(0, len(self.sequences), MASK_BLOCK)):
-                rows = range(start, min(start + MASK_BLOCK, len(self.sequences)))
+            for block, start in enumerate(range(0, len(order), MASK_BLOCK)):
+                # Sorted within the block: neighbouring rows of a memory-mapped store read together.
+                rows = np.sort(order[start : start + MASK_BLOCK])
                 batch = self.collator.collate(self.sequences, rows)
                 generator = torch.Generator().manual_seed(mask_seed(self.seed, draw, block, stream=EVALUATION_STREAM))
                 inputs, labels = mask_tokens(
                     batch["input_ids"], batch["special_tokens_mask"], self.mask_token_id, self.replacement_ids,
                     self.masking, generator, batch.get("word_starts"),
                 )
-                yield inputs, batch["attention_mask"], labels, torch.arange(rows.start, rows.stop)
+                yield inputs, batch["attention_mask"], labels, torch.from_numpy(rows)
+                masked += int((labels != IGNORE_INDEX).sum())
+                if self.min_masked_tokens is not None and masked >= self.min_masked_tokens:
+                    return
 
     def batches(self, batch_size: int):
         for block in self.blocks():
@@ -172,16 +205,29 @@ def prepare_evaluation_set(
     return StreamedEvaluationSet(sequences, collator, mask_token_id, replacement_ids, config)
 
 
-@torch.no_grad()
+def evaluation_dtype(device: torch.device) -> torch.dtype | None:
+    """bf16 autocast on GPUs that support it; fp32 elsewhere (CPUs without native bf16 run its
+    matmuls ~140x slower than fp32: measured on this project's 2-core machine)."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
+AUTO = "auto"
+
+
+@torch.inference_mode()
 def evaluate(
     model: BertForMaskedLM,
     evaluation_set: EvaluationSet,
-    batch_size: int = 64,
+    batch_size: int = 128,
     device: torch.device | str | None = None,
-    amp_dtype: torch.dtype | None = None,
+    amp_dtype: torch.dtype | None | str = AUTO,
 ) -> dict[str, float]:
     """Token-weighted masked-token loss, perplexity, top-1 and top-5 accuracy, each with its
-    standard error (``*_se``).
+    standard error (``*_se``), and what they rest on: the masked tokens scored, the distinct
+    sequences and the mask draws begun (``eval_mask_draws``; the last may be partial).
+    ``amp_dtype``: an autocast dtype, ``None`` for fp32, or ``"auto"`` (:func:`evaluation_dtype`).
 
     The standard errors are analytic: masked tokens of one sequence are not independent (they
     share a context, and several mask draws share the sequence), so each metric, a ratio of sums
@@ -191,11 +237,15 @@ def evaluate(
     resampling, and the same numbers as a bootstrap over sequences up to its noise.
     """
     device = torch.device(device) if device is not None else next(model.parameters()).device
+    if amp_dtype == AUTO:
+        amp_dtype = evaluation_dtype(device)
     was_training = model.training
     model.eval()
     mlm = MaskedPositionsMLM(model)
     sums: dict[str, list[torch.Tensor]] = {"loss": [], "top1": [], "top5": [], "sequence": []}
+    rows_seen: list[torch.Tensor] = []
     for inputs, attention_mask, labels, sequence_ids in evaluation_set.batches(batch_size):
+        rows_seen.append(sequence_ids)
         with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
             logits, targets = mlm(inputs.to(device), attention_mask.to(device), labels.to(device))
         if targets.numel() == 0:
@@ -226,6 +276,7 @@ def evaluate(
     metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 700.0))
     metrics["eval_masked_tokens"] = count
     metrics["eval_sequences"] = len(tokens)
+    metrics["eval_mask_draws"] = int(np.bincount(torch.cat(rows_seen).numpy()).max())
     return metrics
 
 
@@ -297,6 +348,7 @@ def fill_mask_examples(
 def protocol_metrics(model: BertForMaskedLM, evaluation_set, frequent_token: int, batch_size: int) -> dict:
     """The fixed-protocol metrics of one held-out set and the most-frequent-token reference."""
     metrics = dict(evaluate(model, evaluation_set, batch_size))
+    metrics["eval_held_out_sequences"] = len(evaluation_set)
     metrics["baseline_accuracy"] = baseline_accuracy(evaluation_set, frequent_token)
     return metrics
 

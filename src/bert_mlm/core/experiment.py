@@ -21,6 +21,7 @@ from bert_mlm.core.device import autocast_dtype
 from bert_mlm.core.distributed import SINGLE, DistributedConfig, Rank, launch
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import (
+    AUTO,
     EvaluationConfig,
     StreamedEvaluationSet,
     evaluate,
@@ -197,8 +198,10 @@ class Experiment:
             training or self.training, self.collator, on_step, rank,
         )
 
-    def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet, precision: str = "fp32") -> dict:
-        return evaluate(model, evaluation_set, self.evaluation.batch_size, amp_dtype=autocast_dtype(precision))
+    def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet, precision: str = AUTO) -> dict:
+        """``precision``: ``auto`` (bf16 on GPU, fp32 on CPU: :func:`evaluation_dtype`) or a training precision."""
+        amp_dtype = AUTO if precision == AUTO else autocast_dtype(precision)
+        return evaluate(model, evaluation_set, self.evaluation.batch_size, amp_dtype=amp_dtype)
 
 
 def train_trial(
@@ -267,9 +270,12 @@ def training_summary(result: TrainingResult, masking: MaskingConfig, overrides: 
 def held_out_metrics(
     model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, token_store: TokenStore, sequence_index: SequenceIndex,
     protocol: EvaluationConfig, sequences: SequenceConfig, extra_corpus: Iterable[RawText] | None = None,
+    device: torch.device | str = "cpu",
 ) -> dict:
     """Fixed-protocol metrics on the test split beside the most-frequent-token reference, and the
-    same metrics (prefixed ``extra_``) on an extra held-out corpus when one is given."""
+    same metrics (prefixed ``extra_``) on an extra held-out corpus when one is given; the model
+    is moved to ``device`` (and stays there)."""
+    model.to(device)
     ids = TokenIds.from_tokenizer(tokenizer)
     collator = ids.collator(sequences.max_length, sequences.padding)
     sequence_index.check_words(protocol.whole_word, "auto", "evaluation.whole_word")

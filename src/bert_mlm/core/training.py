@@ -43,6 +43,7 @@ from bert_mlm.core.words import continuation_ids
 logger = logging.getLogger(__name__)
 
 SCHEDULES = ("linear", "cosine", "constant_with_warmup")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -77,6 +78,10 @@ class TrainingConfig:
     resume: bool = False
     max_nonfinite_steps: int = 5
     progress: bool = True
+    # false | true | a torch.compile mode: the encoder under torch.compile. Off by default: on the
+    # one GPU measured it helped at batch 256 (+18 %) and hurt at 1024 (-20 %), and no device
+    # measurement of this option exists yet (BENCHMARKS.md); measure per configuration.
+    compile: bool | str = False
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "batch_size", "gradient_accumulation_steps"):
@@ -101,6 +106,9 @@ class TrainingConfig:
             raise UserError(f"training.checkpoint_every: {self.checkpoint_every!r} must be >= 0")
         if (self.checkpoint_every or self.resume) and not self.checkpoint_dir:
             raise UserError("training.checkpoint_dir: required when checkpoint_every > 0 or resume is true")
+        if not isinstance(self.compile, bool) and self.compile not in COMPILE_MODES:
+            raise UserError(f"training.compile: {self.compile!r} must be true, false or a torch.compile mode "
+                            f"({', '.join(COMPILE_MODES)})")
 
 
 @dataclass
@@ -190,6 +198,8 @@ def train(
     precision = resolve_precision(config.precision, device)
     model.to(device)
     model.train()
+    if config.compile:
+        compile_encoder(model, config.compile, device)
     mlm: torch.nn.Module = MaskedPositionsMLM(model)
     if rank.distributed:
         mlm = DistributedDataParallel(mlm, device_ids=[device.index] if device.type == "cuda" else None)
@@ -271,6 +281,28 @@ def train(
         learning_rate=resolve_learning_rate(config.learning_rate, model.config.hidden_size),
         resumed_from_step=resumed_from,
     )
+
+
+def compile_encoder(model: BertForMaskedLM, setting: bool | str, device: torch.device) -> None:
+    """``model.bert`` under ``torch.compile``, in place (``nn.Module.compile``): the module tree,
+    ``state_dict`` keys (no ``_orig_mod.``), checkpoints, ``save_pretrained`` and DDP see the
+    plain model. Only the encoder: the number of masked positions, which varies every step, never
+    enters the compiled graph (the head and the loss run eagerly on the gathered positions), so it
+    causes no recompiles; a varying sequence width (dynamic padding) turns dynamic after its first
+    recompile (torch's automatic dynamic shapes). Refused in one line where torch.compile cannot
+    work (no C compiler, an unsupported platform or Python): a run that asked for compile is not
+    silently run eagerly."""
+    mode = None if setting is True else setting
+    try:
+        # A tiny function compiled for the device first: compile errors surface at the first call,
+        # which would otherwise be deep inside the first training step.
+        torch.compile(lambda x: torch.nn.functional.gelu(x) * 2, mode=mode)(torch.ones(8, device=device))
+    except Exception as error:  # noqa: BLE001 - any backend failure means: compile unavailable here
+        reason = (str(error).strip().splitlines() or [""])[0][:200]
+        raise UserError(f"training.compile: torch.compile is unavailable on {device} here ({type(error).__name__}: "
+                        f"{reason}); set training.compile=false") from error
+    model.bert.compile(mode=mode)
+    logger.info("training.compile=%s: the encoder runs under torch.compile (mode %s)", setting, mode or "default")
 
 
 def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:

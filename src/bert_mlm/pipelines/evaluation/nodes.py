@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from bert_mlm.core.device import resolve_device
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.evaluation import EvaluationParameters, fill_mask_report
 from bert_mlm.core.experiment import held_out_metrics
@@ -32,7 +33,8 @@ def evaluate_masked_lm(
     sentences, else test-split sentences with one word masked and the true word beside the fills."""
     model, tokenizer = trained_model.model, trained_model.tokenizer
     extra = None if extra_eval_corpus.is_empty else (item for batch in extra_eval_corpus.batches() for item in batch)
-    metrics = held_out_metrics(model, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra)
+    metrics = held_out_metrics(model, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra,
+                               device=resolve_device("auto"))
     metrics.update(training_summary, **for_metrics_json(finetune_metrics), **({} if extra is None else {"extra_corpus_path": evaluation.corpus_path}))
     held_out_texts = (text for batch in corpus_documents.iter_texts("test") for text in batch)
     metrics["fill_mask_examples"] = fill_mask_report(model, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
