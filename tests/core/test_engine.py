@@ -11,7 +11,7 @@ import pytest
 from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.documents import DocumentShards, DocumentStream
 from bert_mlm.core.engine import DataConfig, open_engine
-from bert_mlm.core.sources import CorpusSource
+from bert_mlm.core.sources import CorpusSource, read_tasks
 from bert_mlm.core.token_store import EncodingJob, TokenStore
 from bert_mlm.core.tokenizer import load_tokenizer
 
@@ -101,3 +101,34 @@ def test_the_dask_cluster_starts_once_for_the_stages_of_a_run():
     with open_engine(config) as next_run:
         assert next_run is not ingestion
     close_engines()
+
+
+@pytest.mark.slow
+def test_dask_workers_read_a_remote_mixed_corpus_themselves_and_write_the_local_bytes(shared_data, tmp_path, s3_server):
+    """Byte ranges of text files, Parquet row groups and whole compressed files, read by the workers
+    from an S3 server: the same shards as the local engine reading a local copy."""
+    import gzip
+
+    import pandas as pd
+
+    s3, credentials = s3_server
+    book = (shared_data / "corpora" / "gutenberg" / "melville-moby_dick.txt").read_bytes()[:900_000]  # CRLF
+    reviews = pd.read_csv(shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv").dropna()
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "a-book.txt").write_bytes(book)
+    (local / "b-book.txt.gz").write_bytes(gzip.compress(book[::-1].decode("utf-8", "ignore").encode()))
+    reviews.rename(columns={"review": "text"}).to_parquet(local / "c-reviews.parquet", row_group_size=1500)
+    for path in sorted(local.iterdir()):
+        s3.put_object(Bucket="corpora", Key=f"mixed/{path.name}", Body=path.read_bytes())
+    chunks = 64 << 10
+    DocumentStream(CorpusSource(str(local)), CorpusConfig(), DataConfig(workers=2, chunk_bytes=chunks)).write(tmp_path / "ours")
+    tasks = list(read_tasks(CorpusSource("s3://corpora/mixed/", storage_options=credentials), chunks))
+    assert [t.kind for t in tasks].count("range") >= 10 and {t.kind for t in tasks} == {"range", "file", "row_group"}
+    assert all(not t.items for t in tasks)  # descriptions of pieces, not their bytes
+    remote = CorpusSource("s3://corpora/mixed/", storage_options=credentials)
+    DocumentStream(remote, CorpusConfig(), DataConfig(engine="dask", workers=2, chunk_bytes=chunks)).write(tmp_path / "dask")
+    ours, theirs = DocumentShards(tmp_path / "ours"), DocumentShards(tmp_path / "dask")
+    for split in ("train", "valid", "test"):
+        assert ours.frame(split)["text"].tolist() == theirs.frame(split)["text"].tolist()
+    assert ours.manifest["cleaning"]["raw_items"] == theirs.manifest["cleaning"]["raw_items"]

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import bz2
 import csv
-import functools
 import gzip
-import http.server
-import json
 import logging
 import lzma
 import os
-import threading
 
 import pandas as pd
 import pytest
@@ -151,23 +147,6 @@ def test_many_links_to_one_directory_are_one_warning_not_a_loop(tmp_path, caplog
 
 
 # ----------------------------------------------------------------------------- remote file systems
-@pytest.fixture
-def http_root(tmp_path):
-    """A directory served over HTTP by Python's http.server, on a free port, for this test."""
-    root = tmp_path / "served"
-    root.mkdir()
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
 def test_a_corpus_on_an_http_server_reads_as_the_local_one(http_root, book, reviews):
     root, url = http_root
     (root / "corpus").mkdir()
@@ -192,34 +171,6 @@ def test_a_protocol_without_its_package_names_the_extra_to_install():
             CorpusSource("gs://bucket/corpus/").check()
     else:
         pytest.skip("gcsfs is installed here")
-
-
-@pytest.fixture
-def s3_server():
-    """An S3 API server (moto) on a free port that checks signatures, with a bucket and a user
-    whose key may read it."""
-    import boto3
-    import requests
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"http://{host}:{port}"
-    requests.post(f"{url}/moto-api/reset-auth", data=b"4", timeout=10)  # then signatures are checked
-    admin = {"endpoint_url": url, "region_name": "us-east-1", "aws_access_key_id": "admin", "aws_secret_access_key": "admin"}
-    iam = boto3.client("iam", **admin)
-    iam.create_user(UserName="reader")
-    key = iam.create_access_key(UserName="reader")["AccessKey"]
-    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-    iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=json.dumps(policy))
-    credentials = {"key": key["AccessKeyId"], "secret": key["SecretAccessKey"],
-                   "client_kwargs": {"endpoint_url": url, "region_name": "us-east-1"}}
-    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id=credentials["key"],
-                      aws_secret_access_key=credentials["secret"])
-    s3.create_bucket(Bucket="corpora")
-    yield s3, credentials
-    server.stop()
 
 
 def test_a_corpus_in_s3_reads_with_credentials_and_a_wrong_key_is_one_line(s3_server, tmp_path, book, reviews):

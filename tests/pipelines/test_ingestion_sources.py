@@ -13,7 +13,6 @@ import yaml
 
 from bert_mlm.core.corpus import CorpusError
 from bert_mlm.core.documents import DocumentShards
-from tests.core.test_sources_storage import s3_server  # noqa: F401 - a fixture
 from tests.pipelines.test_session_runs import latest, run_session
 
 
@@ -22,7 +21,7 @@ def book(shared_data) -> bytes:
     return (shared_data / "corpora" / "gutenberg" / "austen-persuasion.txt").read_bytes()
 
 
-def test_an_s3_corpus_with_credentials_from_credentials_yml(project_copy, monkeypatch, s3_server, book):  # noqa: F811
+def test_an_s3_corpus_with_credentials_from_credentials_yml(project_copy, monkeypatch, s3_server, book):
     s3, credentials = s3_server
     s3.put_object(Bucket="corpora", Key="books/persuasion.txt.gz", Body=gzip.compress(book))
     local = project_copy / "conf" / "local"

@@ -143,6 +143,7 @@ class CleanedBatch:
     dropped_short: int = 0
     sources_seen: tuple[str, ...] = ()
     origins: list[str] = field(default_factory=list)  # each document's source name in a mixture
+    read_bytes: int = 0  # the raw text's UTF-8 bytes (progress, when a worker read it)
 
     def take(self, indices: np.ndarray) -> CleanedBatch:
         """The documents at ``indices`` (the batch's counts stay with the batch)."""

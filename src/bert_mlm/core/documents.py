@@ -36,9 +36,9 @@ from bert_mlm.core.corpus import (
     clean_batch,
     stream_documents,
 )
-from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.engine import DaskEngine, DataConfig, open_engine
 from bert_mlm.core.progress import Progress
-from bert_mlm.core.sources import CorpusSource
+from bert_mlm.core.sources import CorpusSource, ReadTask, read_task, read_tasks
 
 MANIFEST = "manifest.json"
 FORMAT = "bert-mlm-document-shards"
@@ -90,10 +90,18 @@ class DocumentShardWriter:
             size = int(part.utf8_bytes.sum())
             counts.utf8_bytes += size
             counts.sources.update(part.sources)
-            self._pending[split].append(part)
-            self._pending_bytes[split] += size
-            if self._pending_bytes[split] >= self.row_group_bytes:
-                self._flush(split)
+            # A row group ends at the document that fills it, wherever batches end: the files are a
+            # function of the documents alone (engines that cut the corpus differently write the same bytes).
+            while len(part.texts):
+                filled = self._pending_bytes[split] + np.cumsum(part.utf8_bytes)
+                full = np.flatnonzero(filled >= self.row_group_bytes)
+                cut = int(full[0]) + 1 if len(full) else len(part.texts)
+                head = part.take(np.arange(cut)) if cut < len(part.texts) else part
+                self._pending[split].append(head)
+                self._pending_bytes[split] += int(head.utf8_bytes.sum())
+                if self._pending_bytes[split] >= self.row_group_bytes:
+                    self._flush(split)
+                part = part.take(np.arange(cut, len(part.texts))) if cut < len(part.texts) else part.take(np.arange(0))
 
     def _flush(self, split: str) -> None:
         pending = self._pending[split]
@@ -462,6 +470,20 @@ def sample_key(positions: np.ndarray) -> np.ndarray:
     return np.modf(positions.astype(np.float64) * 0.6180339887498949)[0]
 
 
+def read_and_clean(task: ReadTask, *cleaning) -> CleanedBatch:
+    """One piece of the corpus, read and cleaned where it runs (a Dask worker)."""
+    items = read_task(task)
+    batch = clean_batch(items, *cleaning)
+    batch.read_bytes = sum(len(item.text.encode("utf-8", "replace")) for item in items)
+    return batch
+
+
+def counted(batches: Iterable[CleanedBatch], progress: Progress) -> Iterator[CleanedBatch]:
+    for batch in batches:
+        progress.update(batch.read_bytes)
+        yield batch
+
+
 def write_document_shards(
     directory: str | os.PathLike, batches: Iterable[CleanedBatch], report: CleaningReport, settings: dict,
     row_group_bytes: int = ROW_GROUP_BYTES, mixture: dict | None = None,
@@ -507,12 +529,15 @@ class DocumentStream:
             "text_column": self.source.text_column,
             "corpus": asdict(config),
         }
+        cleaning = (config.min_words, config.max_document_chars, dict(config.split_ratios), config.split_salt)
         try:
             with open_engine(self.data) as engine:
-                cleaned = engine.map_ordered(
-                    clean_batch, raw_batches(), config.min_words, config.max_document_chars,
-                    dict(config.split_ratios), config.split_salt,
-                )
+                if isinstance(engine, DaskEngine):
+                    # Workers read their pieces from wherever the files are: the client lists them only.
+                    cleaned = counted(engine.map_ordered(read_and_clean, read_tasks(self.source, self.data.chunk_bytes),
+                                                         *cleaning), progress)
+                else:
+                    cleaned = engine.map_ordered(clean_batch, raw_batches(), *cleaning)
                 manifest = write_document_shards(
                     directory, stream_documents(cleaned, config.deduplicate, self.report), self.report, settings,
                     row_group_bytes=self.data.chunk_bytes, mixture=self.source.mixture(),

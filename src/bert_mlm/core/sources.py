@@ -35,6 +35,7 @@ from bert_mlm.core.corpus import (
     BUILTIN_SOURCE,
     SUPPORTED_SUFFIXES,
     TABLE_SUFFIXES,
+    TEXT_SUFFIXES,
     CorpusError,
     RawText,
 )
@@ -240,6 +241,11 @@ _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (code
          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
 
+def bom_encoding(head: bytes) -> str | None:
+    """The encoding a byte-order mark at the start of ``head`` announces, if any."""
+    return next((encoding for bom, encoding in _BOMS if head.startswith(bom)), None)
+
+
 def _decompression_errors() -> tuple[type[BaseException], ...]:
     import lzma
     import zlib
@@ -333,7 +339,7 @@ def open_corpus_file(file: CorpusFile, storage_options: dict | None = None) -> _
         stream = io.BufferedReader(stream) if isinstance(stream, io.RawIOBase) else stream
     guarded = _Guarded(stream, source, compression)
     head = guarded.read(4)
-    encoding = next((enc for bom, enc in _BOMS if head.startswith(bom)), None)
+    encoding = bom_encoding(head)
     if encoding is None:
         return _Rewound(guarded, head)
     # The decoder reads the byte-order mark itself.
@@ -654,6 +660,126 @@ def iter_raw_batches(
                 yield [chunk]
 
 
+# ----------------------------------------------------------------------------- reading on workers
+@dataclass(frozen=True)
+class ReadTask:
+    """A bounded piece of a corpus that a Dask worker reads itself, from wherever the file is (so the
+    client lists files but never funnels their bytes): a byte range of an uncompressed text file,
+    a row group of a Parquet file, a whole other file, or texts the client already holds (the
+    built-in corpus, a Hugging Face dataset, what a Kedro dataset loaded)."""
+
+    kind: str  # "range" | "row_group" | "file" | "items"
+    file: CorpusFile | None = None
+    storage_options: dict | None = None
+    text_column: str = "text"
+    origin: str = ""
+    start: int = 0
+    stop: int = 0
+    chunk_bytes: int = READ_CHUNK_BYTES
+    items: tuple[RawText, ...] = ()
+
+
+def _boundary(handle, offset: int, size: int, chunk_bytes: int) -> int:
+    """The first paragraph boundary at or after ``offset``: the end of the first blank line found
+    from there (else, past ``4 * chunk_bytes``, the first space or newline). A function of the
+    file's bytes from ``offset`` only, so the two tasks that share a range end agree on it."""
+    if offset <= 0 or offset >= size:
+        return max(0, min(offset, size))
+    handle.seek(offset)
+    window = b""
+    while len(window) < 4 * chunk_bytes:
+        block = handle.read(1 << 16)
+        if not block:
+            return size
+        window += block
+        # A blank line that may continue past the window's end is not taken until the window covers it.
+        match = _BLANK_LINE_BYTES.search(window, 0, max(0, len(window) - 64))
+        if match:
+            return offset + match.end()
+    space = re.search(rb"[ \n]", window)
+    return offset + (space.end() if space else len(window))
+
+
+def read_task(task: ReadTask) -> list[RawText]:
+    """Run one :class:`ReadTask`: the raw texts of its piece (on a worker)."""
+    if task.kind == "items":
+        return list(task.items)
+    file = task.file
+    if task.kind == "row_group":
+        source = source_name(file)
+        if isinstance(file, Path):
+            parquet = pq.ParquetFile(file)
+        else:
+            fs, path = remote_filesystem(str(file), task.storage_options)
+            parquet = pq.ParquetFile(fs.open(path, "rb"))
+        column = parquet.read_row_group(task.start, columns=[task.text_column]).column(0).drop_null()
+        is_bytes = pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
+        items = [replace(decode_text(v, source, check_binary=False), is_document=True) if is_bytes
+                 else RawText(source, v, is_document=True) for v in column.to_pylist()]
+    elif task.kind == "range":
+        source = source_name(file)
+        opener = (lambda: open(file, "rb")) if isinstance(file, Path) else (  # noqa: SIM115
+            lambda: fsspec.open(str(file), "rb", **dict(task.storage_options or {})).open())
+        with opener() as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if task.start == 0:
+                handle.seek(0)
+                check_not_binary(handle.read(65536), source)
+            begin = _boundary(handle, task.start, size, task.chunk_bytes)
+            end = _boundary(handle, task.stop, size, task.chunk_bytes)
+            handle.seek(begin)
+            data = handle.read(max(0, end - begin))
+        items = [replace(decode_text(data, source, check_binary=False), starts_source=task.start == 0)] if data else []
+    elif format_suffix(str(file)) in TABLE_SUFFIXES:
+        items = [row for rows in iter_table_rows(file, task.text_column, storage_options=task.storage_options)
+                 for row in rows]
+    else:
+        items = list(iter_text_file(file, task.chunk_bytes, task.storage_options))
+    return [replace(item, origin=task.origin) for item in items] if task.origin else items
+
+
+def _has_bom(file: CorpusFile, source: CorpusSource) -> bool:
+    """Whether an uncompressed file starts with a byte-order mark (it is re-encoded: read whole)."""
+    opener = (lambda: open(file, "rb")) if isinstance(file, Path) else (  # noqa: SIM115
+        lambda: fsspec.open(str(file), "rb", **dict(source.storage_options or {})).open())
+    with opener() as handle:
+        return bom_encoding(handle.read(4)) is not None
+
+
+def _file_tasks(source: CorpusSource, chunk_bytes: int) -> Iterator[ReadTask]:
+    common = {"storage_options": source.storage_options, "text_column": source.text_column, "origin": source.name,
+              "chunk_bytes": chunk_bytes}
+    for file, size in list_corpus_files(source.path, source.storage_options, source.parameter):
+        suffix = format_suffix(str(file))
+        if suffix == ".parquet":
+            if isinstance(file, Path):
+                groups = pq.ParquetFile(file).num_row_groups
+            else:
+                fs, path = remote_filesystem(str(file), source.storage_options)
+                with fs.open(path, "rb") as handle:
+                    groups = pq.ParquetFile(handle).num_row_groups
+            yield from (ReadTask("row_group", file, start=group, **common) for group in range(groups))
+        elif suffix in TEXT_SUFFIXES and not compression_of(str(file)) and size and not _has_bom(file, source):
+            # Byte ranges need a known size and seeking; a compressed file or a CSV/JSON table (a quoted
+            # cell may hold a newline) is read whole by one worker: its memory is that file's, not the corpus's.
+            yield from (ReadTask("range", file, start=start, stop=min(start + chunk_bytes, size), **common)
+                        for start in range(0, size, chunk_bytes))
+        else:
+            yield ReadTask("file", file, **common)
+
+
+def read_tasks(source: CorpusSource, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[ReadTask]:
+    """The corpus as tasks that workers read (:func:`read_task`), in the corpus's order."""
+    if source.parts:
+        for part in source.parts:
+            yield from read_tasks(part, chunk_bytes)
+    elif source.path is not None:
+        yield from _file_tasks(source, chunk_bytes)
+    else:
+        for batch in source.batches(chunk_bytes):
+            yield ReadTask("items", items=tuple(batch), origin=source.name)
+
+
 HF_DATASET_KEYS = ("name", "config", "split", "text_column", "path", "revision", "streaming")
 
 
@@ -712,12 +838,13 @@ class HFDataset:
         except CorpusError:
             raise
         except Exception as error:  # offline, unknown id, bad config: one line, as model.init_from does
-            offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
-            hint = (" (offline, and not in the local cache: download it where the Hub is reachable, "
-                    "or save_to_disk it and give corpus.hf_dataset.path)") if self.name else ""
-            raise CorpusError(f"{parameter}: {self.describe()} could not be loaded{hint if offline or self.name else ''}: "
+            offline = (os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
+                       or isinstance(error, ConnectionError) or "connect" in str(error).lower())
+            hint = (" (offline, and not in the local cache: download it where the Hub is reachable, or "
+                    "save_to_disk it there and give corpus.hf_dataset.path)") if self.name and offline else ""
+            raise CorpusError(f"{parameter}: {self.describe()} could not be loaded{hint}: "
                               f"{type(error).__name__}: {_first_line(error)}") from error
-        columns = list(dataset.column_names or []) if dataset.column_names is not None else None
+        columns = dataset.column_names  # None for some streamed datasets: checked when read
         if columns is not None and self.text_column not in columns:
             raise CorpusError(f"{parameter}.text_column: column {self.text_column!r} does not exist in "
                               f"{self.describe()}; its columns are {columns}")
