@@ -11,7 +11,7 @@ import pytest
 from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.documents import DocumentShards, DocumentStream
 from bert_mlm.core.engine import DataConfig, open_engine
-from bert_mlm.core.sources import CorpusSource, read_tasks
+from bert_mlm.core.sources import CorpusSource, read_task, read_tasks
 from bert_mlm.core.token_store import EncodingJob, TokenStore
 from bert_mlm.core.tokenizer import load_tokenizer
 
@@ -132,3 +132,15 @@ def test_dask_workers_read_a_remote_mixed_corpus_themselves_and_write_the_local_
     for split in ("train", "valid", "test"):
         assert ours.frame(split)["text"].tolist() == theirs.frame(split)["text"].tolist()
     assert ours.manifest["cleaning"]["raw_items"] == theirs.manifest["cleaning"]["raw_items"]
+
+
+def test_workers_on_other_machines_get_the_texts_of_local_files_and_read_remote_ones(tmp_path, http_root):
+    root, url = http_root
+    (tmp_path / "a.txt").write_text("A paragraph of local text with words.\n\nAnother one here with words.")
+    (root / "b.txt").write_text("Remote text that the workers read.")
+    local_tasks = list(read_tasks(CorpusSource(str(tmp_path / "a.txt")), 1 << 16, local_files=False))
+    assert [t.kind for t in local_tasks] == ["items"] and "Another one" in local_tasks[0].items[0].text
+    assert [t.kind for t in read_tasks(CorpusSource(str(tmp_path / "a.txt")), 1 << 16)] == ["range"]
+    # http.server does not honour byte ranges: one worker reads the file whole (S3 ranges: the test above)
+    remote = list(read_tasks(CorpusSource(f"{url}/b.txt"), 1 << 16, local_files=False))
+    assert [t.kind for t in remote] == ["file"] and [i.text for i in read_task(remote[0])] == ["Remote text that the workers read."]

@@ -533,9 +533,10 @@ class DocumentStream:
         try:
             with open_engine(self.data) as engine:
                 if isinstance(engine, DaskEngine):
-                    # Workers read their pieces from wherever the files are: the client lists them only.
-                    cleaned = counted(engine.map_ordered(read_and_clean, read_tasks(self.source, self.data.chunk_bytes),
-                                                         *cleaning), progress)
+                    # Workers read their pieces from wherever the files are: the client lists them only
+                    # (local files too, on a LocalCluster; a remote scheduler's workers get their texts).
+                    tasks = read_tasks(self.source, self.data.chunk_bytes, local_files=self.data.scheduler_address is None)
+                    cleaned = counted(engine.map_ordered(read_and_clean, tasks, *cleaning), progress)
                 else:
                     cleaned = engine.map_ordered(clean_batch, raw_batches(), *cleaning)
                 manifest = write_document_shards(

@@ -9,8 +9,9 @@ items in flight, never by the corpus.
 - ``local``: a process pool over this machine's cores for Python-bound work (cleaning);
   work that parallelises itself (``tokenizers`` encodes on all cores in Rust) runs in-process.
 - ``dask``: ``dask.distributed`` tasks, on a ``LocalCluster`` or on a running scheduler
-  (``data.scheduler_address``); items travel to the workers and results back to this process,
-  which writes the files, so workers need no shared filesystem.
+  (``data.scheduler_address``). The workers read the corpus's pieces themselves from its remote
+  store (S3, HTTP, ...; on a LocalCluster local files too: ``sources.read_tasks``); results come
+  back to this process, which writes the files, so workers need no shared filesystem.
 """
 
 from __future__ import annotations

@@ -738,6 +738,20 @@ def read_task(task: ReadTask) -> list[RawText]:
     return [replace(item, origin=task.origin) for item in items] if task.origin else items
 
 
+def _reads_ranges(file: CorpusFile, source: CorpusSource) -> bool:
+    """Whether a file can be read from an offset (object stores can; some HTTP servers cannot)."""
+    if isinstance(file, Path) or protocol_of(str(file)) not in ("http", "https"):
+        return True
+    import urllib.request
+
+    request = urllib.request.Request(str(file), headers={"Range": "bytes=1-1"})
+    try:  # a server that honours ranges answers 206; one that does not sends the whole file (not read here)
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - the user's own corpus URL
+            return response.status == 206
+    except OSError:  # a server this cannot reach unaided (fsspec's credentials): one worker reads it whole
+        return False
+
+
 def _has_bom(file: CorpusFile, source: CorpusSource) -> bool:
     """Whether an uncompressed file starts with a byte-order mark (it is re-encoded: read whole)."""
     opener = (lambda: open(file, "rb")) if isinstance(file, Path) else (  # noqa: SIM115
@@ -746,12 +760,15 @@ def _has_bom(file: CorpusFile, source: CorpusSource) -> bool:
         return bom_encoding(handle.read(4)) is not None
 
 
-def _file_tasks(source: CorpusSource, chunk_bytes: int) -> Iterator[ReadTask]:
+def _file_tasks(source: CorpusSource, chunk_bytes: int, local_files: bool) -> Iterator[ReadTask]:
     common = {"storage_options": source.storage_options, "text_column": source.text_column, "origin": source.name,
               "chunk_bytes": chunk_bytes}
     for file, size in list_corpus_files(source.path, source.storage_options, source.parameter):
         suffix = format_suffix(str(file))
-        if suffix == ".parquet":
+        if isinstance(file, Path) and not local_files:  # workers elsewhere cannot see this machine's files
+            one = CorpusSource(str(file), source.text_column, builtin_when_empty=False)
+            yield from (ReadTask("items", items=tuple(batch), origin=source.name) for batch in one.batches(chunk_bytes))
+        elif suffix == ".parquet":
             if isinstance(file, Path):
                 groups = pq.ParquetFile(file).num_row_groups
             else:
@@ -759,7 +776,8 @@ def _file_tasks(source: CorpusSource, chunk_bytes: int) -> Iterator[ReadTask]:
                 with fs.open(path, "rb") as handle:
                     groups = pq.ParquetFile(handle).num_row_groups
             yield from (ReadTask("row_group", file, start=group, **common) for group in range(groups))
-        elif suffix in TEXT_SUFFIXES and not compression_of(str(file)) and size and not _has_bom(file, source):
+        elif (suffix in TEXT_SUFFIXES and not compression_of(str(file)) and size and _reads_ranges(file, source)
+              and not _has_bom(file, source)):
             # Byte ranges need a known size and seeking; a compressed file or a CSV/JSON table (a quoted
             # cell may hold a newline) is read whole by one worker: its memory is that file's, not the corpus's.
             yield from (ReadTask("range", file, start=start, stop=min(start + chunk_bytes, size), **common)
@@ -768,13 +786,15 @@ def _file_tasks(source: CorpusSource, chunk_bytes: int) -> Iterator[ReadTask]:
             yield ReadTask("file", file, **common)
 
 
-def read_tasks(source: CorpusSource, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[ReadTask]:
-    """The corpus as tasks that workers read (:func:`read_task`), in the corpus's order."""
+def read_tasks(source: CorpusSource, chunk_bytes: int = READ_CHUNK_BYTES, local_files: bool = True) -> Iterator[ReadTask]:
+    """The corpus as tasks that workers read (:func:`read_task`), in the corpus's order.
+    ``local_files=False`` (workers on other machines): this machine's files are read here and
+    their texts sent; remote URLs are still read by the workers."""
     if source.parts:
         for part in source.parts:
-            yield from read_tasks(part, chunk_bytes)
+            yield from read_tasks(part, chunk_bytes, local_files)
     elif source.path is not None:
-        yield from _file_tasks(source, chunk_bytes)
+        yield from _file_tasks(source, chunk_bytes, local_files)
     else:
         for batch in source.batches(chunk_bytes):
             yield ReadTask("items", items=tuple(batch), origin=source.name)
