@@ -258,21 +258,39 @@ def _decompression_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-class _Guarded(io.RawIOBase):
+class _Wrapper(io.RawIOBase):
+    """A readable stream over ``self._inner`` that a subclass's ``read`` defines; closing it closes the inner one."""
+
+    _inner = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            if self._inner is not None:
+                self._inner.close()
+        finally:
+            super().close()
+
+
+class _Guarded(_Wrapper):
     """A readable stream that counts what it delivers and turns a broken read (a truncated or
     corrupt archive, a dropped connection) into one :class:`CorpusError` naming the file and how far
     it got. With ``encoding`` (a UTF-16/32 file), it delivers the text re-encoded as UTF-8."""
 
     def __init__(self, stream, source: str, compression: str | None, encoding: str | None = None):
-        self._stream = stream
+        self._inner = stream
         self._text = (io.TextIOWrapper(io.BufferedReader(stream), encoding=encoding, errors="replace", newline="")
                       if encoding else None)
         self._pending = b""
         self.source, self.compression = source, compression
         self.delivered = 0
-
-    def readable(self) -> bool:
-        return True
 
     def _fail(self, error: BaseException) -> CorpusError:
         what = f"the {self.compression} stream" if self.compression else "reading"
@@ -284,11 +302,11 @@ class _Guarded(io.RawIOBase):
     def read(self, size: int = -1) -> bytes:
         try:
             if self._text is None:
-                data = self._stream.read(size)
+                data = self._inner.read(size)
                 # Decompressors and network files may return short reads before the end: fill up,
                 # so that a short read means the end of the file to the callers.
                 while 0 < len(data) < size:
-                    more = self._stream.read(size - len(data))
+                    more = self._inner.read(size - len(data))
                     if not more:
                         break
                     data += more
@@ -304,16 +322,6 @@ class _Guarded(io.RawIOBase):
         self.delivered += len(data)
         return data
 
-    def readinto(self, buffer) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        try:
-            self._stream.close()
-        finally:
-            super().close()
 
 
 def open_corpus_file(file: CorpusFile, storage_options: dict | None = None) -> _Guarded:
@@ -346,7 +354,7 @@ def open_corpus_file(file: CorpusFile, storage_options: dict | None = None) -> _
     return _Rewound(_Guarded(_Rewound(guarded, head), source, compression, encoding=encoding), b"")
 
 
-class _ZstdReader(io.RawIOBase):
+class _ZstdReader(_Wrapper):
     """A Zstandard stream, frame after frame. Written here because ``zstandard``'s stream reader
     (which fsspec uses) ends a truncated file silently, as if it were complete: this one checks
     that the last frame ended."""
@@ -354,18 +362,15 @@ class _ZstdReader(io.RawIOBase):
     def __init__(self, raw, read_size: int = 1 << 20):
         import zstandard
 
-        self._raw, self._read_size = raw, read_size
+        self._inner, self._read_size = raw, read_size
         self._new = zstandard.ZstdDecompressor().decompressobj
         self._frame = self._new()
         self._buffer = b""
         self._ended = False
 
-    def readable(self) -> bool:
-        return True
-
     def read(self, size: int = -1) -> bytes:
         while not self._ended and (size < 0 or len(self._buffer) < size):
-            data = self._raw.read(self._read_size)
+            data = self._inner.read(self._read_size)
             if not data:
                 self._ended = True
                 if self._in_frame:
@@ -385,58 +390,35 @@ class _ZstdReader(io.RawIOBase):
 
     _in_frame = False  # a frame has started and not ended
 
-    def readinto(self, buffer) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        try:
-            self._raw.close()
-        finally:
-            super().close()
 
 
-class _Rewound(io.RawIOBase):
+class _Rewound(_Wrapper):
     """``stream`` with ``head`` (already read from it) put back in front."""
 
     def __init__(self, stream, head: bytes):
-        self._stream, self._head = stream, head
+        self._inner, self._head = stream, head
 
     def peek_head(self, size: int = 65536) -> bytes:
         """The first ``size`` bytes, left to be read again."""
         if len(self._head) < size:
-            self._head += self._stream.read(size - len(self._head))
+            self._head += self._inner.read(size - len(self._head))
         return self._head[:size]
-
-    def readable(self) -> bool:
-        return True
 
     @property
     def delivered(self) -> int:
-        return self._stream.delivered
+        return self._inner.delivered
 
     def read(self, size: int = -1) -> bytes:
         if self._head:
             if size < 0:
-                data, self._head = self._head + self._stream.read(), b""
+                data, self._head = self._head + self._inner.read(), b""
                 return data
             data, self._head = self._head[:size], self._head[size:]
             if len(data) < size:
-                data += self._stream.read(size - len(data))
+                data += self._inner.read(size - len(data))
             return data
-        return self._stream.read(size)
+        return self._inner.read(size)
 
-    def readinto(self, buffer) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        try:
-            self._stream.close()
-        finally:
-            super().close()
 
 
 _replaced_bytes = threading.local()
