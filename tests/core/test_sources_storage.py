@@ -210,10 +210,13 @@ def test_a_hugging_face_dataset_saved_to_disk_is_a_corpus(tmp_path, reviews):
 
 
 def test_a_hub_dataset_offline_and_not_cached_is_one_clear_error(monkeypatch, tmp_path):
-    pytest.importorskip("datasets")
+    datasets = pytest.importorskip("datasets")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    # Read at import: set here too, or datasets (imported by an earlier test) tries the network first.
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-home" / "datasets", raising=False)
     with pytest.raises(CorpusError) as info:
         HFDataset.from_mapping({"name": "someone/not-cached-corpus", "split": "train"}).open()
     message = str(info.value)
