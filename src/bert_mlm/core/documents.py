@@ -15,6 +15,7 @@ here holds the corpus.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -212,9 +213,7 @@ def mixture_plan(directory: Path, train_parts: list[str], sources: dict[str, dic
     columns count the stream exactly (the rule :meth:`DocumentShards.iter_texts` applies).
     """
     names = list(sources)
-
-    def row_groups():
-        return train_columns(directory, train_parts, names)
+    row_groups = functools.partial(train_columns, directory, train_parts, names)  # read twice: memory stays flat
 
     raw_docs, raw_chars = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
     for codes, lengths, _ in row_groups():
@@ -386,12 +385,6 @@ class DocumentShards:
                     if origins is not None and code is not None:
                         origins.append(names[code])
                     yield texts
-
-    def mixture_stream(self, factors: dict[str, float]) -> dict:
-        """The training stream's counts with other ``factors`` than the plan's (the encoder's)."""
-        names = list(self.mixture["sources"])
-        return stream_plan(lambda: train_columns(self.directory, self.manifest["splits"]["train"]["parts"], names),
-                           names, np.array([factors[n] for n in names]))
 
     def source_samples(self, max_chars: int) -> dict[str, list[str]]:
         """The first training documents of each source of a mixture, about ``max_chars`` each."""

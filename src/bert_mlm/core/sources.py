@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import codecs
 import csv
+import functools
 import glob
 import io
 import json
@@ -324,6 +325,31 @@ class _Guarded(_Wrapper):
 
 
 
+def as_corpus_file(file: CorpusFile | os.PathLike) -> CorpusFile:
+    """A local path as a ``Path``, a remote URL as it is."""
+    return file if isinstance(file, Path) or is_remote(str(file)) else Path(file)
+
+
+def open_raw(file: CorpusFile, storage_options: dict | None = None):
+    """The file's stored bytes, seekable (no decompression): a local file or an fsspec file."""
+    if isinstance(file, Path):
+        return open(file, "rb")  # noqa: SIM115 - the caller closes it
+    return fsspec.open(str(file), "rb", **dict(storage_options or {})).open()
+
+
+def open_parquet(file: CorpusFile, storage_options: dict | None = None) -> pq.ParquetFile:
+    """A Parquet file, read at random (footer first, then row groups), local or remote."""
+    return pq.ParquetFile(file if isinstance(file, Path) else open_raw(file, storage_options))
+
+
+def parquet_texts(column: pa.Array, source: str) -> list[RawText]:
+    """A Parquet text column's non-null values as documents (a binary column decoded as UTF-8)."""
+    kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    is_bytes = pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+    return [replace(decode_text(v, source, check_binary=False), is_document=True) if is_bytes
+            else RawText(source, v, is_document=True) for v in column.drop_null().to_pylist()]
+
+
 def open_corpus_file(file: CorpusFile, storage_options: dict | None = None) -> _Guarded:
     """``file`` as a binary stream of UTF-8 text (or a table's bytes): decompressed on the fly,
     a UTF-16/32 file re-encoded, a UTF-8 byte-order mark dropped. Close it after use."""
@@ -331,10 +357,7 @@ def open_corpus_file(file: CorpusFile, storage_options: dict | None = None) -> _
     source = source_name(file)
     compression = compression_of(name)
     try:
-        if isinstance(file, Path):
-            raw = open(file, "rb")  # noqa: SIM115 - closed with the returned stream
-        else:
-            raw = fsspec.open(name, "rb", **dict(storage_options or {})).open()
+        raw = open_raw(file, storage_options)
     except ImportError as error:
         raise _missing_package(protocol_of(name), error, "corpus.path") from error
     except OSError as error:
@@ -490,7 +513,7 @@ def _paragraph_cut(block: bytes, hard_limit: int) -> int:
 def iter_text_file(file: CorpusFile, chunk_bytes: int = READ_CHUNK_BYTES,
                    storage_options: dict | None = None) -> Iterator[RawText]:
     """A text file in chunks of about ``chunk_bytes``, each ending at a paragraph boundary."""
-    file = Path(file) if not isinstance(file, Path) and not is_remote(str(file)) else file
+    file = as_corpus_file(file)
     source = source_name(file)
     first = True
     carry = b""
@@ -518,7 +541,7 @@ def iter_table_rows(file: CorpusFile, text_column: str, chunk_rows: int = TABLE_
     not), ``chunk_rows`` rows at a time; every non-null value is one document. A column that holds
     something else than text (numbers, lists, objects) is refused, naming the file; bytes are
     decoded as UTF-8."""
-    file = Path(file) if not isinstance(file, Path) and not is_remote(str(file)) else file
+    file = as_corpus_file(file)
     suffix = format_suffix(str(file))
     source = source_name(file)
     rows = 0
@@ -579,11 +602,7 @@ def iter_table_rows(file: CorpusFile, text_column: str, chunk_rows: int = TABLE_
 
 def _parquet_rows(file: CorpusFile, text_column: str, chunk_rows: int, storage_options: dict | None, source: str,
                   missing, not_text) -> Iterator[list[RawText]]:
-    if isinstance(file, Path):
-        parquet = pq.ParquetFile(file)
-    else:
-        fs, path = remote_filesystem(str(file), storage_options)
-        parquet = pq.ParquetFile(fs.open(path, "rb"))  # random access: footer first, then row groups
+    parquet = open_parquet(file, storage_options)
     if text_column not in parquet.schema_arrow.names:
         raise missing(parquet.schema_arrow.names)
     kind = parquet.schema_arrow.field(text_column).type
@@ -593,9 +612,7 @@ def _parquet_rows(file: CorpusFile, text_column: str, chunk_rows: int, storage_o
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or is_bytes):
         raise not_text(f"{kind} values")
     for batch in parquet.iter_batches(batch_size=chunk_rows, columns=[text_column]):
-        values = batch.column(0).drop_null().to_pylist()
-        yield [replace(decode_text(v, source, check_binary=False), is_document=True) if is_bytes
-               else RawText(source, v, is_document=True) for v in values]
+        yield parquet_texts(batch.column(0), source)
 
 
 def first_bad_json_line(file: CorpusFile, storage_options: dict | None = None) -> tuple[int, str] | None:
@@ -633,7 +650,14 @@ def iter_raw_batches(
     if path is None:
         yield from _batched(builtin_corpus(builtin_max_files), chunk_bytes)
         return
-    for file in resolve_corpus_files(path, storage_options, parameter):
+    yield from iter_file_batches(resolve_corpus_files(path, storage_options, parameter), text_column, chunk_bytes,
+                                 storage_options)
+
+
+def iter_file_batches(files: list[CorpusFile], text_column: str, chunk_bytes: int,
+                      storage_options: dict | None = None) -> Iterator[list[RawText]]:
+    """Listed corpus files in batches of about ``chunk_bytes`` of text, in their order."""
+    for file in files:
         if format_suffix(str(file)) in TABLE_SUFFIXES:
             rows = iter_table_rows(file, text_column, storage_options=storage_options)
             yield from _batched((row for batch in rows for row in batch), chunk_bytes)
@@ -688,21 +712,12 @@ def read_task(task: ReadTask) -> list[RawText]:
         return list(task.items)
     file = task.file
     if task.kind == "row_group":
-        source = source_name(file)
-        if isinstance(file, Path):
-            parquet = pq.ParquetFile(file)
-        else:
-            fs, path = remote_filesystem(str(file), task.storage_options)
-            parquet = pq.ParquetFile(fs.open(path, "rb"))
-        column = parquet.read_row_group(task.start, columns=[task.text_column]).column(0).drop_null()
-        is_bytes = pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
-        items = [replace(decode_text(v, source, check_binary=False), is_document=True) if is_bytes
-                 else RawText(source, v, is_document=True) for v in column.to_pylist()]
+        parquet = open_parquet(file, task.storage_options)
+        column = parquet.read_row_group(task.start, columns=[task.text_column]).column(0)
+        items = parquet_texts(column.combine_chunks(), source_name(file))
     elif task.kind == "range":
         source = source_name(file)
-        opener = (lambda: open(file, "rb")) if isinstance(file, Path) else (  # noqa: SIM115
-            lambda: fsspec.open(str(file), "rb", **dict(task.storage_options or {})).open())
-        with opener() as handle:
+        with open_raw(file, task.storage_options) as handle:
             size = handle.seek(0, os.SEEK_END)
             if task.start == 0:
                 handle.seek(0)
@@ -736,27 +751,21 @@ def _reads_ranges(file: CorpusFile, source: CorpusSource) -> bool:
 
 def _has_bom(file: CorpusFile, source: CorpusSource) -> bool:
     """Whether an uncompressed file starts with a byte-order mark (it is re-encoded: read whole)."""
-    opener = (lambda: open(file, "rb")) if isinstance(file, Path) else (  # noqa: SIM115
-        lambda: fsspec.open(str(file), "rb", **dict(source.storage_options or {})).open())
-    with opener() as handle:
+    with open_raw(file, source.storage_options) as handle:
         return bom_encoding(handle.read(4)) is not None
 
 
 def _file_tasks(source: CorpusSource, chunk_bytes: int, local_files: bool) -> Iterator[ReadTask]:
     common = {"storage_options": source.storage_options, "text_column": source.text_column, "origin": source.name,
               "chunk_bytes": chunk_bytes}
-    for file, size in list_corpus_files(source.path, source.storage_options, source.parameter):
+    for file, size in source.listing:
         suffix = format_suffix(str(file))
         if isinstance(file, Path) and not local_files:  # workers elsewhere cannot see this machine's files
             one = CorpusSource(str(file), source.text_column, builtin_when_empty=False)
             yield from (ReadTask("items", items=tuple(batch), origin=source.name) for batch in one.batches(chunk_bytes))
         elif suffix == ".parquet":
-            if isinstance(file, Path):
-                groups = pq.ParquetFile(file).num_row_groups
-            else:
-                fs, path = remote_filesystem(str(file), source.storage_options)
-                with fs.open(path, "rb") as handle:
-                    groups = pq.ParquetFile(handle).num_row_groups
+            with open_parquet(file, source.storage_options) as parquet:
+                groups = parquet.num_row_groups
             yield from (ReadTask("row_group", file, start=group, **common) for group in range(groups))
         elif (suffix in TEXT_SUFFIXES and not compression_of(str(file)) and size and _reads_ranges(file, source)
               and not _has_bom(file, source)):
@@ -934,8 +943,14 @@ class CorpusSource:
             return without_userinfo(self.path)
         return "built-in corpus" if self.builtin_when_empty else "none"
 
+    @functools.cached_property
+    def listing(self) -> list[tuple[CorpusFile, int | None]]:
+        """The files and their sizes, listed once (a remote listing is a round trip, and its
+        warning about skipped files is said once)."""
+        return [] if self.path is None else list_corpus_files(self.path, self.storage_options, self.parameter)
+
     def files(self) -> list[CorpusFile]:
-        return [] if self.path is None else resolve_corpus_files(self.path, self.storage_options, self.parameter)
+        return [file for file, _ in self.listing]
 
     def check(self) -> None:
         """Fail now, in one line, on what would fail later: a missing path, an empty listing,
@@ -954,10 +969,9 @@ class CorpusSource:
             return None if None in sizes else sum(sizes)
         if self.path is None:
             return None
-        listed = list_corpus_files(self.path, self.storage_options, self.parameter)
-        if any(size is None or compression_of(str(file)) for file, size in listed):
+        if any(size is None or compression_of(str(file)) for file, size in self.listing):
             return None
-        return sum(size for _, size in listed)
+        return sum(size for _, size in self.listing)
 
     def batches(self, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[list[RawText]]:
         if self.parts:
@@ -971,8 +985,9 @@ class CorpusSource:
             return self.hf_dataset.batches(chunk_bytes)
         if self.data is not None:
             return _batched(iter_loaded_data(self.data, self.text_column), chunk_bytes)
-        return iter_raw_batches(self.path, self.text_column, chunk_bytes, self.builtin_max_files, self.storage_options,
-                                self.parameter)
+        if self.path is None:
+            return iter_raw_batches(None, self.text_column, chunk_bytes, self.builtin_max_files)
+        return iter_file_batches(self.files(), self.text_column, chunk_bytes, self.storage_options)
 
     def mixture(self) -> dict[str, dict] | None:
         """Each source's name, weight and repeat, for the shard writer (``None``: not a mixture)."""

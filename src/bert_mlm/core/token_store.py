@@ -315,16 +315,16 @@ class EncodingJob:
             with open_engine(self.data) as engine:
                 for split in SPLITS:
                     origins: deque = deque()
-                    texts = self.documents.iter_texts(split, progress=progress, origins=origins, factors=factors)
+                    read = [0]  # documents sent to the encoder (a mixture's train split: its stream)
+                    texts = _counted(self.documents.iter_texts(split, progress=progress, origins=origins, factors=factors),
+                                     read)
                     encoded = engine.map_ordered(
                         encode_texts, texts, self.tokenizer_json, self.separator_id, writer.dtype.name, python_bound=False,
                     )
-                    documents = self.documents.documents(split)
                     if split == "train" and factors is not None:
                         encoded = _counted_by_source(encoded, origins, source_tokens)
-                        documents = self.documents.mixture_stream(factors)["train"]["documents"]
                     written = writer.write_split(split, encoded)
-                    written["documents_without_tokens"] = documents - written["documents"]
+                    written["documents_without_tokens"] = read[0] - written["documents"]
         finally:
             progress.close()
         extra: dict = {"vocabulary_digest": vocabulary_digest(self.vocabulary)}
@@ -358,6 +358,12 @@ def token_balanced_factors(documents: DocumentShards, tokenizer_json: str) -> di
     total_tokens = sum(tokens.values())
     return {name: info["weight"] / total_weight * total_tokens / max(tokens[name], 1.0)
             for name, info in plan["sources"].items()}
+
+
+def _counted(batches: Iterator[list[str]], read: list[int]) -> Iterator[list[str]]:
+    for batch in batches:
+        read[0] += len(batch)
+        yield batch
 
 
 def _counted_by_source(encoded: Iterator[tuple[np.ndarray, np.ndarray]], origins: deque,
