@@ -23,7 +23,7 @@ class StepClock(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if torch.cuda.is_available():
-            torch.cuda.synchronize()  # as the bert-mlm loop does at the end of its steps
+            torch.cuda.synchronize()  # a step's end is when its kernels have run
         self.ends.append(time.perf_counter())
 
 
@@ -42,13 +42,14 @@ class CountingCollator:
 
 def train_with_hf_trainer(
     model: BertForMaskedLM, sequences: list[np.ndarray], tokenizer, training: TrainingConfig,
-    hf_defaults: bool = False,
+    hf_defaults: bool = False, extra_arguments: dict | None = None,
 ) -> tuple[list[float], list[int], float]:
     """Train ``model`` in place for ``training.max_steps``. Returns the end time of every step, the
     non-padding tokens of every batch and the total wall seconds.
 
     With ``hf_defaults`` the Trainer keeps its own hyperparameters (lr 5e-5, no warmup, beta2
     0.999...), what a user of the recipe gets without tuning; otherwise it gets this project's.
+    ``extra_arguments`` go to ``TrainingArguments`` as they are (``torch_compile=True``).
     """
     same = {} if hf_defaults else {
         "learning_rate": resolve_learning_rate(training.learning_rate, model.config.hidden_size),
@@ -68,7 +69,7 @@ def train_with_hf_trainer(
                 output_dir=output_dir, max_steps=training.max_steps, per_device_train_batch_size=training.batch_size,
                 report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True, seed=training.seed,
                 use_cpu=not torch.cuda.is_available(), dataloader_drop_last=True, **same,
-                bf16=precision == "bf16", fp16=precision == "fp16",
+                bf16=precision == "bf16", fp16=precision == "fp16", **(extra_arguments or {}),
             ),
             # With its special_tokens_mask, as the run_mlm recipe's tokenization provides it
             # (without it the collator rebuilds the mask in a Python loop per row).

@@ -6,6 +6,7 @@ import shutil
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -185,6 +186,52 @@ def test_persistent_nonfinite_loss_stops_with_a_clear_error(tmp_path):
     with pytest.raises(NonFiniteLossError, match=r"non-finite for 3 consecutive steps \(last at step 7\)"):
         train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, on_step=poison)
     assert list_checkpoints(run_folders(tmp_path)[-1])[-1].name == "step-00000004"  # the last good one is kept
+
+
+def test_host_reads_the_device_values_only_at_record_steps(monkeypatch):
+    """Loss, accuracy and gradient norm stay on the device between record steps (every
+    record_every-th and the last): one read per window, yet every step in the history, and the
+    same weights and per-step values as reading every step."""
+    reads = []
+    real_read = training_module.read_records
+
+    def counting_read(pending, device):  # the real reader, observed
+        reads.append([record["step"] for record in pending])
+        return real_read(pending, device)
+
+    monkeypatch.setattr(training_module, "read_records", counting_read)
+    runs = {}
+    for record_every in (1, 5):
+        reads.clear()
+        model, ids, config, collator = setup(record_every=record_every)
+        result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
+        runs[record_every] = (model.state_dict(), result.history, list(reads))
+    assert runs[5][2] == [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [11, 12]]
+    assert len(runs[1][2]) == 12
+    assert all(torch.equal(runs[1][0][k], runs[5][0][k]) for k in runs[1][0])
+    values = ["step", "loss", "accuracy", "grad_norm", "masked_tokens", "tokens", "learning_rate", "loss_scale"]
+    pd.testing.assert_frame_equal(runs[1][1][values], runs[5][1][values])
+    assert (runs[5][1]["seconds"] > 0).all() and runs[5][1]["tokens_per_second"].gt(0).all()
+    with pytest.raises(ValueError, match="training.record_every"):
+        TrainingConfig(record_every=0)
+
+
+def test_a_nonfinite_streak_between_record_steps_is_seen_at_the_next_one_and_skipped_on_the_device():
+    """A streak of max_nonfinite_steps that ends between record steps stops the run at the next
+    record step, naming the step where the streak reached the limit; the diverged steps left
+    the weights finite (the fused AdamW skipped them on the device, no host check per step)."""
+    model, ids, config, collator = setup(record_every=4, max_nonfinite_steps=3, max_steps=20)
+    calls = []
+
+    def poison_from_step_5(_module, _inputs, output):
+        calls.append(1)
+        return output * float("nan") if len(calls) >= 5 else output
+
+    model.bert.embeddings.word_embeddings.register_forward_hook(poison_from_step_5)
+    with pytest.raises(NonFiniteLossError, match=r"non-finite for 3 consecutive steps \(last at step 7\)"):
+        train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
+    assert len(calls) == 8  # detected at the record step 8, one step after the streak reached 3
+    assert all(torch.isfinite(value).all() for value in model.state_dict().values())
 
 
 def test_no_weight_decay_on_bias_and_layernorm():

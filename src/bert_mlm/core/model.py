@@ -194,21 +194,28 @@ class MaskedPositionsMLM(torch.nn.Module):
         self.model = model
 
     def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+        positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``positions``: the flat indices of the masked tokens, when the caller knows them (found
+        on the host before the copy): a boolean mask on the device needs a host sync for its size."""
         hidden = self.model.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        selected = labels != IGNORE_INDEX
-        return self.model.cls(hidden[selected]), labels[selected]
+        if positions is None:
+            selected = labels != IGNORE_INDEX
+            return self.model.cls(hidden[selected]), labels[selected]
+        selected_hidden = hidden.flatten(0, 1).index_select(0, positions)
+        return self.model.cls(selected_hidden), labels.flatten().index_select(0, positions)
 
 
 def masked_lm_loss(
-    mlm: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+    mlm: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+    positions: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Summed cross-entropy over the masked tokens, the number of correct top-1 predictions and
     the number of masked tokens. The caller divides by the masked tokens of the whole optimizer
     step, so accumulated micro-batches weigh every masked token equally. A batch without masked
     tokens gives a loss of exactly 0 (not NaN) that still depends on the parameters."""
-    logits, targets = mlm(input_ids, attention_mask, labels)
+    logits, targets = mlm(input_ids, attention_mask, labels, positions)
     loss_sum = F.cross_entropy(logits.float(), targets, reduction="sum")
     correct = (logits.argmax(dim=-1) == targets).sum()
     return loss_sum, correct, int(targets.numel())

@@ -8,7 +8,6 @@ so the clipping threshold applies to the true gradients (the tutorial clipped th
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -80,27 +79,36 @@ class Optimisation:
     def stateful(self) -> dict:
         return {"optimizer": self.optimizer, "scheduler": self.scheduler, "scaler": self.scaler}
 
-    def step(self, model: torch.nn.Module, loss: float, step: int) -> tuple[float, bool]:
+    def step(self, model: torch.nn.Module, loss: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Unscale, clip, step, update; returns the gradient norm and whether the step diverged
-        (a non-finite loss, or non-finite gradients without fp16's routine overflow back-off)."""
+        (a non-finite loss, or non-finite gradients without fp16's routine overflow back-off), as
+        0-d tensors on the model's device: reading them is a host sync, left to the caller's record
+        steps. With the fused AdamW the skip of a diverged step happens on the device (the kernel's
+        ``found_inf``, as GradScaler uses it); the schedule advances every step, diverged or not
+        (as the HF Trainer's does), so that no step needs the host to look at the loss."""
         scaler = self.scaler
         scaler.unscale_(self.optimizer)  # before clipping: clip the true gradients
         if self.max_grad_norm:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm))
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
         else:
-            grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]))
-        gradients_finite = math.isfinite(grad_norm)
+            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+        grad_norm = grad_norm.detach().float()
+        loss = loss.detach().to(grad_norm.device)
+        diverged = ~torch.isfinite(loss) if scaler.is_enabled() else ~(torch.isfinite(loss) & torch.isfinite(grad_norm))
         if scaler.is_enabled():
             scaler.step(self.optimizer)  # skips the step itself when the fp16 gradients overflowed
-        elif gradients_finite and math.isfinite(loss):
+        elif self.optimizer.defaults.get("fused"):
+            self.optimizer.found_inf = diverged.float()
+            try:
+                self.optimizer.step()
+            finally:
+                del self.optimizer.found_inf
+        elif not bool(diverged):  # the unfused kernels take no found_inf: one host sync a step
             self.optimizer.step()
         scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        if gradients_finite and (scaler.is_enabled() or math.isfinite(loss)):
-            self.scheduler.step()
-        else:
-            logger.warning("training: non-finite gradient or loss at step %d; step skipped", step + 1)
-        return grad_norm, not math.isfinite(loss) or (not gradients_finite and not scaler.is_enabled())
+        self.scheduler.step()
+        return grad_norm, diverged
 
     @property
     def learning_rate(self) -> float:
@@ -109,3 +117,7 @@ class Optimisation:
     @property
     def loss_scale(self) -> float:
         return float(self.scaler.get_scale()) if self.scaler.is_enabled() else 1.0
+
+    def loss_scale_tensor(self) -> torch.Tensor | float:
+        """The scale without a host sync (``get_scale`` reads it to the host)."""
+        return self.scaler._get_scale_async().detach().clone() if self.scaler.is_enabled() else 1.0

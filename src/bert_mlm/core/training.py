@@ -26,6 +26,7 @@ from bert_mlm.core.distributed import SINGLE, Rank, all_reduce_sum, gather_objec
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import (
     DROPOUT_STREAM,
+    IGNORE_INDEX,
     ORDER_STREAM,
     MaskingConfig,
     mask_generator,
@@ -82,9 +83,12 @@ class TrainingConfig:
     # one GPU measured it helped at batch 256 (+18 %) and hurt at 1024 (-20 %), and no device
     # measurement of this option exists yet (BENCHMARKS.md); measure per configuration.
     compile: bool | str = False
+    # Steps between host reads of the loss, gradient norm and non-finite flags (one device sync
+    # each): the history still has every step; a non-finite streak is seen at the next read.
+    record_every: int = 10
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "batch_size", "gradient_accumulation_steps"):
+        for name in ("max_steps", "batch_size", "gradient_accumulation_steps", "record_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise UserError(f"training.{name}: {value!r} must be a positive integer")
@@ -222,11 +226,10 @@ def train(
     nonfinite_streak = 0
     progress = Progress(config.max_steps, "training", unit="step", enabled=config.progress and rank.is_main,
                         initial=position.step)
+    pending: list[dict] = []  # steps whose device values the host has not read yet
+    window_start = time.perf_counter()
     try:
         while position.step < config.max_steps:
-            # The step's time includes assembling and masking its batches: throughput is what a
-            # user gets, data preparation included.
-            step_start = time.perf_counter()
             step_masking = masking.at_step(position.step, config.max_steps)
             micro = []
             for _ in range(config.gradient_accumulation_steps):
@@ -239,36 +242,52 @@ def train(
             loss, correct, tokens, masked = accumulate_gradients(mlm, micro, optimisation.scaler,
                                                                  autocast_dtype(precision), device, rank)
             grad_norm, diverged = optimisation.step(model, loss, position.step)
-            nonfinite_streak = nonfinite_streak + 1 if diverged else 0
-            if nonfinite_streak >= config.max_nonfinite_steps:
-                raise NonFiniteLossError(
-                    f"training: the loss was non-finite for {nonfinite_streak} consecutive steps "
-                    f"(last at step {position.step + 1}); stopping. The last good checkpoint is kept in "
-                    f"{config.checkpoint_dir!r}. Lower training.learning_rate or use fp32/bf16."
-                )
             position.step += 1
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            seconds = time.perf_counter() - step_start
-            train_tokens += tokens
-            record = {
-                "step": position.step, "epoch": position.epoch, "loss": loss / masked, "accuracy": correct / masked,
+            pending.append({
+                "step": position.step, "epoch": position.epoch, "loss": loss, "accuracy": correct,
                 "masked_tokens": masked, "mask_probability": step_masking.probability, "tokens": tokens,
-                "learning_rate": optimisation.learning_rate, "grad_norm": grad_norm,
-                "tokens_per_second": tokens / seconds if seconds > 0 else 0.0, "seconds": seconds,
-                "loss_scale": optimisation.loss_scale,
-            }
-            position.records.append(record)
-            progress.update(1, loss=f"{record['loss']:.4f}", lr=f"{record['learning_rate']:.2e}",
-                            **{"tokens/s": f"{record['tokens_per_second']:,.0f}"})
+                "learning_rate": optimisation.learning_rate, "grad_norm": grad_norm, "diverged": diverged,
+                "loss_scale": optimisation.loss_scale_tensor(),
+            })
+            checkpoint_due = bool(checkpoints and checkpoints.due(position.step, config.max_steps))
+            if not (on_step is not None or checkpoint_due or position.step % config.record_every == 0
+                    or position.step == config.max_steps):
+                continue
+            # A record is due: the one host sync of the window. Its wall time (batch assembly and
+            # masking included: throughput is what a user gets) is shared by its steps by tokens.
+            records = read_records(pending, device)
+            now = time.perf_counter()
+            window_tokens = max(sum(r["tokens"] for r in records), 1)
+            for record in records:
+                seconds = (now - window_start) * record["tokens"] / window_tokens
+                scale = record.pop("loss_scale")
+                record.update(tokens_per_second=record["tokens"] / seconds if seconds > 0 else 0.0, seconds=seconds,
+                              loss_scale=scale)
+                diverged = record.pop("diverged")
+                if diverged:
+                    logger.warning("training: non-finite gradient or loss at step %d; step skipped", record["step"])
+                nonfinite_streak = nonfinite_streak + 1 if diverged else 0
+                if nonfinite_streak >= config.max_nonfinite_steps:
+                    raise NonFiniteLossError(
+                        f"training: the loss was non-finite for {nonfinite_streak} consecutive steps "
+                        f"(last at step {record['step']}); stopping. The last good checkpoint is kept in "
+                        f"{config.checkpoint_dir!r}. Lower training.learning_rate or use fp32/bf16."
+                    )
+            pending, window_start = [], now
+            train_tokens += sum(r["tokens"] for r in records)
+            position.records.extend(records)
+            last = records[-1]
+            progress.update(len(records), loss=f"{last['loss']:.4f}", lr=f"{last['learning_rate']:.2e}",
+                            **{"tokens/s": f"{last['tokens_per_second']:,.0f}"})
             # Never replace a good checkpoint by a diverged state.
-            if checkpoints and checkpoints.due(position.step, config.max_steps) and nonfinite_streak == 0:
+            if checkpoint_due and nonfinite_streak == 0:
                 rng = gather_objects(rng_states(), rank)  # a collective: every rank takes part
                 if rank.is_main:  # one writer
                     checkpoints.save(position, stateful, rng, asdict(config))
             if on_step is not None:
-                on_step(position.step, record)
+                on_step(position.step, last)
                 model.train()
+                window_start = time.perf_counter()  # the callback's time is not training time
     finally:
         progress.close()
     model.eval()
@@ -313,6 +332,21 @@ def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
     return replace(config, max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps)))
 
 
+def read_records(pending: list[dict], device: torch.device) -> list[dict]:
+    """The pending steps' device values (loss and correct sums, gradient norm, divergence flag,
+    loss scale) read to the host in one transfer: the window's only sync with the device."""
+    fields = ("loss", "accuracy", "grad_norm", "diverged", "loss_scale")
+    # float32: every value is a float32 (or exact small integer) already, so nothing is rounded.
+    values = torch.stack([torch.as_tensor(r[f], dtype=torch.float32, device=device).reshape(())
+                          for r in pending for f in fields]).tolist()
+    records = []
+    for index, record in enumerate(pending):
+        loss, correct, grad_norm, diverged, scale = values[index * len(fields):(index + 1) * len(fields)]
+        records.append({**record, "loss": loss / record["masked_tokens"], "accuracy": correct / record["masked_tokens"],
+                        "grad_norm": grad_norm, "diverged": bool(diverged), "loss_scale": scale})
+    return records
+
+
 def masked_batch(sequences, indices, collator: Collator, token_ids: TokenIds, masking: MaskingConfig,
                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One micro-batch, padded and masked: (inputs, attention mask, labels)."""
@@ -323,28 +357,35 @@ def masked_batch(sequences, indices, collator: Collator, token_ids: TokenIds, ma
 
 
 def accumulate_gradients(mlm: torch.nn.Module, micro: list, scaler: torch.amp.GradScaler, amp_dtype: torch.dtype | None,
-                         device: torch.device, rank: Rank) -> tuple[float, int, int, int]:
+                         device: torch.device, rank: Rank) -> tuple[torch.Tensor, torch.Tensor, int, int]:
     """Backward over one optimizer step's micro-batches, token-weighted: the loss is divided by
-    the masked tokens of the whole (global) step. Returns the step's summed loss, correct
-    predictions, tokens and masked tokens, over all ranks."""
-    local_masked = sum(int((labels != -100).sum()) for _, _, labels in micro)
+    the masked tokens of the whole (global) step. Returns the step's summed loss and correct
+    predictions (0-d device tensors), tokens and masked tokens, over all ranks."""
+    # The batches are still on the host here: counting their masked and real tokens is no sync.
+    local_masked = sum(int((labels != IGNORE_INDEX).sum()) for _, _, labels in micro)
+    local_tokens = sum(int(attention_mask.sum()) for _, attention_mask, _ in micro)
     # DDP averages gradients over ranks; dividing by the global masked count times the
     # world size makes that average exactly token-weighted over the whole global batch.
-    masked = max(int(all_reduce_sum([local_masked], rank, device)[0]), 1)
+    masked, tokens = (int(count) for count in all_reduce_sum([local_masked, local_tokens], rank, device))
+    masked = max(masked, 1)
     loss_scale_factor = rank.world_size / masked
-    loss_total, correct_total, tokens = 0.0, 0, 0
+    loss_total = correct_total = torch.zeros((), device=device)
     for index, (inputs, attention_mask, labels) in enumerate(micro):
         inputs = inputs.to(device, non_blocking=True)
         attention_mask = attention_mask.to(device, non_blocking=True)
+        positions = (labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1).to(device, non_blocking=True)
         labels = labels.to(device, non_blocking=True)
         # Gradients are all-reduced once per optimizer step, on its last micro-batch.
         final_micro = index == len(micro) - 1
         with nullcontext() if final_micro or not rank.distributed else mlm.no_sync():
             with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-                loss_sum, correct, _ = masked_lm_loss(mlm, inputs, attention_mask, labels)
+                loss_sum, correct, _ = masked_lm_loss(mlm, inputs, attention_mask, labels, positions)
             scaler.scale(loss_sum * loss_scale_factor).backward()
-        loss_total += float(loss_sum.detach())
-        correct_total += int(correct)
-        tokens += int(attention_mask.sum())
-    loss_total, correct_total, tokens = all_reduce_sum([loss_total, correct_total, tokens], rank, device)
-    return loss_total, correct_total, int(tokens), masked
+        # Device tensors, read by the host only when a record is due (train's read_records).
+        loss_total = loss_total + loss_sum.detach().float()
+        correct_total = correct_total + correct
+    if rank.distributed:
+        summed = torch.stack([loss_total, correct_total.float()])
+        torch.distributed.all_reduce(summed)  # enqueued on the device: no host sync
+        loss_total, correct_total = summed[0], summed[1]
+    return loss_total, correct_total, tokens, masked
