@@ -16,7 +16,7 @@ from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.sequences import SequenceConfig, build_sequences
 from bert_mlm.core.sources import read_corpus
 from bert_mlm.core.tokenizer import encode_documents, train_wordpiece
-from bert_mlm.core.training import TrainingConfig
+from bert_mlm.core.training_config import TrainingConfig
 
 
 @dataclass

@@ -12,7 +12,7 @@ from transformers import BertForMaskedLM, DataCollatorForLanguageModeling, Train
 
 from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.optim import resolve_learning_rate
-from bert_mlm.core.training import TrainingConfig
+from bert_mlm.core.training_config import TrainingConfig
 
 
 class StepClock(TrainerCallback):

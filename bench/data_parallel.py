@@ -22,7 +22,7 @@ from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.sequences import SequenceConfig
 from bert_mlm.core.tokenizer import train_wordpiece
-from bert_mlm.core.training import TrainingConfig
+from bert_mlm.core.training_config import TrainingConfig
 
 
 def main() -> None:

@@ -30,7 +30,8 @@ from bert_mlm.core.masking import MaskingConfig  # noqa: E402
 from bert_mlm.core.model import ModelConfig, build_model  # noqa: E402
 from bert_mlm.core.sequences import build_sequences  # noqa: E402
 from bert_mlm.core.tokenizer import encode_documents, train_wordpiece  # noqa: E402
-from bert_mlm.core.training import TokenIds, TrainingConfig, train  # noqa: E402
+from bert_mlm.core.training import train  # noqa: E402
+from bert_mlm.core.training_config import TokenIds, TrainingConfig  # noqa: E402
 
 
 def cases(workdir: Path, shared: Path) -> dict:

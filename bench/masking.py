@@ -21,7 +21,7 @@ from transformers import DataCollatorForLanguageModeling
 
 from bert_mlm.core.masking import MaskingConfig, mask_generator, mask_tokens
 from bert_mlm.core.sequences import Collator
-from bert_mlm.core.training import TokenIds
+from bert_mlm.core.training_config import TokenIds
 
 
 def run(prepared: Prepared, repeats: int = 5, batches: int = 100, batch_size: int = 32) -> list[Table]:

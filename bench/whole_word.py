@@ -35,7 +35,7 @@ from bert_mlm.core.sequences import SequenceConfig, build_sequence_index
 from bert_mlm.core.sources import read_corpus
 from bert_mlm.core.token_store import write_token_store
 from bert_mlm.core.tokenizer import train_wordpiece
-from bert_mlm.core.training import TokenIds, TrainingConfig
+from bert_mlm.core.training_config import TokenIds, TrainingConfig
 from bert_mlm.core.words import BitWriter, resolve_segmenter, segment_texts, words_path
 
 MAX_LENGTH = 128

@@ -23,7 +23,8 @@ from transformers import BertConfig, BertForMaskedLM
 
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.sequences import Collator
-from bert_mlm.core.training import TokenIds, TrainingConfig, train
+from bert_mlm.core.training import train
+from bert_mlm.core.training_config import TokenIds, TrainingConfig
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -61,7 +61,8 @@ from cuda_checks import matmul_peak_flops  # noqa: E402
 from bert_mlm.core.masking import MaskingConfig  # noqa: E402
 from bert_mlm.core.model import training_flops_per_token  # noqa: E402
 from bert_mlm.core.sequences import Collator  # noqa: E402
-from bert_mlm.core.training import TokenIds, TrainingConfig, train  # noqa: E402
+from bert_mlm.core.training import train  # noqa: E402
+from bert_mlm.core.training_config import TokenIds, TrainingConfig  # noqa: E402
 
 SYSTEMS = ("project", "project-compiled", "hf", "hf-compiled")
 LABELS = {

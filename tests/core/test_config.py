@@ -11,7 +11,7 @@ from kedro.config import OmegaConfigLoader
 from bert_mlm.core.config import SECTIONS, ExperimentConfig, build_section, whole_word_requested
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import EvaluationConfig, EvaluationParameters
-from bert_mlm.core.training import TrainingConfig
+from bert_mlm.core.training_config import TrainingConfig
 
 # conf/base turns checkpointing on for project runs (into the project's data folder); a library
 # caller that builds a TrainingConfig() writes no checkpoint into its working directory.

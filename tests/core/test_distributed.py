@@ -17,7 +17,8 @@ from bert_mlm.core.masking import MaskingConfig, mask_seed
 from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.sequences import SequenceConfig
 from bert_mlm.core.tokenizer import train_wordpiece
-from bert_mlm.core.training import TrainingConfig, epoch_batches
+from bert_mlm.core.training import epoch_batches
+from bert_mlm.core.training_config import TrainingConfig
 
 
 @pytest.fixture(scope="module")

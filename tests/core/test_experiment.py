@@ -7,7 +7,7 @@ import pytest
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import Origin, Overrides
 from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.training import TrainingConfig
+from bert_mlm.core.training_config import TrainingConfig
 
 
 def test_a_tuning_result_overrides_masking_and_training_and_says_so():

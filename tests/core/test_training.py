@@ -20,12 +20,8 @@ from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
 from bert_mlm.core.optim import parameter_groups
 from bert_mlm.core.sequences import Collator
-from bert_mlm.core.training import (
-    NonFiniteLossError,
-    TokenIds,
-    TrainingConfig,
-    train,
-)
+from bert_mlm.core.training import NonFiniteLossError, train
+from bert_mlm.core.training_config import TokenIds, TrainingConfig
 
 VOCAB = 64
 SPECIAL = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]

@@ -16,7 +16,7 @@ from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, mask_generator, m
 from bert_mlm.core.sequences import SequenceConfig, batch_order, build_sequence_index
 from bert_mlm.core.token_store import encode_texts, write_token_store
 from bert_mlm.core.tokenizer import load_tokenizer
-from bert_mlm.core.training import TokenIds
+from bert_mlm.core.training_config import TokenIds
 from bert_mlm.core.words import (
     BitWriter,
     WordSegmentationJob,

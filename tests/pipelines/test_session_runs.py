@@ -294,7 +294,7 @@ def test_nodes_receive_typed_sections_with_runtime_overrides(project_copy, monke
     """Kedro builds each section a node declares (``training: TrainingConfig``) from the merged
     parameters, --params included."""
     from bert_mlm.core.evaluation import EvaluationParameters
-    from bert_mlm.core.training import TrainingConfig
+    from bert_mlm.core.training_config import TrainingConfig
 
     monkeypatch.chdir(project_copy)
     bootstrap_project(project_copy)

@@ -29,7 +29,7 @@ from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.params import build_config
 from bert_mlm.core.sequences import SequenceConfig
 from bert_mlm.core.tokenizer import TokenizerConfig
-from bert_mlm.core.training import TrainingConfig
+from bert_mlm.core.training_config import TrainingConfig
 from bert_mlm.core.tuning import TuningConfig
 
 SECTIONS: dict[str, type] = {

@@ -36,7 +36,8 @@ from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, 
 from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.tokenizer import encode_documents
-from bert_mlm.core.training import StepCallback, TokenIds, TrainingConfig, TrainingResult, train
+from bert_mlm.core.training import StepCallback, TrainingResult, train
+from bert_mlm.core.training_config import TokenIds, TrainingConfig
 
 
 def corpus_sequences(items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase, config: SequenceConfig) -> list[np.ndarray]:

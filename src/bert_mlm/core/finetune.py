@@ -39,7 +39,8 @@ from bert_mlm.core.labelled import EncodedExamples, Task, TaskSource, encode_exa
 from bert_mlm.core.model import load_for_continued_pretraining
 from bert_mlm.core.optim import Optimisation
 from bert_mlm.core.progress import Progress
-from bert_mlm.core.training import NonFiniteLossError, TrainingConfig, epoch_batches
+from bert_mlm.core.training import NonFiniteLossError, epoch_batches
+from bert_mlm.core.training_config import TrainingConfig
 
 logger = logging.getLogger(__name__)
 

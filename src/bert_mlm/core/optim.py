@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from transformers import get_scheduler
 
-if TYPE_CHECKING:
-    from bert_mlm.core.training import TrainingConfig
+from bert_mlm.core.training_config import TrainingConfig
 
 logger = logging.getLogger(__name__)
 

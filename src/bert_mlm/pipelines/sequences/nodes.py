@@ -16,7 +16,7 @@ from bert_mlm.core.evaluation import EvaluationParameters
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.sequences import SequenceConfig, SequenceIndex, build_sequence_index, sequence_stats
 from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.training import TokenIds, TrainingConfig
+from bert_mlm.core.training_config import TokenIds, TrainingConfig
 from bert_mlm.core.tuning import TuningConfig
 from bert_mlm.core.words import WordSegmentationJob, resolve_segmenter
 

@@ -17,7 +17,7 @@ from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.report import training_curves
 from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
 from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.training import TrainingConfig
+from bert_mlm.core.training_config import TrainingConfig
 from bert_mlm.datasets.pretrained import MaskedLM
 
 logger = logging.getLogger(__name__)

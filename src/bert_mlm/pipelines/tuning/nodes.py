@@ -19,7 +19,7 @@ from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.report import tuning_curve
 from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
 from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.training import TrainingConfig
+from bert_mlm.core.training_config import TrainingConfig
 from bert_mlm.core.tuning import TuningConfig, trials_table
 
 logger = logging.getLogger(__name__)
