@@ -401,7 +401,7 @@ class Runner:
             loss = F.cross_entropy(logits.float(), labels)
             fit.optimisation.scaler.scale(loss).backward()
             value = float(loss.detach())
-            _, diverged = fit.optimisation.step(fit.model, value, fit.step)
+            _, diverged = fit.optimisation.step(fit.model, loss, fit.step)
             fit.step += 1
             fit.nonfinite = fit.nonfinite + 1 if diverged else 0
             if fit.nonfinite >= MAX_NONFINITE_STEPS:
