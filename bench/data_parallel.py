@@ -50,7 +50,7 @@ def main() -> None:
     }
     def rate(training: TrainingConfig, distributed: DistributedConfig):
         def measure() -> float:
-            _, result = train_data_parallel(experiment, training, experiment.masking, distributed)
+            _, result = train_data_parallel(replace(experiment, training=training), distributed)
             history = result.history.iloc[3:]
             return history["tokens"].sum() / history["seconds"].sum()
         return measure

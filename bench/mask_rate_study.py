@@ -145,7 +145,7 @@ def run_mask_rate_study(prepared: Prepared, base: Experiment, args) -> tuple[dic
         return loss
 
     study = run_study(config, run_trial)
-    best_rate = float(best_parameters(study, config)["masking"]["probability"])
+    best_rate = float(best_parameters(study, config).masking["probability"])
     table = Table(
         f"The study: constant mask rate, {args.trials} trials, 1 seed each ({args.layers} layers x {args.hidden}, "
         f"{args.steps} steps of 32 x 128)",

@@ -18,11 +18,12 @@ from bert_mlm.core.config import ExperimentConfig
 from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.engine import close_engines
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.experiment import Overrides, check_extra_corpus
+from bert_mlm.core.experiment import check_extra_corpus
 from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
 from bert_mlm.core.labelled import load_task
 from bert_mlm.core.model import check_starting_vocabulary, check_step_memory, planned_bert_config, resolve_checkpoint
 from bert_mlm.core.tuning import check_storage, masked_url
+from bert_mlm.core.tuning_result import TuningResult
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
                       processes=config.distributed.nproc_per_node if device.type == "cpu" else 1)
     for variant in VARIANTS:  # each mask-rate variant's overrides, applied to the shared sections
         name = f"{variant}.overrides"
-        overrides = Overrides.for_variant((parameters.get(variant) or {}).get("overrides"), name)
+        overrides = TuningResult.for_variant((parameters.get(variant) or {}).get("overrides"), name)
         try:
             overrides.apply(config.masking, config.training)
         except UserError as error:
@@ -100,8 +101,8 @@ class ValidateParametersHook:
         # The training node replaces masking/training values by the tuned (or variant's) ones:
         # say so when the user had set one of them explicitly.
         stored = next((v for k, v in inputs.items() if k.split(".")[-1] == "tuning_best_params"), None)
-        if isinstance(stored, dict) and getattr(self, "explicit", None):
-            for line in Overrides.from_json(stored).set_aside(self.explicit):
+        if isinstance(stored, TuningResult) and getattr(self, "explicit", None):
+            for line in stored.set_aside(self.explicit):
                 logger.warning("%s", line)
 
     @hook_impl

@@ -376,3 +376,9 @@ def test_compile_accepts_booleans_and_torch_modes_only(value):
     with pytest.raises(UserError, match=r"^training\.compile: "):
         TrainingConfig(compile=value)
     assert TrainingConfig(compile="max-autotune").compile == "max-autotune"
+
+
+def test_a_collator_built_for_other_masking_is_refused():
+    model, ids, config, collator = setup()
+    with pytest.raises(ValueError, match=r"collator's whole_word=False differs from masking\.whole_word=True"):
+        train(model, repetitive_sequences(), ids, MaskingConfig(whole_word=True), config, collator)

@@ -25,6 +25,7 @@ from bert_mlm.core.tuning import (
     run_study,
     trials_table,
 )
+from bert_mlm.core.tuning_result import Origin
 from bert_mlm.pipelines.tuning.nodes import tune_mask_probability
 
 WORKER = Path(__file__).with_name("tuning_worker.py")
@@ -62,8 +63,8 @@ def test_rerun_continues_the_study_without_redoing_trials(tmp_path):
     assert calls == [3, 4]
     assert [(t.number, t.params["probability"]) for t in study.trials][:3] == first
     best = best_parameters(study, bigger)
-    assert best["source"] == "tuning" and 0.1 <= best["masking"]["probability"] <= 0.5
-    assert best["finished_trials"] == 5
+    assert best.origin is Origin.TUNING and 0.1 <= best.masking["probability"] <= 0.5
+    assert best.finished_trials == 5
 
 
 def test_same_seed_same_study(tmp_path):
@@ -175,7 +176,7 @@ def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, mon
         assert torch.equal(inputs, seen[0][0]) and torch.equal(labels, seen[0][1])
     masked_rate = (seen[0][1] != -100).sum() / (seen[0][1] != -100).numel()
     assert 0 < masked_rate < 0.15  # 15 % of real tokens; padding and specials never masked
-    assert best["masking"]["probability"] in [*probabilities, PARAMS["masking"]["probability"]]
+    assert best.masking["probability"] in [*probabilities, PARAMS["masking"]["probability"]]
     assert len(objective_plot.axes[0].collections) == 2  # complete and pruned trials
 
 
@@ -183,7 +184,7 @@ def test_zero_trials_bypasses_tuning(tmp_path):
     store, index, tokenizer = tiny_inputs(tmp_path)
     tuning = {"n_trials": 0, "storage": f"sqlite:///{tmp_path}/never.db"}
     best, trials, _, _ = tune(store, index, tokenizer, tuning, masking={"probability": 0.2})
-    assert best == {"masking": {"probability": 0.2}, "source": "parameters"}
+    assert best.to_json() == {"masking": {"probability": 0.2}, "source": "parameters"}
     assert trials.empty
     assert not (tmp_path / "never.db").exists()
 
@@ -209,10 +210,10 @@ def test_node_reruns_continue_and_a_changed_setup_starts_a_new_study(tmp_path):
     tuning = {"n_trials": 2, "trial_steps": 2, "eval_every": 1, "storage": f"sqlite:///{tmp_path}/s.db", "pruner": "none"}
     first, trials_first, _, _ = tune(store, index, tokenizer, tuning)
     again, trials_again, _, _ = tune(store, index, tokenizer, tuning)
-    assert again["study_name"] == first["study_name"] and first["study_name"].startswith("mask-probability-")
+    assert again.study_name == first.study_name and first.study_name.startswith("mask-probability-")
     assert trials_again["number"].tolist() == trials_first["number"].tolist() == [0, 1]
     changed, trials_changed, _, _ = tune(store, index, tokenizer, {**tuning, "trial_steps": 3})
-    assert changed["study_name"] != first["study_name"]
+    assert changed.study_name != first.study_name
     assert trials_changed["number"].tolist() == [0, 1]
     assert len(optuna.get_all_study_names(f"sqlite:///{tmp_path}/s.db")) == 2
 
@@ -229,8 +230,8 @@ def test_the_study_can_search_whole_word_masking(tmp_path):
     study = run_study(config, run_trial)
     assert {v["whole_word"] for v in seen} == {False, True} and all(isinstance(v["whole_word"], bool) for v in seen)
     best = best_parameters(study, config)
-    assert best["masking"]["whole_word"] is True
-    assert masking_for(best["masking"], MaskingConfig()).whole_word is True
+    assert best.masking["whole_word"] is True
+    assert masking_for(best.masking, MaskingConfig()).whole_word is True
 
 
 def test_if_better_keeps_the_configured_setting_unless_the_interval_clears_zero():
@@ -256,18 +257,18 @@ def test_seeds_per_trial_and_a_paired_confirmation(tmp_path):
     best, trials, _, _ = tune(store, index, tokenizer, tuning)
     assert all(len(json.loads(v) if isinstance(v, str) else v) == 2 for v in trials["attr_seed_losses"])
     assert (trials["attr_seed_spread"] >= 0).all()
-    confirmation = best["confirmation"]
-    assert len(confirmation["tuned_losses"]) == len(confirmation["configured_losses"]) == 2
-    assert confirmation["ci_low"] <= confirmation["difference"] <= confirmation["ci_high"]
-    assert confirmation["adopted"] == (confirmation["ci_low"] > 0)
-    if not confirmation["adopted"]:
-        assert best["source"] == "parameters"
-        assert best["masking"]["probability"] == PARAMS["masking"]["probability"]
+    confirmation = best.confirmation
+    assert len(confirmation.tuned_losses) == len(confirmation.configured_losses) == 2
+    assert confirmation.ci_low <= confirmation.difference <= confirmation.ci_high
+    assert confirmation.adopted == (confirmation.ci_low > 0)
+    if not confirmation.adopted:
+        assert best.origin is Origin.PARAMETERS
+        assert best.masking["probability"] == PARAMS["masking"]["probability"]
     # The tuned setting's first-seed loss in the confirmation is that trial's own first seed:
     # the same model, data order and evaluation masks.
-    best_trial = trials.set_index("number").loc[best["best_trial"]]
+    best_trial = trials.set_index("number").loc[best.best_trial]
     seeds = best_trial["attr_seed_losses"]
-    assert confirmation["tuned_losses"] == pytest.approx(json.loads(seeds) if isinstance(seeds, str) else seeds)
+    assert confirmation.tuned_losses == pytest.approx(json.loads(seeds) if isinstance(seeds, str) else seeds)
 
 
 def test_a_study_by_fine_tuning_scores_trials_by_their_fine_tuned_accuracy(tmp_path):
@@ -287,8 +288,8 @@ def test_a_study_by_fine_tuning_scores_trials_by_their_fine_tuned_accuracy(tmp_p
     tuning = {"n_trials": 2, "trial_steps": 4, "eval_every": 2, "storage": f"sqlite:///{tmp_path}/f.db",
               "objective": "finetune", "seeds": 2}
     best, trials, objective_plot, _ = tune(store, index, tokenizer, tuning, finetune=finetune)
-    assert best["objective"] == "finetune" and "best_finetune_accuracy" in best
-    assert "fine-tuning error" in best["confirmation"]["reason"]
+    assert best.objective == "finetune" and "best_finetune_accuracy" in best.score
+    assert "fine-tuning error" in best.confirmation.reason
     for value, accuracies in zip(trials["value"], trials["attr_finetune_accuracy"], strict=True):
         assert len(accuracies) == 2 and value == pytest.approx(1 - sum(accuracies) / 2)
     assert trials["last_step"].isna().all(), "no intermediate values: nothing to prune by"

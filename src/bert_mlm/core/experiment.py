@@ -9,8 +9,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from enum import Enum
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -31,13 +30,13 @@ from bert_mlm.core.evaluation import (
 )
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
-from bert_mlm.core.params import build_config
 from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, SequenceIndex, build_sequences
 from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.tokenizer import encode_documents
 from bert_mlm.core.training import StepCallback, TrainingResult, train
 from bert_mlm.core.training_config import TokenIds, TrainingConfig
+from bert_mlm.core.tuning_result import TuningResult
 
 
 def corpus_sequences(items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase, config: SequenceConfig) -> list[np.ndarray]:
@@ -65,84 +64,6 @@ def open_sequences(
         split: sequence_index.sequences(token_store, split, tokenizer.cls_token_id, tokenizer.sep_token_id)
         for split in sequence_index.splits
     }
-
-
-OVERRIDABLE = ("masking", "training")  # the sections a tuning study or a variant may override
-
-
-class Origin(str, Enum):
-    """Where a run's mask probability (and any training override) comes from."""
-
-    PARAMETERS = "parameters"  # conf/ and --params
-    TUNING = "tuning"  # the study's best, adopted
-    VARIANT = "variant"  # a mask_rate_comparison variant's overrides
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """The masking and training values a run trains with beyond its parameters, and their origin.
-
-    Stored as JSON between nodes (``tuning_best_params``, a variant's ``overrides``): ``masking``
-    and ``training`` mappings and ``"source"``, the origin's value.
-    """
-
-    origin: Origin = Origin.PARAMETERS
-    masking: dict = field(default_factory=dict)
-    training: dict = field(default_factory=dict)
-    decision: str | None = None  # the tuning confirmation's reason, when there was one
-
-    @classmethod
-    def for_variant(cls, values: dict | None, name: str = "overrides") -> Overrides:
-        """A mask-rate variant's ``overrides`` section (``masking`` and ``training`` mappings);
-        ``name``: where the section is, for the error message."""
-        values = values or {}
-        if not isinstance(values, dict):
-            raise UserError(f"{name}: {values!r} must be a mapping of masking/training values")
-        for section, section_values in values.items():
-            if section not in OVERRIDABLE:
-                raise UserError(f"{name}.{section}: only masking and training can be overridden per variant")
-            if not isinstance(section_values or {}, dict):
-                raise UserError(f"{name}.{section}: {section_values!r} must be a mapping of {section} values")
-        return cls(Origin.VARIANT, dict(values.get("masking") or {}), dict(values.get("training") or {}))
-
-    @classmethod
-    def from_json(cls, data: dict) -> Overrides:
-        try:
-            origin = Origin(data.get("source", Origin.PARAMETERS.value))
-        except ValueError as error:
-            raise UserError(f"tuning_best_params: source {data.get('source')!r} is not one of "
-                            f"{[o.value for o in Origin]}") from error
-        decision = (data.get("confirmation") or {}).get("reason")
-        if origin is Origin.PARAMETERS:  # the values it carries are the parameters' own
-            return cls(origin, decision=decision)
-        return cls(origin, dict(data.get("masking") or {}), dict(data.get("training") or {}), decision)
-
-    def to_json(self) -> dict:
-        return {**({"masking": self.masking} if self.masking else {}),
-                **({"training": self.training} if self.training else {}), "source": self.origin.value}
-
-    def apply(self, masking: MaskingConfig, training: TrainingConfig) -> tuple[MaskingConfig, TrainingConfig]:
-        """The configured sections with these values in place (re-validated)."""
-        return (build_config(MaskingConfig, {**asdict(masking), **self.masking}, "masking"),
-                build_config(TrainingConfig, {**asdict(training), **self.training}, "training"))
-
-    def set_aside(self, explicit: dict) -> list[str]:
-        """One warning per value the user gave explicitly (``--params``; ``explicit`` is their
-        nested mapping) that these overrides replace with another value."""
-        lines = []
-        for section, values in (("masking", self.masking), ("training", self.training)):
-            given = explicit.get(section) if isinstance(explicit.get(section), dict) else {}
-            for key, value in values.items():
-                if key in given and given[key] != value:
-                    keep = ("--params tuning.n_trials=0 with the tuning stage in the run (it then passes your "
-                            "values on)" if self.origin is Origin.TUNING else "the value in the variant's overrides in conf/")
-                    lines.append(f"{section}.{key}: your --params value {given[key]!r} is set aside for {value!r} "
-                                 f"(from {self.origin.value}); to train with yours, set {keep}")
-        return lines
-
-    @property
-    def probability_origin(self) -> Origin:
-        return self.origin if "probability" in self.masking else Origin.PARAMETERS
 
 
 @dataclass
@@ -180,7 +101,13 @@ class Experiment:
 
     @property
     def collator(self) -> Collator:
-        return self.token_ids.collator(self.sequence_config.max_length, self.sequence_config.padding, self.masking.whole_word)
+        return self.collator_for(self.masking)
+
+    def collator_for(self, masking: MaskingConfig) -> Collator:
+        """The collator that ``masking`` trains with: whole-word masking needs each batch's word
+        starts (a tuning trial may switch it)."""
+        sequences = self.sequence_config
+        return self.token_ids.collator(sequences.max_length, sequences.padding, masking.whole_word)
 
     def evaluation_set(self, split: str, max_sequences: int | None = None) -> StreamedEvaluationSet:
         config = replace(self.evaluation, max_sequences=max_sequences or self.evaluation.max_sequences)
@@ -194,10 +121,11 @@ class Experiment:
     def train(self, model: BertForMaskedLM, training: TrainingConfig | None = None,
               masking: MaskingConfig | None = None, on_step: StepCallback | None = None,
               rank: Rank = SINGLE) -> TrainingResult:
-        return train(
-            model, self.sequences.get("train", []), self.token_ids, masking or self.masking,
-            training or self.training, self.collator, on_step, rank,
-        )
+        """Train ``model`` on the train split with the experiment's sections, or with a tuning
+        trial's ``training`` and ``masking``."""
+        masking = masking or self.masking
+        return train(model, self.sequences.get("train", []), self.token_ids, masking, training or self.training,
+                     self.collator_for(masking), on_step, rank)
 
     def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet, precision: str = AUTO) -> dict:
         """``precision``: ``auto`` (bf16 on GPU, fp32 on CPU: :func:`evaluation_dtype`) or a training precision."""
@@ -238,11 +166,12 @@ def train_trial(
     return last["loss"]
 
 
-def training_summary(result: TrainingResult, masking: MaskingConfig, overrides: Overrides, model: BertForMaskedLM,
+def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: TuningResult, model: BertForMaskedLM,
                      stored_segmenter: str, world_size: int) -> dict:
     """What a run trained and how (``metrics.json``, the report): tokens, speed, the masking
-    actually used and where its probability came from. ``stored_segmenter``: the sequence
-    index's word segmenter, which ``masking.word_segmenter: auto`` resolved to."""
+    actually used and where its probability came from (``tuning``, the result it trained with).
+    ``stored_segmenter``: the sequence index's word segmenter, which ``masking.word_segmenter:
+    auto`` resolved to."""
     history = result.history
     return {
         "train_tokens": result.train_tokens,
@@ -260,9 +189,9 @@ def training_summary(result: TrainingResult, masking: MaskingConfig, overrides: 
         "random_token_fraction": masking.random_token_fraction,
         "whole_word": masking.whole_word,
         "word_segmenter": stored_segmenter if masking.word_segmenter == "auto" else masking.word_segmenter,
-        "mask_probability_source": overrides.probability_origin.value,
+        "mask_probability_source": tuning.probability_origin.value,
         "learning_rate": result.learning_rate,
-        "tuning_decision": overrides.decision,
+        "tuning_decision": tuning.decision,
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "data_parallel_workers": world_size,
     }
@@ -307,14 +236,14 @@ class NonMainNodeFinished(RuntimeError):
 
 
 def train_data_parallel(
-    experiment: Experiment, training: TrainingConfig, masking: MaskingConfig, distributed: DistributedConfig
+    experiment: Experiment, distributed: DistributedConfig
 ) -> tuple[BertForMaskedLM, TrainingResult]:
-    """Train on ``distributed.world_size`` data-parallel workers (in-process when it is 1) and
-    return the trained model and rank 0's result."""
+    """Train the experiment on ``distributed.world_size`` data-parallel workers (in-process when
+    it is 1) and return the trained model and rank 0's result."""
     if distributed.world_size == 1:
         model = experiment.new_model()
-        return model, experiment.train(model, training, masking)
-    returned = launch(distributed, _train_rank, experiment, training, masking)
+        return model, experiment.train(model)
+    returned = launch(distributed, _train_rank, experiment)
     if returned is None:
         raise NonMainNodeFinished(
             f"distributed.node_rank={distributed.node_rank}: this machine's ranks finished training; "
@@ -326,12 +255,12 @@ def train_data_parallel(
     return model, result
 
 
-def _train_rank(experiment: Experiment, training: TrainingConfig, masking: MaskingConfig, rank: Rank):
+def _train_rank(experiment: Experiment, rank: Rank):
     if not torch.cuda.is_available():
         # Workers share the machine's cores: oversubscribed OpenMP threads slow every step >10x.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
     model = experiment.new_model()
-    result = experiment.train(model, training, masking, rank=rank)
+    result = experiment.train(model, rank=rank)
     if rank.is_main:
         return {k: v.detach().cpu() for k, v in model.state_dict().items()}, result
     return None

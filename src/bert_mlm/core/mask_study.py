@@ -20,10 +20,11 @@ import pandas as pd
 
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import EVALUATION_SCHEME
-from bert_mlm.core.experiment import Experiment, Origin, train_trial
+from bert_mlm.core.experiment import Experiment, train_trial
 from bert_mlm.core.finetune import FinetuneConfig, PreparedTask, Runner, prepare_task
 from bert_mlm.core.masking import MASKING_SCHEME
 from bert_mlm.core.tuning import TuningConfig, adoption, best_parameters, masking_for, paired_interval, run_study
+from bert_mlm.core.tuning_result import Confirmation, TuningResult
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def finetune_scorer(experiment: Experiment, finetune: FinetuneConfig) -> tuple[C
 
 
 def tune_masking(experiment: Experiment, config: TuningConfig,
-                 finetune: FinetuneConfig | None = None) -> tuple[dict, optuna.Study]:
+                 finetune: FinetuneConfig | None = None) -> tuple[TuningResult, optuna.Study]:
     """Run (or continue) the study; returns the best parameters (after the confirmation when
     ``tuning.adopt`` is ``if_better``) and the study. With ``tuning.objective: finetune`` a
     trial's score is its models' fine-tuning error on the ``finetune`` task."""
@@ -86,11 +87,11 @@ def tune_masking(experiment: Experiment, config: TuningConfig,
 
     study = run_study(config, run_trial)
     best = best_parameters(study, config)
-    logger.info("Best trial %d: %s %.4f with %s", best["best_trial"], MEASURES[config.objective], best["best_value"],
-                best.get("masking"))
+    logger.info("Best trial %d: %s %.4f with %s", best.best_trial, MEASURES[config.objective], best.best_value,
+                best.masking)
     if config.adopt == "if_better":
         # The best trial already trained the tuned setting on these seeds, masks and weights.
-        tuned_losses = study.trials[best["best_trial"]].user_attrs.get("seed_losses")
+        tuned_losses = study.trials[best.best_trial].user_attrs.get("seed_losses")
         best = confirm(best, experiment, trial_training, seed_losses, tuned_losses, MEASURES[config.objective])
     return best, study
 
@@ -98,29 +99,22 @@ def tune_masking(experiment: Experiment, config: TuningConfig,
 MEASURES = {"eval_loss": "eval loss", "finetune": "fine-tuning error"}
 
 
-def confirm(best: dict, experiment, trial_training, seed_losses, tuned: list[float] | None = None,
-            measure: str = "eval loss") -> dict:
+def confirm(best: TuningResult, experiment, trial_training, seed_losses, tuned: list[float] | None = None,
+            measure: str = "eval loss") -> TuningResult:
     """Pair the best setting with the configured one on the same seeds and evaluation masks
     (``tuned``: the best trial's own per-seed losses, when it recorded one for every seed); keep
     the tuned setting only when the difference is clear of seed noise."""
     configured = seed_losses(experiment.masking, trial_training)
     if tuned is None or len(tuned) != len(configured):
-        tuned_masking = masking_for(best.get("masking", {}), experiment.masking)
-        tuned = seed_losses(tuned_masking, replace(trial_training, **best.get("training", {})))
+        tuned = seed_losses(masking_for(best.masking, experiment.masking), replace(trial_training, **best.training))
     interval = paired_interval([c - t for c, t in zip(configured, tuned, strict=True)])
     adopted, reason = adoption(interval, "if_better", measure)
     logger.info("Tuning confirmation: %s", reason)
-    confirmation = {
-        "tuned_losses": tuned, "configured_losses": configured, "configured_probability": experiment.masking.probability,
-        "difference": interval["mean"], "ci_low": interval["low"], "ci_high": interval["high"],
-        "adopted": adopted, "reason": reason,
-    }
-    if adopted:
-        return {**best, "confirmation": confirmation}
-    return {"masking": {"probability": experiment.masking.probability}, "source": Origin.PARAMETERS.value,
-            "tuned": {k: best[k] for k in ("masking", "training") if k in best}, "confirmation": confirmation,
-            **{k: best[k] for k in ("study_name", "storage", "objective", "best_trial", "best_value", "best_eval_loss",
-                                    "best_finetune_accuracy", "finished_trials") if k in best}}
+    confirmation = Confirmation(
+        tuned_losses=tuned, configured_losses=configured, configured_probability=experiment.masking.probability,
+        difference=interval["mean"], ci_low=interval["low"], ci_high=interval["high"], adopted=adopted, reason=reason,
+    )
+    return best.confirmed(confirmation, experiment.masking)
 
 
 def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None) -> str:

@@ -101,6 +101,9 @@ def train(
     """
     if not len(sequences):
         raise UserError("training: there are no training sequences (is the train split empty?)")
+    if collator.whole_word != masking.whole_word:  # whole-word masking needs the batches' word starts
+        raise ValueError(f"train: the collator's whole_word={collator.whole_word} differs from "
+                         f"masking.whole_word={masking.whole_word}; build the collator from the masking it trains")
     config = with_step_budget(config, len(sequences))
     device = resolve_device(config.device)
     if device.type == "cuda" and rank.distributed:
@@ -117,7 +120,6 @@ def train(
     stateful = {"model": model, **optimisation.stateful}
     lengths = sequence_lengths(sequences)
     check_step_memory(model.config, config.batch_size, int(max(lengths)), device, precision, processes=1)
-    collator = replace(collator, whole_word=masking.whole_word)  # tuning may switch it per trial
     # Dropout draws from the global generators: seed them, so that the same seed and config
     # give the same weights (a resumed run restores them from the checkpoint instead).
     seed_everything(mask_seed(config.seed, 0, 0, rank.rank, stream=DROPOUT_STREAM))

@@ -25,8 +25,8 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.experiment import Origin
 from bert_mlm.core.masking import SCHEDULES, MaskingConfig
+from bert_mlm.core.tuning_result import Origin, TuningResult
 
 logger = logging.getLogger(__name__)
 
@@ -327,27 +327,20 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
     return frame
 
 
-def best_parameters(study: optuna.Study, config: TuningConfig) -> dict:
+def best_parameters(study: optuna.Study, config: TuningConfig) -> TuningResult:
+    """The study's best complete trial as the result training adopts (before any confirmation)."""
     complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
     if not complete:
         raise RuntimeError(f"tuning: the study {config.study_name!r} has no complete trial")
     best = min(complete, key=lambda t: t.value)
-    overrides: dict[str, dict] = {}
+    overrides: dict[str, dict] = {"masking": {}, "training": {}}
     for name, value in best.params.items():
-        overrides.setdefault(SEARCHABLE[name][0], {})[name] = value
-    score = ({"best_eval_loss": best.value} if config.objective == "eval_loss"
-             else {"best_finetune_accuracy": 1.0 - best.value})
-    return {
-        **overrides,
-        "source": Origin.TUNING.value,
-        "study_name": config.study_name,
-        "storage": masked_url(config.storage),
-        "objective": config.objective,
-        "best_trial": best.number,
-        "best_value": best.value,
-        **score,
-        "finished_trials": sum(1 for t in study.get_trials(deepcopy=False) if t.state in FINISHED),
-    }
+        overrides[SEARCHABLE[name][0]][name] = value
+    return TuningResult(
+        Origin.TUNING, overrides["masking"], overrides["training"], study_name=config.study_name,
+        storage=masked_url(config.storage), objective=config.objective, best_trial=best.number, best_value=best.value,
+        finished_trials=sum(1 for t in study.get_trials(deepcopy=False) if t.state in FINISHED),
+    )
 
 
 def paired_interval(differences: list[float], confidence: float = 0.95) -> dict:

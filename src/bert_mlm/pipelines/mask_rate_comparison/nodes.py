@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bert_mlm.core.experiment import Overrides
 from bert_mlm.core.report import compare_variants
+from bert_mlm.core.tuning_result import TuningResult
 
 
-def variant_overrides(overrides: dict) -> dict:
-    """The variant's ``masking``/``training`` values, in the form the training node applies
-    (the same as the tuning study's best parameters)."""
-    return Overrides.for_variant(overrides).to_json()
+def variant_overrides(overrides: dict) -> TuningResult:
+    """The variant's ``masking``/``training`` values, as the result the training node applies in
+    place of the tuning study's."""
+    return TuningResult.for_variant(overrides)
 
 
 def compare_mask_rates(**inputs) -> tuple[pd.DataFrame, str]:

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.core.evaluation import EvaluationParameters
-from bert_mlm.core.experiment import Experiment, Origin
+from bert_mlm.core.experiment import Experiment
 from bert_mlm.core.finetune import FinetuneConfig
 from bert_mlm.core.mask_study import tune_masking
 from bert_mlm.core.masking import MaskingConfig
@@ -21,6 +21,7 @@ from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.training_config import TrainingConfig
 from bert_mlm.core.tuning import TuningConfig, trials_table
+from bert_mlm.core.tuning_result import TuningResult
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def tune_mask_probability(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     finetune: FinetuneConfig,
-) -> tuple[dict, pd.DataFrame, plt.Figure, go.Figure]:
+) -> tuple[TuningResult, pd.DataFrame, plt.Figure, go.Figure]:
     """Run (or continue) the study; return the best parameters, the trials, the trials' eval loss
     against the searched value, and Optuna's optimisation history.
 
@@ -48,8 +49,8 @@ def tune_mask_probability(
         sequence_index.check_words(True, masking.word_segmenter, "tuning.search_space.whole_word")
     if config.n_trials == 0:
         logger.info("tuning.n_trials is 0: training with masking.probability=%s", masking.probability)
-        best = {"masking": {"probability": masking.probability}, "source": Origin.PARAMETERS.value}
-        return best, pd.DataFrame(columns=["number", "state", "value"]), plt.figure(), go.Figure()
+        no_trials = pd.DataFrame(columns=["number", "state", "value"])
+        return TuningResult.of_parameters(masking), no_trials, plt.figure(), go.Figure()
 
     best, study = tune_masking(experiment, config, finetune)
     trials = trials_table(study)
