@@ -50,7 +50,7 @@ CASES = [
     ("sequences.mode", "sliding", r"sequences\.mode: 'sliding' is not one of \('packed', 'document'\)"),
     ("sequences.padding", "left", r"sequences\.padding: 'left' is not one of"),
     ("tuning.n_trials", -1, r"tuning\.n_trials: -1 must be an integer >= 0"),
-    ("evaluation.mask_probability", 1.0, r"evaluation\.mask_probability: 1\.0 must be in \(0, 1\)"),
+    ("evaluation.mask_probability", 1.0, r"evaluation\.mask_probability: 1\.0 must be in the open interval \(0, 1\)"),
     ("training.max_stepz", 10, r"training: unknown parameter\(s\) training\.max_stepz"),
     ("training.batch_size", True, r"training\.batch_size: True must be a number, not true/false"),
     ("tokenizer.vocab_size", False, r"tokenizer\.vocab_size: False must be a number, not true/false"),

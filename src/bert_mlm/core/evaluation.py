@@ -28,7 +28,7 @@ from transformers import BertForMaskedLM, PreTrainedTokenizerBase, pipeline
 
 from bert_mlm.core.corpus import cjk_characters
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, mask_seed, mask_tokens
+from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, check_probability, mask_seed, mask_tokens
 from bert_mlm.core.model import MaskedPositionsMLM
 from bert_mlm.core.sequences import Collator, sequence_lengths
 
@@ -58,8 +58,7 @@ class EvaluationConfig:
             )
         if not isinstance(self.whole_word, bool):
             raise UserError(f"evaluation.whole_word: {self.whole_word!r} must be true or false")
-        if not 0.0 < self.mask_probability < 1.0:
-            raise UserError(f"evaluation.mask_probability: {self.mask_probability!r} must be in (0, 1)")
+        check_probability(self.mask_probability, "evaluation.mask_probability")
         if not isinstance(self.batch_size, int) or self.batch_size <= 0:
             raise UserError(f"evaluation.batch_size: {self.batch_size!r} must be a positive integer")
 

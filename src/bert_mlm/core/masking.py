@@ -69,12 +69,27 @@ class MaskingConfig:
 SCHEDULES = ("constant", "linear")
 
 
+PROBABILITY_RANGE = "the open interval (0, 1)"
+
+
+def is_probability(value) -> bool:
+    """Whether ``value`` can be a mask probability: a number strictly between 0 and 1 (at 0
+    nothing is predicted, at 1 nothing is left to predict from). The one rule for training,
+    the evaluation protocol and the tuning study's search space."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0.0 < float(value) < 1.0
+
+
+def check_probability(value, name: str) -> None:
+    """Refuse a mask probability outside :data:`PROBABILITY_RANGE`; ``name``: the parameter."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"{name}: {value!r} must be a number in {PROBABILITY_RANGE}")
+    if not is_probability(value):
+        raise UserError(f"{name}: {value!r} must be in {PROBABILITY_RANGE}")
+
+
 def validate_masking(probability: float, mask_fraction: float, random_fraction: float, prefix: str = "masking",
                      name: str = "probability") -> None:
-    if isinstance(probability, bool) or not isinstance(probability, (int, float)):
-        raise UserError(f"{prefix}.{name}: {probability!r} must be a number in the open interval (0, 1)")
-    if not 0.0 < float(probability) < 1.0:
-        raise UserError(f"{prefix}.{name}: {probability!r} must be in the open interval (0, 1)")
+    check_probability(probability, f"{prefix}.{name}")
     for name, value in (("mask_token_fraction", mask_fraction), ("random_token_fraction", random_fraction)):
         if not 0.0 <= float(value) <= 1.0:
             raise UserError(f"{prefix}.{name}: {value!r} must be in [0, 1]")

@@ -25,7 +25,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.masking import SCHEDULES, MaskingConfig
+from bert_mlm.core.masking import PROBABILITY_RANGE, SCHEDULES, MaskingConfig, is_probability
 from bert_mlm.core.tuning_result import Origin, TuningResult
 
 logger = logging.getLogger(__name__)
@@ -106,8 +106,8 @@ class TuningConfig:
                 continue
             if not (isinstance(bounds, (list, tuple)) and len(bounds) == 2 and 0 < float(bounds[0]) < float(bounds[1])):
                 raise UserError(f"tuning.search_space.{name}: {bounds!r} must be [low, high] with 0 < low < high")
-            if name in ("probability", "final_probability") and float(bounds[1]) >= 1:
-                raise UserError(f"tuning.search_space.{name}: {bounds!r} must lie in (0, 1)")
+            if name in ("probability", "final_probability") and not all(is_probability(float(b)) for b in bounds):
+                raise UserError(f"tuning.search_space.{name}: {bounds!r} must lie in {PROBABILITY_RANGE}")
 
 
 def _quiet_experimental():
