@@ -22,7 +22,7 @@ from pathlib import Path
 
 import optuna
 import pandas as pd
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import PROBABILITY_RANGE, SCHEDULES, MaskingConfig, is_probability
@@ -259,6 +259,47 @@ def count_trials(study: optuna.Study, states: tuple[TrialState, ...]) -> int:
     return len(study.get_trials(deepcopy=False, states=states))
 
 
+# The trials that fill the study's n_trials: finished ones, and those other workers are running.
+ACTIVE = (*FINISHED, TrialState.RUNNING)
+
+
+class _StopAtTrials:
+    """Optuna's ``MaxTrialsCallback`` on the active trials of the shared storage, once a killed
+    worker's trial has been failed: a trial that stopped beating must not count as running."""
+
+    def __init__(self, n_trials: int) -> None:
+        self.counted = optuna.study.MaxTrialsCallback(n_trials, states=ACTIVE)
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        optuna.storages.fail_stale_trials(study)  # a no-op for storages without heartbeats
+        self.counted(study, trial)
+
+
+class _FailureGuard:
+    """Stops this worker after ``limit`` consecutive failed trials (a broken configuration, not
+    bad luck); a surplus trial, refused before it ran, is no failure."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.failures = limit, 0
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if trial.user_attrs.get("surplus"):
+            study.stop()
+        elif trial.state is TrialState.FAIL:
+            self.failures += 1
+            if self.failures >= self.limit:
+                study.stop()
+        else:
+            self.failures = 0
+
+    def check(self) -> None:
+        if self.failures >= self.limit:
+            raise RuntimeError(
+                f"tuning: {self.failures} consecutive trials failed; see the log for the "
+                "first error (the study is kept in tuning.storage)"
+            )
+
+
 def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
     """Run trials until the study holds ``config.n_trials`` finished trials.
 
@@ -266,14 +307,10 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
     consecutive failures the last error is raised (a broken configuration, not bad luck).
     """
     study = open_study(config)
-    consecutive_failures = 0
 
     def objective(trial: optuna.Trial) -> float:
-        # Close the race between workers: a trial beyond the n_trials-th is not run.
-        earlier = [
-            t for t in study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.RUNNING))
-            if t.number < trial.number
-        ]
+        # Two workers may both start a trial when one is missing: the later one does not run.
+        earlier = [t for t in study.get_trials(deepcopy=False, states=ACTIVE) if t.number < trial.number]
         if len(earlier) >= config.n_trials:
             trial.set_user_attr("surplus", True)
             raise SurplusTrialError(f"trial {trial.number} is beyond tuning.n_trials={config.n_trials}")
@@ -289,25 +326,13 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
             raise RuntimeError(f"trial {trial.number}: non-finite evaluation loss {value}")
         return value
 
-    while True:
-        optuna.storages.fail_stale_trials(study)  # a no-op for storages without heartbeats
-        active = count_trials(study, (*FINISHED, TrialState.RUNNING))
-        if active >= config.n_trials:
-            break
-        before = count_trials(study, (TrialState.FAIL,))
-        study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=True)
-        last = study.get_trials(deepcopy=False)[-1]
-        if last.user_attrs.get("surplus"):
-            break
-        if count_trials(study, (TrialState.FAIL,)) > before:
-            consecutive_failures += 1
-            if consecutive_failures >= max(config.n_trials, 1):
-                raise RuntimeError(
-                    f"tuning: {consecutive_failures} consecutive trials failed; see the log for the "
-                    "first error (the study is kept in tuning.storage)"
-                )
-        else:
-            consecutive_failures = 0
+    optuna.storages.fail_stale_trials(study)
+    # The callbacks run after each trial; a rerun of a complete study must not start one.
+    if count_trials(study, ACTIVE) < config.n_trials:
+        guard = _FailureGuard(max(config.n_trials, 1))
+        study.optimize(objective, catch=(Exception,), gc_after_trial=True,
+                       callbacks=[guard, _StopAtTrials(config.n_trials)])
+        guard.check()
     # Other workers may still be finishing their trials; this worker's share is done.
     return study
 
