@@ -541,78 +541,95 @@ def iter_table_rows(file: CorpusFile, text_column: str, chunk_rows: int = TABLE_
     not), ``chunk_rows`` rows at a time; every non-null value is one document. A column that holds
     something else than text (numbers, lists, objects) is refused, naming the file; bytes are
     decoded as UTF-8."""
-    file = as_corpus_file(file)
-    suffix = format_suffix(str(file))
-    source = source_name(file)
-    rows = 0
-
-    def missing(columns) -> CorpusError:
-        return CorpusError(
-            f"corpus.text_column: column {text_column!r} does not exist in {source!r}; "
-            f"its columns are {list(map(str, columns))}"
-        )
-
-    def not_text(kind: str) -> CorpusError:
-        return CorpusError(f"corpus.text_column: column {text_column!r} of {source!r} holds {kind}, not text")
-
+    table = _TableReader(as_corpus_file(file), text_column, chunk_rows, storage_options)
+    suffix = format_suffix(str(table.file))
+    read = {".parquet": table.parquet, ".csv": table.delimited, ".tsv": table.delimited}.get(suffix, table.json_lines)
     try:
-        if suffix == ".parquet":
-            yield from _parquet_rows(file, text_column, chunk_rows, storage_options, source, missing, not_text)
-        elif suffix in (".csv", ".tsv"):
-            # TSV as written by most tools (GLUE, spreadsheets): tab-separated, no quoting.
-            options = {"sep": "\t", "quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {}
-            with open_corpus_file(file, storage_options) as handle:
-                columns = list(pd.read_csv(handle, nrows=0, encoding_errors="replace", **options).columns)
-            if text_column not in columns:
-                raise missing(columns)
-            with open_corpus_file(file, storage_options) as handle:
-                for frame in pd.read_csv(handle, dtype=str, keep_default_na=False, encoding_errors="replace",
-                                         usecols=[text_column], chunksize=chunk_rows, **options):
-                    values = frame[text_column].tolist()
-                    rows += len(values)
-                    yield [RawText(source, v, is_document=True) for v in values]
-        else:
-            seen: set[str] = set()
-            found = False
-            with open_corpus_file(file, storage_options) as handle:
-                for frame in pd.read_json(io.TextIOWrapper(io.BufferedReader(handle), encoding="utf-8", errors="replace"),
-                                          lines=True, dtype=False, chunksize=chunk_rows):
-                    seen.update(map(str, frame.columns))
-                    rows += len(frame)
-                    if text_column not in frame.columns:  # rows need not share keys
-                        continue
-                    found = True
-                    values = frame[text_column].dropna().tolist()
-                    wrong = next((v for v in values if not isinstance(v, str)), None)
-                    if wrong is not None:
-                        raise not_text(f"non-text values such as {wrong!r}")
-                    yield [RawText(source, v, is_document=True) for v in values]
-            if not found:
-                raise missing(sorted(seen))
+        yield from read()
     except CorpusError:
         raise
     except Exception as error:  # pandas and pyarrow raise many types; the user needs the file name
-        where = first_bad_json_line(file, storage_options) if suffix in (".jsonl", ".json") else None
+        where = first_bad_json_line(table.file, storage_options) if suffix in (".jsonl", ".json") else None
         if where is not None:
-            raise CorpusError(f"corpus file {source!r}, line {where[0]}: {where[1]}") from error
-        raise CorpusError(
-            f"corpus file {source!r} could not be read as {suffix} after {rows:,} row(s): {_first_line(error)}"
-        ) from error
+            raise CorpusError(f"corpus file {table.source!r}, line {where[0]}: {where[1]}") from error
+        raise CorpusError(f"corpus file {table.source!r} could not be read as {suffix} after {table.rows:,} row(s): "
+                          f"{_first_line(error)}") from error
 
 
-def _parquet_rows(file: CorpusFile, text_column: str, chunk_rows: int, storage_options: dict | None, source: str,
-                  missing, not_text) -> Iterator[list[RawText]]:
-    parquet = open_parquet(file, storage_options)
-    if text_column not in parquet.schema_arrow.names:
-        raise missing(parquet.schema_arrow.names)
-    kind = parquet.schema_arrow.field(text_column).type
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    is_bytes = pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or is_bytes):
-        raise not_text(f"{kind} values")
-    for batch in parquet.iter_batches(batch_size=chunk_rows, columns=[text_column]):
-        yield parquet_texts(batch.column(0), source)
+@dataclass
+class _TableReader:
+    """One table's text column, read ``chunk_rows`` rows at a time by the reader of its format;
+    ``rows`` counts the rows read so far (the message of a file that breaks half-way says it)."""
+
+    file: CorpusFile
+    text_column: str
+    chunk_rows: int
+    storage_options: dict | None
+    rows: int = 0
+
+    @functools.cached_property
+    def source(self) -> str:
+        return source_name(self.file)
+
+    def missing(self, columns) -> CorpusError:
+        return CorpusError(
+            f"corpus.text_column: column {self.text_column!r} does not exist in {self.source!r}; "
+            f"its columns are {list(map(str, columns))}"
+        )
+
+    def not_text(self, kind: str) -> CorpusError:
+        return CorpusError(f"corpus.text_column: column {self.text_column!r} of {self.source!r} holds {kind}, not text")
+
+    def _documents(self, values: list) -> list[RawText]:
+        return [RawText(self.source, value, is_document=True) for value in values]
+
+    def parquet(self) -> Iterator[list[RawText]]:
+        parquet = open_parquet(self.file, self.storage_options)
+        if self.text_column not in parquet.schema_arrow.names:
+            raise self.missing(parquet.schema_arrow.names)
+        kind = parquet.schema_arrow.field(self.text_column).type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        is_bytes = pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or is_bytes):
+            raise self.not_text(f"{kind} values")
+        for batch in parquet.iter_batches(batch_size=self.chunk_rows, columns=[self.text_column]):
+            self.rows += batch.num_rows
+            yield parquet_texts(batch.column(0), self.source)
+
+    def delimited(self) -> Iterator[list[RawText]]:
+        # TSV as written by most tools (GLUE, spreadsheets): tab-separated, no quoting.
+        tsv = format_suffix(str(self.file)) == ".tsv"
+        options = {"sep": "\t", "quoting": csv.QUOTE_NONE} if tsv else {}
+        with open_corpus_file(self.file, self.storage_options) as handle:
+            columns = list(pd.read_csv(handle, nrows=0, encoding_errors="replace", **options).columns)
+        if self.text_column not in columns:
+            raise self.missing(columns)
+        with open_corpus_file(self.file, self.storage_options) as handle:
+            for frame in pd.read_csv(handle, dtype=str, keep_default_na=False, encoding_errors="replace",
+                                     usecols=[self.text_column], chunksize=self.chunk_rows, **options):
+                values = frame[self.text_column].tolist()
+                self.rows += len(values)
+                yield self._documents(values)
+
+    def json_lines(self) -> Iterator[list[RawText]]:
+        seen: set[str] = set()
+        found = False
+        with open_corpus_file(self.file, self.storage_options) as handle:
+            text = io.TextIOWrapper(io.BufferedReader(handle), encoding="utf-8", errors="replace")
+            for frame in pd.read_json(text, lines=True, dtype=False, chunksize=self.chunk_rows):
+                seen.update(map(str, frame.columns))
+                self.rows += len(frame)
+                if self.text_column not in frame.columns:  # rows need not share keys
+                    continue
+                found = True
+                values = frame[self.text_column].dropna().tolist()
+                wrong = next((v for v in values if not isinstance(v, str)), None)
+                if wrong is not None:
+                    raise self.not_text(f"non-text values such as {wrong!r}")
+                yield self._documents(values)
+        if not found:
+            raise self.missing(sorted(seen))
 
 
 def first_bad_json_line(file: CorpusFile, storage_options: dict | None = None) -> tuple[int, str] | None:
