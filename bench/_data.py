@@ -15,7 +15,7 @@ from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.sequences import SequenceConfig, build_sequences
 from bert_mlm.core.sources import read_corpus
-from bert_mlm.core.tokenizer import encode_documents, train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerConfig, encode_documents, train_wordpiece
 from bert_mlm.core.training_config import TrainingConfig
 
 
@@ -36,7 +36,7 @@ def prepare(corpus: str, extra: str | None = None, max_length: int = 128, vocab_
     documents, _ = clean_documents(read_corpus(corpus))
     documents["split"] = assign_splits(documents["doc_hash"].tolist(), CorpusConfig().split_ratios)
     texts = {s: documents.loc[documents["split"] == s, "text"].tolist() for s in ("train", "valid", "test")}
-    tokenizer = train_wordpiece(texts["train"], vocab_size=vocab_size)
+    tokenizer = train_wordpiece(texts["train"], TokenizerConfig(vocab_size=vocab_size, base_alphabet="none"))
     token_ids = {s: encode_documents(tokenizer, t) for s, t in texts.items()}
     if extra:
         extra_documents, _ = clean_documents(read_corpus(extra), min_words=1, deduplicate=False)

@@ -21,7 +21,7 @@ from bert_mlm.core.experiment import Experiment, train_data_parallel
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.sequences import SequenceConfig
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 from bert_mlm.core.training_config import TrainingConfig
 
 
@@ -34,7 +34,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(2000)]
     texts = [" ".join(rng.choice(words, 120)) for _ in range(2000)]
-    tokenizer = train_wordpiece(texts, vocab_size=4096, min_frequency=1)
+    tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=4096, min_frequency=1, base_alphabet="none"))
     sequences = [np.asarray(tokenizer(t, truncation=True, max_length=128)["input_ids"], dtype=np.int32) for t in texts]
     experiment = Experiment(
         tokenizer=tokenizer, sequences={"train": sequences},

@@ -29,7 +29,7 @@ from bert_mlm.core.finetune import FinetuneConfig, evaluate_finetuning, starting
 from bert_mlm.core.masking import MaskingConfig  # noqa: E402
 from bert_mlm.core.model import ModelConfig, build_model  # noqa: E402
 from bert_mlm.core.sequences import build_sequences  # noqa: E402
-from bert_mlm.core.tokenizer import encode_documents, train_wordpiece  # noqa: E402
+from bert_mlm.core.tokenizer import TokenizerConfig, encode_documents, train_wordpiece  # noqa: E402
 from bert_mlm.core.training import train  # noqa: E402
 from bert_mlm.core.training_config import TokenIds, TrainingConfig  # noqa: E402
 
@@ -59,7 +59,8 @@ def main() -> None:
     for name in args.cases.split(","):
         case = cases(args.workdir, args.shared)[name]
         texts = pd.read_csv(case["corpus"])[case["column"]].dropna().astype(str).tolist()
-        tokenizer = train_wordpiece(texts, vocab_size=case["vocab_size"], min_frequency=2)
+        vocabulary = TokenizerConfig(vocab_size=case["vocab_size"], min_frequency=2, base_alphabet="none")
+        tokenizer = train_wordpiece(texts, vocabulary)
         sequences = build_sequences(encode_documents(tokenizer, texts), "packed", 128, tokenizer.cls_token_id,
                                     tokenizer.sep_token_id)
         ids = TokenIds.from_tokenizer(tokenizer)

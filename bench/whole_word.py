@@ -34,7 +34,7 @@ from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.sequences import SequenceConfig, build_sequence_index
 from bert_mlm.core.sources import read_corpus
 from bert_mlm.core.token_store import write_token_store
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 from bert_mlm.core.training_config import TokenIds, TrainingConfig
 from bert_mlm.core.words import BitWriter, resolve_segmenter, segment_texts, words_path
 
@@ -55,7 +55,7 @@ class Corpus:
 def prepare(name: str, path: str, text_column: str, vocab_size: int, workdir: Path) -> Corpus:
     documents, _ = clean_documents(read_corpus(path, text_column), ratios=CorpusConfig().split_ratios)
     texts = {s: documents.loc[documents["split"] == s, "text"].tolist() for s in SPLITS}
-    tokenizer = train_wordpiece(texts["train"], vocab_size=vocab_size)
+    tokenizer = train_wordpiece(texts["train"], TokenizerConfig(vocab_size=vocab_size, base_alphabet="none"))
     started = time.perf_counter()
     store = write_token_store(workdir / name / "store", texts, tokenizer)
     encode_seconds = time.perf_counter() - started

@@ -9,7 +9,7 @@ import pytest
 from kedro.io.core import Version
 from transformers import BertConfig, BertForMaskedLM
 
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
 from bert_mlm.fill_mask import fill_mask
 
@@ -17,7 +17,7 @@ from bert_mlm.fill_mask import fill_mask
 @pytest.fixture
 def project_with_models(tmp_path, monkeypatch):
     texts = ["the cat sat on the mat", "the dog sat on the rug", "a cat ran"] * 30
-    tokenizer = train_wordpiece(texts, vocab_size=40, min_frequency=1)
+    tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=40, min_frequency=1, base_alphabet="none"))
     for version, seed, where in (("2026-01-01T00.00.00.000Z", 0, "masked_lm"), ("2026-01-02T00.00.00.000Z", 1, "masked_lm"),
                                  ("2026-01-03T00.00.00.000Z", 2, "mask_030/masked_lm")):
         config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

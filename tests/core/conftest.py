@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # ``../shared`` relative to the repository root; BERT_MLM_SHARED overrides it (as in tests/conftest.py).
@@ -53,4 +53,5 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     """A small WordPiece tokenizer trained on synthetic text (fast, no shared data)."""
-    return train_wordpiece(synthetic_sentences(), vocab_size=300, min_frequency=2)
+    return train_wordpiece(synthetic_sentences(), TokenizerConfig(vocab_size=300, min_frequency=2,
+                                                                  base_alphabet="none"))

@@ -16,7 +16,7 @@ from bert_mlm.core.experiment import Experiment, train_data_parallel
 from bert_mlm.core.masking import MaskingConfig, mask_seed
 from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.sequences import SequenceConfig
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 from bert_mlm.core.training import epoch_batches
 from bert_mlm.core.training_config import TrainingConfig
 
@@ -26,7 +26,7 @@ def experiment() -> Experiment:
     rng = np.random.default_rng(0)
     words = ["alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma", "rho", "tau"]
     texts = [" ".join(words[(i + k) % len(words)] for k in range(12)) for i in range(200)]
-    tokenizer = train_wordpiece(texts, vocab_size=60, min_frequency=1)
+    tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=60, min_frequency=1, base_alphabet="none"))
     train = [np.asarray(tokenizer(t)["input_ids"], dtype=np.int32) for t in texts]
     rng.shuffle(train)
     return Experiment(

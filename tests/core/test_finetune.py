@@ -152,11 +152,11 @@ def test_the_kept_classifier_loads_with_plain_transformers(tmp_path, tiny_tokeni
 
 
 def test_chinese_reviews_fine_tune_above_the_majority_class(shared_dir):
-    from bert_mlm.core.tokenizer import train_wordpiece
+    from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 
     reviews = shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
     texts = pd.read_csv(reviews)["review"].dropna().astype(str).tolist()[:3000]
-    tokenizer = train_wordpiece(texts, vocab_size=3000, min_frequency=2)
+    tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=3000, min_frequency=2, base_alphabet="none"))
     encoder = build_model(TINY, tokenizer, seed=0)
     config = FinetuneConfig(train_path=str(reviews), text_column="review", max_train_examples=600, max_eval_examples=300,
                             epochs=5, seeds=1, learning_rate=2e-3, max_length=96, progress=False)

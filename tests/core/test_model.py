@@ -11,7 +11,7 @@ from transformers import BertForMaskedLM
 from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, mask_tokens, replacement_vocabulary
 from bert_mlm.core.model import MaskedPositionsMLM, ModelConfig, build_model, masked_lm_loss
 from bert_mlm.core.sequences import Collator, split_documents
-from bert_mlm.core.tokenizer import encode_documents, special_token_ids, train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerConfig, encode_documents, special_token_ids, train_wordpiece
 
 from .conftest import synthetic_sentences
 
@@ -142,7 +142,7 @@ def test_init_from_loads_saved_model(tiny_tokenizer, tmp_path):
 
 def test_init_from_with_different_tokenizer_raises(tiny_tokenizer, tmp_path):
     build_model(tiny_config(), tiny_tokenizer, seed=7).save_pretrained(tmp_path)
-    other = train_wordpiece(synthetic_sentences(300, seed=2), vocab_size=150)
+    other = train_wordpiece(synthetic_sentences(300, seed=2), TokenizerConfig(vocab_size=150, base_alphabet="none"))
     assert len(other) != len(tiny_tokenizer)
     with pytest.raises(ValueError, match=r"model\.init_from") as info:
         build_model(tiny_config(init_from=str(tmp_path)), other, seed=0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from transformers import AutoTokenizer
@@ -12,7 +14,6 @@ from bert_mlm.core.tokenizer import (
     SPECIAL_TOKENS,
     TokenizerConfig,
     VocabularyError,
-    base_alphabet,
     encode_documents,
     load_tokenizer,
     read_vocab_file,
@@ -56,7 +57,7 @@ def trained(shared_dir):
     texts = []
     for name in TRAIN_BOOKS:
         texts += _paragraphs(shared_dir / "corpora" / "gutenberg" / name)
-    return train_wordpiece(texts, vocab_size=8000)
+    return train_wordpiece(texts, TokenizerConfig(vocab_size=8000, base_alphabet="none"))
 
 
 @pytest.fixture(scope="module")
@@ -127,8 +128,6 @@ def test_unknown_rate_on_held_out_book_below_one_percent(trained, shared_dir):
 
 
 def test_train_wordpiece_rejects_tiny_vocab():
-    with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_size"):
-        train_wordpiece(["some text here"], vocab_size=5)
     with pytest.raises(ValueError, match=r"tokenizer\.vocab_size"):
         TokenizerConfig(vocab_size=5)
     with pytest.raises(ValueError, match=r"tokenizer\.min_frequency"):
@@ -137,7 +136,7 @@ def test_train_wordpiece_rejects_tiny_vocab():
 
 
 def test_train_wordpiece_small_synthetic_is_usable():
-    tokenizer = train_wordpiece(synthetic_sentences(300), vocab_size=120)
+    tokenizer = train_wordpiece(synthetic_sentences(300), TokenizerConfig(vocab_size=120, base_alphabet="none"))
     assert 5 < len(tokenizer) <= 120
     assert tokenizer.pad_token_id == 0
     assert unknown_token_rate(tokenizer, synthetic_sentences(50, seed=1)) == 0.0
@@ -244,7 +243,8 @@ def _held_out_unknown_rate(shared_dir, corpus, column, **train):
 
     documents, _ = clean_documents(read_corpus(shared_dir / "corpora" / corpus, column), min_words=1,
                                    ratios=CorpusConfig().split_ratios)
-    tokenizer = train_wordpiece(documents.loc[documents["split"] == "train", "text"].tolist(), **train)
+    tokenizer = train_wordpiece(documents.loc[documents["split"] == "train", "text"].tolist(),
+                                TokenizerConfig(**{"base_alphabet": "none", **train}))
     ids = np.concatenate(encode_documents(tokenizer, documents.loc[documents["split"] == "test", "text"].tolist()))
     return tokenizer, float((ids == tokenizer.unk_token_id).mean())
 
@@ -268,9 +268,10 @@ def test_an_english_vocabulary_reaches_its_size(shared_dir):
 def test_the_alphabet_needs_two_passes_over_a_stream():
     texts = [f"text number {i} with a few words" for i in range(50)]
     with pytest.raises(TypeError, match="callable"):
-        train_wordpiece(iter(texts), vocab_size=64, min_frequency=1)
-    from_callable = train_wordpiece(lambda: iter([texts[:25], texts[25:]]), vocab_size=64, min_frequency=1)
-    assert from_callable.get_vocab() == train_wordpiece(texts, vocab_size=64, min_frequency=1).get_vocab()
+        train_wordpiece(iter(texts), TokenizerConfig(vocab_size=64, min_frequency=1, base_alphabet="none"))
+    config = TokenizerConfig(vocab_size=64, min_frequency=1, base_alphabet="none")
+    from_callable = train_wordpiece(lambda: iter([texts[:25], texts[25:]]), config)
+    assert from_callable.get_vocab() == train_wordpiece(texts, config).get_vocab()
 
 
 def test_the_same_corpus_gives_the_same_vocabulary_every_time():
@@ -280,7 +281,8 @@ def test_the_same_corpus_gives_the_same_vocabulary_every_time():
     rng = np.random.default_rng(0)
     words = ["alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma"]
     texts = [" ".join(rng.choice(words, size=20)) for _ in range(200)]
-    vocabularies = {tuple(sorted(train_wordpiece(texts, vocab_size=60, min_frequency=1).get_vocab().items()))
+    config = TokenizerConfig(vocab_size=60, min_frequency=1, base_alphabet="none")
+    vocabularies = {tuple(sorted(train_wordpiece(texts, config).get_vocab().items()))
                     for _ in range(8)}
     assert len(vocabularies) == 1
     vocabulary = dict(next(iter(vocabularies)))
@@ -302,15 +304,14 @@ def test_the_base_alphabet_covers_encyclopedic_english(shared_dir):
     wiki = [line for line in (shared_dir / "corpora/wikitext-2-raw/wiki.valid.raw").read_text().split("\n") if line.strip()]
     rates = {}
     for setting in (config.base_alphabet, "none"):
-        tokenizer = train_wordpiece(books, vocab_size=config.vocab_size, min_frequency=config.min_frequency,
-                                    lowercase=config.lowercase, alphabet=base_alphabet(setting))
+        tokenizer = train_wordpiece(books, replace(config, base_alphabet=setting))
         rates[setting] = unknown_token_rate(tokenizer, wiki)
     assert rates["default"] < 0.005 < 0.01 < rates["none"], rates
 
 
 def test_the_base_alphabet_does_not_cost_chinese_coverage(shared_dir):
     with_base, unknown = _held_out_unknown_rate(shared_dir, "chnsenticorp/ChnSentiCorp_htl_all.csv", "review",
-                                                vocab_size=8192, alphabet=base_alphabet("default"))
+                                                vocab_size=8192, base_alphabet="default")
     without, unknown_without = _held_out_unknown_rate(shared_dir, "chnsenticorp/ChnSentiCorp_htl_all.csv", "review",
                                                       vocab_size=8192)
     assert unknown <= unknown_without < 0.003
@@ -319,8 +320,8 @@ def test_the_base_alphabet_does_not_cost_chinese_coverage(shared_dir):
 
 def test_base_alphabet_characters_stay_whatever_min_frequency_says():
     texts = synthetic_sentences(300)  # plain lowercase words: no "=", "°", "£", "–", "，"
-    vocabularies = [train_wordpiece(texts, vocab_size=400, min_frequency=5, alphabet=base_alphabet(setting)).get_vocab()
-                    for setting in ("default", "default", "none", "=£")]
+    vocabularies = [train_wordpiece(texts, TokenizerConfig(vocab_size=400, min_frequency=5, base_alphabet=setting))
+                    .get_vocab() for setting in ("default", "default", "none", "=£")]
     default, again, none, own = vocabularies
     assert default == again  # deterministic
     assert {"=", "+", "#", "–", "—", "“", "”", "…", "°", "€", "£", "，", "。", "（", "）"} <= set(default)
@@ -330,7 +331,7 @@ def test_base_alphabet_characters_stay_whatever_min_frequency_says():
     assert "A" not in default and "a" in default  # as the uncased tokenizer sees it
     assert not {"=", "°", "£", "，"} & set(none)
     assert {"=", "£", "##£"} <= set(own) and "°" not in own
-    tokenizer = train_wordpiece(texts, vocab_size=400, min_frequency=5, alphabet=base_alphabet("default"))
+    tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=400, min_frequency=5, base_alphabet="default"))
     for text in ("It was 25°C = 77°F (“warm”) – £3…", "【note】：120￥，“ok”！"):
         assert tokenizer.unk_token_id not in encode_documents(tokenizer, [text])[0].tolist(), text
 
@@ -353,9 +354,7 @@ def test_japanese_keeps_its_voicing_marks_through_the_zh_settings(tmp_path):
     """conf/zh leaves lowercase and strip_accents as conf/base has them (true, null): stripping
     accents turned が into か and で into て. On mostly-CJK text it is off, and stays off on reload."""
     config = TokenizerConfig(vocab_size=21128, limit_alphabet=None, chinese_chars=True)  # conf/zh's tokenizer
-    tokenizer = train_wordpiece(JAPANESE, vocab_size=config.vocab_size, min_frequency=config.min_frequency,
-                                lowercase=config.lowercase, strip_accents=config.strip_accents,
-                                chinese_chars=config.chinese_chars, alphabet=base_alphabet(config.base_alphabet))
+    tokenizer = train_wordpiece(JAPANESE, config)
     tokenizer.save_pretrained(tmp_path / "tokenizer")
     reloaded = load_tokenizer(tmp_path / "tokenizer")
     for candidate in (tokenizer, reloaded):
@@ -367,7 +366,8 @@ def test_japanese_keeps_its_voicing_marks_through_the_zh_settings(tmp_path):
 
 def test_english_accents_are_still_stripped_when_lowercasing():
     texts = ["Café naïve résumé Ångström ÉCOLE façade"] * 5 + synthetic_sentences(200)
-    tokenizer = train_wordpiece(texts, vocab_size=300, min_frequency=2)
+    tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=300, min_frequency=2, base_alphabet="none"))
     assert tokenizer.backend_tokenizer.normalizer.normalize_str("Café naïve ÉCOLE") == "cafe naive ecole"
-    kept = train_wordpiece(texts, vocab_size=300, min_frequency=2, strip_accents=False)
+    kept = train_wordpiece(texts, TokenizerConfig(vocab_size=300, min_frequency=2, strip_accents=False,
+                                                  base_alphabet="none"))
     assert kept.backend_tokenizer.normalizer.normalize_str("Café naïve ÉCOLE") == "café naïve école"

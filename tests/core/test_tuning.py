@@ -126,12 +126,12 @@ def tiny_inputs(directory: Path):
     """A real token store and sequence index (one document per sequence) of 200 short texts."""
     from bert_mlm.core.sequences import SequenceConfig, build_sequence_index
     from bert_mlm.core.token_store import write_token_store
-    from bert_mlm.core.tokenizer import train_wordpiece
+    from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 
     rng = np.random.default_rng(0)
     words = ["alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma"]
     texts = [" ".join(rng.choice(words, size=20)) for _ in range(200)]
-    tokenizer = train_wordpiece(texts, vocab_size=60, min_frequency=1)
+    tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=60, min_frequency=1, base_alphabet="none"))
     store = write_token_store(directory / "store", {"train": texts[:150], "valid": texts[150:]}, tokenizer)
     index = build_sequence_index(store, SequenceConfig(mode="document", max_length=32), ("train", "valid", "test"))
     return store, index, tokenizer

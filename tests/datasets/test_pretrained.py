@@ -6,14 +6,14 @@ import pytest
 from kedro.io.core import Version
 from transformers import BertConfig, BertForMaskedLM
 
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset, TokenizerDataset
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
     texts = ["the cat sat on the mat", "a dog ran in the park", "the mat was red"] * 20
-    return train_wordpiece(texts, vocab_size=60, min_frequency=1)
+    return train_wordpiece(texts, TokenizerConfig(vocab_size=60, min_frequency=1, base_alphabet="none"))
 
 
 def tiny_model(tokenizer) -> BertForMaskedLM:

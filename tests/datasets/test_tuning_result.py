@@ -30,7 +30,8 @@ def test_a_file_written_before_the_class_loads(tmp_path):
     path = tmp_path / "best.json"
     path.write_text(json.dumps({"masking": {"probability": 0.2}, "source": "parameters"}))
     loaded = TuningResultDataset(filepath=str(path)).load()
-    assert loaded == TuningResult(Origin.PARAMETERS, {"probability": 0.2}) and loaded.probability_origin is Origin.PARAMETERS
+    assert loaded == TuningResult(Origin.PARAMETERS, {"probability": 0.2})
+    assert loaded.probability_origin is Origin.PARAMETERS
 
 
 def test_a_bad_source_is_one_user_error(tmp_path):

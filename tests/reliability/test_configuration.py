@@ -99,11 +99,11 @@ def test_every_shipped_environment_is_valid(project_root, env, monkeypatch):
 def starting_model(tmp_path_factory):
     """A saved model directory with its tokenizer, as continued pretraining starts from."""
     from bert_mlm.core.model import ModelConfig, build_model
-    from bert_mlm.core.tokenizer import train_wordpiece
+    from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 
     words = ["alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma", "rho", "tau", "东", "西", "南", "北"]
     texts = [" ".join(words[(i * 7 + k) % len(words)] for k in range(9)) for i in range(100)]
-    tokenizer = train_wordpiece(texts, vocab_size=120, min_frequency=1)
+    tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=120, min_frequency=1, base_alphabet="none"))
     directory = tmp_path_factory.mktemp("start")
     build_model(ModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),
                 tokenizer, seed=0).save_pretrained(directory)

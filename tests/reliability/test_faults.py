@@ -68,10 +68,11 @@ def test_kill_9_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
 def test_kill_9_while_a_model_version_is_written_keeps_the_previous_version(tmp_path):
     from kedro.io.core import Version
 
-    from bert_mlm.core.tokenizer import train_wordpiece
+    from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
     from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
 
-    tokenizer = train_wordpiece(["a small corpus of words"] * 20, vocab_size=64, min_frequency=1)
+    tokenizer = train_wordpiece(["a small corpus of words"] * 20,
+                                TokenizerConfig(vocab_size=64, min_frequency=1, base_alphabet="none"))
     model, *_ = setup()
     path = str(tmp_path / "masked_lm")
     MaskedLMDataset(path, version=Version(None, "2026-01-01T00.00.00.000Z")).save(MaskedLM(model, tokenizer))

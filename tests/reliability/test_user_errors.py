@@ -13,7 +13,7 @@ import pytest
 
 from bert_mlm.cli import user_error_in
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 
 
 def kedro_run(project, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -70,7 +70,7 @@ def test_a_user_error_wrapped_by_a_dataset_is_still_a_user_error_and_a_bug_is_no
 def test_a_vocabulary_larger_than_asked_for_is_said(caplog):
     texts = ["the quick brown fox jumps over the lazy dog " * 3, "pack my box with five dozen liquor jugs"] * 20
     with caplog.at_level(logging.WARNING, logger="bert_mlm.core.tokenizer"):
-        tokenizer = train_wordpiece(texts, vocab_size=10)
+        tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=10, base_alphabet="none"))
     assert len(tokenizer) > 10
     assert re.search(rf"the vocabulary has {len(tokenizer)} tokens, more than the 10 asked for", caplog.text)
 

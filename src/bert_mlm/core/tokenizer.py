@@ -216,61 +216,37 @@ def base_alphabet(setting: str | None) -> str:
 
 def train_wordpiece(
     texts: Iterable[str] | Iterable[list[str]] | Callable[[], Iterable],
-    vocab_size: int = 8192,
-    min_frequency: int = 2,
-    lowercase: bool = True,
-    strip_accents: bool | None = None,
-    chinese_chars: bool = True,
-    limit_alphabet: int | None = None,
+    config: TokenizerConfig,
     show_progress: bool = False,
-    alphabet: str = "",
 ) -> BertTokenizerFast:
-    """Train a BERT-style WordPiece vocabulary on ``texts`` (strings, or batches of strings:
-    streamed, so the corpus need not fit in memory).
+    """Train a BERT-style WordPiece vocabulary as ``config`` (the ``tokenizer`` section) describes
+    it, on ``texts`` (strings, or batches of strings: streamed, so the corpus need not fit in
+    memory).
 
     The initial alphabet holds every character that occurs ``min_frequency`` times, unless
     ``limit_alphabet`` caps it: ``tokenizers``' own default cap of 1,000 characters loses most
     of a Chinese corpus (10 % unknown tokens on four classical novels). Counting the alphabet
     takes a first pass over ``texts``, so a stream must be given as a callable that starts it
-    anew (a list is read twice as it is). The characters of ``alphabet`` (see
+    anew (a list is read twice as it is). The characters of ``base_alphabet`` (see
     :func:`base_alphabet`) are always kept, on top of that cap, with their ``##`` forms.
     """
-    if vocab_size <= len(SPECIAL_TOKENS):
-        raise VocabularyError(
-            f"tokenizer.vocab_size: {vocab_size} must be larger than the "
-            f"{len(SPECIAL_TOKENS)} special tokens {SPECIAL_TOKENS}"
-        )
     stream = texts if callable(texts) else (lambda: texts)
-    if not callable(texts) and not isinstance(texts, (list, tuple)) and limit_alphabet is None:
+    if not callable(texts) and not isinstance(texts, (list, tuple)) and config.limit_alphabet is None:
         raise TypeError("train_wordpiece: give a list or a callable that yields the texts (the alphabet takes two passes)")
     raw_counts = raw_character_counts(stream())
     # Resolved here and saved with the tokenizer (tokenizer_config.json), which rebuilds its
     # normaliser from it when loaded.
-    strip_accents = resolve_strip_accents(strip_accents, lowercase, raw_counts)
-    tokenizer = _backend(WordPiece(unk_token=UNK), lowercase, strip_accents, chinese_chars)
-    counted = limit_alphabet is None
-    counts = character_counts(raw_counts, tokenizer.normalizer)
-    frequent = sorted((c for c, n in counts.items() if n >= min_frequency), key=lambda c: (-counts[c], c))
-    if counted:
-        limit_alphabet = len(frequent)
-    # As the tokenizer sees them (lowercased, accents stripped): "A" is "a" in an uncased vocabulary.
-    base = sorted({c for character in alphabet for c in tokenizer.normalizer.normalize_str(character)
-                   if not c.isspace()})
-    kept = frequent[:limit_alphabet]
-    added = sorted(set(base) - set(kept))
-    # The trainer creates each "##c" piece when it first meets it while iterating a hash map, and
-    # breaks ties between equally frequent pairs by those ids: the same corpus gave a different
-    # vocabulary from run to run (huggingface/tokenizers#1794; 3 runs of the default chain, 3
-    # vocabularies). Handing it every "##c" up front as a reserved token gives them fixed ids
-    # (and gives the base alphabet its "##" forms, which its initial_alphabet does not create).
-    reserved = continuation_pieces([*kept, *added], chinese_chars)
+    normalisation = (config.lowercase, resolve_strip_accents(config.strip_accents, config.lowercase, raw_counts),
+                     config.chinese_chars)
+    tokenizer = _backend(WordPiece(unk_token=UNK), *normalisation)
+    alphabet = _Alphabet.of(raw_counts, tokenizer.normalizer, config)
     trainer = WordPieceTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        special_tokens=[*SPECIAL_TOKENS, *reserved],  # in this order: [PAD] gets id 0
+        vocab_size=config.vocab_size,
+        min_frequency=config.min_frequency,
+        special_tokens=[*SPECIAL_TOKENS, *alphabet.reserved(config.chinese_chars)],  # in this order: [PAD] gets id 0
         # The initial alphabet counts against the cap (it is kept first): the cap grows by it.
-        limit_alphabet=limit_alphabet + len(added),
-        initial_alphabet=base,
+        limit_alphabet=alphabet.limit + len(alphabet.added),
+        initial_alphabet=alphabet.base,
         continuing_subword_prefix="##",
         show_progress=show_progress,
     )
@@ -279,24 +255,61 @@ def train_wordpiece(
     # downstream, are a function of the corpus alone. The reserved pieces become plain tokens.
     trained = tokenizer.get_vocab()
     ordered = list(SPECIAL_TOKENS) + sorted(t for t in trained if t not in SPECIAL_TOKENS)
-    if len(ordered) < vocab_size:
-        alphabet = (f"its {limit_alphabet} characters that occur at least tokenizer.min_frequency={min_frequency} times"
-                    if counted else f"tokenizer.limit_alphabet={limit_alphabet} characters")
+    _warn_about_size(len(ordered), config, alphabet)
+    canonical = _backend(WordPiece(vocab={t: i for i, t in enumerate(ordered)}, unk_token=UNK), *normalisation)
+    return _wrap(_with_bert_post_processor(canonical), *normalisation)
+
+
+@dataclass(frozen=True)
+class _Alphabet:
+    """The characters a trained vocabulary starts from, as the tokenizer sees them (lowercased,
+    accents stripped: "A" is "a" in an uncased vocabulary)."""
+
+    kept: list[str]  # the frequent characters, up to the cap
+    added: list[str]  # base-alphabet characters beyond them
+    base: list[str]  # the whole base alphabet
+    limit: int  # the cap: tokenizer.limit_alphabet, or every frequent character
+    counted: bool  # whether the cap was counted (no tokenizer.limit_alphabet)
+
+    @classmethod
+    def of(cls, raw_counts: Counter, normalizer, config: TokenizerConfig) -> _Alphabet:
+        counts = character_counts(raw_counts, normalizer)
+        frequent = sorted((c for c, n in counts.items() if n >= config.min_frequency), key=lambda c: (-counts[c], c))
+        counted = config.limit_alphabet is None
+        limit = len(frequent) if counted else config.limit_alphabet
+        base = sorted({c for character in base_alphabet(config.base_alphabet)
+                       for c in normalizer.normalize_str(character) if not c.isspace()})
+        kept = frequent[:limit]
+        return cls(kept, sorted(set(base) - set(kept)), base, limit, counted)
+
+    def reserved(self, chinese_chars: bool) -> list[str]:
+        """Every "##c" piece, handed to the trainer up front as a reserved token. The trainer
+        creates each when it first meets it while iterating a hash map, and breaks ties between
+        equally frequent pairs by those ids: the same corpus gave a different vocabulary from run
+        to run (huggingface/tokenizers#1794; 3 runs of the default chain, 3 vocabularies). Reserved,
+        they get fixed ids (and the base alphabet gets its "##" forms, which its initial_alphabet
+        does not create)."""
+        return continuation_pieces([*self.kept, *self.added], chinese_chars)
+
+
+def _warn_about_size(size: int, config: TokenizerConfig, alphabet: _Alphabet) -> None:
+    """Say why a trained vocabulary missed ``tokenizer.vocab_size``, and what changes it."""
+    if size < config.vocab_size:
+        source = (f"its {alphabet.limit} characters that occur at least tokenizer.min_frequency={config.min_frequency} "
+                  "times" if alphabet.counted else f"tokenizer.limit_alphabet={alphabet.limit} characters")
         logger.warning(
             "tokenizer.vocab_size: the vocabulary has %d tokens, fewer than the %d asked for: the training text gives "
             "%s, and no further pair of pieces occurs that often (CJK characters are never merged). "
             "More text, or a lower tokenizer.min_frequency, gives more.",
-            len(ordered), vocab_size, alphabet,
+            size, config.vocab_size, source,
         )
-    elif len(ordered) > vocab_size:
+    elif size > config.vocab_size:
         logger.warning(
             "tokenizer.vocab_size: the vocabulary has %d tokens, more than the %d asked for: every character of "
             "the training text's alphabet (and its ## continuation) is kept, so that no text becomes [UNK]. "
             "Raise tokenizer.vocab_size, or lower tokenizer.limit_alphabet to cap the alphabet.",
-            len(ordered), vocab_size,
+            size, config.vocab_size,
         )
-    canonical = _backend(WordPiece(vocab={t: i for i, t in enumerate(ordered)}, unk_token=UNK), lowercase, strip_accents, chinese_chars)
-    return _wrap(_with_bert_post_processor(canonical), lowercase, strip_accents, chinese_chars)
 
 
 def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:

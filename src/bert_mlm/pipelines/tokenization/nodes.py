@@ -11,7 +11,7 @@ from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.model import ModelConfig, resolve_checkpoint
 from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
-from bert_mlm.core.tokenizer import TokenizerConfig, base_alphabet, load_tokenizer, train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordpiece
 
 logger = logging.getLogger(__name__)
 
@@ -29,16 +29,7 @@ def build_tokenizer(corpus_documents: DocumentShards, config: TokenizerConfig, m
     fraction = None
     if config.training_sample_bytes and train_bytes > config.training_sample_bytes:
         fraction = config.training_sample_bytes / train_bytes
-    tokenizer = train_wordpiece(
-        lambda: corpus_documents.iter_texts("train", fraction),
-        vocab_size=config.vocab_size,
-        min_frequency=config.min_frequency,
-        lowercase=config.lowercase,
-        strip_accents=config.strip_accents,
-        chinese_chars=config.chinese_chars,
-        limit_alphabet=config.limit_alphabet,
-        alphabet=base_alphabet(config.base_alphabet),
-    )
+    tokenizer = train_wordpiece(lambda: corpus_documents.iter_texts("train", fraction), config)
     logger.info(
         "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
         len(tokenizer), f"{fraction:.1%}" if fraction else "all", train_bytes / 1e6,
