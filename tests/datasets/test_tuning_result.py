@@ -40,3 +40,10 @@ def test_a_bad_source_is_one_user_error(tmp_path):
     with pytest.raises(DatasetError) as raised:
         TuningResultDataset(filepath=str(path)).load()
     assert isinstance(raised.value.__cause__, UserError) and "source 'guess'" in str(raised.value.__cause__)
+
+
+def test_kedro_viz_previews_the_file(tmp_path):
+    path = tmp_path / "best.json"
+    path.write_text(json.dumps({"masking": {"probability": 0.2}, "source": "parameters"}))
+    assert json.loads(TuningResultDataset(filepath=str(path)).preview()) == {"masking": {"probability": 0.2},
+                                                                             "source": "parameters"}

@@ -4,6 +4,9 @@ to parse. Files saved before the class existed hold the same keys and load as th
 
 from __future__ import annotations
 
+import json
+
+from kedro_datasets._typing import JSONPreview
 from kedro_datasets.json import JSONDataset as _JSONDataset
 
 from bert_mlm.core.tuning_result import TuningResult
@@ -20,3 +23,7 @@ class TuningResultDataset(JSONDataset):
 
     def save(self, data: TuningResult) -> None:
         AtomicSave.save(self, data.to_json())
+
+    def preview(self) -> JSONPreview:
+        """The file as kedro-viz shows a JSON dataset (the parent's preview would dump the class)."""
+        return JSONPreview(json.dumps(_JSONDataset.load.__wrapped__(self)))
