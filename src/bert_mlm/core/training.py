@@ -85,13 +85,17 @@ class TrainingConfig:
     compile: bool | str = False
     # Steps between host reads of the loss, gradient norm and non-finite flags (one device sync
     # each): the history still has every step; a non-finite streak is seen at the next read.
-    record_every: int = 10
+    # ``auto``: 10 on an accelerator, every step on the CPU, where reading a value costs no sync.
+    record_every: int | str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "batch_size", "gradient_accumulation_steps", "record_every"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise UserError(f"training.{name}: {value!r} must be a positive integer")
+            if name == "record_every" and value == "auto":
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                also = " or 'auto'" if name == "record_every" else ""
+                raise UserError(f"training.{name}: {value!r} must be a positive integer{also}")
         if self.epochs is not None and not self.epochs > 0:
             raise UserError(f"training.epochs: {self.epochs!r} must be > 0 (or null to use max_steps)")
         if self.learning_rate != "auto" and not (
@@ -227,6 +231,7 @@ def train(
     progress = Progress(config.max_steps, "training", unit="step", enabled=config.progress and rank.is_main,
                         initial=position.step)
     pending: list[dict] = []  # steps whose device values the host has not read yet
+    record_every = record_window(config.record_every, device)
     window_start = time.perf_counter()
     try:
         while position.step < config.max_steps:
@@ -250,7 +255,7 @@ def train(
                 "loss_scale": optimisation.loss_scale_tensor(),
             })
             checkpoint_due = bool(checkpoints and checkpoints.due(position.step, config.max_steps))
-            if not (on_step is not None or checkpoint_due or position.step % config.record_every == 0
+            if not (on_step is not None or checkpoint_due or position.step % record_every == 0
                     or position.step == config.max_steps):
                 continue
             # A record is due: the one host sync of the window. Its wall time (batch assembly and
@@ -330,6 +335,14 @@ def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
         return config
     batches_per_epoch = math.ceil(sequences / config.batch_size)
     return replace(config, max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps)))
+
+
+def record_window(record_every: int | str, device: torch.device) -> int:
+    """Steps between host reads; ``auto``: every step on the CPU (its values are read without a
+    device sync, and a short run's progress moves step by step), 10 on an accelerator."""
+    if record_every != "auto":
+        return record_every
+    return 1 if device.type == "cpu" else 10
 
 
 def read_records(pending: list[dict], device: torch.device) -> list[dict]:
