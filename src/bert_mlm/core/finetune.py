@@ -400,10 +400,10 @@ class Runner:
                 logits = classify(fit.model, batch, self.config.pooling)
             loss = F.cross_entropy(logits.float(), labels)
             fit.optimisation.scaler.scale(loss).backward()
-            value = float(loss.detach())
-            _, diverged = fit.optimisation.step(fit.model, loss, fit.step)
+            value = float(loss.detach())  # fine-tuning reads every step's loss: its batches are small
+            _, diverged = fit.optimisation.step(fit.model, loss.detach(), fit.step)
             fit.step += 1
-            fit.nonfinite = fit.nonfinite + 1 if diverged else 0
+            fit.nonfinite = fit.nonfinite + 1 if bool(diverged) else 0
             if fit.nonfinite >= MAX_NONFINITE_STEPS:
                 raise NonFiniteLossError(f"finetune: the loss was non-finite for {fit.nonfinite} consecutive steps "
                                          f"({fit.name}, seed {fit.schedule.seed}); lower finetune.learning_rate or use fp32/bf16")

@@ -135,6 +135,7 @@ def train(
     progress = Progress(config.max_steps, "training", unit="step", enabled=config.progress and rank.is_main,
                         initial=position.step)
     pending: list[dict] = []  # steps whose device values the host has not read yet
+    record_every = record_window(config.record_every, device)
     window_start = time.perf_counter()
     try:
         while position.step < config.max_steps:
@@ -158,7 +159,7 @@ def train(
                 "loss_scale": optimisation.loss_scale_tensor(),
             })
             checkpoint_due = bool(checkpoints and checkpoints.due(position.step, config.max_steps))
-            if not (on_step is not None or checkpoint_due or position.step % config.record_every == 0
+            if not (on_step is not None or checkpoint_due or position.step % record_every == 0
                     or position.step == config.max_steps):
                 continue
             # A record is due: the one host sync of the window. Its wall time (batch assembly and
@@ -238,6 +239,14 @@ def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
         return config
     batches_per_epoch = math.ceil(sequences / config.batch_size)
     return replace(config, max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps)))
+
+
+def record_window(record_every: int | str, device: torch.device) -> int:
+    """Steps between host reads; ``auto``: every step on the CPU (its values are read without a
+    device sync, and a short run's progress moves step by step), 10 on an accelerator."""
+    if record_every != "auto":
+        return record_every
+    return 1 if device.type == "cpu" else 10
 
 
 def read_records(pending: list[dict], device: torch.device) -> list[dict]:

@@ -56,13 +56,17 @@ class TrainingConfig:
     compile: bool | str = False
     # Steps between host reads of the loss, gradient norm and non-finite flags (one device sync
     # each): the history still has every step; a non-finite streak is seen at the next read.
-    record_every: int = 10
+    # ``auto``: 10 on an accelerator, every step on the CPU, where reading a value costs no sync.
+    record_every: int | str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "batch_size", "gradient_accumulation_steps", "record_every"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise UserError(f"training.{name}: {value!r} must be a positive integer")
+            if name == "record_every" and value == "auto":
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                also = " or 'auto'" if name == "record_every" else ""
+                raise UserError(f"training.{name}: {value!r} must be a positive integer{also}")
         if self.epochs is not None and not self.epochs > 0:
             raise UserError(f"training.epochs: {self.epochs!r} must be > 0 (or null to use max_steps)")
         if self.learning_rate != "auto" and not (
