@@ -42,10 +42,10 @@ def experiment() -> Experiment:
 
 
 def test_two_gloo_processes_match_one_process_with_the_same_global_batch(experiment, tmp_path):
-    _, single = train_data_parallel(experiment, experiment.training, experiment.masking, DistributedConfig())
+    _, single = train_data_parallel(experiment, DistributedConfig())
     per_rank = replace(experiment.training, batch_size=8, checkpoint_every=10, checkpoint_dir=str(tmp_path))
     model, double = train_data_parallel(
-        experiment, per_rank, experiment.masking, DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29531")
+        replace(experiment, training=per_rank), DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29531")
     )
     assert len(double.history) == 20
     # The same global batch (2 x 8 vs 16 sequences); epochs end at slightly different steps.
