@@ -29,8 +29,10 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/kedro run $(ARGS)
 
+# Every test, on all cores (at most 4 workers: each one holds its own torch); plain `pytest` runs
+# them one by one, which is what to use for a single test.
 test: $(TEST_STAMP)
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 $(ARGS)
 
 test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)

@@ -50,6 +50,12 @@ def pytest_configure(config):
     torch.set_num_threads(1)
 
 
+def pytest_collection_modifyitems(config, items):
+    # The long tests first: on several workers (`make test`: -n auto), a long test collected last
+    # would run alone at the end while the other workers sit idle. The sort is stable.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def http_root(tmp_path):
     """A directory served over HTTP by Python's http.server, on a free port, for this test."""

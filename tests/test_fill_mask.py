@@ -6,12 +6,21 @@ import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 from kedro.io.core import Version
 from transformers import BertConfig, BertForMaskedLM
 
 from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
-from bert_mlm.fill_mask import fill_mask
+from bert_mlm.fill_mask import fill_mask, fill_mask_command
+
+
+def fill_mask_cli(*args: str) -> subprocess.CompletedProcess:
+    """``bert-mlm fill-mask ARGS`` through its click command (the one the entry point dispatches
+    to), in this process: a subprocess spends ~5 s importing torch and transformers again.
+    ``test_command_line`` runs the real entry point."""
+    result = CliRunner().invoke(fill_mask_command, list(args), prog_name="bert-mlm fill-mask")
+    return subprocess.CompletedProcess(["bert-mlm", "fill-mask", *args], result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.fixture
@@ -55,12 +64,10 @@ def test_command_line(project_with_models):
 
 
 def test_clear_errors(project_with_models, tmp_path):
-    no_mask = subprocess.run([sys.executable, "-m", "bert_mlm", "fill-mask", "no mask here"],
-                             capture_output=True, text=True, timeout=120)
+    no_mask = fill_mask_cli("no mask here")
     assert no_mask.returncode == 2 and "fill-mask SENTENCES: 'no mask here' has no [MASK]" in no_mask.stderr
     assert "evaluation." not in no_mask.stderr  # the command's own argument, not a configuration key
-    missing = subprocess.run([sys.executable, "-m", "bert_mlm", "fill-mask", "a [MASK]", "--model", str(tmp_path / "nope")],
-                             capture_output=True, text=True, timeout=120)
+    missing = fill_mask_cli("a [MASK]", "--model", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "is not a model directory" in missing.stderr
 
 
@@ -68,15 +75,13 @@ def test_every_mask_of_a_sentence_is_filled(project_with_models):
     (example,) = fill_mask(["the [MASK] sat on the [MASK]"], top_k=2)
     assert len(example["per_mask"]) == 2 and example["predictions"] == example["per_mask"][0]
     assert all(len(fills) == 2 for fills in example["per_mask"])
-    result = subprocess.run([sys.executable, "-m", "bert_mlm", "fill-mask", "the [MASK] sat on the [MASK]", "--top-k", "1"],
-                            capture_output=True, text=True, timeout=120)
+    result = fill_mask_cli("the [MASK] sat on the [MASK]", "--top-k", "1")
     assert result.returncode == 0, result.stderr
     assert "[MASK] 1 of 2" in result.stdout and "[MASK] 2 of 2" in result.stdout
 
 
 def test_a_variant_must_be_a_configured_one(project_with_models):
-    outside = subprocess.run([sys.executable, "-m", "bert_mlm", "fill-mask", "the [MASK] sat", "--variant", "../../etc"],
-                             capture_output=True, text=True, timeout=120)
+    outside = fill_mask_cli("the [MASK] sat", "--variant", "../../etc")
     assert outside.returncode == 2
     assert "--variant: '../../etc' is not a mask_rate_comparison variant; the variants are mask_015, mask_030, mask_045" in outside.stderr
     with pytest.raises(ValueError, match=r"--variant: 'mask_999' is not a mask_rate_comparison variant"):

@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.pipelines.test_session_runs import run_session
+from tests.kedro_runs import run_session
 
 
 @pytest.mark.slow
 def test_notebooks_execute(project_copy, project_root, monkeypatch):
     run_session(project_copy, monkeypatch, **{"tuning.n_trials": 0})
     shutil.copytree(project_root / "notebooks", project_copy / "notebooks")
-    for name in ("corpus_and_tokenizer.ipynb", "fill_mask.ipynb"):
-        path = project_copy / "notebooks" / name
-        notebook = nbformat.read(path, as_version=4)
-        NotebookClient(notebook, timeout=300, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    paths = [project_copy / "notebooks" / name for name in ("corpus_and_tokenizer.ipynb", "fill_mask.ipynb")]
+    notebooks = [nbformat.read(path, as_version=4) for path in paths]
+
+    async def execute_side_by_side():  # one kernel each, at once: each spends seconds importing torch
+        await asyncio.gather(*(
+            NotebookClient(notebook, timeout=300, kernel_name="python3",
+                           resources={"metadata": {"path": str(path.parent)}}).async_execute()
+            for path, notebook in zip(paths, notebooks, strict=True)
+        ))
+
+    asyncio.run(execute_side_by_side())
+    for path, notebook in zip(paths, notebooks, strict=True):
         outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
-        assert not [o for o in outputs if o.get("output_type") == "error"], name
-        assert len(outputs) >= 4, name
+        assert not [o for o in outputs if o.get("output_type") == "error"], path.name
+        assert len(outputs) >= 4, path.name

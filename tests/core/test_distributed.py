@@ -41,6 +41,7 @@ def experiment() -> Experiment:
     )
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_match_one_process_with_the_same_global_batch(experiment, tmp_path):
     _, single = train_data_parallel(experiment, DistributedConfig())
     per_rank = replace(experiment.training, batch_size=8, checkpoint_every=10, checkpoint_dir=str(tmp_path))
@@ -81,6 +82,7 @@ def failing_on_rank_one(rank: Rank) -> int:
     return 0
 
 
+@pytest.mark.slow
 def test_a_failing_worker_fails_the_run(tmp_path):
     with pytest.raises(ChildFailedError, match="worker 1 broke|failing_on_rank_one"):
         launch(DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29532", timeout_seconds=60), failing_on_rank_one)

@@ -11,34 +11,18 @@ import pytest
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 from kedro.io.core import Version
-from omegaconf import OmegaConf
 from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.experiment import open_sequences
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.datasets.data import SequenceIndexDataset
+from tests.kedro_runs import latest, run_session
 
 METRIC_KEYS = {
     "eval_loss", "eval_perplexity", "eval_accuracy", "eval_top5_accuracy", "eval_masked_tokens",
     "baseline_accuracy", "train_tokens", "train_tokens_per_second", "mask_probability",
 }
-
-
-def run_session(project: Path, monkeypatch, env: str = "smoke", pipeline_name: str | None = None, **params):
-    """As `kedro run --env ENV --pipeline NAME --params a.b=v,...` does it."""
-    monkeypatch.chdir(project)
-    bootstrap_project(project)
-    runtime = OmegaConf.to_container(OmegaConf.from_dotlist([f"{k}={v}" for k, v in params.items()]))
-    with KedroSession.create(project_path=project, env=env, runtime_params=runtime or None) as session:
-        return session.run(pipeline_names=[pipeline_name] if pipeline_name else None)
-
-
-def latest(path: Path) -> Path:
-    """The newest version of a versioned dataset: data/.../<name>/<timestamp>/<name>."""
-    versions = sorted(p for p in path.iterdir() if not p.name.startswith("."))
-    assert versions, f"no version under {path}"
-    return versions[-1] / path.name
 
 
 FINETUNE_KEYS = {

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bert_mlm.scratch import scratch_project
+from tests.kedro_runs import run_session
 
 TASKS = ["clean_and_split_corpus", "summarise_corpus", "build_tokenizer", "encode_corpus", "summarise_tokens",
          "build_model_inputs", "tune_mask_probability", "train_masked_lm", "finetune_classifier", "evaluate_masked_lm", "build_run_report"]
@@ -23,8 +24,9 @@ def viz_build(tmp_path_factory, project_root) -> Path:
     """`kedro viz build --include-previews` in a copy of the project."""
     root = scratch_project(tmp_path_factory.mktemp("viz"), project_root)
     # Stored data stages, so that the previews of the data path's datasets are built too.
-    subprocess.run([sys.executable, "-m", "kedro", "run", "--env", "smoke", "--pipelines", "ingestion,tokenization,sequences"],
-                   cwd=root, capture_output=True, text=True, timeout=600, check=True)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name in ("ingestion", "tokenization", "sequences"):
+            run_session(root, monkeypatch, pipeline_name=name)
     result = subprocess.run([sys.executable, "-m", "kedro", "viz", "build", "--include-previews"],
                             cwd=root, capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr

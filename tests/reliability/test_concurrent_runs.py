@@ -10,7 +10,7 @@ import pytest
 
 from bert_mlm import run_lock
 from bert_mlm.core.errors import UserError
-from tests.pipelines.test_session_runs import run_session
+from tests.kedro_runs import run_session
 
 HOLD = """
 import sys, time

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+import runpy
 import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import optuna
 import pytest
@@ -16,6 +18,7 @@ import torch
 from bert_mlm.core.checkpoints import list_checkpoints, read_checkpoint, run_folders
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.training import train
+from tests.kedro_runs import kedro_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from test_training import repetitive_sequences, setup  # noqa: E402
@@ -205,7 +208,8 @@ def test_fp16_overflow_skips_the_step_and_training_goes_on():
 TUNING_WORKER = Path(__file__).resolve().parents[1] / "core" / "tuning_worker.py"
 
 
-def test_killed_worker_trial_is_failed_and_the_next_run_finishes(tmp_path):
+@pytest.mark.slow
+def test_killed_worker_trial_is_failed_and_the_next_run_finishes(tmp_path, capsys):
     storage = f"sqlite:///{tmp_path}/study.db"
     worker = subprocess.Popen(
         [sys.executable, str(TUNING_WORKER), storage, "4", "0", "2"], stdout=subprocess.PIPE, text=True
@@ -218,8 +222,10 @@ def test_killed_worker_trial_is_failed_and_the_next_run_finishes(tmp_path):
     assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE", "RUNNING"]
     time.sleep(4)  # past the grace period: the heartbeat is stale
 
-    result = subprocess.run([sys.executable, str(TUNING_WORKER), storage, "4", "0"], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    # The next run, in this process (a worker process would spend ~5 s importing torch first).
+    with mock.patch.object(sys, "argv", [str(TUNING_WORKER), storage, "4", "0"]):
+        runpy.run_path(str(TUNING_WORKER), run_name="__main__")
+    assert capsys.readouterr().out.strip().endswith("done")
     study = optuna.load_study(study_name="workers", storage=storage)
     states = [t.state.name for t in study.trials]
     assert states[:3] == ["COMPLETE", "COMPLETE", "FAIL"]
@@ -252,6 +258,7 @@ def _running(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+@pytest.mark.slow
 def test_kill_9_of_a_data_stage_run_leaves_no_process_and_the_next_run_removes_its_leftovers(project_copy, shared_data, tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -286,8 +293,7 @@ def test_kill_9_of_a_data_stage_run_leaves_no_process_and_the_next_run_removes_i
     version_folder = partial[0].parent
     assert partial[0].exists() and version_folder.exists()  # what a kill -9 leaves: nothing renamed, nothing removed
 
-    result = subprocess.run([sys.executable, "-m", "bert_mlm", "--env", "smoke", "--pipeline", "ingestion"], cwd=project_copy,
-                            capture_output=True, text=True, timeout=300, env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"})
+    result = kedro_cli(project_copy, "--pipeline", "ingestion")  # the next run, in this process
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Removed 1 unfinished write(s) of killed runs" in result.stdout + result.stderr
     assert not partial[0].exists() and not version_folder.exists()

@@ -14,14 +14,7 @@ import pytest
 from bert_mlm.cli import user_error_in
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
-
-
-def kedro_run(project, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "bert_mlm", "--env", "smoke", *args], cwd=project, capture_output=True, text=True,
-        timeout=300, env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", **env},
-    )
-
+from tests.kedro_runs import kedro_cli
 
 CASES = [
     ("masking.probability=abc", r"masking\.probability: 'abc' must be a number"),
@@ -40,7 +33,7 @@ CASES = [
 @pytest.mark.parametrize(("override", "message"), CASES, ids=[c[0].split("=")[0] + "=" + c[0].split("=")[1][:12] for c in CASES])
 def test_a_user_error_is_one_line_before_any_work(project_copy, override, message):
 
-    result = kedro_run(project_copy, "--params", override)
+    result = kedro_cli(project_copy, "--params", override)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr + result.stdout
     last = result.stderr.strip().splitlines()[-1]
@@ -49,8 +42,19 @@ def test_a_user_error_is_one_line_before_any_work(project_copy, override, messag
     assert not (project_copy / "data" / "02_intermediate").exists()  # stopped before the data stages
 
 
+def test_the_command_line_ends_a_user_error_with_one_line_and_status_2(project_copy):
+    result = subprocess.run([sys.executable, "-m", "bert_mlm", "--env", "smoke", "--params", "masking.probability=abc"],
+                            cwd=project_copy, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"Error: masking\.probability: 'abc' must be a number.*  \(BERT_MLM_DEBUG=1 shows the traceback\)", last), last
+    assert not (project_copy / "data" / "02_intermediate").exists()
+
+
 def test_the_debug_switch_shows_the_traceback(project_copy):
-    result = kedro_run(project_copy, "--params", "masking.probability=abc", BERT_MLM_DEBUG="1")
+    result = kedro_cli(project_copy, "--params", "masking.probability=abc", BERT_MLM_DEBUG="1")
     assert result.returncode != 0 and "Traceback" in result.stderr
 
 
@@ -77,7 +81,7 @@ def test_a_vocabulary_larger_than_asked_for_is_said(caplog):
 
 def test_a_storage_url_without_its_driver_names_the_package_and_hides_the_password(project_copy):
     # No PostgreSQL driver is installed here: SQLAlchemy fails on import, before any connection.
-    result = kedro_run(project_copy, "--params", "tuning.storage=postgresql://user:secret@localhost/db")
+    result = kedro_cli(project_copy, "--params", "tuning.storage=postgresql://user:secret@localhost/db")
     assert result.returncode == 2, result.stderr[-2000:]
     assert "secret" not in result.stderr + result.stdout
     last = result.stderr.strip().splitlines()[-1]
@@ -102,7 +106,7 @@ def test_an_empty_extra_evaluation_corpus_is_named_as_evaluation_corpus_path(pro
     if kind == "empty file":
         target = target / "held_out.txt"
         target.write_text("")
-    result = kedro_run(project_copy, "--params", f"evaluation.corpus_path={target}")
+    result = kedro_cli(project_copy, "--params", f"evaluation.corpus_path={target}")
     assert result.returncode == 2, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]
     expected = "is empty (1 file(s), 0 bytes)" if kind == "empty file" else "holds no corpus file"
@@ -111,7 +115,7 @@ def test_an_empty_extra_evaluation_corpus_is_named_as_evaluation_corpus_path(pro
 
 
 def test_an_unknown_namespace_is_one_line_naming_the_valid_ones(project_copy):
-    result = kedro_run(project_copy, "--pipeline", "mask_rate_comparison", "--namespaces", "../mask_030")
+    result = kedro_cli(project_copy, "--pipeline", "mask_rate_comparison", "--namespaces", "../mask_030")
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr + result.stdout
     last = result.stderr.strip().splitlines()[-1]
@@ -121,7 +125,7 @@ def test_an_unknown_namespace_is_one_line_naming_the_valid_ones(project_copy):
 
 def test_an_explicit_value_the_tuned_one_replaces_is_warned_about(project_copy):
     # The smoke environment tunes (2 trials) and always adopts the tuned probability.
-    result = kedro_run(project_copy, "--params", "masking.probability=0.3", "--pipeline", "__default__",
+    result = kedro_cli(project_copy, "--params", "masking.probability=0.3", "--pipeline", "__default__",
                        "--to-nodes", "train_masked_lm")
     assert result.returncode == 0, result.stderr[-3000:]
     log = result.stdout + result.stderr
@@ -133,7 +137,7 @@ def test_an_explicit_value_the_tuned_one_replaces_is_warned_about(project_copy):
 
 def test_a_failed_run_leaves_no_empty_version_folder(project_copy, tmp_path):
     (tmp_path / "short.txt").write_text("too short\n\nalso short\n")  # nothing survives corpus.min_words
-    result = kedro_run(project_copy, "--pipeline", "ingestion", "--params", f"corpus.path={tmp_path / 'short.txt'}")
+    result = kedro_cli(project_copy, "--pipeline", "ingestion", "--params", f"corpus.path={tmp_path / 'short.txt'}")
     assert result.returncode == 2, result.stderr[-2000:]
     assert "corpus.path: the corpus is empty after cleaning" in result.stderr
     # The shards' save made a version folder before the corpus turned out empty: it is gone, with its dataset folder.

@@ -1,0 +1,61 @@
+"""Kedro runs for the tests, in this process: a session as ``kedro run`` makes it, and the
+project's command line itself."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import subprocess
+import traceback
+from pathlib import Path
+from unittest import mock
+
+from click.testing import CliRunner
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+from omegaconf import OmegaConf
+
+from bert_mlm.cli import run
+
+
+def run_session(project: Path, monkeypatch, env: str = "smoke", pipeline_name: str | None = None, **params):
+    """As `kedro run --env ENV --pipeline NAME --params a.b=v,...` does it."""
+    monkeypatch.chdir(project)
+    bootstrap_project(project)
+    runtime = OmegaConf.to_container(OmegaConf.from_dotlist([f"{k}={v}" for k, v in params.items()]))
+    with KedroSession.create(project_path=project, env=env, runtime_params=runtime or None) as session:
+        return session.run(pipeline_names=[pipeline_name] if pipeline_name else None)
+
+
+def latest(path: Path) -> Path:
+    """The newest version of a versioned dataset: data/.../<name>/<timestamp>/<name>."""
+    versions = sorted(p for p in path.iterdir() if not p.name.startswith("."))
+    assert versions, f"no version under {path}"
+    return versions[-1] / path.name
+
+
+def kedro_cli(project, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """``kedro run --env smoke ARGS`` in ``project`` through the project's run command
+    (:data:`bert_mlm.cli.run`, the one ``kedro run`` and ``python -m bert_mlm`` call), in this
+    process: a subprocess spends ~6 s importing torch, transformers and Kedro before the first
+    check. The result reads as the process's would: its exit status, its output with the log
+    lines, and the traceback it would print on stderr.
+    tests/reliability/test_user_errors.py runs the real ``python -m bert_mlm`` once."""
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    cwd = os.getcwd()
+    with mock.patch.dict(os.environ, {"KEDRO_DISABLE_TELEMETRY": "1", **env}):
+        os.chdir(project)
+        try:
+            bootstrap_project(project)  # configures the project's logging: the handler comes after
+            logging.getLogger().addHandler(handler)
+            result = CliRunner().invoke(run, ["--env", "smoke", *args])
+        finally:
+            logging.getLogger().removeHandler(handler)
+            os.chdir(cwd)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["kedro", "run", *args], result.exit_code, log.getvalue() + result.stdout, stderr)
