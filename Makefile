@@ -41,7 +41,7 @@ viz: $(STAMP)
 	$(BIN)/kedro viz run
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench scripts
 
 clean-data:
 	find data -mindepth 2 ! -name .gitkeep -delete

@@ -49,18 +49,34 @@ def prepare(corpus: str, extra: str | None = None, max_length: int = 128, vocab_
     return Prepared(texts, tokenizer, token_ids, sequences, max_length)
 
 
-def experiment(prepared: Prepared, layers: int, hidden: int, steps: int, batch_size: int = 32, **training) -> Experiment:
+def experiment(
+    prepared: Prepared, layers: int, hidden: int, steps: int, batch_size: int = 32, **training
+) -> Experiment:
     """This project's defaults for everything but the model size and the budget (no dropout, as
     in conf/base)."""
     return Experiment(
         tokenizer=prepared.tokenizer,
         sequences=prepared.sequences,
-        model_config=ModelConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
-                                 intermediate_size=4 * hidden, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+        model_config=ModelConfig(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=max(1, hidden // 64),
+            intermediate_size=4 * hidden,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        ),
         # record_every=1: the benchmarks time steps one by one (and skip the first few), and on the
         # CPU reading the loss every step costs nothing measurable.
-        training=TrainingConfig(**{"max_steps": steps, "batch_size": batch_size, "warmup_steps": max(1, steps // 10),
-                                   "progress": False, "record_every": 1, **training}),
+        training=TrainingConfig(
+            **{
+                "max_steps": steps,
+                "batch_size": batch_size,
+                "warmup_steps": max(1, steps // 10),
+                "progress": False,
+                "record_every": 1,
+                **training,
+            }
+        ),
         masking=MaskingConfig(),
         evaluation=EvaluationConfig(mask_draws=1),
         sequence_config=SequenceConfig(max_length=prepared.max_length),

@@ -70,8 +70,14 @@ def rate_table(
     for name, values in rates.items():
         value = median(values)
         ratio = value / base if higher_is_better else base / value
-        table.rows.append([name, f"{value:,.2f}" if value < 100 else f"{value:,.0f}",
-                           f"{min(values):,.4g}–{max(values):,.4g}", f"**{ratio:.2f}x**" if name != reference else "1.00x"])
+        table.rows.append(
+            [
+                name,
+                f"{value:,.2f}" if value < 100 else f"{value:,.0f}",
+                f"{min(values):,.4g}–{max(values):,.4g}",
+                f"**{ratio:.2f}x**" if name != reference else "1.00x",
+            ]
+        )
     table.data = {"rates": rates, "reference": reference, "unit": unit}
     return table
 
@@ -116,7 +122,9 @@ def machine_info() -> dict:
     }
 
 
-def run_measured(command: list[str], cwd: str | None = None, env: dict | None = None, sample_seconds: float = 0.25) -> dict:
+def run_measured(
+    command: list[str], cwd: str | None = None, env: dict | None = None, sample_seconds: float = 0.25
+) -> dict:
     """Wall seconds and memory of ``command`` and its descendants.
 
     ``peak_rss_gb``: the largest resident set of any one process (what ``/usr/bin/time -v``

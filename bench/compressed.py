@@ -37,8 +37,10 @@ def store_digests(project: Path) -> dict[str, str]:
 
 
 def run(corpus: Path, factor: int, repeats: int) -> Table:
-    table = Table(f"Data stages on {factor}x Gutenberg: plain .txt against .txt.gz (medians of {repeats})",
-                  ["corpus", "input MB", "text MB", "wall s", "text MB/s", "x plain", "peak RSS GB", "peak PSS GB (tree)"])
+    table = Table(
+        f"Data stages on {factor}x Gutenberg: plain .txt against .txt.gz (medians of {repeats})",
+        ["corpus", "input MB", "text MB", "wall s", "text MB/s", "x plain", "peak RSS GB", "peak PSS GB (tree)"],
+    )
     books = sorted(p for p in corpus.glob("*.txt") if not p.name.startswith("README"))
     text_mb = factor * sum(p.stat().st_size for p in books) / 1e6
     with tempfile.TemporaryDirectory(prefix="bert-mlm-compressed-") as scratch_dir:
@@ -49,7 +51,10 @@ def run(corpus: Path, factor: int, repeats: int) -> Table:
             target = scratch / "gz" / f"{book.name}.gz"
             target.write_bytes(gzip.compress(book.read_bytes(), compresslevel=6))
             packed.append(target)
-        inputs = {"plain": (books, "", text_mb), "gzip": (packed, ".gz", factor * sum(p.stat().st_size for p in packed) / 1e6)}
+        inputs = {
+            "plain": (books, "", text_mb),
+            "gzip": (packed, ".gz", factor * sum(p.stat().st_size for p in packed) / 1e6),
+        }
         runs: dict[str, list[dict]] = {name: [] for name in inputs}
         digests = {}
         for name, (files, suffix, _) in inputs.items():
@@ -63,13 +68,25 @@ def run(corpus: Path, factor: int, repeats: int) -> Table:
                                                   f"corpus.path={scratch / f'corpus-{name}'},corpus.deduplicate=false"])
                 runs[name].append(measured)
                 digests[name] = store_digests(project)
-                print(f"{name} repeat {repeat}: {measured['seconds']:.1f} s, RSS {measured['peak_rss_gb']:.2f} GB", flush=True)
+                print(
+                    f"{name} repeat {repeat}: {measured['seconds']:.1f} s, RSS {measured['peak_rss_gb']:.2f} GB",
+                    flush=True,
+                )
     plain_seconds = statistics.median(r["seconds"] for r in runs["plain"])
     for name, (_, _, input_mb) in inputs.items():
         seconds = statistics.median(r["seconds"] for r in runs[name])
-        table.rows.append([name, f"{input_mb:.0f}", f"{text_mb:.0f}", f"{seconds:.1f}", f"{text_mb / seconds:.2f}",
-                           f"{plain_seconds / seconds:.2f}", f"{statistics.median(r['peak_rss_gb'] for r in runs[name]):.2f}",
-                           f"{statistics.median(r['peak_pss_gb'] for r in runs[name]):.2f}"])
+        table.rows.append(
+            [
+                name,
+                f"{input_mb:.0f}",
+                f"{text_mb:.0f}",
+                f"{seconds:.1f}",
+                f"{text_mb / seconds:.2f}",
+                f"{plain_seconds / seconds:.2f}",
+                f"{statistics.median(r['peak_rss_gb'] for r in runs[name]):.2f}",
+                f"{statistics.median(r['peak_pss_gb'] for r in runs[name]):.2f}",
+            ]
+        )
     table.notes = [f"token store digests equal: {digests['plain'] == digests['gzip']} ({digests['gzip']})"]
     return table
 

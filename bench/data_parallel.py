@@ -37,11 +37,20 @@ def main() -> None:
     tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=4096, min_frequency=1, base_alphabet="none"))
     sequences = [np.asarray(tokenizer(t, truncation=True, max_length=128)["input_ids"], dtype=np.int32) for t in texts]
     experiment = Experiment(
-        tokenizer=tokenizer, sequences={"train": sequences},
-        model_config=ModelConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
-                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+        tokenizer=tokenizer,
+        sequences={"train": sequences},
+        model_config=ModelConfig(
+            hidden_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=512,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        ),
         training=TrainingConfig(max_steps=args.steps, batch_size=args.global_batch, warmup_steps=2, progress=False),
-        masking=MaskingConfig(), evaluation=EvaluationConfig(mask_draws=1), sequence_config=SequenceConfig(max_length=128),
+        masking=MaskingConfig(),
+        evaluation=EvaluationConfig(mask_draws=1),
+        sequence_config=SequenceConfig(max_length=128),
     )
     setups = {
         "1 process": (experiment.training, DistributedConfig()),
@@ -56,10 +65,18 @@ def main() -> None:
         return measure
 
     rates = alternate_rates({name: rate(*setup) for name, setup in setups.items()}, args.repeats)
-    print(rate_table(
-        "Data-parallel training: 1 vs 2 processes", rates, "1 process", "tokens/s",
-        [f"2-layer x 128 model, global batch {args.global_batch} x 128, {args.steps} steps, {args.repeats} alternating repeats"],
-    ).markdown())
+    print(
+        rate_table(
+            "Data-parallel training: 1 vs 2 processes",
+            rates,
+            "1 process",
+            "tokens/s",
+            [
+                f"2-layer x 128 model, global batch {args.global_batch} x 128, {args.steps} steps, "
+                f"{args.repeats} alternating repeats"
+            ],
+        ).markdown()
+    )
 
 
 if __name__ == "__main__":

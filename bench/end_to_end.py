@@ -21,17 +21,22 @@ from bert_mlm.scratch import scratch_project
 
 def run(extra_arguments: list[str] | None = None) -> Table:
     measured = kedro_run(list(extra_arguments or []))
-    table = Table("End to end: `kedro run` (default chain, built-in corpus)", ["node", "seconds", "with catalog I/O", "share"])
+    table = Table(
+        "End to end: `kedro run` (default chain, built-in corpus)", ["node", "seconds", "with catalog I/O", "share"]
+    )
     total = measured["seconds"]
     for node in measured["nodes"]:
         table.rows.append([node["node"], f"{node['seconds']:.1f}", f"{node['seconds_with_io']:.1f}",
                            f"{node['seconds_with_io'] / total:.0%}"])
     in_nodes = sum(n["seconds_with_io"] for n in measured["nodes"])
-    table.rows.append(["Kedro start-up, hooks, the rest", "", f"{total - in_nodes:.1f}", f"{(total - in_nodes) / total:.0%}"])
+    table.rows.append(
+        ["Kedro start-up, hooks, the rest", "", f"{total - in_nodes:.1f}", f"{(total - in_nodes) / total:.0%}"]
+    )
     table.rows.append(["**total wall**", "", f"**{total:.1f}**", "100%"])
     metrics = measured["metrics"] or {}
     table.notes = [
-        f"Peak RSS {measured['peak_rss_gb']:.2f} GB. Eval accuracy {metrics.get('eval_accuracy', float('nan')):.4f} vs the "
+        f"Peak RSS {measured['peak_rss_gb']:.2f} GB. "
+        f"Eval accuracy {metrics.get('eval_accuracy', float('nan')):.4f} vs the "
         f"most-frequent-token reference {metrics.get('baseline_accuracy', float('nan')):.4f} "
         f"({metrics.get('accuracy_over_baseline', float('nan')):.2f}x); training "
         f"{metrics.get('train_tokens_per_second', float('nan')):,.0f} tokens/s at mask probability "
@@ -43,9 +48,20 @@ def run(extra_arguments: list[str] | None = None) -> Table:
 
 def before_after(baseline: str, repeats: int = 1) -> Table:
     """The default `kedro run` of this checkout and of ``baseline``, alternating, fresh projects."""
-    table = Table(f"Default `kedro run`: this checkout vs {baseline}",
-                  ["system", "repeat", "wall s", "peak RSS GB", "eval loss", "eval accuracy", "reference", "x reference",
-                   "mask p (source)"])
+    table = Table(
+        f"Default `kedro run`: this checkout vs {baseline}",
+        [
+            "system",
+            "repeat",
+            "wall s",
+            "peak RSS GB",
+            "eval loss",
+            "eval accuracy",
+            "reference",
+            "x reference",
+            "mask p (source)",
+        ],
+    )
     with tempfile.TemporaryDirectory(prefix="bert-mlm-e2e-") as scratch:
         worktree = Path(scratch) / "baseline"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--force", str(worktree), baseline],
@@ -57,14 +73,24 @@ def before_after(baseline: str, repeats: int = 1) -> Table:
                     parent.mkdir()
                     measured = kedro_run_in(scratch_project(str(parent), source), [], source)
                     m = measured["metrics"] or {}
-                    table.rows.append([name, str(repeat), f"{measured['seconds']:.1f}", f"{measured['peak_rss_gb']:.2f}",
-                                       f"{m.get('eval_loss', float('nan')):.4f}", f"{m.get('eval_accuracy', float('nan')):.4f}",
-                                       f"{m.get('baseline_accuracy', float('nan')):.4f}",
-                                       f"{m.get('accuracy_over_baseline', float('nan')):.2f}",
-                                       f"{m.get('mask_probability', float('nan')):.3f} ({m.get('mask_probability_source')})"])
+                    table.rows.append(
+                        [
+                            name,
+                            str(repeat),
+                            f"{measured['seconds']:.1f}",
+                            f"{measured['peak_rss_gb']:.2f}",
+                            f"{m.get('eval_loss', float('nan')):.4f}",
+                            f"{m.get('eval_accuracy', float('nan')):.4f}",
+                            f"{m.get('baseline_accuracy', float('nan')):.4f}",
+                            f"{m.get('accuracy_over_baseline', float('nan')):.2f}",
+                            f"{m.get('mask_probability', float('nan')):.3f} ({m.get('mask_probability_source')})",
+                        ]
+                    )
                     print(table.rows[-1], flush=True)
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)], capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)], capture_output=True
+            )
     table.notes = ["Each row is a fresh scratch project (new data/, new tuning study); eval numbers are on each "
                    "system's own fixed evaluation protocol (the masks of the test split differ between the two)."]
     return table

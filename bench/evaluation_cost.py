@@ -68,7 +68,9 @@ def main() -> None:
         if args.baseline:
             source = Path(scratch) / "baseline-source"
             source.mkdir()
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline], check=True, capture_output=True)
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", args.baseline], check=True, capture_output=True
+            )
             subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
             table.rows.append(measure(source, arguments, scratch, args.baseline))
             print(table.rows[-1], flush=True)

@@ -1,7 +1,8 @@
 """Which pretraining budget and fine-tuning recipe make the pretrained model beat its random
 initialisation? The core library alone (no Kedro): runs on a GPU machine as well as on a CPU.
 
-    python bench/finetune_sweep.py --workdir /tmp/finetune-gain                       # the task files of bench/finetune_gain.py
+    # the task files of bench/finetune_gain.py:
+    python bench/finetune_sweep.py --workdir /tmp/finetune-gain
     python bench/finetune_sweep.py --workdir /tmp/finetune-gain --steps 1500,6000 --pretrain-lrs 0.002,0.001 \\
         --recipes 5e-4:mean:random,2e-4:cls:random,5e-4:mean:probe
 
@@ -36,12 +37,27 @@ from bert_mlm.core.training_config import TokenIds, TrainingConfig  # noqa: E402
 
 def cases(workdir: Path, shared: Path) -> dict:
     return {
-        "zh": dict(corpus=workdir / "chnsenticorp_train.csv", column="review", vocab_size=21128,
-                   task=dict(train_path=str(workdir / "chnsenticorp_train.csv"),
-                             eval_path=str(workdir / "chnsenticorp_eval.csv"), text_column="review")),
-        "sst2": dict(corpus=workdir / "sst2_train.csv", column="sentence", vocab_size=8192,
-                     task=dict(train_path=str(workdir / "sst2_train.csv"), eval_path=str(shared / "corpora/sst2/dev.tsv"),
-                               text_column="sentence", eval_text_column="content")),
+        "zh": dict(
+            corpus=workdir / "chnsenticorp_train.csv",
+            column="review",
+            vocab_size=21128,
+            task=dict(
+                train_path=str(workdir / "chnsenticorp_train.csv"),
+                eval_path=str(workdir / "chnsenticorp_eval.csv"),
+                text_column="review",
+            ),
+        ),
+        "sst2": dict(
+            corpus=workdir / "sst2_train.csv",
+            column="sentence",
+            vocab_size=8192,
+            task=dict(
+                train_path=str(workdir / "sst2_train.csv"),
+                eval_path=str(shared / "corpora/sst2/dev.tsv"),
+                text_column="sentence",
+                eval_text_column="content",
+            ),
+        ),
     }
 
 
@@ -82,10 +98,24 @@ def main() -> None:
                     started = time.perf_counter()
                     metrics = evaluate_finetuning(model, tokenizer, config, baseline=baseline,
                                                   baseline_name=baseline_name).metrics()
-                    row = {"case": name, "steps": steps, "pretrain_lr": pretrain_lr, **pretrained, "recipe": recipe,
-                           "finetune_seconds": time.perf_counter() - started,
-                           **{k: metrics[k] for k in ("finetune_accuracy", "finetune_baseline_accuracy", "finetune_gain",
-                                                      "finetune_gain_ci_low", "finetune_gain_ci_high")}}
+                    row = {
+                        "case": name,
+                        "steps": steps,
+                        "pretrain_lr": pretrain_lr,
+                        **pretrained,
+                        "recipe": recipe,
+                        "finetune_seconds": time.perf_counter() - started,
+                        **{
+                            k: metrics[k]
+                            for k in (
+                                "finetune_accuracy",
+                                "finetune_baseline_accuracy",
+                                "finetune_gain",
+                                "finetune_gain_ci_low",
+                                "finetune_gain_ci_high",
+                            )
+                        },
+                    }
                     results.append(row)
                     print(json.dumps(row), flush=True)
                     (args.out / "sweep.json").write_text(json.dumps(results, indent=1))

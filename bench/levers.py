@@ -33,7 +33,9 @@ class StepSystem:
         self.threads, self.steps, self.ready, self.setup_seconds = threads, steps, False, 0.0
 
     def build(self) -> None:
-        setup = replace(self.base, model_config=replace(self.base.model_config, attn_implementation=self.options["attention"]))
+        setup = replace(
+            self.base, model_config=replace(self.base.model_config, attn_implementation=self.options["attention"])
+        )
         self.model = setup.new_model()
         self.model.train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=self.options["fused"],
@@ -89,7 +91,9 @@ def masked_batches(setup, sequences, count: int, batch_size: int, seed: int = 0)
 def ab_table(title: str, systems: dict[str, StepSystem], repeats: int, note: str, kept: str) -> Table:
     rates = alternate_rates(systems, repeats)
     reference = list(systems)[-1]
-    table = Table(title, ["variant", "median tokens/s", "range", "vs " + reference, "set-up s"], notes=[note, f"Kept: {kept}"])
+    table = Table(
+        title, ["variant", "median tokens/s", "range", "vs " + reference, "set-up s"], notes=[note, f"Kept: {kept}"]
+    )
     for name, values in rates.items():
         table.rows.append([name, f"{median(values):,.0f}", f"{min(values):,.0f}–{max(values):,.0f}",
                            f"{median(values) / median(rates[reference]):.2f}x", f"{systems[name].setup_seconds:.1f}"])
@@ -115,7 +119,9 @@ def bucketing_table(prepared: Prepared, layers: int, hidden: int, steps: int, re
     rates = alternate_rates({"length-bucketed batches": run(True), "random batches": run(False)}, repeats)
     lengths = [len(s) for s in documents]
     efficiency = {
-        name: padding_efficiency(lengths, batch_order(lengths, 32, torch.Generator().manual_seed(0), bucketed=flag), base.collator)
+        name: padding_efficiency(
+            lengths, batch_order(lengths, 32, torch.Generator().manual_seed(0), bucketed=flag), base.collator
+        )
         for name, flag in (("length-bucketed batches", True), ("random batches", False))
     }
     table = Table(
@@ -144,25 +150,48 @@ def run(prepared: Prepared, layers: int = 4, hidden: int = 256, repeats: int = 3
         return StepSystem(base, batches, steps=steps, **options)
 
     tables = [
-        ab_table("Lever: MLM head at masked positions only vs at every position",
-                 {"head at masked positions (bert-mlm)": system(), "head at every position (BertForMaskedLM(labels=))": system(full_head=True)},
-                 repeats, note, "masked positions only (`core.model.MaskedPositionsMLM`)."),
-        ab_table("Lever: fused AdamW vs for-each AdamW",
-                 {"fused AdamW": system(fused=True), "for-each AdamW (torch default)": system(fused=False)},
-                 repeats, note, "fused, on CPU and CUDA (`core.optim.build_optimizer`)."),
-        ab_table("Lever: attention implementation",
-                 {"sdpa": system(attention="sdpa"), "eager": system(attention="eager")},
-                 repeats, note, "`model.attn_implementation: eager` on CPU (a tie here); `sdpa` in conf/gpu."),
-        ab_table("Lever: threads",
-                 {"2 threads": system(threads=2), "1 thread": system(threads=1)},
-                 repeats, note, "torch's default (one per core)."),
+        ab_table(
+            "Lever: MLM head at masked positions only vs at every position",
+            {
+                "head at masked positions (bert-mlm)": system(),
+                "head at every position (BertForMaskedLM(labels=))": system(full_head=True),
+            },
+            repeats,
+            note,
+            "masked positions only (`core.model.MaskedPositionsMLM`).",
+        ),
+        ab_table(
+            "Lever: fused AdamW vs for-each AdamW",
+            {"fused AdamW": system(fused=True), "for-each AdamW (torch default)": system(fused=False)},
+            repeats,
+            note,
+            "fused, on CPU and CUDA (`core.optim.build_optimizer`).",
+        ),
+        ab_table(
+            "Lever: attention implementation",
+            {"sdpa": system(attention="sdpa"), "eager": system(attention="eager")},
+            repeats,
+            note,
+            "`model.attn_implementation: eager` on CPU (a tie here); `sdpa` in conf/gpu.",
+        ),
+        ab_table(
+            "Lever: threads",
+            {"2 threads": system(threads=2), "1 thread": system(threads=1)},
+            repeats,
+            note,
+            "torch's default (one per core).",
+        ),
     ]
     if compile_lever:
-        tables.append(ab_table(
-            "Lever: torch.compile (inductor) vs eager",
-            {"torch.compile": system(compiled=True), "eager": system()},
-            repeats, note + " Set-up includes compilation.", "eager: the gain does not pay for the compile time of runs of minutes.",
-        ))
+        tables.append(
+            ab_table(
+                "Lever: torch.compile (inductor) vs eager",
+                {"torch.compile": system(compiled=True), "eager": system()},
+                repeats,
+                note + " Set-up includes compilation.",
+                "eager: the gain does not pay for the compile time of runs of minutes.",
+            )
+        )
     tables.append(bucketing_table(prepared, layers, hidden, 12, repeats))
     return tables
 

@@ -96,7 +96,9 @@ def main() -> None:
     seeds = list(range(1, args.seeds + 1))
     for seed in seeds:
         scored = with_seed(base, seed, args)
-        scores["random init (no training)"].append(score(scored, scored.new_model(), prepared, probe_config, probe_examples))
+        scores["random init (no training)"].append(
+            score(scored, scored.new_model(), prepared, probe_config, probe_examples)
+        )
         for name, masking in settings.items():
             model = study_runs.get((masking.probability, seed)) if masking.schedule == "constant" else None
             if model is None:
@@ -160,7 +162,9 @@ def run_mask_rate_study(prepared: Prepared, base: Experiment, args) -> tuple[dic
     return models, best_rate, table
 
 
-def score(scored: Experiment, model, prepared: Prepared, probe_config: FinetuneConfig, probe_examples: PreparedTask) -> dict:
+def score(
+    scored: Experiment, model, prepared: Prepared, probe_config: FinetuneConfig, probe_examples: PreparedTask
+) -> dict:
     test = scored.evaluate(model, scored.evaluation_set("test"))
     extra_experiment = replace(scored, evaluation=replace(scored.evaluation, mask_draws=1))
     extra = extra_experiment.evaluate(model, extra_experiment.evaluation_set("extra"))
@@ -201,7 +205,8 @@ def results_table(scores: dict[str, list[dict]], args, prepared: Prepared, minut
                   for _, key, _ in METRICS}
     table.notes = [
         f"Mean ± standard deviation over training seeds 1..{args.seeds}. One run's own standard error "
-        f"(analytic, sequences as clusters; binomial for the probe), averaged: test loss {typical_se['test_loss']:.4f}, "
+        f"(analytic, sequences as clusters; binomial for the probe), averaged: "
+        f"test loss {typical_se['test_loss']:.4f}, "
         f"test acc {typical_se['test_acc']:.4f}, WikiText-2 loss {typical_se['extra_loss']:.4f}, WikiText-2 acc "
         f"{typical_se['extra_acc']:.4f}, probe acc {typical_se['probe_acc']:.4f}.",
         f"Fixed protocol (15 % masks, evaluation seed 20231): test split {first['test_masked_tokens']:,} masked tokens "

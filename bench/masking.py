@@ -35,7 +35,10 @@ def run(prepared: Prepared, repeats: int = 5, batches: int = 100, batch_size: in
     masking = MaskingConfig()
     hf = DataCollatorForLanguageModeling(tokenizer, mlm_probability=masking.probability, pad_to_multiple_of=8)
     special = set(ids.special)
-    with_special = [[{"input_ids": s.tolist(), "special_tokens_mask": [int(t in special) for t in s.tolist()]} for s in b] for b in picked]
+    with_special = [
+        [{"input_ids": s.tolist(), "special_tokens_mask": [int(t in special) for t in s.tolist()]} for s in b]
+        for b in picked
+    ]
     ids_only = [[{"input_ids": s.tolist()} for s in b] for b in picked]
 
     def ours_path() -> None:
@@ -59,7 +62,9 @@ def run(prepared: Prepared, repeats: int = 5, batches: int = 100, batch_size: in
 
     def ours_mask() -> None:
         for i, b in enumerate(collated):
-            mask_tokens(b["input_ids"], b["special_tokens_mask"], ids.mask, ids.replacement, masking, mask_generator(0, 0, i))
+            mask_tokens(
+                b["input_ids"], b["special_tokens_mask"], ids.mask, ids.replacement, masking, mask_generator(0, 0, i)
+            )
 
     # torch_mask_tokens masks its input in place: it gets its own copies (made once, outside the
     # timing; masking already-masked ids costs the same).
@@ -74,7 +79,8 @@ def run(prepared: Prepared, repeats: int = 5, batches: int = 100, batch_size: in
     def to_rate(seconds: dict[str, list[float]]) -> dict[str, list[float]]:
         return {name: [tokens / s for s in values] for name, values in seconds.items()}
 
-    setup = f"{batches} batches of {batch_size} packed Gutenberg sequences ({tokens:,} tokens), {repeats} alternating repeats"
+    setup = (f"{batches} batches of {batch_size} packed Gutenberg sequences ({tokens:,} tokens), "
+             f"{repeats} alternating repeats")
     return [
         rate_table("Masking: per-batch data path (sequences -> masked tensors)", to_rate(path_seconds),
                    "HF collator, with special_tokens_mask (run_mlm)", "tokens/s", [setup]),

@@ -46,7 +46,9 @@ def run(prepared: Prepared, steps: int = 300, layers: int = 4, hidden: int = 256
     score("HF Trainer + collator, same hyperparameters", model, seconds, sum(tokens[:steps]))
     if hf_defaults:
         model = setup.new_model()
-        _, tokens, seconds = train_with_hf_trainer(model, prepared.sequences["train"], prepared.tokenizer, setup.training, hf_defaults=True)
+        _, tokens, seconds = train_with_hf_trainer(
+            model, prepared.sequences["train"], prepared.tokenizer, setup.training, hf_defaults=True
+        )
         score("HF Trainer + collator, its defaults (lr 5e-5)", model, seconds, sum(tokens[:steps]))
 
     extra = "extra" in eval_sets
@@ -55,15 +57,23 @@ def run(prepared: Prepared, steps: int = 300, layers: int = 4, hidden: int = 256
     table = Table(
         f"Quality at equal budget: {layers} layers x {hidden} hidden, {steps} steps of 32 x {prepared.max_length}",
         header,
-        notes=[f"lr {result.learning_rate:g} (`auto`), warmup {setup.training.warmup_steps}, linear decay, no dropout, "
-               "both from the same initial weights. Fixed-protocol evaluation (15 % masks, seed 1234). "
-               f"Most-frequent-token reference accuracy: test {rows[0]['test_baseline_accuracy']:.4f}"
-               + (f", extra {rows[0]['extra_baseline_accuracy']:.4f} (extra = the --extra-eval corpus)." if extra else ".")],
+        notes=[
+            f"lr {result.learning_rate:g} (`auto`), warmup {setup.training.warmup_steps}, linear decay, no dropout, "
+            "both from the same initial weights. Fixed-protocol evaluation (15 % masks, seed 1234). "
+            f"Most-frequent-token reference accuracy: test {rows[0]['test_baseline_accuracy']:.4f}"
+            + (f", extra {rows[0]['extra_baseline_accuracy']:.4f} (extra = the --extra-eval corpus)." if extra else ".")
+        ],
         data={"rows": rows},
     )
     for row in rows:
-        cells = [row["system"], f"{row['train_tokens']:,}", f"{row['train_seconds'] / 60:.1f}",
-                 f"{row['test_eval_loss']:.3f}", f"{row['test_eval_accuracy']:.4f}", f"{row['test_eval_top5_accuracy']:.4f}"]
+        cells = [
+            row["system"],
+            f"{row['train_tokens']:,}",
+            f"{row['train_seconds'] / 60:.1f}",
+            f"{row['test_eval_loss']:.3f}",
+            f"{row['test_eval_accuracy']:.4f}",
+            f"{row['test_eval_top5_accuracy']:.4f}",
+        ]
         if extra:
             cells += [f"{row['extra_eval_loss']:.3f}", f"{row['extra_eval_accuracy']:.4f}"]
         table.rows.append(cells)

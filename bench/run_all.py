@@ -35,14 +35,20 @@ SECTIONS = ("tokenization", "masking", "whole_word", "training", "levers", "qual
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default="../shared/corpora/gutenberg")
-    parser.add_argument("--shared", default="../shared", help="the shared data (whole_word: Gutenberg and ChnSentiCorp)")
+    parser.add_argument(
+        "--shared", default="../shared", help="the shared data (whole_word: Gutenberg and ChnSentiCorp)"
+    )
     parser.add_argument("--extra-eval", default="../shared/corpora/wikitext-2-raw/wiki.valid.raw")
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, of {', '.join(SECTIONS)}")
-    parser.add_argument("--quick", action="store_true", help="few repeats and steps: checks the suite runs, not a measurement")
+    parser.add_argument(
+        "--quick", action="store_true", help="few repeats and steps: checks the suite runs, not a measurement"
+    )
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--quality-steps", type=int, default=300)
-    parser.add_argument("--no-hf-defaults", action="store_true", help="skip the quality row of the Trainer's own defaults")
+    parser.add_argument(
+        "--no-hf-defaults", action="store_true", help="skip the quality row of the Trainer's own defaults"
+    )
     parser.add_argument("--output", default=None)
     args = parser.parse_args()
     sections = [s for s in args.sections.split(",") if s]
@@ -78,7 +84,9 @@ def main() -> None:
         elif section == "training":
             tables.append(training_throughput.run(prepared, **size, steps=6 if args.quick else 15, repeats=repeats))
         elif section == "levers":
-            tables += levers.run(prepared, **size, repeats=repeats, steps=2 if args.quick else 4, compile_lever=not args.quick)
+            tables += levers.run(
+                prepared, **size, repeats=repeats, steps=2 if args.quick else 4, compile_lever=not args.quick
+            )
         elif section == "quality":
             tables.append(quality.run(prepared, steps=10 if args.quick else args.quality_steps, **size,
                                       hf_defaults=not args.no_hf_defaults))
@@ -103,9 +111,16 @@ def main() -> None:
     ]
     report = "\n".join(header) + "\n" + "\n".join(table.markdown() for table in tables)
     (output / "report.md").write_text(report)
-    (output / "results.json").write_text(json.dumps(
-        {"machine": machine, "tables": [{"title": t.title, "header": t.header, "rows": t.rows, "data": t.data} for t in tables]},
-        indent=1, default=str))
+    (output / "results.json").write_text(
+        json.dumps(
+            {
+                "machine": machine,
+                "tables": [{"title": t.title, "header": t.header, "rows": t.rows, "data": t.data} for t in tables],
+            },
+            indent=1,
+            default=str,
+        )
+    )
     print(report)
     log(f"wrote {output}/report.md")
 

@@ -87,7 +87,15 @@ def run(corpus: str, factors=(1, 16, 64, 256), baseline: str | None = "ef0a54d",
     )
     train_table = Table(
         "Training and evaluation on the stored data (50 steps, 2,000 evaluation sequences)",
-        ["corpus", "system", "wall s", "train node s", "to first step s (upper bound)", "peak RSS GB", "eval masked tokens"],
+        [
+            "corpus",
+            "system",
+            "wall s",
+            "train node s",
+            "to first step s (upper bound)",
+            "peak RSS GB",
+            "eval masked tokens",
+        ],
     )
     results = []
     with tempfile.TemporaryDirectory(prefix="bert-mlm-scaling-") as scratch_dir:
@@ -121,12 +129,21 @@ def run(corpus: str, factors=(1, 16, 64, 256), baseline: str | None = "ef0a54d",
                 med = lambda key, m=measured_runs: statistics.median(r[key] for r in m)  # noqa: E731
                 stage = lambda s, m=measured_runs: statistics.median(r["stages"][s] for r in m)  # noqa: E731
                 per_token = measured_runs[-1]["store_bytes_per_token"]
-                data_table.rows.append([
-                    f"{factor}x", f"{megabytes:.0f}", name, f"{med('seconds'):.1f}", f"{megabytes / med('seconds'):.2f}",
-                    f"{med('peak_rss_gb'):.2f}", f"{med('peak_pss_gb'):.2f}", f"{stage('ingestion'):.1f}",
-                    f"{stage('tokenization'):.1f}", f"{stage('sequences'):.1f}",
-                    f"{per_token:.2f}" if per_token else "(int32 arrays in Parquet)",
-                ])
+                data_table.rows.append(
+                    [
+                        f"{factor}x",
+                        f"{megabytes:.0f}",
+                        name,
+                        f"{med('seconds'):.1f}",
+                        f"{megabytes / med('seconds'):.2f}",
+                        f"{med('peak_rss_gb'):.2f}",
+                        f"{med('peak_pss_gb'):.2f}",
+                        f"{stage('ingestion'):.1f}",
+                        f"{stage('tokenization'):.1f}",
+                        f"{stage('sequences'):.1f}",
+                        f"{per_token:.2f}" if per_token else "(int32 arrays in Parquet)",
+                    ]
+                )
                 results.append({"factor": factor, "megabytes": megabytes, "system": name,
                                 "runs": [{k: v for k, v in r.items() if k != "metrics"} for r in measured_runs]})
             if factor in train_factors:
@@ -140,12 +157,23 @@ def run(corpus: str, factors=(1, 16, 64, 256), baseline: str | None = "ef0a54d",
                         f"{_first_step_seconds(projects[name], measured):.1f}", f"{measured['peak_rss_gb']:.2f}",
                         f"{metrics.get('eval_masked_tokens', 'n/a')}",
                     ])
-                    results.append({"factor": factor, "system": name, "training": {k: v for k, v in measured.items() if k != "metrics"},
-                                    "metrics": metrics})
-                    print(f"{factor}x {name} training: {measured['seconds']:.1f} s, RSS {measured['peak_rss_gb']:.2f} GB", flush=True)
+                    results.append(
+                        {
+                            "factor": factor,
+                            "system": name,
+                            "training": {k: v for k, v in measured.items() if k != "metrics"},
+                            "metrics": metrics,
+                        }
+                    )
+                    print(
+                        f"{factor}x {name} training: {measured['seconds']:.1f} s, RSS {measured['peak_rss_gb']:.2f} GB",
+                        flush=True,
+                    )
         if baseline:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(systems[f"baseline {baseline}"])],
-                           capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(systems[f"baseline {baseline}"])],
+                capture_output=True,
+            )
     data_table.notes = [
         "Wall time includes Kedro start-up (imports, configuration: ~10 s). Stage columns are node times with their "
         "catalog loads and saves (the ingestion and encoding work runs while their datasets save).",

@@ -48,7 +48,8 @@ def run(prepared: Prepared, layers: int = 4, hidden: int = 256, steps: int = 15,
     model_config = setup.new_model().config
     flops = training_flops_per_token(model_config, prepared.max_length, setup.masking.probability)
     table = Table(
-        f"Training throughput: {layers} layers x {hidden} hidden, vocab {model_config.vocab_size}, batch {batch_size} x {prepared.max_length}",
+        f"Training throughput: {layers} layers x {hidden} hidden, vocab {model_config.vocab_size}, "
+        f"batch {batch_size} x {prepared.max_length}",
         ["system", "median non-padding tokens/s", "range", "vs HF Trainer", "model GFLOP/s", "MFU vs fp32 matmul peak"],
     )
     reference = median(rates["HF Trainer + collator"])

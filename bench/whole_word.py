@@ -102,8 +102,14 @@ def throughput(corpus: Corpus, repeats: int, batches: int = 100, batch_size: int
     # them: the texts tokenized as run_mlm does with --pad_to_max_length (one text per example),
     # batches with about as many real tokens.
     hf = DataCollatorForLanguageModeling(corpus.tokenizer, whole_word_mask=True, mlm_probability=0.15)
-    encoded = corpus.tokenizer(corpus.texts["train"][:20_000], truncation=True, max_length=MAX_LENGTH, padding="max_length",
-                               return_offsets_mapping=True, return_special_tokens_mask=True)
+    encoded = corpus.tokenizer(
+        corpus.texts["train"][:20_000],
+        truncation=True,
+        max_length=MAX_LENGTH,
+        padding="max_length",
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+    )
     keys = ("input_ids", "attention_mask", "offset_mapping", "special_tokens_mask")
     examples = [{k: encoded[k][i] for k in keys} for i in range(len(encoded["input_ids"]))]
     hf_batches, hf_tokens, position = [], 0, 0
@@ -122,15 +128,24 @@ def throughput(corpus: Corpus, repeats: int, batches: int = 100, batch_size: int
         f"whole-word, {corpus.segmenter} words": ours(word_collator, word_masking),
         "HF collator, whole_word_mask=True": hf_run,
     }, repeats)
-    rates = {name: [(hf_tokens if name.startswith("HF") else tokens) / s for s in values] for name, values in seconds.items()}
-    notes = [f"{batches} batches of {batch_size} packed sequences ({tokens:,} tokens), {repeats} alternating repeats; "
-             f"HF: {len(hf_batches)} batches of one text per example, padded to {MAX_LENGTH} ({hf_tokens:,} real tokens)"]
+    rates = {
+        name: [(hf_tokens if name.startswith("HF") else tokens) / s for s in values] for name, values in seconds.items()
+    }
+    notes = [
+        f"{batches} batches of {batch_size} packed sequences ({tokens:,} tokens), {repeats} alternating repeats; "
+        f"HF: {len(hf_batches)} batches of one text per example, padded to {MAX_LENGTH} ({hf_tokens:,} real tokens)"
+    ]
     if corpus.segmenter == "jieba":
         notes.append(word_lengths(corpus))
-        notes.append(f"One-off jieba segmentation of the corpus: {corpus.segment_seconds:.1f} s "
-                     f"({sum(map(len, (t for s in SPLITS for t in corpus.texts[s]))) / corpus.segment_seconds / 1e6:.2f} M chars/s, "
-                     f"one process) vs {corpus.encode_seconds:.1f} s to encode it")
-    return rate_table(f"Whole-word masking cost: {corpus.name}", rates, "token-level (Collator + mask_tokens)", "tokens/s", notes)
+        characters = sum(len(text) for split in SPLITS for text in corpus.texts[split])
+        notes.append(
+            f"One-off jieba segmentation of the corpus: {corpus.segment_seconds:.1f} s "
+            f"({characters / corpus.segment_seconds / 1e6:.2f} M chars/s, "
+            f"one process) vs {corpus.encode_seconds:.1f} s to encode it"
+        )
+    return rate_table(
+        f"Whole-word masking cost: {corpus.name}", rates, "token-level (Collator + mask_tokens)", "tokens/s", notes
+    )
 
 
 def word_lengths(corpus: Corpus, texts: int = 2000) -> str:
@@ -154,11 +169,20 @@ def word_lengths(corpus: Corpus, texts: int = 2000) -> str:
 def accuracy(corpus: Corpus, steps: int, seeds: int) -> tuple[Table, list[dict]]:
     tokenizer = corpus.tokenizer
     experiment = Experiment(
-        tokenizer=tokenizer, sequences=corpus.sequences,
-        model_config=ModelConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
-                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+        tokenizer=tokenizer,
+        sequences=corpus.sequences,
+        model_config=ModelConfig(
+            hidden_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=512,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        ),
         training=TrainingConfig(max_steps=steps, batch_size=32, warmup_steps=max(1, steps // 10), progress=False),
-        masking=MaskingConfig(), evaluation=EvaluationConfig(mask_draws=1), sequence_config=SequenceConfig(max_length=MAX_LENGTH),
+        masking=MaskingConfig(),
+        evaluation=EvaluationConfig(mask_draws=1),
+        sequence_config=SequenceConfig(max_length=MAX_LENGTH),
     )
     ids = experiment.token_ids
     protocols = {
@@ -191,14 +215,24 @@ def accuracy(corpus: Corpus, steps: int, seeds: int) -> tuple[Table, list[dict]]
 
     table = Table(
         f"Whole-word vs token-level training at equal budget: {corpus.name}",
-        ["training", "token protocol: loss", "token protocol: acc", "whole-word protocol: loss", "whole-word protocol: acc"],
-        notes=[f"2 layers x 128 hidden, {steps} steps of 32 x {MAX_LENGTH}, vocab {len(tokenizer):,}, "
-               f"{corpus.segmenter} words; mean ± standard deviation over training seeds 1..{seeds} "
-               f"(same initial weights per seed). Test split, 15 % fixed masks; masked tokens scored: token protocol "
-               f"{rows[0]['token_masked']:,}, whole-word protocol {rows[0]['whole-word_masked']:,}"],
+        [
+            "training",
+            "token protocol: loss",
+            "token protocol: acc",
+            "whole-word protocol: loss",
+            "whole-word protocol: acc",
+        ],
+        notes=[
+            f"2 layers x 128 hidden, {steps} steps of 32 x {MAX_LENGTH}, vocab {len(tokenizer):,}, "
+            f"{corpus.segmenter} words; mean ± standard deviation over training seeds 1..{seeds} "
+            f"(same initial weights per seed). Test split, 15 % fixed masks; masked tokens scored: token protocol "
+            f"{rows[0]['token_masked']:,}, whole-word protocol {rows[0]['whole-word_masked']:,}"
+        ],
     )
     for training in ("token-level", "whole-word"):
-        table.rows.append([training, *(cell(training, f"{p}_{m}") for p in ("token", "whole-word") for m in ("loss", "accuracy"))])
+        table.rows.append(
+            [training, *(cell(training, f"{p}_{m}") for p in ("token", "whole-word") for m in ("loss", "accuracy"))]
+        )
     return table, rows
 
 
@@ -227,8 +261,13 @@ def run(shared: str, repeats: int = 5, steps: int = 300, seeds: int = 2, with_ac
     with tempfile.TemporaryDirectory() as workdir:
         corpora = [
             prepare("Gutenberg (English)", str(shared_path / "corpora" / "gutenberg"), "text", 8192, Path(workdir)),
-            prepare("ChnSentiCorp (Chinese reviews)",
-                    str(shared_path / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"), "review", 8192, Path(workdir)),
+            prepare(
+                "ChnSentiCorp (Chinese reviews)",
+                str(shared_path / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"),
+                "review",
+                8192,
+                Path(workdir),
+            ),
         ]
         for corpus in corpora:
             add(throughput(corpus, repeats))

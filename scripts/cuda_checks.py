@@ -97,21 +97,31 @@ def main() -> None:
         result = train(model, sequences, ids, MaskingConfig(), training, collator)
         history = result.history.iloc[min(3, len(result.history) - 1):]  # skip warm-up steps
         tokens_per_second = history["tokens"].sum() / history["seconds"].sum()
-        peak = matmul_peak_flops(device, DTYPES[precision]) if device.type == "cuda" else matmul_peak_flops(device, torch.float32, 2048, 5)
+        peak = (
+            matmul_peak_flops(device, DTYPES[precision])
+            if device.type == "cuda"
+            else matmul_peak_flops(device, torch.float32, 2048, 5)
+        )
         model_flops = training_flops_per_token(config, args.seq_len, 0.15) * tokens_per_second
-        rows.append({
-            "precision": precision,
-            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
-            "tokens_per_second": round(float(tokens_per_second)),
-            "model_tflops": round(model_flops / 1e12, 2),
-            "matmul_peak_tflops": round(peak / 1e12, 1),
-            "mfu": round(model_flops / peak, 3),
-            "first_loss": round(float(result.history["loss"].iloc[0]), 3),
-            "last_loss": round(float(result.history["loss"].iloc[-1]), 3),
-            "finite": bool(np.isfinite(result.history["loss"]).all()),
-            "loss_scale": float(result.history["loss_scale"].iloc[-1]),
-            "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None,
-        })
+        rows.append(
+            {
+                "precision": precision,
+                "device": torch.cuda.get_device_name(device)
+                if device.type == "cuda"
+                else platform.processor() or "cpu",
+                "tokens_per_second": round(float(tokens_per_second)),
+                "model_tflops": round(model_flops / 1e12, 2),
+                "matmul_peak_tflops": round(peak / 1e12, 1),
+                "mfu": round(model_flops / peak, 3),
+                "first_loss": round(float(result.history["loss"].iloc[0]), 3),
+                "last_loss": round(float(result.history["loss"].iloc[-1]), 3),
+                "finite": bool(np.isfinite(result.history["loss"]).all()),
+                "loss_scale": float(result.history["loss_scale"].iloc[-1]),
+                "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
+                if device.type == "cuda"
+                else None,
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
         del model
         if device.type == "cuda":
@@ -123,8 +133,11 @@ def main() -> None:
         if "skipped" in row:
             print(f"| {row['precision']} | skipped: {row['skipped']} | | | | | |")
             continue
-        print(f"| {row['precision']} | {row['tokens_per_second']:,} | {row['model_tflops']} | {row['matmul_peak_tflops']} | "
-              f"{row['mfu']:.1%} | {row['first_loss']} → {row['last_loss']} | {row['loss_scale']:.0f} |")
+        print(
+            f"| {row['precision']} | {row['tokens_per_second']:,} | {row['model_tflops']} "
+            f"| {row['matmul_peak_tflops']} | "
+            f"{row['mfu']:.1%} | {row['first_loss']} → {row['last_loss']} | {row['loss_scale']:.0f} |"
+        )
     failures = [r for r in rows if "skipped" not in r and not r["finite"]]
     if failures:
         raise SystemExit(f"non-finite loss with {[r['precision'] for r in failures]}")

@@ -91,7 +91,12 @@ def s3_server():
     url = f"http://{host}:{port}"
     requests.post(f"{url}/moto-api/reset", timeout=10)  # moto keeps its state per process: start empty
     requests.post(f"{url}/moto-api/reset-auth", data=b"4", timeout=10)  # then signatures are checked
-    admin = {"endpoint_url": url, "region_name": "us-east-1", "aws_access_key_id": "admin", "aws_secret_access_key": "admin"}
+    admin = {
+        "endpoint_url": url,
+        "region_name": "us-east-1",
+        "aws_access_key_id": "admin",
+        "aws_secret_access_key": "admin",
+    }
     iam = boto3.client("iam", **admin)
     iam.create_user(UserName="reader")
     key = iam.create_access_key(UserName="reader")["AccessKey"]

@@ -18,6 +18,21 @@ from omegaconf import OmegaConf
 
 from bert_mlm.cli import run
 
+# The default pipeline's nodes, in the order they run.
+DEFAULT_CHAIN_NODES = [
+    "clean_and_split_corpus",
+    "summarise_corpus",
+    "build_tokenizer",
+    "encode_corpus",
+    "summarise_tokens",
+    "build_model_inputs",
+    "tune_mask_probability",
+    "train_masked_lm",
+    "finetune_classifier",
+    "evaluate_masked_lm",
+    "build_run_report",
+]
+
 
 def run_session(project: Path, monkeypatch, env: str = "smoke", pipeline_name: str | None = None, **params):
     """As `kedro run --env ENV --pipeline NAME --params a.b=v,...` does it."""
@@ -58,4 +73,6 @@ def kedro_cli(project, *args: str, **env: str) -> subprocess.CompletedProcess:
     stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(result.exception))
-    return subprocess.CompletedProcess(["kedro", "run", *args], result.exit_code, log.getvalue() + result.stdout, stderr)
+    return subprocess.CompletedProcess(
+        ["kedro", "run", *args], result.exit_code, log.getvalue() + result.stdout, stderr
+    )

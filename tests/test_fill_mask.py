@@ -27,8 +27,11 @@ def fill_mask_cli(*args: str) -> subprocess.CompletedProcess:
 def project_with_models(tmp_path, monkeypatch):
     texts = ["the cat sat on the mat", "the dog sat on the rug", "a cat ran"] * 30
     tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=40, min_frequency=1, base_alphabet="none"))
-    for version, seed, where in (("2026-01-01T00.00.00.000Z", 0, "masked_lm"), ("2026-01-02T00.00.00.000Z", 1, "masked_lm"),
-                                 ("2026-01-03T00.00.00.000Z", 2, "mask_030/masked_lm")):
+    for version, seed, where in (
+        ("2026-01-01T00.00.00.000Z", 0, "masked_lm"),
+        ("2026-01-02T00.00.00.000Z", 1, "masked_lm"),
+        ("2026-01-03T00.00.00.000Z", 2, "mask_030/masked_lm"),
+    ):
         config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                             intermediate_size=32, max_position_embeddings=32, pad_token_id=0)
         import torch
@@ -83,6 +86,9 @@ def test_every_mask_of_a_sentence_is_filled(project_with_models):
 def test_a_variant_must_be_a_configured_one(project_with_models):
     outside = fill_mask_cli("the [MASK] sat", "--variant", "../../etc")
     assert outside.returncode == 2
-    assert "--variant: '../../etc' is not a mask_rate_comparison variant; the variants are mask_015, mask_030, mask_045" in outside.stderr
+    assert (
+        "--variant: '../../etc' is not a mask_rate_comparison variant; the variants are mask_015, mask_030, mask_045"
+        in outside.stderr
+    )
     with pytest.raises(ValueError, match=r"--variant: 'mask_999' is not a mask_rate_comparison variant"):
         fill_mask(["the [MASK] sat"], variant="mask_999")

@@ -34,13 +34,20 @@ def test_a_run_logged_to_a_file_has_one_plain_line_per_record(project_copy):
     strays = [line for line in lines if line.strip() and not RECORD.match(line)]
     assert not strays, strays[:5]  # every record on one line: no continuation lines
     progress = [line for line in lines if "bert_mlm.progress: training: step" in line]
-    assert len(progress) >= 5 and all(re.search(r"loss [\d.]+, lr [\d.e+-]+, tokens/s [\d,]+, .* ETA", p) for p in progress)
+    assert len(progress) >= 5 and all(
+        re.search(r"loss [\d.]+, lr [\d.e+-]+, tokens/s [\d,]+, .* ETA", p) for p in progress
+    )
     assert any("bert_mlm.progress: ingestion:" in line for line in lines)
     assert any("optuna" in line and "Trial 1 finished" in line for line in lines)  # Optuna in the same format
     summary = [line for line in lines if "bert_mlm.hooks: " in line]
     assert any("Run summary" in line for line in summary)
-    assert any(re.search(r"bert_mlm\.hooks:   report +\S*data/08_reporting/run_report\.html/.+/run_report\.html$", line) for line in summary)
-    assert any(re.search(r"bert_mlm\.hooks:   model +\S*data/06_models/masked_lm/.+/masked_lm$", line) for line in summary)
+    assert any(
+        re.search(r"bert_mlm\.hooks:   report +\S*data/08_reporting/run_report\.html/.+/run_report\.html$", line)
+        for line in summary
+    )
+    assert any(
+        re.search(r"bert_mlm\.hooks:   model +\S*data/06_models/masked_lm/.+/masked_lm$", line) for line in summary
+    )
     assert any("eval loss" in line and "most-frequent-token reference" in line for line in summary)
 
 

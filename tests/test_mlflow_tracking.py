@@ -19,7 +19,9 @@ KEDRO = str(Path(sys.executable).with_name("kedro"))
 
 def kedro_run(project: Path, tracking: bool) -> subprocess.CompletedProcess:
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "BERT_MLM_MLFLOW": "1" if tracking else "0"}
-    return subprocess.run([KEDRO, "run", "--env", "smoke"], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [KEDRO, "run", "--env", "smoke"], cwd=project, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.slow

@@ -194,9 +194,14 @@ class NodeTimingHook:
     @hook_impl
     def after_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
         rows = [
-            {"node": e["node"], "seconds": e["node_end"] - e["node_start"], "seconds_with_io": e["last_io"] - e["first_io"],
-             "peak_rss_gb": e["peak_rss_gb"]}
-            for e in self.nodes.values() if "node_end" in e
+            {
+                "node": e["node"],
+                "seconds": e["node_end"] - e["node_start"],
+                "seconds_with_io": e["last_io"] - e["first_io"],
+                "peak_rss_gb": e["peak_rss_gb"],
+            }
+            for e in self.nodes.values()
+            if "node_end" in e
         ]
         total = time.perf_counter() - self.started
         for line in summary_lines(rows, total, self.metrics, self.written):
@@ -210,13 +215,20 @@ class NodeTimingHook:
 def summary_lines(rows: list[dict], total: float, metrics: dict, written: dict[str, str]) -> list[str]:
     """The end-of-run summary, one aligned line per log record."""
     width = max([len("node"), *(len(r["node"]) for r in rows)])
-    lines = [f"Run summary: {total:.1f} s in the pipeline", f"  {'node':<{width}}  {'node s':>8}  {'with I/O s':>10}  {'peak GB':>7}"]
-    lines += [f"  {r['node']:<{width}}  {r['seconds']:>8.1f}  {r['seconds_with_io']:>10.1f}  {r['peak_rss_gb']:>7.2f}" for r in rows]
+    lines = [
+        f"Run summary: {total:.1f} s in the pipeline",
+        f"  {'node':<{width}}  {'node s':>8}  {'with I/O s':>10}  {'peak GB':>7}",
+    ]
+    lines += [
+        f"  {r['node']:<{width}}  {r['seconds']:>8.1f}  {r['seconds_with_io']:>10.1f}  {r['peak_rss_gb']:>7.2f}"
+        for r in rows
+    ]
     if metrics:
+        nan = float("nan")
         lines.append(
-            f"  eval loss {metrics.get('eval_loss', float('nan')):.4f}, accuracy {metrics.get('eval_accuracy', float('nan')):.4f} "
-            f"({metrics.get('accuracy_over_baseline', float('nan')):.2f}x the most-frequent-token reference "
-            f"{metrics.get('baseline_accuracy', float('nan')):.4f}), {metrics.get('eval_masked_tokens', 0):,} masked tokens"
+            f"  eval loss {metrics.get('eval_loss', nan):.4f}, accuracy {metrics.get('eval_accuracy', nan):.4f} "
+            f"({metrics.get('accuracy_over_baseline', nan):.2f}x the most-frequent-token reference "
+            f"{metrics.get('baseline_accuracy', nan):.4f}), {metrics.get('eval_masked_tokens', 0):,} masked tokens"
         )
     if metrics.get("finetune_summary"):
         lines.append(f"  fine-tuning: {metrics['finetune_summary']}")
@@ -259,7 +271,11 @@ class MlflowMetricsHook:
             return
         key = f"{prefix}.{{}}" if prefix else "{}"
         if name in ("metrics", "training_summary"):
-            numbers = {key.format(k): float(v) for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            numbers = {
+                key.format(k): float(v)
+                for k, v in data.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
             mlflow.log_metrics(numbers)
         if name == "metrics":
             mlflow.log_dict(data, f"{key.format('metrics')}.json")

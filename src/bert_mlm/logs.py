@@ -28,7 +28,9 @@ RICH = {
 PLAIN = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s", "datefmt": "%Y-%m-%d %H:%M:%S"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s", "datefmt": "%Y-%m-%d %H:%M:%S"}
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stdout"}},
     "loggers": {"kedro": {"level": "INFO"}, "bert_mlm": {"level": "INFO"}, "optuna": {"level": "INFO"}},
     "root": {"handlers": ["console"]},

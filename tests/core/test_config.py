@@ -39,7 +39,9 @@ def test_code_defaults_are_the_shipped_configuration(base_parameters):
 
 
 def test_sections_are_built_once_into_their_types(base_parameters):
-    config = ExperimentConfig.from_parameters({"training": {"max_steps": 7}, "evaluation": {"top_k": 3, "mask_draws": 2}})
+    config = ExperimentConfig.from_parameters(
+        {"training": {"max_steps": 7}, "evaluation": {"top_k": 3, "mask_draws": 2}}
+    )
     assert isinstance(config.training, TrainingConfig) and config.training.max_steps == 7
     assert isinstance(config.evaluation, EvaluationParameters) and config.evaluation.top_k == 3
     # The protocol is the evaluation section without what only the report uses.
@@ -64,7 +66,11 @@ def test_a_bad_value_is_refused_by_name(parameters, message):
 
 
 def test_whole_word_is_requested_by_training_evaluation_or_the_study():
-    masking, evaluation, tuning = build_section("masking", {}), build_section("evaluation", {}), build_section("tuning", {})
+    masking, evaluation, tuning = (
+        build_section("masking", {}),
+        build_section("evaluation", {}),
+        build_section("tuning", {}),
+    )
     assert not whole_word_requested(masking, evaluation, tuning)
     assert whole_word_requested(dataclasses.replace(masking, whole_word=True), evaluation, tuning)
     assert whole_word_requested(masking, dataclasses.replace(evaluation, whole_word=True), tuning)

@@ -32,9 +32,18 @@ def experiment() -> Experiment:
     return Experiment(
         tokenizer=tokenizer,
         sequences={"train": train},
-        model_config=ModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                                 max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
-        training=TrainingConfig(max_steps=20, batch_size=16, learning_rate=5e-3, warmup_steps=2, progress=False, bucketing=False),
+        model_config=ModelConfig(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=32,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        ),
+        training=TrainingConfig(
+            max_steps=20, batch_size=16, learning_rate=5e-3, warmup_steps=2, progress=False, bucketing=False
+        ),
         masking=MaskingConfig(),
         evaluation=EvaluationConfig(mask_draws=1),
         sequence_config=SequenceConfig(max_length=32),
@@ -85,4 +94,7 @@ def failing_on_rank_one(rank: Rank) -> int:
 @pytest.mark.slow
 def test_a_failing_worker_fails_the_run(tmp_path):
     with pytest.raises(ChildFailedError, match="worker 1 broke|failing_on_rank_one"):
-        launch(DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29532", timeout_seconds=60), failing_on_rank_one)
+        launch(
+            DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29532", timeout_seconds=60),
+            failing_on_rank_one,
+        )

@@ -41,8 +41,12 @@ def mixed_corpus(directory):
     (directory / "a-english.txt").write_text(english, encoding="utf-8")
     (directory / "b-chinese.txt").write_bytes(chinese.replace("\n", "\r\n").encode("utf-8"))
     (directory / "c-copy.txt").write_text(english[: len(english) // 2], encoding="utf-8")  # duplicates
-    pd.DataFrame({"text": [f"评论{i}：位置很方便，下次还会再来住。" for i in range(300)]}).to_csv(directory / "d.csv", index=False)
-    pd.DataFrame({"text": [f"Row {i} of a parquet table with enough words." for i in range(300)]}).to_parquet(directory / "e.parquet")
+    pd.DataFrame({"text": [f"评论{i}：位置很方便，下次还会再来住。" for i in range(300)]}).to_csv(
+        directory / "d.csv", index=False
+    )
+    pd.DataFrame({"text": [f"Row {i} of a parquet table with enough words." for i in range(300)]}).to_parquet(
+        directory / "e.parquet"
+    )
     return directory
 
 
@@ -186,7 +190,9 @@ def test_table_columns_must_hold_text(tmp_path):
     pq.write_table(pa.table({"text": [1, 2, 3]}), tmp_path / "numbers.parquet")
     with pytest.raises(CorpusError, match=r"column 'text' of '.*numbers\.parquet' holds int64 values, not text"):
         list(iter_table_rows(tmp_path / "numbers.parquet", "text"))
-    pq.write_table(pa.table({"text": pa.array([b"caf\xc3\xa9", b"bad \xff byte"], pa.binary())}), tmp_path / "bytes.parquet")
+    pq.write_table(
+        pa.table({"text": pa.array([b"caf\xc3\xa9", b"bad \xff byte"], pa.binary())}), tmp_path / "bytes.parquet"
+    )
     rows = [r for chunk in iter_table_rows(tmp_path / "bytes.parquet", "text") for r in chunk]
     assert [r.text for r in rows] == ["café", "bad \ufffd byte"] and rows[1].replaced_bytes == 1
     assert all(r.is_document for r in rows)
@@ -199,7 +205,9 @@ def test_jsonl_rows_need_not_share_keys_across_chunks(tmp_path):
     (tmp_path / "mixed.jsonl").write_text("".join(['{"title": "meta"}\n'] * 3 + ['{"text": "a real document"}\n'] * 3))
     rows = [r.text for chunk in iter_table_rows(tmp_path / "mixed.jsonl", "text", chunk_rows=2) for r in chunk]
     assert rows == ["a real document"] * 3
-    with pytest.raises(CorpusError, match=r"column 'body' does not exist in '.*mixed\.jsonl'; its columns are \['text', 'title'\]"):
+    with pytest.raises(
+        CorpusError, match=r"column 'body' does not exist in '.*mixed\.jsonl'; its columns are \['text', 'title'\]"
+    ):
         list(iter_table_rows(tmp_path / "mixed.jsonl", "body", chunk_rows=2))
 
 
@@ -212,7 +220,9 @@ def test_raw_items_count_files_and_rows_not_chunks(tmp_path):
 def test_no_chinese_review_is_dropped_as_short(shared_data, tmp_path):
     """Every non-empty row of a Chinese review table is a document (20 characters dropped 57 %)."""
     path = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
-    shards, report = write_shards(path, tmp_path / "shards", chunk_bytes=1 << 20, text_column="review", deduplicate=False)
+    shards, report = write_shards(
+        path, tmp_path / "shards", chunk_bytes=1 << 20, text_column="review", deduplicate=False
+    )
     rows = pd.read_csv(path, dtype=str, keep_default_na=False)["review"]
     non_empty = int((rows.str.strip() != "").sum())
     assert shards.stats().set_index("split").loc["all", "documents"] == non_empty
@@ -223,7 +233,9 @@ def test_no_chinese_review_is_dropped_as_short(shared_data, tmp_path):
 def _mixture(tmp_path, parts: dict) -> tuple[DocumentShards, list[str]]:
     from bert_mlm.core.sources import mixture_source
 
-    stream = DocumentStream(mixture_source(parts), CorpusConfig(split_ratios=RATIOS), DataConfig(workers=1, chunk_bytes=1 << 16))
+    stream = DocumentStream(
+        mixture_source(parts), CorpusConfig(split_ratios=RATIOS), DataConfig(workers=1, chunk_bytes=1 << 16)
+    )
     stream.write(tmp_path / "shards")
     shards = DocumentShards(tmp_path / "shards")
     origins: list[str] = []

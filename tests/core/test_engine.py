@@ -30,7 +30,8 @@ def test_local_engine_keeps_the_input_order(workers):
 @pytest.mark.parametrize(
     ("values", "parameter"),
     [({"engine": "spark"}, "data.engine"), ({"workers": 0}, "data.workers"), ({"chunk_bytes": 10}, "data.chunk_bytes"),
-     ({"scheduler_address": "tcp://x:1"}, "data.scheduler_address"), ({"in_flight_per_worker": 0}, "data.in_flight_per_worker")],
+     ({"scheduler_address": "tcp://x:1"}, "data.scheduler_address"),
+     ({"in_flight_per_worker": 0}, "data.in_flight_per_worker")],
 )
 def test_bad_data_config_names_the_parameter(values, parameter):
     with pytest.raises(ValueError, match=parameter.replace(".", r"\.")):
@@ -122,12 +123,16 @@ def test_dask_workers_read_a_remote_mixed_corpus_themselves_and_write_the_local_
     for path in sorted(local.iterdir()):
         s3.put_object(Bucket="corpora", Key=f"mixed/{path.name}", Body=path.read_bytes())
     chunks = 64 << 10
-    DocumentStream(CorpusSource(str(local)), CorpusConfig(), DataConfig(workers=2, chunk_bytes=chunks)).write(tmp_path / "ours")
+    DocumentStream(CorpusSource(str(local)), CorpusConfig(), DataConfig(workers=2, chunk_bytes=chunks)).write(
+        tmp_path / "ours"
+    )
     tasks = list(read_tasks(CorpusSource("s3://corpora/mixed/", storage_options=credentials), chunks))
     assert [t.kind for t in tasks].count("range") >= 10 and {t.kind for t in tasks} == {"range", "file", "row_group"}
     assert all(not t.items for t in tasks)  # descriptions of pieces, not their bytes
     remote = CorpusSource("s3://corpora/mixed/", storage_options=credentials)
-    DocumentStream(remote, CorpusConfig(), DataConfig(engine="dask", workers=2, chunk_bytes=chunks)).write(tmp_path / "dask")
+    DocumentStream(remote, CorpusConfig(), DataConfig(engine="dask", workers=2, chunk_bytes=chunks)).write(
+        tmp_path / "dask"
+    )
     ours, theirs = DocumentShards(tmp_path / "ours"), DocumentShards(tmp_path / "dask")
     for split in ("train", "valid", "test"):
         assert ours.frame(split)["text"].tolist() == theirs.frame(split)["text"].tolist()
@@ -143,4 +148,6 @@ def test_workers_on_other_machines_get_the_texts_of_local_files_and_read_remote_
     assert [t.kind for t in read_tasks(CorpusSource(str(tmp_path / "a.txt")), 1 << 16)] == ["range"]
     # http.server does not honour byte ranges: one worker reads the file whole (S3 ranges: the test above)
     remote = list(read_tasks(CorpusSource(f"{url}/b.txt"), 1 << 16, local_files=False))
-    assert [t.kind for t in remote] == ["file"] and [i.text for i in read_task(remote[0])] == ["Remote text that the workers read."]
+    assert [t.kind for t in remote] == ["file"] and [i.text for i in read_task(remote[0])] == [
+        "Remote text that the workers read."
+    ]

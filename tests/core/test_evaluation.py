@@ -296,7 +296,9 @@ def test_every_mask_of_a_sentence_gets_its_own_fills(shared_dir, sentence, vocab
     first, second = example["per_mask"]
     assert example["predictions"] == first and len(first) == len(second) == 3
     assert first != second  # each [MASK] is predicted at its own position
-    assert all(tokenizer.convert_tokens_to_ids(p["token"].replace(" ", "")) != tokenizer.unk_token_id for p in first + second)
+    assert all(
+        tokenizer.convert_tokens_to_ids(p["token"].replace(" ", "")) != tokenizer.unk_token_id for p in first + second
+    )
 
 
 # ----------------------------------------------------------------------------- standard errors, mask draws
@@ -329,7 +331,9 @@ def test_the_standard_error_agrees_with_a_bootstrap_over_sequences(tiny_tokenize
     per_loss = np.bincount(rows, weights=losses.numpy(), minlength=200)
     per_count = np.bincount(rows, minlength=200)
     rng = np.random.default_rng(0)
-    draws = [(lambda pick: per_loss[pick].sum() / per_count[pick].sum())(rng.integers(0, 200, 200)) for _ in range(2000)]
+    draws = [
+        (lambda pick: per_loss[pick].sum() / per_count[pick].sum())(rng.integers(0, 200, 200)) for _ in range(2000)
+    ]
     assert metrics["eval_loss_se"] == pytest.approx(float(np.std(draws)), rel=0.15)
 
 
@@ -359,7 +363,9 @@ def test_the_evaluation_stops_at_the_first_block_that_reaches_min_masked_tokens(
     assert again["eval_masked_tokens"] == metrics["eval_masked_tokens"]
     assert again["eval_loss"] != metrics["eval_loss"]
     # A bound the draws cannot reach: every draw of every sequence, as without a bound.
-    everything = _prepare(tiny_tokenizer, data, config=one_draw(mask_draws=3, min_masked_tokens=10**9), materialise=False)
+    everything = _prepare(
+        tiny_tokenizer, data, config=one_draw(mask_draws=3, min_masked_tokens=10**9), materialise=False
+    )
     assert everything.masked_tokens == sum(per_block)
     assert evaluate(model, everything, batch_size=100)["eval_mask_draws"] == 3
 

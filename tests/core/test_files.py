@@ -10,7 +10,9 @@ from bert_mlm.core.files import remove_dead_temporaries
 
 
 def test_only_the_temporaries_of_dead_processes_are_removed(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     version = tmp_path / "token_store" / "2026-12-04T19.00.00.000Z"
     (version / f".token_store.tmp-{dead}").mkdir(parents=True)
     (version / f".token_store.tmp-{dead}" / "train.bin").write_bytes(b"\0" * 1000)

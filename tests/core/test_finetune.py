@@ -97,9 +97,13 @@ def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model
     for key in heads[0]:
         if key.startswith(("classifier.", "bert.pooler.")):
             assert torch.equal(heads[0][key], heads[1][key]), key
-    assert not torch.equal(heads[0]["bert.embeddings.word_embeddings.weight"], heads[1]["bert.embeddings.word_embeddings.weight"])
+    assert not torch.equal(
+        heads[0]["bert.embeddings.word_embeddings.weight"], heads[1]["bert.embeddings.word_embeddings.weight"]
+    )
     metrics = result.metrics()
-    assert metrics["finetune_gain"] == pytest.approx(metrics["finetune_accuracy"] - metrics["finetune_baseline_accuracy"])
+    assert metrics["finetune_gain"] == pytest.approx(
+        metrics["finetune_accuracy"] - metrics["finetune_baseline_accuracy"]
+    )
     assert metrics["finetune_gain_ci_low"] <= metrics["finetune_gain"] <= metrics["finetune_gain_ci_high"]
     assert "accuracy points [95 % CI" in metrics["finetune_summary"]
 
@@ -116,7 +120,9 @@ def test_the_random_baseline_is_the_pretrainings_initial_weights(tiny_tokenizer,
 def test_the_starting_checkpoint_is_the_baseline_of_continued_pretraining(tmp_path, tiny_tokenizer, model):
     start = build_model(TINY, tiny_tokenizer, seed=9)
     start.save_pretrained(tmp_path / "start")
-    baseline, name = starting_point(FinetuneConfig(), model, tiny_tokenizer, init_from=str(tmp_path / "start"), init_seed=0)
+    baseline, name = starting_point(
+        FinetuneConfig(), model, tiny_tokenizer, init_from=str(tmp_path / "start"), init_seed=0
+    )
     assert "starting checkpoint" in name
     assert torch.equal(baseline.bert.embeddings.word_embeddings.weight, start.bert.embeddings.word_embeddings.weight)
 
@@ -142,7 +148,9 @@ def test_frozen_mode_is_a_linear_probe(tiny_tokenizer, model, signal_file):
 def test_the_kept_classifier_loads_with_plain_transformers(tmp_path, tiny_tokenizer, model, signal_file):
     from transformers import AutoModelForSequenceClassification
 
-    result = evaluate_finetuning(model, tiny_tokenizer, config_for(signal_file, seeds=1, save_model=True, pooling="cls"), device="cpu")
+    result = evaluate_finetuning(
+        model, tiny_tokenizer, config_for(signal_file, seeds=1, save_model=True, pooling="cls"), device="cpu"
+    )
     result.classifier.save_pretrained(tmp_path / "classifier")
     loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "classifier")
     assert loaded.config.id2label == {0: "bad", 1: "good"}
@@ -158,8 +166,17 @@ def test_chinese_reviews_fine_tune_above_the_majority_class(shared_dir):
     texts = pd.read_csv(reviews)["review"].dropna().astype(str).tolist()[:3000]
     tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=3000, min_frequency=2, base_alphabet="none"))
     encoder = build_model(TINY, tokenizer, seed=0)
-    config = FinetuneConfig(train_path=str(reviews), text_column="review", max_train_examples=600, max_eval_examples=300,
-                            epochs=5, seeds=1, learning_rate=2e-3, max_length=96, progress=False)
+    config = FinetuneConfig(
+        train_path=str(reviews),
+        text_column="review",
+        max_train_examples=600,
+        max_eval_examples=300,
+        epochs=5,
+        seeds=1,
+        learning_rate=2e-3,
+        max_length=96,
+        progress=False,
+    )
     metrics = evaluate_finetuning(encoder, tokenizer, config, device="cpu").metrics()
     assert metrics["finetune_accuracy"] > metrics["finetune_majority_accuracy"] + 0.03
 

@@ -27,7 +27,9 @@ def test_the_hash_split_is_disjoint_stable_and_capped(tmp_path):
     assert list(again.evaluation["text"]) == list(task.evaluation["text"])
     shuffled = labelled_csv(tmp_path, [(i % 3, f"review number {i}") for i in reversed(range(1000))], "shuffled.csv")
     reordered = load_task(TaskSource(shuffled, text_column="review", eval_fraction=0.25, max_train_examples=500))
-    assert set(reordered.evaluation["text"]) == set(task.evaluation["text"]), "the split follows the text, not the order"
+    assert set(reordered.evaluation["text"]) == set(task.evaluation["text"]), (
+        "the split follows the text, not the order"
+    )
 
 
 def test_labels_of_any_type_map_to_ids_in_a_natural_order(tmp_path):
@@ -41,7 +43,9 @@ def test_labels_of_any_type_map_to_ids_in_a_natural_order(tmp_path):
     assert sum(mapping["train_counts"].values()) == len(task.train)
     # Numbers in numeric order (2 before 10); a Parquet float 1.0 reads as a CSV's 1.
     numeric = tmp_path / "numeric.parquet"
-    pd.DataFrame({"text": [f"t {i}" for i in range(40)], "label": [float([2, 10][i % 2]) for i in range(40)]}).to_parquet(numeric)
+    pd.DataFrame(
+        {"text": [f"t {i}" for i in range(40)], "label": [float([2, 10][i % 2]) for i in range(40)]}
+    ).to_parquet(numeric)
     assert load_task(TaskSource(str(numeric), eval_fraction=0.3)).labels == ["2", "10"]
 
 
@@ -58,7 +62,10 @@ def test_text_pairs_are_encoded_with_segment_ids(tmp_path, tiny_tokenizer):
 
 def test_a_missing_column_is_named_with_the_columns_there_are(shared_dir):
     dev = str(shared_dir / "corpora" / "sst2" / "dev.tsv")
-    with pytest.raises(UserError, match=r"finetune\.text_column: .*dev\.tsv.*has no column 'sentence'; its columns are \['label', 'content'\]"):
+    with pytest.raises(
+        UserError,
+        match=r"finetune\.text_column: .*dev\.tsv.*has no column 'sentence'; its columns are \['label', 'content'\]",
+    ):
         read_labelled(dev, ("sentence",), "label", "finetune.eval_path")
     frame = read_labelled(dev, ("content",), "label", "finetune.eval_path")
     assert len(frame) == 872 and set(frame["label"]) == {"0", "1"}
@@ -90,15 +97,31 @@ def _bad_inputs(tmp_path):
     text.write_text("no table here\n")
     return [
         (TaskSource(str(empty), text_column="review"), r"finetune\.train_path: .*empty\.csv' is empty"),
-        (TaskSource(str(header_only), text_column="review"), r"finetune\.train_path: .*header\.csv' has no labelled rows"),
-        (TaskSource(one_class, text_column="review"), r"finetune\.label_column: .*one_class\.csv.*has one class only \('1'\)"),
-        (TaskSource(unseen_train, eval_path=unseen_eval, text_column="review"),
-         r"finetune\.eval_path: 1 eval label\(s\) never occur among the training examples \('2'\)"),
-        (TaskSource(every_row_a_class, text_column="review"), r"finetune\.label_column: .* classes among .* training examples"),
-        (TaskSource(unseen_train, text_column="review", pair_column="hypothesis"),
-         r"finetune\.pair_column: .* has no column 'hypothesis'"),
+        (
+            TaskSource(str(header_only), text_column="review"),
+            r"finetune\.train_path: .*header\.csv' has no labelled rows",
+        ),
+        (
+            TaskSource(one_class, text_column="review"),
+            r"finetune\.label_column: .*one_class\.csv.*has one class only \('1'\)",
+        ),
+        (
+            TaskSource(unseen_train, eval_path=unseen_eval, text_column="review"),
+            r"finetune\.eval_path: 1 eval label\(s\) never occur among the training examples \('2'\)",
+        ),
+        (
+            TaskSource(every_row_a_class, text_column="review"),
+            r"finetune\.label_column: .* classes among .* training examples",
+        ),
+        (
+            TaskSource(unseen_train, text_column="review", pair_column="hypothesis"),
+            r"finetune\.pair_column: .* has no column 'hypothesis'",
+        ),
         (TaskSource(unseen_train, text_column="body"), r"finetune\.text_column: .* has no column 'body'"),
-        (TaskSource(unseen_train, text_column="review", label_column="stars"), r"finetune\.label_column: .* has no column 'stars'"),
+        (
+            TaskSource(unseen_train, text_column="review", label_column="stars"),
+            r"finetune\.label_column: .* has no column 'stars'",
+        ),
         (TaskSource(str(text)), r"finetune\.train_path: .*notes\.txt' is not one of \.csv"),
     ]
 

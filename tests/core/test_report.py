@@ -19,11 +19,22 @@ def history(steps: int = 40, start: float = 9.0) -> pd.DataFrame:
 
 def metrics(accuracy: float = 0.12, probability: float = 0.15) -> dict:
     return {
-        "eval_loss": 6.1, "eval_perplexity": 445.9, "eval_accuracy": accuracy, "eval_top5_accuracy": 0.25,
-        "baseline_accuracy": 0.06, "accuracy_over_baseline": accuracy / 0.06, "mask_probability": probability,
-        "mask_probability_source": "tuning", "train_tokens": 1_474_560, "train_tokens_per_second": 5123.4,
-        "fill_mask_examples": [{"sentence": "The [MASK] is <b>bold</b>.",
-                                "predictions": [{"token": "<unk-ish>", "score": 0.5}, {"token": "value", "score": 0.2}]}],
+        "eval_loss": 6.1,
+        "eval_perplexity": 445.9,
+        "eval_accuracy": accuracy,
+        "eval_top5_accuracy": 0.25,
+        "baseline_accuracy": 0.06,
+        "accuracy_over_baseline": accuracy / 0.06,
+        "mask_probability": probability,
+        "mask_probability_source": "tuning",
+        "train_tokens": 1_474_560,
+        "train_tokens_per_second": 5123.4,
+        "fill_mask_examples": [
+            {
+                "sentence": "The [MASK] is <b>bold</b>.",
+                "predictions": [{"token": "<unk-ish>", "score": 0.5}, {"token": "value", "score": 0.2}],
+            }
+        ],
     }
 
 
@@ -58,7 +69,10 @@ def test_run_report_without_tuning_or_history_still_renders():
 def test_tuning_curve_needs_a_probability_column():
     assert tuning_curve(None) is None
     assert tuning_curve(pd.DataFrame({"number": [0], "state": ["COMPLETE"], "value": [1.0]})) is None
-    assert tuning_curve(pd.DataFrame({"number": [0], "state": ["COMPLETE"], "value": [1.0], "params_probability": [0.2]})) is not None
+    assert (
+        tuning_curve(pd.DataFrame({"number": [0], "state": ["COMPLETE"], "value": [1.0], "params_probability": [0.2]}))
+        is not None
+    )
 
 
 def test_training_curves_plots_loss_and_accuracy():
@@ -80,6 +94,9 @@ def test_compare_variants_orders_by_probability_and_names_the_best():
 
 
 def test_compare_variants_survives_diverged_variants():
-    variants = {"mask_015": {**metrics(0.1, 0.15), "eval_loss": float("nan")}, "mask_030": {**metrics(0.1, 0.3), "eval_loss": float("nan")}}
+    variants = {
+        "mask_015": {**metrics(0.1, 0.15), "eval_loss": float("nan")},
+        "mask_030": {**metrics(0.1, 0.3), "eval_loss": float("nan")},
+    }
     table, page = compare_variants(variants, {name: history() for name in variants})
     assert len(table) == 2 and "No finite eval loss." in page

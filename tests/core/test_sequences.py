@@ -245,7 +245,9 @@ def test_index_refuses_another_store(tmp_path, tiny_tokenizer):
 
     texts = [f"sentence number {i} with some words" for i in range(50)]
     store = write_token_store(tmp_path / "a", {"train": texts, "valid": texts[:5], "test": texts[:5]}, tiny_tokenizer)
-    other = write_token_store(tmp_path / "b", {"train": texts[1:], "valid": texts[:5], "test": texts[:5]}, tiny_tokenizer)
+    other = write_token_store(
+        tmp_path / "b", {"train": texts[1:], "valid": texts[:5], "test": texts[:5]}, tiny_tokenizer
+    )
     index = build_sequence_index(store, SequenceConfig(max_length=16), ("train", "valid", "test"))
     sequences = index.sequences(store, "train", CLS, SEP)
     assert sum(sequences.lengths) == store.split("train").num_tokens + len(sequences)

@@ -89,7 +89,9 @@ def test_a_truncated_archive_is_one_error_naming_the_file_and_how_far_it_got(tmp
     path = tmp_path / f"cut.txt{suffix}"
     path.write_bytes(packed[: len(packed) // 2])
     target = tmp_path / "shards"
-    stream = DocumentStream(CorpusSource(str(path)), CorpusConfig(split_ratios=RATIOS), DataConfig(workers=1, chunk_bytes=1 << 16))
+    stream = DocumentStream(
+        CorpusSource(str(path)), CorpusConfig(split_ratios=RATIOS), DataConfig(workers=1, chunk_bytes=1 << 16)
+    )
     with pytest.raises(CorpusError) as info:
         stream.write(target)
     message = str(info.value)
@@ -102,7 +104,9 @@ def test_a_truncated_archive_is_one_error_naming_the_file_and_how_far_it_got(tmp
 def test_a_folder_reads_its_compressed_files_and_names_every_skipped_file(tmp_path, book, caplog):
     (tmp_path / "a.txt").write_bytes(book[:100_000])
     for suffix, compress in COMPRESSORS.items():
-        (tmp_path / f"b{suffix[1:]}.txt{suffix}").write_bytes(compress(book[100_000 * (1 + len(suffix) % 2):][:100_000]))
+        (tmp_path / f"b{suffix[1:]}.txt{suffix}").write_bytes(
+            compress(book[100_000 * (1 + len(suffix) % 2) :][:100_000])
+        )
     (tmp_path / "notes.docx").write_bytes(b"PK\x03\x04")
     pd.DataFrame({"text": ["a row of text here"]}).to_parquet(tmp_path / "t.parquet")
     (tmp_path / "t.parquet.gz").write_bytes(gzip.compress((tmp_path / "t.parquet").read_bytes()))
@@ -167,7 +171,9 @@ def test_a_protocol_without_its_package_names_the_extra_to_install():
     try:
         import gcsfs  # noqa: F401
     except ImportError:
-        with pytest.raises(CorpusError, match=r'gs:// paths needs gcsfs; install it with pip install "bert_mlm\[gcs\]"'):
+        with pytest.raises(
+            CorpusError, match=r'gs:// paths needs gcsfs; install it with pip install "bert_mlm\[gcs\]"'
+        ):
             CorpusSource("gs://bucket/corpus/").check()
     else:
         pytest.skip("gcsfs is installed here")
@@ -234,9 +240,15 @@ def test_hf_dataset_settings_are_checked():
 # ----------------------------------------------------------------------------- what Kedro datasets load
 def test_what_a_kedro_dataset_loads_is_a_corpus(reviews):
     frame = as_corpus_source(reviews, "text")
-    partitions = {"b.txt": lambda: "Second file, one paragraph of words.", "a.txt": lambda: "First file text with words."}
+    partitions = {
+        "b.txt": lambda: "Second file, one paragraph of words.",
+        "a.txt": lambda: "First file text with words.",
+    }
     assert texts_of(frame) == reviews["text"].tolist()[: len(texts_of(frame))] and len(texts_of(frame)) > 500
-    assert texts_of(as_corpus_source(partitions)) == ["First file text with words.", "Second file, one paragraph of words."]
+    assert texts_of(as_corpus_source(partitions)) == [
+        "First file text with words.",
+        "Second file, one paragraph of words.",
+    ]
     with pytest.raises(CorpusError, match=r"column 'body' does not exist in the catalog's raw_corpus"):
         texts_of(as_corpus_source(reviews, "body"))
 

@@ -76,7 +76,9 @@ def test_truncated_and_foreign_files_are_named(store, shared_data):
     store, _ = store
     path = store.directory / "train.bin"
     path.write_bytes(path.read_bytes()[:-10])
-    with pytest.raises(TokenStoreError, match=r"token_store: '.*train\.bin' holds \d+ bytes where its manifest expects \d+"):
+    with pytest.raises(
+        TokenStoreError, match=r"token_store: '.*train\.bin' holds \d+ bytes where its manifest expects \d+"
+    ):
         TokenStore(store.directory)
     path.unlink()
     with pytest.raises(TokenStoreError, match=r"token_store: '.*train\.bin' is missing"):
@@ -118,7 +120,9 @@ def test_streamed_store_has_the_token_ids_of_the_in_memory_path(shared_data, tmp
         got = store.split(split)
         assert len(got) == len(expected) > 0
         assert all(np.array_equal(got.document(i), expected[i]) for i in range(len(expected))), split
-    unknown = token_store_stats(store, tokenizer.unk_token_id, len(tokenizer)).set_index("split").loc["all", "unknown_rate"]
+    unknown = (
+        token_store_stats(store, tokenizer.unk_token_id, len(tokenizer)).set_index("split").loc["all", "unknown_rate"]
+    )
     assert unknown < 0.01
     assert pd.Series(store.manifest["splits"]).map(lambda s: s["documents"]).sum() == len(documents)
 
@@ -127,7 +131,9 @@ def test_documents_without_any_token_are_left_out(tmp_path, tiny_tokenizer):
     from bert_mlm.core.token_store import encode_texts
 
     texts = ["Return the value.", "\u200b\u200b\u200b", "A new list."]
-    tokens, lengths = encode_texts(texts, tiny_tokenizer.backend_tokenizer.to_str(), tiny_tokenizer.sep_token_id, "uint16")
+    tokens, lengths = encode_texts(
+        texts, tiny_tokenizer.backend_tokenizer.to_str(), tiny_tokenizer.sep_token_id, "uint16"
+    )
     assert len(lengths) == 2 and (tokens == tiny_tokenizer.sep_token_id).sum() == 2
     store = write_token_store(tmp_path / "s", {"train": texts}, tiny_tokenizer)
     assert len(store.split("train")) == 2
@@ -136,7 +142,9 @@ def test_documents_without_any_token_are_left_out(tmp_path, tiny_tokenizer):
     tiny_tokenizer(["a b"], padding="max_length", truncation=True, max_length=3)
     padded_state = tiny_tokenizer.backend_tokenizer.to_str()
     tiny_tokenizer(["a b"])  # back to the shared fixture's plain state
-    assert encode_texts(texts * 5, padded_state, tiny_tokenizer.sep_token_id, "uint16")[1].tolist() == lengths.tolist() * 5
+    assert (
+        encode_texts(texts * 5, padded_state, tiny_tokenizer.sep_token_id, "uint16")[1].tolist() == lengths.tolist() * 5
+    )
 
 
 @pytest.mark.parametrize(

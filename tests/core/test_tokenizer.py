@@ -250,7 +250,9 @@ def _held_out_unknown_rate(shared_dir, corpus, column, **train):
 
 
 def test_a_chinese_vocabulary_keeps_its_characters(shared_dir, caplog):
-    tokenizer, unknown = _held_out_unknown_rate(shared_dir, "chnsenticorp/ChnSentiCorp_htl_all.csv", "review", vocab_size=8192)
+    tokenizer, unknown = _held_out_unknown_rate(
+        shared_dir, "chnsenticorp/ChnSentiCorp_htl_all.csv", "review", vocab_size=8192
+    )
     assert unknown < 0.003  # held-out reviews; tokenizers' default cap of 1,000 characters gave 3.8 %
     assert len(tokenizer) > 4000
     # The corpus has fewer candidates than 8,192 (CJK characters never merge): said, with the reason.
@@ -301,7 +303,9 @@ def test_the_base_alphabet_covers_encyclopedic_english(shared_dir):
     documents, _ = clean_documents(read_corpus(shared_dir / "corpora" / "gutenberg", "text"),
                                    ratios=CorpusConfig().split_ratios)
     books = documents.loc[documents["split"] == "train", "text"].tolist()
-    wiki = [line for line in (shared_dir / "corpora/wikitext-2-raw/wiki.valid.raw").read_text().split("\n") if line.strip()]
+    wiki = [
+        line for line in (shared_dir / "corpora/wikitext-2-raw/wiki.valid.raw").read_text().split("\n") if line.strip()
+    ]
     rates = {}
     for setting in (config.base_alphabet, "none"):
         tokenizer = train_wordpiece(books, replace(config, base_alphabet=setting))
@@ -343,9 +347,15 @@ def test_a_bad_base_alphabet_is_named():
 
 # ----------------------------------------------------------------------------- accents and kana
 JAPANESE = [
-    "がくせいはでんしゃでがっこうにいきます。", "ぼくはパンとごはんがだいすきです。", "ドイツのビールはおいしいですが、たかいです。",
-    "きのうはざんぎょうでおそくなりました。", "ぜんぶでごせんえんです。", "バスていでまっていてください。",
-    "でんわばんごうをおしえてください。", "ぶどうとみかんをかいました。", "日本語の勉強はむずかしいですが、たのしいです。",
+    "がくせいはでんしゃでがっこうにいきます。",
+    "ぼくはパンとごはんがだいすきです。",
+    "ドイツのビールはおいしいですが、たかいです。",
+    "きのうはざんぎょうでおそくなりました。",
+    "ぜんぶでごせんえんです。",
+    "バスていでまっていてください。",
+    "でんわばんごうをおしえてください。",
+    "ぶどうとみかんをかいました。",
+    "日本語の勉強はむずかしいですが、たのしいです。",
     "ピアノをひくのがじょうずですね。",
 ] * 20
 

@@ -105,7 +105,12 @@ def test_two_workers_share_one_study_and_finish_exactly_n_trials(tmp_path, kind)
     if kind == "sqlite":
         open_study(TuningConfig(storage=storage, study_name="workers"))  # create once, no race on the schema
     workers = [
-        subprocess.Popen([sys.executable, str(WORKER), storage, "6", "0.3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(WORKER), storage, "6", "0.3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     outputs = [w.communicate(timeout=180) for w in workers]
@@ -138,7 +143,13 @@ def tiny_inputs(directory: Path):
 
 
 PARAMS = {
-    "model": {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32},
+    "model": {
+        "hidden_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "max_position_embeddings": 32,
+    },
     "training": {"batch_size": 8, "progress": False, "warmup_steps": 1},
     "masking": {"probability": 0.15},
     "evaluation": {"batch_size": 16, "mask_draws": 1},
@@ -165,7 +176,13 @@ def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, mon
 
     monkeypatch.setattr(experiment_module, "evaluate", recording_evaluate)
     store, index, tokenizer = tiny_inputs(tmp_path)
-    tuning = {"n_trials": 2, "trial_steps": 4, "eval_every": 2, "storage": f"sqlite:///{tmp_path}/s.db", "pruner": "none"}
+    tuning = {
+        "n_trials": 2,
+        "trial_steps": 4,
+        "eval_every": 2,
+        "storage": f"sqlite:///{tmp_path}/s.db",
+        "pruner": "none",
+    }
     best, trials, objective_plot, history_plot = tune(store, index, tokenizer, tuning)
     probabilities = trials["params_probability"].tolist()
     assert len(probabilities) == 2 and probabilities[0] != probabilities[1]
@@ -197,7 +214,8 @@ def test_zero_trials_bypasses_tuning(tmp_path):
         ({"search_space": {"probability": [0.1, 1.2]}}, "tuning.search_space.probability"),
         ({"search_space": {"dropout": [0.1, 0.2]}}, "tuning.search_space"),
         ({"pruner": "magic"}, "tuning.pruner"),
-        ({"search_space": {"whole_word": [0.1, 0.2]}}, r"tuning.search_space.whole_word: .* choices, e.g. \[false, true\]"),
+        ({"search_space": {"whole_word": [0.1, 0.2]}},
+         r"tuning.search_space.whole_word: .* choices, e.g. \[false, true\]"),
     ],
 )
 def test_bad_tuning_config_names_the_parameter(overrides, message):
@@ -207,7 +225,13 @@ def test_bad_tuning_config_names_the_parameter(overrides, message):
 
 def test_node_reruns_continue_and_a_changed_setup_starts_a_new_study(tmp_path):
     store, index, tokenizer = tiny_inputs(tmp_path)
-    tuning = {"n_trials": 2, "trial_steps": 2, "eval_every": 1, "storage": f"sqlite:///{tmp_path}/s.db", "pruner": "none"}
+    tuning = {
+        "n_trials": 2,
+        "trial_steps": 2,
+        "eval_every": 1,
+        "storage": f"sqlite:///{tmp_path}/s.db",
+        "pruner": "none",
+    }
     first, trials_first, _, _ = tune(store, index, tokenizer, tuning)
     again, trials_again, _, _ = tune(store, index, tokenizer, tuning)
     assert again.study_name == first.study_name and first.study_name.startswith("mask-probability-")
@@ -252,8 +276,15 @@ def test_if_better_keeps_the_configured_setting_unless_the_interval_clears_zero(
 
 def test_seeds_per_trial_and_a_paired_confirmation(tmp_path):
     store, index, tokenizer = tiny_inputs(tmp_path)
-    tuning = {"n_trials": 2, "trial_steps": 2, "eval_every": 1, "storage": f"sqlite:///{tmp_path}/c.db", "pruner": "none",
-              "seeds": 2, "adopt": "if_better"}
+    tuning = {
+        "n_trials": 2,
+        "trial_steps": 2,
+        "eval_every": 1,
+        "storage": f"sqlite:///{tmp_path}/c.db",
+        "pruner": "none",
+        "seeds": 2,
+        "adopt": "if_better",
+    }
     best, trials, _, _ = tune(store, index, tokenizer, tuning)
     assert all(len(json.loads(v) if isinstance(v, str) else v) == 2 for v in trials["attr_seed_losses"])
     assert (trials["attr_seed_spread"] >= 0).all()
@@ -280,8 +311,10 @@ def test_a_study_by_fine_tuning_scores_trials_by_their_fine_tuned_accuracy(tmp_p
     store, index, tokenizer = tiny_inputs(tmp_path)
     rng = np.random.default_rng(1)
     words = ["alpha", "beta", "gamma", "delta", "omega", "theta"]
-    rows = [{"text": " ".join(rng.choice(words, size=6)) + (" kappa kappa" if i % 2 else " sigma sigma"), "label": i % 2}
-            for i in range(120)]
+    rows = [
+        {"text": " ".join(rng.choice(words, size=6)) + (" kappa kappa" if i % 2 else " sigma sigma"), "label": i % 2}
+        for i in range(120)
+    ]
     task = tmp_path / "task.csv"
     pd.DataFrame(rows).to_csv(task, index=False)
     finetune = {"train_path": str(task), "seeds": 2, "epochs": 2, "max_length": 32, "progress": False}

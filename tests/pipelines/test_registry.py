@@ -7,9 +7,18 @@ from kedro.config import OmegaConfigLoader
 from kedro.framework.project import configure_project
 
 from bert_mlm.pipeline_registry import register_pipelines
+from tests.kedro_runs import DEFAULT_CHAIN_NODES
 
 EXPECTED_PIPELINES = {
-    "ingestion", "tokenization", "sequences", "tuning", "training", "finetune", "evaluation", "reporting", "mask_rate_comparison",
+    "ingestion",
+    "tokenization",
+    "sequences",
+    "tuning",
+    "training",
+    "finetune",
+    "evaluation",
+    "reporting",
+    "mask_rate_comparison",
     "__default__",
 }
 
@@ -27,19 +36,7 @@ def test_registered_pipelines_and_chain(project_root):
     assert set(pipelines) == EXPECTED_PIPELINES
     default = pipelines["__default__"]
     names = [n.name for n in default.nodes]
-    assert set(names) == {
-        "clean_and_split_corpus",
-        "summarise_corpus",
-        "build_tokenizer",
-        "encode_corpus",
-        "summarise_tokens",
-        "build_model_inputs",
-        "tune_mask_probability",
-        "train_masked_lm",
-        "finetune_classifier",
-        "evaluate_masked_lm",
-        "build_run_report",
-    }
+    assert set(names) == set(DEFAULT_CHAIN_NODES)
     chain = [name for name in names if not name.startswith("summarise_")]
     assert chain == [
         "clean_and_split_corpus",
@@ -67,7 +64,9 @@ def test_every_dataset_has_a_viz_layer(project_root):
     assert datasets <= set(catalog), f"not in the catalog: {sorted(datasets - set(catalog))}"
     layers = {name: catalog[name]["metadata"]["kedro-viz"]["layer"] for name in datasets}
     assert set(layers.values()) <= LAYERS
-    assert {"raw", "intermediate", "feature", "model_input", "models", "model_output", "reporting"} <= set(layers.values())
+    assert {"raw", "intermediate", "feature", "model_input", "models", "model_output", "reporting"} <= set(
+        layers.values()
+    )
     versioned = [name for name in datasets if not name.startswith(("raw_", "extra_"))]
     assert all(catalog[name].get("versioned") for name in versioned), "every output is versioned"
 
@@ -90,7 +89,13 @@ def test_mask_rate_comparison_is_one_namespace_per_variant(project_root):
     assert {f"params:{v}.overrides" for v in VARIANTS} <= parameters
     assert {"params:model", "params:training", "params:masking"} <= parameters
     assert "compare_mask_rates" in {n.name for n in comparison.nodes}
-    terminal = {"mask_rate_comparison", "mask_rate_comparison_report", "corpus_stats", "tokenization_stats", "sequence_stats"}
+    terminal = {
+        "mask_rate_comparison",
+        "mask_rate_comparison_report",
+        "corpus_stats",
+        "tokenization_stats",
+        "sequence_stats",
+    }
     assert comparison.outputs() == terminal | {f"{v}.{name}" for v in VARIANTS for name in (
         "training_curves", "finetune_runs", "finetune_label_mapping", "finetuned_classifier")}
 

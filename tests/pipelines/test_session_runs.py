@@ -39,7 +39,9 @@ def labelled_task(tmp_path) -> Path:
     rows = []
     for i in range(200):
         sentence = " ".join(rng.choice(words, size=8))
-        rows.append({"label": ["passed", "failed"][i % 2], "text": sentence + (" raises an error" if i % 2 else " works")})
+        rows.append(
+            {"label": ["passed", "failed"][i % 2], "text": sentence + (" raises an error" if i % 2 else " works")}
+        )
     path = tmp_path / "task.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
@@ -98,7 +100,10 @@ def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_
     `--pipelines finetune` judges the latest trained model against its starting point."""
     run_session(project_copy, monkeypatch, **{"corpus.path": str(small_corpus), "tuning.n_trials": 0})
     data = project_copy / "data"
-    stored = {p: sorted(p.iterdir()) for p in (data / "04_feature" / "token_store", data / "05_model_input" / "sequence_index")}
+    stored = {
+        p: sorted(p.iterdir())
+        for p in (data / "04_feature" / "token_store", data / "05_model_input" / "sequence_index")
+    }
     assert json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text()) == {}  # no task: nothing
     run_session(project_copy, monkeypatch, pipeline_name="training", **{"training.max_steps": 3})
     run_session(project_copy, monkeypatch, pipeline_name="finetune", **finetune_params(labelled_task))
@@ -136,7 +141,9 @@ def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch, labelled_task):
     # Each trial's score is its model's fine-tuning error; the accuracies are stored with it.
     assert best["objective"] == "finetune" and 0 <= best["best_finetune_accuracy"] <= 1
     accuracies = trials["attr_finetune_accuracy"].map(lambda v: json.loads(v) if isinstance(v, str) else v)
-    assert all(value == pytest.approx(1 - sum(a) / len(a)) for value, a in zip(trials["value"], accuracies, strict=True))
+    assert all(
+        value == pytest.approx(1 - sum(a) / len(a)) for value, a in zip(trials["value"], accuracies, strict=True)
+    )
 
     model_dir = latest(data / "06_models" / "masked_lm")
     assert (model_dir / "model.safetensors").is_file()
@@ -169,7 +176,9 @@ def test_mask_rates_side_by_side_then_one_namespace_alone(project_copy, monkeypa
     for variant in VARIANTS:
         summary = json.loads(latest(data / "07_model_output" / variant / "training_summary.json").read_text())
         assert summary["mask_probability_source"] == "variant"
-        assert list((data / "06_models" / "checkpoints" / variant).glob("run-*/step-*")), "each variant checkpoints apart"
+        assert list((data / "06_models" / "checkpoints" / variant).glob("run-*/step-*")), (
+            "each variant checkpoints apart"
+        )
     report = latest(data / "08_reporting" / "mask_rate_comparison.html").read_text()
     assert "Lowest fixed-protocol eval loss" in report and report.count("data:image/png;base64,") == 1
 
@@ -223,7 +232,9 @@ def tiny_chinese_bert(shared_data, tmp_path) -> Path:
 
 
 @pytest.mark.slow
-def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(project_copy, monkeypatch, shared_data, tiny_chinese_bert):
+def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(
+    project_copy, monkeypatch, shared_data, tiny_chinese_bert
+):
     """`--params model.init_from=<checkpoint>`: no vocabulary is trained; the checkpoint's own
     tokenizer encodes the corpus (Chinese reviews here) and the trained model keeps its vocabulary."""
     reviews = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
@@ -251,14 +262,19 @@ def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monk
     zh = (project_copy / "conf" / "zh" / "parameters.yml").read_text()
     smoke = (project_copy / "conf" / "smoke_zh" / "parameters.yml").read_text()
     (project_copy / "conf" / "smoke_zh" / "parameters.yml").write_text(
-        smoke.replace("tokenizer:\n  vocab_size: 1000\n", "") + "\n" + zh.replace("vocab_size: 21128", "vocab_size: 3000"))
+        smoke.replace("tokenizer:\n  vocab_size: 1000\n", "")
+        + "\n"
+        + zh.replace("vocab_size: 21128", "vocab_size: 3000")
+    )
     run_session(project_copy, monkeypatch, env="smoke_zh", **{
         "corpus.path": str(reviews), "corpus.text_column": "review",
         "tuning.search_space.whole_word": "[false,true]",
         **finetune_params(reviews, **{"finetune.text_column": "review", "finetune.seeds": 1, "finetune.epochs": 1}),
     })
     data = project_copy / "data"
-    index = SequenceIndexDataset(filepath=str(data / "05_model_input" / "sequence_index"), version=Version(None, None)).load()
+    index = SequenceIndexDataset(
+        filepath=str(data / "05_model_input" / "sequence_index"), version=Version(None, None)
+    ).load()
     assert index.word_segmenter == "jieba" and set(index.words) == {"train", "valid", "test"}
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
     assert metrics["whole_word"] is True and metrics["word_segmenter"] == "jieba"

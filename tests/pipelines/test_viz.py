@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from bert_mlm.scratch import scratch_project
+from tests.kedro_runs import DEFAULT_CHAIN_NODES as TASKS
 from tests.kedro_runs import run_session
 
-TASKS = ["clean_and_split_corpus", "summarise_corpus", "build_tokenizer", "encode_corpus", "summarise_tokens",
-         "build_model_inputs", "tune_mask_probability", "train_masked_lm", "finetune_classifier", "evaluate_masked_lm", "build_run_report"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
@@ -41,7 +40,15 @@ def test_static_build_holds_the_chain(viz_build):
     assert [n["name"] for n in graph["nodes"] if n["type"] == "task"] == TASKS
     layers = {n.get("layer") for n in graph["nodes"] if n["type"] == "data"}
     assert {"raw", "intermediate", "feature", "model_input", "models", "model_output", "reporting"} <= layers
-    assert {t["id"] for t in graph["tags"]} >= {"ingestion", "tokenization", "sequences", "tuning", "training", "evaluation", "reporting"}
+    assert {t["id"] for t in graph["tags"]} >= {
+        "ingestion",
+        "tokenization",
+        "sequences",
+        "tuning",
+        "training",
+        "evaluation",
+        "reporting",
+    }
     # The data path's directory datasets show a table preview of what they hold.
     details = [json.loads(p.read_text()) for p in (viz_build / "api" / "nodes").iterdir()]
     previews = {d["type"].rsplit(".", 1)[-1]: d.get("preview") for d in details if d.get("type")}
@@ -57,7 +64,8 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium: .ci/run installs Debian's chromium (apt-get install chromium)")
+@pytest.mark.skipif(CHROMIUM is None,
+                    reason="no chromium: .ci/run installs Debian's chromium (apt-get install chromium)")
 def test_the_graph_renders_in_headless_chromium(viz_build, tmp_path):
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],

@@ -38,7 +38,11 @@ CASES = [
     ("masking.probability", 0.0, r"masking\.probability: 0\.0 must be in the open interval \(0, 1\)"),
     ("masking.probability", 1.2, r"masking\.probability: 1\.2"),
     ("masking.mask_token_fraction", -0.1, r"masking\.mask_token_fraction: -0\.1 must be in \[0, 1\]"),
-    ("masking.random_token_fraction", 0.3, r"masking\.mask_token_fraction \+ masking\.random_token_fraction = 1\.100 must not exceed 1"),
+    (
+        "masking.random_token_fraction",
+        0.3,
+        r"masking\.mask_token_fraction \+ masking\.random_token_fraction = 1\.100 must not exceed 1",
+    ),
     ("tokenizer.vocab_size", 4, r"tokenizer\.vocab_size: 4 must be an integer larger than the 5 special tokens"),
     ("sequences.max_length", 1024, r"sequences\.max_length: 1024 exceeds model\.max_position_embeddings \(512\)"),
     ("sequences.max_length", 4, r"sequences\.max_length: 4 must be an integer >= 8"),
@@ -46,7 +50,11 @@ CASES = [
     ("training.precision", "fp8", r"training\.precision: 'fp8' is not one of"),
     ("training.batch_size", 0, r"training\.batch_size: 0 must be a positive integer"),
     ("training.max_steps", -5, r"training\.max_steps: -5 must be a positive integer"),
-    ("corpus.split_ratios", {"train": 0.8, "valid": 0.1, "test": 0.2}, r"corpus\.split_ratios: .* must be non-negative and sum to 1 \(they sum to 1\.1000\)"),
+    (
+        "corpus.split_ratios",
+        {"train": 0.8, "valid": 0.1, "test": 0.2},
+        r"corpus\.split_ratios: .* must be non-negative and sum to 1 \(they sum to 1\.1000\)",
+    ),
     ("sequences.mode", "sliding", r"sequences\.mode: 'sliding' is not one of \('packed', 'document'\)"),
     ("sequences.padding", "left", r"sequences\.padding: 'left' is not one of"),
     ("tuning.n_trials", -1, r"tuning\.n_trials: -1 must be an integer >= 0"),
@@ -57,9 +65,21 @@ CASES = [
     ("trainig.max_steps", 3, r"trainig: unknown parameter section; did you mean 'training'\?"),
     ("whatever.x", 1, r"whatever: unknown parameter section; the sections are \["),
     ("mask_030.overrides.masking.probability", 1.5, r"mask_030\.overrides: masking\.probability: 1\.5"),
-    ("mask_045.overrides.training.batch_size", 0, r"mask_045\.overrides: training\.batch_size: 0 must be a positive integer"),
-    ("mask_015.overrides.masking.probabilty", 0.2, r"mask_015\.overrides: masking: unknown parameter\(s\) masking\.probabilty"),
-    ("mask_015.overrides.model", {"hidden_size": 64}, r"mask_015\.overrides\.model: only masking and training can be overridden"),
+    (
+        "mask_045.overrides.training.batch_size",
+        0,
+        r"mask_045\.overrides: training\.batch_size: 0 must be a positive integer",
+    ),
+    (
+        "mask_015.overrides.masking.probabilty",
+        0.2,
+        r"mask_015\.overrides: masking: unknown parameter\(s\) masking\.probabilty",
+    ),
+    (
+        "mask_015.overrides.model",
+        {"hidden_size": 64},
+        r"mask_015\.overrides\.model: only masking and training can be overridden",
+    ),
     ("mask_015.overrides.masking", 0.2, r"mask_015\.overrides\.masking: 0\.2 must be a mapping of masking values"),
     ("mask_015.overrides", "fast", r"mask_015\.overrides: 'fast' must be a mapping"),
 ]
@@ -101,7 +121,22 @@ def starting_model(tmp_path_factory):
     from bert_mlm.core.model import ModelConfig, build_model
     from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
 
-    words = ["alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma", "rho", "tau", "东", "西", "南", "北"]
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "omega",
+        "theta",
+        "kappa",
+        "sigma",
+        "rho",
+        "tau",
+        "东",
+        "西",
+        "南",
+        "北",
+    ]
     texts = [" ".join(words[(i * 7 + k) % len(words)] for k in range(9)) for i in range(100)]
     tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=120, min_frequency=1, base_alphabet="none"))
     directory = tmp_path_factory.mktemp("start")
@@ -150,7 +185,8 @@ def test_init_from_with_another_vocabulary_is_refused_up_front(base_parameters, 
         (lambda root: (root.write_text("a text file"), root)[1], r"is a file, not a model directory"),
         (lambda root: root / "missing" / "model", r"does not exist \(the nearest existing folder is '.*'\)"),
         (lambda root: (root.mkdir(), (root / "config.json").write_text("{}"))[0] or root,
-         r"is not a model directory: it has a config\.json but no weights \(model\.safetensors or pytorch_model\.bin\)"),
+         r"is not a model directory: it has a config\.json but no weights "
+         r"\(model\.safetensors or pytorch_model\.bin\)"),
     ],
     ids=["empty directory", "text file", "missing path", "config without weights"],
 )
@@ -176,9 +212,12 @@ def test_a_step_that_cannot_fit_in_memory_is_refused_with_the_estimate(base_para
     killer at 24 GB (rc 137, no message): the estimate refuses it up front, naming both numbers."""
     parameters = with_override(base_parameters, "sequences.max_length", 100000)
     parameters = with_override(parameters, "model.max_position_embeddings", 100000)
-    with pytest.raises(UserError, match=r"^sequences\.max_length: one training step of training\.batch_size=32 "
-                                        r"sequences of 100000 tokens needs about [\d,.]+ GB .* but only [\d,.]+ GB is "
-                                        r"left \(available RAM\); lower sequences\.max_length or training\.batch_size$"):
+    with pytest.raises(
+        UserError,
+        match=r"^sequences\.max_length: one training step of training\.batch_size=32 "
+        r"sequences of 100000 tokens needs about [\d,.]+ GB .* but only [\d,.]+ GB is "
+        r"left \(available RAM\); lower sequences\.max_length or training\.batch_size$",
+    ):
         validate_parameters(parameters)
 
 

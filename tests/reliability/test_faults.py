@@ -27,7 +27,9 @@ WORKER = Path(__file__).with_name("crash_worker.py")
 
 
 def start(mode: str, directory: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(WORKER), mode, str(directory), *extra], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), mode, str(directory), *extra], stdout=subprocess.PIPE, text=True
+    )
 
 
 def wait_for(process: subprocess.Popen, text: str) -> None:
@@ -108,8 +110,13 @@ def _documents_and_first_store(tmp_path: Path, shared: Path, vocab: Path):
     data = DataConfig(workers=1, chunk_bytes=1 << 16)
     DocumentStream(CorpusSource(str(corpus)), CorpusConfig(), data).write(tmp_path / "documents")
     tokenizer = load_tokenizer(vocab)
-    job = EncodingJob(DocumentShards(tmp_path / "documents"), tokenizer.backend_tokenizer.to_str(), tokenizer.get_vocab(),
-                      tokenizer.sep_token_id, data)
+    job = EncodingJob(
+        DocumentShards(tmp_path / "documents"),
+        tokenizer.backend_tokenizer.to_str(),
+        tokenizer.get_vocab(),
+        tokenizer.sep_token_id,
+        data,
+    )
     TokenStoreDataset(str(tmp_path / "token_store"), version=Version(None, "2026-01-01T00.00.00.000Z")).save(job)
     return job
 
@@ -174,7 +181,9 @@ def test_a_full_disk_while_shards_or_the_store_are_written_leaves_no_version(tmp
         big.mkdir()
         for copy in range(4):
             (big / f"moby-{copy}.txt").symlink_to(shared_data / "corpora" / "gutenberg" / "melville-moby_dick.txt")
-        stream = DocumentStream(CorpusSource(str(big)), CorpusConfig(deduplicate=False), DataConfig(workers=1, chunk_bytes=1 << 16))
+        stream = DocumentStream(
+            CorpusSource(str(big)), CorpusConfig(deduplicate=False), DataConfig(workers=1, chunk_bytes=1 << 16)
+        )
         with pytest.raises((OSError, DatasetError), match="No space left on device"):
             shards.save(stream)
         assert not [p for p in (disk / "corpus_documents").rglob("*") if p.is_file()]
@@ -259,7 +268,9 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 @pytest.mark.slow
-def test_kill_9_of_a_data_stage_run_leaves_no_process_and_the_next_run_removes_its_leftovers(project_copy, shared_data, tmp_path):
+def test_kill_9_of_a_data_stage_run_leaves_no_process_and_the_next_run_removes_its_leftovers(
+    project_copy, shared_data, tmp_path
+):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for copy in range(3):  # enough text that the cleaning pool is still busy when the run is killed
@@ -308,7 +319,8 @@ from bert_mlm.core.sequences import SequenceIndex, SplitIndex
 from bert_mlm.datasets.data import SequenceIndexDataset
 
 n = 200_000  # 1.6 MB in each int64 file; the limit below lets 1 MB of a file through
-splits = {s: SplitIndex(np.arange(n, dtype=np.int64), np.full(n, 64, np.int64), np.zeros(n, bool)) for s in ("train", "test")}
+splits = {s: SplitIndex(np.arange(n, dtype=np.int64), np.full(n, 64, np.int64), np.zeros(n, bool))
+          for s in ("train", "test")}
 index = SequenceIndex("packed", 64, splits, {"train": "x", "test": "y"})
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails (EFBIG, or a short write) instead of killing us
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
@@ -321,15 +333,18 @@ except Exception as error:
 
 
 def test_a_write_the_file_system_cuts_short_names_the_artifact_the_place_and_the_space(tmp_path):
-    """Real write calls refused by the kernel (a file-size limit in a subprocess: a full disk needs root to make): numpy's
-    "N requested and M written" becomes one line naming the sequence index, its path and the space it needed."""
+    """Real write calls refused by the kernel (a file-size limit in a subprocess: a full disk needs
+    root to make): numpy's "N requested and M written" becomes one line naming the sequence index,
+    its path and the space it needed."""
     result = subprocess.run([sys.executable, "-c", FILE_SIZE_LIMITED_SAVE, str(tmp_path / "sequence_index")],
                             capture_output=True, text=True, timeout=120)
     kind, message = result.stdout.strip().split("\n")[-2:]  # after Kedro's logging line
     assert kind == "UserError", result.stdout + result.stderr[-2000:]
-    assert message.startswith(f"sequence_index: the file system took only part of a write (a full disk, a quota or a "
-                              f"file-size limit) writing {tmp_path}/sequence_index/2026-01-01T00.00.00.000Z/sequence_index "
-                              "(6.8 MB needed, "), message
+    assert message.startswith(
+        f"sequence_index: the file system took only part of a write (a full disk, a quota or a "
+        f"file-size limit) writing {tmp_path}/sequence_index/2026-01-01T00.00.00.000Z/sequence_index "
+        "(6.8 MB needed, "
+    ), message
     assert "requested and" not in message
     assert [p.name for p in (tmp_path / "sequence_index" / "2026-01-01T00.00.00.000Z").iterdir()] == []
 
@@ -374,9 +389,12 @@ def test_a_full_disk_while_the_store_is_written_is_one_line_and_leaves_nothing(t
     from bert_mlm.cli import user_error_in
 
     message = str(user_error_in(raised.value))
-    assert re.fullmatch(rf"token_store: No space left on device writing {tmp_path}/token_store/2026-01-03T00\.00\.00\.000Z/"
-                        r"token_store \(at least 0\.\d MB needed, 0\.\d MB written when it stopped, [\d,.]+ MB free there\); "
-                        r"nothing of it was kept", message), message
+    assert re.fullmatch(
+        rf"token_store: No space left on device writing {tmp_path}/token_store/2026-01-03T00\.00\.00\.000Z/"
+        r"token_store \(at least 0\.\d MB needed, 0\.\d MB written when it stopped, [\d,.]+ MB free there\); "
+        r"nothing of it was kept",
+        message,
+    ), message
     assert [p.name for p in (tmp_path / "token_store" / "2026-01-03T00.00.00.000Z").iterdir()] == []
     latest = TokenStoreDataset(str(tmp_path / "token_store"), version=Version(None, None))
     assert str(latest._get_load_path()).endswith("2026-01-01T00.00.00.000Z/token_store")

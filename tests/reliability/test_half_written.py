@@ -61,7 +61,12 @@ CASES = {
     "csv": (CSVDataset, "stats.csv", pd.DataFrame({"a": range(1000)}), pd.DataFrame({"a": range(2000)})),
     "json": (JSONDataset, "metrics.json", {"loss": 1.0}, {"loss": 2.0, "pad": "x" * 10_000}),
     "text": (TextDataset, "report.html", "first", "second " * 1000),
-    "plotly": (PlotlyJSONDataset, "plot.json", go.Figure(go.Scatter(y=[1, 2])), go.Figure(go.Scatter(y=list(range(500))))),
+    "plotly": (
+        PlotlyJSONDataset,
+        "plot.json",
+        go.Figure(go.Scatter(y=[1, 2])),
+        go.Figure(go.Scatter(y=list(range(500)))),
+    ),
 }
 
 
@@ -90,7 +95,9 @@ def test_a_half_written_save_is_never_the_newest_version(tmp_path, monkeypatch, 
 def test_without_the_wrapper_kedro_datasets_leaves_a_truncated_newest_version(tmp_path, monkeypatch):
     """The failure this module exists for (if kedro-datasets fixes it, the wrapper can go)."""
     path = str(tmp_path / "stats.csv")
-    PlainCSVDataset(filepath=path, version=Version(None, "2026-01-01T00.00.00.000Z")).save(pd.DataFrame({"a": range(1000)}))
+    PlainCSVDataset(filepath=path, version=Version(None, "2026-01-01T00.00.00.000Z")).save(
+        pd.DataFrame({"a": range(1000)})
+    )
     failing = PlainCSVDataset(filepath=path, version=Version(None, "2026-01-02T00.00.00.000Z"))
     fill_the_disk(failing, monkeypatch)
     with pytest.raises(Exception, match="No space left"):
@@ -112,4 +119,7 @@ def test_figures_are_saved_atomically_too(tmp_path, monkeypatch):
     # A dict of figures (a folder) also appears only complete.
     folder = MatplotlibDataset(filepath=str(tmp_path / "panels"), version=Version(None, "2026-01-03T00.00.00.000Z"))
     folder.save({"a.png": figure(1.0), "b.png": figure(2.0)})
-    assert sorted(p.name for p in (tmp_path / "panels" / "2026-01-03T00.00.00.000Z" / "panels").iterdir()) == ["a.png", "b.png"]
+    assert sorted(p.name for p in (tmp_path / "panels" / "2026-01-03T00.00.00.000Z" / "panels").iterdir()) == [
+        "a.png",
+        "b.png",
+    ]

@@ -27,9 +27,14 @@ TRAIN_ONLY = {"split_ratios": {"train": 1.0, "valid": 0.0, "test": 0.0}}  # a ti
 
 def ingest(path: Path, corpus: dict | None = None, **params) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ingestion node and its catalog dataset, as a run does them: documents and stats."""
-    stream = clean_and_split_corpus(CorpusDataset(path=str(path), **params).load(),
-                                    build_section("corpus", {**PARAMS, **(corpus or {})}), build_section("data", {"workers": 1}))
-    dataset = DocumentShardsDataset(filepath=str(path.parent / f"shards-{time.monotonic_ns()}"), version=Version(None, None))
+    stream = clean_and_split_corpus(
+        CorpusDataset(path=str(path), **params).load(),
+        build_section("corpus", {**PARAMS, **(corpus or {})}),
+        build_section("data", {"workers": 1}),
+    )
+    dataset = DocumentShardsDataset(
+        filepath=str(path.parent / f"shards-{time.monotonic_ns()}"), version=Version(None, None)
+    )
     dataset.save(stream)
     shards = dataset.load()
     return shards.frame(), summarise_corpus(shards)
@@ -75,7 +80,9 @@ def test_a_100_mb_line_without_newline_becomes_bounded_documents(tmp_path):
 
 def test_table_without_the_text_column(tmp_path):
     pd.DataFrame({"body": ["some text long enough to keep around"]}).to_parquet(tmp_path / "rows.parquet")
-    with pytest.raises((CorpusError, DatasetError), match=r"corpus\.text_column: column 'text' does not exist in '.*rows\.parquet'"):
+    with pytest.raises(
+        (CorpusError, DatasetError), match=r"corpus\.text_column: column 'text' does not exist in '.*rows\.parquet'"
+    ):
         ingest(tmp_path / "rows.parquet")
     documents, _ = ingest(tmp_path / "rows.parquet", corpus=TRAIN_ONLY, text_column="body")
     assert documents["text"].tolist() == ["some text long enough to keep around"]
@@ -110,8 +117,11 @@ def test_resume_from_a_checkpoint_of_another_shape(tmp_path):
     _, ids, config, collator = setup(checkpoint_every=2, checkpoint_dir=str(tmp_path), max_steps=4, resume=True)
     wider = build_model(ModelConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                                     max_position_embeddings=32), model_tokenizer(), seed=0)
-    with pytest.raises(ValueError, match=r"training\.resume: no checkpoint of this run .*step-00000002' is another run's; "
-                       r"what differs: .*model\.hidden_size 32 -> 64"):
+    with pytest.raises(
+        ValueError,
+        match=r"training\.resume: no checkpoint of this run .*step-00000002' is another run's; "
+        r"what differs: .*model\.hidden_size 32 -> 64",
+    ):
         train(wider, repetitive_sequences(), ids, MaskingConfig(), config, collator)
 
 
@@ -140,7 +150,9 @@ def test_bad_vocabulary_files(tmp_path, lines, message):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_path: .*" + message):
-        build_tokenizer(None, build_section("tokenizer", {"vocab_path": str(vocab)}), build_section("model", {}))  # no documents are read for a given vocabulary
+        build_tokenizer(
+            None, build_section("tokenizer", {"vocab_path": str(vocab)}), build_section("model", {})
+        )  # no documents are read for a given vocabulary
 
 
 # ----------------------------------------------------------------------------- cases 4, 5 and 7
@@ -218,9 +230,11 @@ def test_a_file_name_that_is_not_utf8_is_read_and_named_printably(tmp_path):
 ], ids=["one long paragraph", "hard-wrapped short lines"])
 def test_a_corpus_without_held_out_documents_stops_at_ingestion(tmp_path, text):
     (tmp_path / "corpus.txt").write_text(text)
-    with pytest.raises((CorpusError, DatasetError),
-                       match=r"corpus\.path: (none of the corpus's \d+ document\(s\) landed in the (valid|test) split "
-                             r"\(corpus\.split_ratios\.(valid|test)=0\.05\), which (tuning|evaluation) needs|the corpus is too small)"):
+    with pytest.raises(
+        (CorpusError, DatasetError),
+        match=r"corpus\.path: (none of the corpus's \d+ document\(s\) landed in the (valid|test) split "
+        r"\(corpus\.split_ratios\.(valid|test)=0\.05\), which (tuning|evaluation) needs|the corpus is too small)",
+    ):
         ingest(tmp_path / "corpus.txt")
 
 
@@ -233,6 +247,9 @@ def test_corpus_stats_give_the_cleaning_totals_once(tmp_path):
     assert totals.drop(index="all").isna().all().all()  # not repeated on the split rows
     from bert_mlm.core.report import table
 
-    for shown in (stats, pd.read_csv(pd.io.common.StringIO(stats.to_csv(index=False)))):  # in memory, and as the report reads it
+    for shown in (
+        stats,
+        pd.read_csv(pd.io.common.StringIO(stats.to_csv(index=False))),
+    ):  # in memory, and as the report reads it
         html = table(shown)
         assert "<td>2</td>" in html and "<NA>" not in html and "&lt;NA&gt;" not in html and "2.0000" not in html

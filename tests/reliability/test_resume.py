@@ -126,7 +126,9 @@ def test_a_pickled_checkpoint_of_this_run_is_refused_without_running_it(tmp_path
     for name in (MANIFEST_FILE, TENSORS_FILE):
         (step / name).unlink()
     plant_pickle(step, marker)
-    with pytest.raises(UserError, match=rf"training\.resume: '{step}' holds a checkpoint of the earlier pickled format"):
+    with pytest.raises(
+        UserError, match=rf"training\.resume: '{step}' holds a checkpoint of the earlier pickled format"
+    ):
         run(checkpoints, max_steps=8, resume=True)
     assert not marker.exists()
 

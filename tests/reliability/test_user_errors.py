@@ -22,15 +22,28 @@ CASES = [
     ("training.batch_size=true", r"training\.batch_size: True must be a number, not true/false"),
     ("trainig.max_steps=3", r"trainig: unknown parameter section; did you mean 'training'\?"),
     ("tuning.storage=notaurl", r"tuning\.storage: 'notaurl' cannot be opened: ArgumentError"),
-    ("tuning.storage=postgresql://nobody@127.0.0.1:1/db", r"tuning\.storage: 'postgresql://nobody@127\.0\.0\.1:1/db' cannot be opened"),
-    ("tuning.storage=sqlite:////proc/no/such/dir/optuna.db", r"tuning\.storage: 'sqlite:////proc/no/such/dir/optuna\.db' cannot be opened"),
-    ("../x.overrides.masking.probability=0.3",
-     r"--params \.\./x\.overrides\.masking\.probability: '' is not a section name; a parameter is written section\.key=value"),
-    ("evaluation.corpus_path=/no/such/held_out.txt", r"evaluation\.corpus_path: '/no/such/held_out\.txt' does not exist"),
+    (
+        "tuning.storage=postgresql://nobody@127.0.0.1:1/db",
+        r"tuning\.storage: 'postgresql://nobody@127\.0\.0\.1:1/db' cannot be opened",
+    ),
+    (
+        "tuning.storage=sqlite:////proc/no/such/dir/optuna.db",
+        r"tuning\.storage: 'sqlite:////proc/no/such/dir/optuna\.db' cannot be opened",
+    ),
+    (
+        "../x.overrides.masking.probability=0.3",
+        r"--params \.\./x\.overrides\.masking\.probability: '' is not a section name; "
+        r"a parameter is written section\.key=value",
+    ),
+    (
+        "evaluation.corpus_path=/no/such/held_out.txt",
+        r"evaluation\.corpus_path: '/no/such/held_out\.txt' does not exist",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("override", "message"), CASES, ids=[c[0].split("=")[0] + "=" + c[0].split("=")[1][:12] for c in CASES])
+@pytest.mark.parametrize(("override", "message"), CASES,
+                         ids=[c[0].split("=")[0] + "=" + c[0].split("=")[1][:12] for c in CASES])
 def test_a_user_error_is_one_line_before_any_work(project_copy, override, message):
 
     result = kedro_cli(project_copy, "--params", override)
@@ -49,7 +62,9 @@ def test_the_command_line_ends_a_user_error_with_one_line_and_status_2(project_c
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr + result.stdout
     last = result.stderr.strip().splitlines()[-1]
-    assert re.fullmatch(r"Error: masking\.probability: 'abc' must be a number.*  \(BERT_MLM_DEBUG=1 shows the traceback\)", last), last
+    assert re.fullmatch(
+        r"Error: masking\.probability: 'abc' must be a number.*  \(BERT_MLM_DEBUG=1 shows the traceback\)", last
+    ), last
     assert not (project_copy / "data" / "02_intermediate").exists()
 
 
@@ -119,8 +134,10 @@ def test_an_unknown_namespace_is_one_line_naming_the_valid_ones(project_copy):
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr + result.stdout
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("Error: --namespaces: '../mask_030' is not a namespace of the pipeline 'mask_rate_comparison'; "
-                           "its namespaces: mask_015, mask_030, mask_045"), last
+    assert last.startswith(
+        "Error: --namespaces: '../mask_030' is not a namespace of the pipeline 'mask_rate_comparison'; "
+        "its namespaces: mask_015, mask_030, mask_045"
+    ), last
 
 
 def test_an_explicit_value_the_tuned_one_replaces_is_warned_about(project_copy):

@@ -176,7 +176,9 @@ def read_checkpoint(folder: str | os.PathLike, fingerprint: dict | None = None) 
         path = folder / name
         size = path.stat().st_size if path.is_file() else None
         if size != expected["bytes"]:
-            raise DamagedCheckpoint(f"{str(path)!r} has {size} bytes, its manifest says {expected['bytes']} (truncated?)")
+            raise DamagedCheckpoint(
+                f"{str(path)!r} has {size} bytes, its manifest says {expected['bytes']} (truncated?)"
+            )
         if file_digest(path) != expected["blake2b"]:
             raise DamagedCheckpoint(f"{str(path)!r} does not match the digest in its manifest")
     try:

@@ -128,4 +128,6 @@ def gather_objects(obj: Any, rank: Rank) -> list[Any]:
     padded[: payload.numel()] = payload
     gathered = [torch.empty(longest, dtype=torch.uint8, device=device) for _ in range(rank.world_size)]
     dist.all_gather(gathered, padded)
-    return [from_bytes(data[: int(size.item())].cpu().numpy().tobytes()) for data, size in zip(gathered, sizes, strict=True)]
+    return [
+        from_bytes(data[: int(size.item())].cpu().numpy().tobytes()) for data, size in zip(gathered, sizes, strict=True)
+    ]

@@ -67,7 +67,9 @@ class DocumentShardWriter:
     only then (the Kedro dataset writes it under a temporary name and renames it).
     """
 
-    def __init__(self, directory: str | os.PathLike, row_group_bytes: int = ROW_GROUP_BYTES, part_bytes: int = PART_BYTES):
+    def __init__(
+        self, directory: str | os.PathLike, row_group_bytes: int = ROW_GROUP_BYTES, part_bytes: int = PART_BYTES
+    ):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=False)
         self.row_group_bytes = row_group_bytes
@@ -251,11 +253,16 @@ def stream_plan(row_groups, names: list[str], factors: np.ndarray) -> dict:
     return {
         "factors": {name: float(factors[i]) for i, name in enumerate(names)},
         "stream": {
-            name: {"documents": int(docs[i]), "characters": int(chars[i]), "share_of_characters": float(chars[i] / total)}
+            name: {
+                "documents": int(docs[i]),
+                "characters": int(chars[i]),
+                "share_of_characters": float(chars[i] / total),
+            }
             for i, name in enumerate(names)
         },
         "train": {"documents": int(docs.sum()), "characters": int(chars.sum()), "utf8_bytes": utf8_total},
     }
+
 
 def write_json(path: Path, data: dict) -> None:
     """Write and fsync: a manifest is the last file of a directory and vouches for the rest."""
@@ -276,7 +283,9 @@ def read_manifest(directory: Path, expected_format: str, name: str) -> dict:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as error:
-        raise CorpusError(f"{name}: {str(path)!r} is missing; the directory {str(directory)!r} is incomplete") from error
+        raise CorpusError(
+            f"{name}: {str(path)!r} is missing; the directory {str(directory)!r} is incomplete"
+        ) from error
     except ValueError as error:
         raise CorpusError(f"{name}: {str(path)!r} is not valid JSON (truncated?): {error}") from error
     if manifest.get("format") != expected_format:
@@ -334,7 +343,9 @@ class DocumentShards:
             opened = self._files[part] = pq.ParquetFile(path)
             return opened
         except (OSError, pa.ArrowInvalid) as error:
-            raise CorpusError(f"corpus_documents: the shard {str(path)!r} is truncated or not Parquet: {error}") from error
+            raise CorpusError(
+                f"corpus_documents: the shard {str(path)!r} is truncated or not Parquet: {error}"
+            ) from error
 
     def read(self, part: str, row_group: int, columns: tuple[str, ...] = ("text",)) -> pa.Table:
         return self._open(part).read_row_group(row_group, columns=list(columns))
@@ -392,7 +403,9 @@ class DocumentShards:
         samples: dict[str, list[str]] = {name: [] for name in names}
         sizes = dict.fromkeys(names, 0)
         for part, group in self.row_groups("train"):
-            wanted = {o for o in self.read(part, group, ("origin",)).column("origin").to_pylist() if sizes[o] < max_chars}
+            wanted = {
+                o for o in self.read(part, group, ("origin",)).column("origin").to_pylist() if sizes[o] < max_chars
+            }
             if not wanted:
                 continue
             table = self.read(part, group, ("text", "origin"))
@@ -410,10 +423,17 @@ class DocumentShards:
         if self.mixture is None:
             return None
         plan = self.mixture
-        return pd.DataFrame([
-            {"source": name, **info, "factor": plan["factors"][name], **{f"stream_{k}": v for k, v in plan["stream"][name].items()}}
-            for name, info in plan["sources"].items()
-        ])
+        return pd.DataFrame(
+            [
+                {
+                    "source": name,
+                    **info,
+                    "factor": plan["factors"][name],
+                    **{f"stream_{k}": v for k, v in plan["stream"][name].items()},
+                }
+                for name, info in plan["sources"].items()
+            ]
+        )
 
     def sample_texts(self, split: str, max_chars: int) -> list[str]:
         """The split's first texts, about ``max_chars`` characters (a look at its language)."""
@@ -528,7 +548,9 @@ class DocumentStream:
                 if isinstance(engine, DaskEngine):
                     # Workers read their pieces from wherever the files are: the client lists them only
                     # (local files too, on a LocalCluster; a remote scheduler's workers get their texts).
-                    tasks = read_tasks(self.source, self.data.chunk_bytes, local_files=self.data.scheduler_address is None)
+                    tasks = read_tasks(
+                        self.source, self.data.chunk_bytes, local_files=self.data.scheduler_address is None
+                    )
                     cleaned = counted(engine.map_ordered(read_and_clean, tasks, *cleaning), progress)
                 else:
                     cleaned = engine.map_ordered(clean_batch, raw_batches(), *cleaning)

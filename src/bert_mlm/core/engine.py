@@ -50,7 +50,9 @@ class DataConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise UserError(f"data.engine: {self.engine!r} is not one of {ENGINES}")
-        if self.workers is not None and (not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 1):
+        if self.workers is not None and (
+            not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 1
+        ):
             raise UserError(f"data.workers: {self.workers!r} must be a positive integer (or null: all cores)")
         if not isinstance(self.in_flight_per_worker, int) or self.in_flight_per_worker < 1:
             raise UserError(f"data.in_flight_per_worker: {self.in_flight_per_worker!r} must be a positive integer")
@@ -123,7 +125,9 @@ class LocalEngine:
         if not python_bound or self.workers == 1:
             return (function(item, *args) for item in items)
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, initializer=exit_with_parent, initargs=(os.getpid(),))
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers, initializer=exit_with_parent, initargs=(os.getpid(),)
+            )
         limit = self.workers * self.config.in_flight_per_worker
         return _ordered(self._pool.submit, lambda f: f.result(), function, items, args, limit)
 

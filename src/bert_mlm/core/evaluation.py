@@ -294,7 +294,9 @@ def most_frequent_token(train: Sequence[np.ndarray] | np.ndarray, special_ids: S
     if isinstance(train, np.ndarray) and train.ndim == 1 and train.dtype.kind in "iu":
         counts = train.astype(np.int64, copy=True)
     else:
-        counts = np.bincount(np.concatenate([np.asarray(ids, dtype=np.int64) for ids in train] or [np.zeros(0, np.int64)]))
+        counts = np.bincount(
+            np.concatenate([np.asarray(ids, dtype=np.int64) for ids in train] or [np.zeros(0, np.int64)])
+        )
     special = [t for t in special_ids if t < len(counts)]
     counts[special] = 0
     if not len(counts) or counts.max() == 0:
@@ -330,7 +332,9 @@ def fill_mask_examples(
             raise UserError(f"{parameter}: {sentence!r} has no {tokenizer.mask_token}")
         predictions = fill(sentence, top_k=top_k)
         per_mask = predictions if predictions and isinstance(predictions[0], list) else [predictions]
-        per_mask = [[{"token": p["token_str"], "score": round(float(p["score"]), 4)} for p in fills] for fills in per_mask]
+        per_mask = [
+            [{"token": p["token_str"], "score": round(float(p["score"]), 4)} for p in fills] for fills in per_mask
+        ]
         example = {"sentence": sentence, "predictions": per_mask[0]}
         if len(per_mask) > 1:
             example["per_mask"] = per_mask
@@ -387,10 +391,13 @@ def fill_mask_sentences_from(
             encoding = tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True)
             tokens = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
             spans = [
-                (start, end) for k, ((start, end), token) in enumerate(zip(encoding["offset_mapping"], tokens, strict=True))
-                if token not in tokenizer.all_special_tokens and not token.startswith("##")
+                (start, end)
+                for k, ((start, end), token) in enumerate(zip(encoding["offset_mapping"], tokens, strict=True))
+                if token not in tokenizer.all_special_tokens
+                and not token.startswith("##")
                 and not (k + 1 < len(tokens) and tokens[k + 1].startswith("##"))
-                and sentence[start:end].isalpha() and (len(sentence[start:end]) >= 3 or cjk_characters(sentence[start:end]))
+                and sentence[start:end].isalpha()
+                and (len(sentence[start:end]) >= 3 or cjk_characters(sentence[start:end]))
             ]
             if spans:
                 candidates.append((sentence, spans))

@@ -39,7 +39,9 @@ from bert_mlm.core.training_config import TokenIds, TrainingConfig
 from bert_mlm.core.tuning_result import TuningResult
 
 
-def corpus_sequences(items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase, config: SequenceConfig) -> list[np.ndarray]:
+def corpus_sequences(
+    items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase, config: SequenceConfig
+) -> list[np.ndarray]:
     """Sequences of an extra held-out corpus (``evaluation.corpus_path``): every paragraph kept
     (no length filter, no de-duplication), encoded and cut as the training data is."""
     documents, _ = clean_documents(items, min_words=1, deduplicate=False)

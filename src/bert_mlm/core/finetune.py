@@ -77,7 +77,9 @@ class FinetuneConfig:
     # gradients distort pretrained features) | random: as drawn from the seed. Both models get it.
     head_init: str = "probe"
     epochs: int = 3
-    early_stopping_patience: int | None = None  # null: every epoch; N: stop after N epochs without a better eval accuracy
+    early_stopping_patience: int | None = (
+        None  # null: every epoch; N: stop after N epochs without a better eval accuracy
+    )
     batch_size: int = 16
     learning_rate: float | str = "auto"
     warmup_ratio: float = 0.1
@@ -380,9 +382,17 @@ class Runner:
         config = self.config
         total = config.epochs * math.ceil(len(self.prepared.train) / config.batch_size)
         return TrainingConfig(
-            max_steps=total, batch_size=config.batch_size, learning_rate=config.learning_rate_for(model.config.hidden_size),
-            weight_decay=config.weight_decay, adam_beta2=0.999, adam_epsilon=1e-8, schedule="linear",
-            warmup_steps=round(config.warmup_ratio * total), seed=seed, precision=self.precision, progress=False,
+            max_steps=total,
+            batch_size=config.batch_size,
+            learning_rate=config.learning_rate_for(model.config.hidden_size),
+            weight_decay=config.weight_decay,
+            adam_beta2=0.999,
+            adam_epsilon=1e-8,
+            schedule="linear",
+            warmup_steps=round(config.warmup_ratio * total),
+            seed=seed,
+            precision=self.precision,
+            progress=False,
         )
 
     def _epoch(self, fit: _Fit, epoch: int) -> float:
@@ -394,7 +404,9 @@ class Runner:
             fit.order.update(np.ascontiguousarray(indices, dtype=np.int64).tobytes())
             if self.on_batch is not None:
                 self.on_batch(fit.name, fit.schedule.seed, epoch, indices)
-            batch = {k: v.to(device, non_blocking=True) for k, v in collate(prepared.train, indices, prepared.pad_id).items()}
+            batch = {
+                k: v.to(device, non_blocking=True) for k, v in collate(prepared.train, indices, prepared.pad_id).items()
+            }
             labels = batch.pop("labels")
             with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
                 logits = classify(fit.model, batch, self.config.pooling)
@@ -405,8 +417,10 @@ class Runner:
             fit.step += 1
             fit.nonfinite = fit.nonfinite + 1 if bool(diverged) else 0
             if fit.nonfinite >= MAX_NONFINITE_STEPS:
-                raise NonFiniteLossError(f"finetune: the loss was non-finite for {fit.nonfinite} consecutive steps "
-                                         f"({fit.name}, seed {fit.schedule.seed}); lower finetune.learning_rate or use fp32/bf16")
+                raise NonFiniteLossError(
+                    f"finetune: the loss was non-finite for {fit.nonfinite} consecutive steps "
+                    f"({fit.name}, seed {fit.schedule.seed}); lower finetune.learning_rate or use fp32/bf16"
+                )
             loss_sum += value * len(indices)
             examples += len(indices)
         return loss_sum / max(examples, 1)
@@ -480,7 +494,9 @@ class FinetuneResult:
 
     @property
     def runs(self) -> pd.DataFrame:
-        return pd.DataFrame.from_records([row for score in self.scores.values() for row in score.runs], columns=RUN_COLUMNS)
+        return pd.DataFrame.from_records(
+            [row for score in self.scores.values() for row in score.runs], columns=RUN_COLUMNS
+        )
 
     def metrics(self) -> dict:
         labels, classes = self.prepared.evaluation.labels, len(self.prepared.task.labels)
@@ -521,8 +537,10 @@ class FinetuneResult:
                     f"eval examples, {self.config.mode} fine-tuning)"),
             })
         else:
-            metrics["finetune_summary"] = (f"fine-tuned accuracy {metrics['finetune_accuracy']:.4f} ± "
-                                           f"{metrics['finetune_accuracy_se']:.4f} (no baseline: finetune.baseline is none)")
+            metrics["finetune_summary"] = (
+                f"fine-tuned accuracy {metrics['finetune_accuracy']:.4f} ± "
+                f"{metrics['finetune_accuracy_se']:.4f} (no baseline: finetune.baseline is none)"
+            )
         return metrics
 
 
@@ -556,7 +574,9 @@ def evaluate_finetuning(trained: PreTrainedModel, tokenizer: PreTrainedTokenizer
     logger.info("Fine-tuning on %d labelled examples (%d classes), evaluated on %d; %s mode, %d seed(s) x %d epoch(s), "
                 "%s on %s", len(prepared.train), len(prepared.task.labels), len(prepared.evaluation), config.mode,
                 config.seeds, epochs, runner.precision, runner.device)
-    scores = {name: ModelScores(np.zeros((config.seeds, len(prepared.evaluation)), dtype=np.int64)) for name in candidates}
+    scores = {
+        name: ModelScores(np.zeros((config.seeds, len(prepared.evaluation)), dtype=np.int64)) for name in candidates
+    }
     classifier = None
     try:
         for row, seed in enumerate(config.run_seeds):

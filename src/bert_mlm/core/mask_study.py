@@ -60,8 +60,12 @@ def tune_masking(experiment: Experiment, config: TuningConfig,
     # setup starts a new one instead of mixing incomparable trials.
     config = replace(config, study_name=f"{config.study_name}-{study_fingerprint(experiment, config, task_digest)}")
     trial_training = replace(
-        experiment.training, max_steps=config.trial_steps, warmup_steps=min(experiment.training.warmup_steps, config.trial_steps // 5),
-        checkpoint_every=0, resume=False, progress=False,
+        experiment.training,
+        max_steps=config.trial_steps,
+        warmup_steps=min(experiment.training.warmup_steps, config.trial_steps // 5),
+        checkpoint_every=0,
+        resume=False,
+        progress=False,
     )
     evaluation_set = experiment.evaluation_set("valid", config.eval_max_sequences)
 
@@ -121,15 +125,36 @@ def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None
     digest = hashlib.blake2b(digest_size=5)
     comparable = {
         "model": asdict(experiment.model_config),
-        "training": {k: v for k, v in asdict(experiment.training).items() if k not in ("progress", "resume", "checkpoint_every", "checkpoint_dir", "keep_checkpoints", "max_steps", "epochs")},
+        "training": {
+            k: v
+            for k, v in asdict(experiment.training).items()
+            if k
+            not in (
+                "progress",
+                "resume",
+                "checkpoint_every",
+                "checkpoint_dir",
+                "keep_checkpoints",
+                "max_steps",
+                "epochs",
+            )
+        },
         "masking": asdict(experiment.masking),
         "evaluation": asdict(experiment.evaluation),
         "sequences": asdict(experiment.sequence_config),
-        "tuning": {k: v for k, v in asdict(config).items() if k in ("trial_steps", "eval_every", "search_space", "eval_max_sequences", "seeds")},
+        "tuning": {
+            k: v
+            for k, v in asdict(config).items()
+            if k in ("trial_steps", "eval_every", "search_space", "eval_max_sequences", "seeds")
+        },
         "masking_scheme": MASKING_SCHEME,
         "evaluation_scheme": EVALUATION_SCHEME,
         # The data: digests of the stored tokens and of the sequence index (not the tokens themselves).
-        "data": {split: experiment.sequences[split].fingerprint for split in ("train", "valid") if split in experiment.sequences},
+        "data": {
+            split: experiment.sequences[split].fingerprint
+            for split in ("train", "valid")
+            if split in experiment.sequences
+        },
     }
     if config.objective != "eval_loss":  # eval-loss studies keep the names they had
         comparable.update(objective=config.objective, finetune_task=task)

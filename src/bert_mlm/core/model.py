@@ -28,7 +28,13 @@ class ModelConfig:
     init_from: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_position_embeddings"):
+        for name in (
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise UserError(f"model.{name}: {value!r} must be a positive integer")
@@ -72,7 +78,12 @@ class CheckpointNotFound(UserError, FileNotFoundError):
     """A model path that is missing, a file, or a directory without a model; one line says which."""
 
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 
 
 def _looks_like_a_path(text: str, path: Path) -> bool:
@@ -119,7 +130,9 @@ def resolve_checkpoint(name: str | os.PathLike) -> str:
     try:
         return snapshot_download(text, allow_patterns=patterns)
     except Exception as error:  # noqa: BLE001 - network, unknown repository, gated model: one message
-        raise UserError(f"{_offline_message(text)} ({type(error).__name__}: {str(error).splitlines()[0][:200]})") from error
+        raise UserError(
+            f"{_offline_message(text)} ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+        ) from error
 
 
 def _offline_message(name: str) -> str:

@@ -64,7 +64,9 @@ class Optimisation:
     max_grad_norm: float | None
 
     @classmethod
-    def build(cls, model: torch.nn.Module, config: TrainingConfig, device: torch.device, precision: str) -> Optimisation:
+    def build(
+        cls, model: torch.nn.Module, config: TrainingConfig, device: torch.device, precision: str
+    ) -> Optimisation:
         optimizer = build_optimizer(model, config, device)
         scheduler = get_scheduler(
             config.schedule, optimizer=optimizer,

@@ -46,8 +46,15 @@ class Progress:
         terminal = sys.stderr.isatty() if terminal is None else terminal
         self.bar = None
         if enabled and terminal:
-            self.bar = tqdm(total=total, initial=initial, desc=description, unit=unit, unit_scale=unit in ("B", "chars"),
-                            dynamic_ncols=True, mininterval=1)
+            self.bar = tqdm(
+                total=total,
+                initial=initial,
+                desc=description,
+                unit=unit,
+                unit_scale=unit in ("B", "chars"),
+                dynamic_ncols=True,
+                mininterval=1,
+            )
 
     def _tenth_after(self, count: float) -> float:
         if not self.total:
@@ -78,14 +85,21 @@ class Progress:
         remaining = max(0.0, self.total - self.done) / rate if self.total and rate > 0 else math.nan
         if self.unit in ("B", "chars"):
             name = "MB" if self.unit == "B" else "M chars"
-            position = f"{self.done / 1e6:,.1f}/{self.total / 1e6:,.1f} {name}" if self.total else f"{self.done / 1e6:,.1f} {name}"
+            position = (
+                f"{self.done / 1e6:,.1f}/{self.total / 1e6:,.1f} {name}"
+                if self.total
+                else f"{self.done / 1e6:,.1f} {name}"
+            )
             speed = f"{rate / 1e6:.2f} {name}/s"
         else:
-            position = f"{self.unit} {int(self.done)}/{int(self.total)}" if self.total else f"{self.unit} {int(self.done)}"
+            position = (
+                f"{self.unit} {int(self.done)}/{int(self.total)}" if self.total else f"{self.unit} {int(self.done)}"
+            )
             speed = f"{rate:.2f} {self.unit}/s"
         share = f" ({min(self.done / self.total, 1.0):.0%})" if self.total else ""
         fields = "".join(f", {k} {v}" for k, v in self.fields.items())
-        return f"{self.description}: {position}{share}{fields}, {speed}, elapsed {_clock(elapsed)}, ETA {_clock(remaining)}"
+        timing = f"elapsed {_clock(elapsed)}, ETA {_clock(remaining)}"
+        return f"{self.description}: {position}{share}{fields}, {speed}, {timing}"
 
     def close(self) -> None:
         """Ends the bar; in a log, writes the final state unless the last line already did."""

@@ -73,7 +73,9 @@ def image(figure: plt.Figure | None, alt: str) -> str:
 def table(frame: pd.DataFrame | None, float_format: str = "{:,.4f}") -> str:
     if frame is None or frame.empty:
         return '<p class="muted">Nothing recorded.</p>'
-    return _counts_with_gaps(frame).to_html(index=False, border=0, float_format=float_format.format, na_rep="", escape=True)
+    return _counts_with_gaps(frame).to_html(
+        index=False, border=0, float_format=float_format.format, na_rep="", escape=True
+    )
 
 
 def _counts_with_gaps(frame: pd.DataFrame) -> pd.DataFrame:
@@ -129,8 +131,9 @@ def fill_mask_list(examples: Sequence[Mapping]) -> str:
         truth = ""
         if "answer" in example:
             rank = example.get("answer_rank")
-            truth = (f" <span class=\"muted\">(true word <code>{html.escape(str(example['answer']))}</code>, "
-                     f"{'rank ' + str(rank) if rank else 'not in the top ' + str(len(example.get('predictions', [])))})</span>")
+            place = f"rank {rank}" if rank else f"not in the top {len(example.get('predictions', []))}"
+            answer = html.escape(str(example["answer"]))
+            truth = f' <span class="muted">(true word <code>{answer}</code>, {place})</span>'
         items.append(f"<li>{html.escape(example['sentence'])} &rarr; {fills}{truth}</li>")
     return "<ul>" + "".join(items) + "</ul>"
 
@@ -194,7 +197,9 @@ def finetune_curves(runs: pd.DataFrame | None, majority: float | None = None) ->
         for _, seed_runs in frame.groupby("seed"):
             axis.plot(seed_runs["epoch"], seed_runs["eval_accuracy"], color=colour, alpha=0.25)
         mean = frame.groupby("epoch")["eval_accuracy"].mean()
-        axis.plot(mean.index, mean.values, "o-", color=colour, label=f"{name} (mean of {frame['seed'].nunique()} seeds)")
+        axis.plot(
+            mean.index, mean.values, "o-", color=colour, label=f"{name} (mean of {frame['seed'].nunique()} seeds)"
+        )
     if majority is not None:
         axis.axhline(majority, color="grey", linestyle="--", linewidth=1, label="majority class")
     axis.set(xlabel="fine-tuning epoch (0: the linear probe head alone)", ylabel="eval accuracy", title="Fine-tuning")
@@ -222,10 +227,17 @@ def finetune_section(metrics: Mapping, runs: pd.DataFrame | None) -> str:
     if not metrics.get("finetune_summary"):
         return '<p class="muted">No fine-tuning evaluation (set finetune.train_path).</p>'
     summary = f"<p><b>{html.escape(str(metrics['finetune_summary']))}</b>.</p>"
-    reference = (f"<p class='muted'>{metrics['finetune_train_examples']:,} training and "
-                 f"{metrics['finetune_eval_examples']:,} eval examples of {html.escape(str(metrics['finetune_dataset']))}; "
-                 f"majority class {metrics['finetune_majority_accuracy']:.4f}.</p>")
-    return summary + reference + table(finetune_table(metrics)) + image(finetune_curves(runs, metrics.get("finetune_majority_accuracy")), "fine-tuning curves")
+    reference = (
+        f"<p class='muted'>{metrics['finetune_train_examples']:,} training and "
+        f"{metrics['finetune_eval_examples']:,} eval examples of {html.escape(str(metrics['finetune_dataset']))}; "
+        f"majority class {metrics['finetune_majority_accuracy']:.4f}.</p>"
+    )
+    return (
+        summary
+        + reference
+        + table(finetune_table(metrics))
+        + image(finetune_curves(runs, metrics.get("finetune_majority_accuracy")), "fine-tuning curves")
+    )
 
 
 def comparison_figure(histories: Mapping[str, pd.DataFrame], comparison: pd.DataFrame) -> plt.Figure:
@@ -240,7 +252,9 @@ def comparison_figure(histories: Mapping[str, pd.DataFrame], comparison: pd.Data
     ordered = comparison.sort_values("mask_probability")
     metric_axis.plot(ordered["mask_probability"], ordered["eval_accuracy"], "o-", label="accuracy (top-1)")
     metric_axis.plot(ordered["mask_probability"], ordered["eval_top5_accuracy"], "s-", label="top-5 accuracy")
-    metric_axis.set(xlabel="training mask probability", ylabel="fixed-protocol accuracy", title="Evaluation (15 % masks)")
+    metric_axis.set(
+        xlabel="training mask probability", ylabel="fixed-protocol accuracy", title="Evaluation (15 % masks)"
+    )
     metric_axis.legend()
     figure.tight_layout()
     return figure
@@ -273,9 +287,20 @@ def run_report(
         ("Tokenizer", table(tokenization_stats)),
         ("Sequences and padding efficiency", table(sequence_stats)),
         ("Training", image(training_curves(training_history), "training curves")),
-        ("Tuning of the mask probability", image(tuning_curve(tuning_trials, "finetune" if tuning_trials is not None and "attr_finetune_accuracy" in tuning_trials
-                                   else "eval_loss"), "tuning trials")
-         + (table(tuning_trials[trial_columns]) if trial_columns else "") + decision_html),
+        (
+            "Tuning of the mask probability",
+            image(
+                tuning_curve(
+                    tuning_trials,
+                    "finetune"
+                    if tuning_trials is not None and "attr_finetune_accuracy" in tuning_trials
+                    else "eval_loss",
+                ),
+                "tuning trials",
+            )
+            + (table(tuning_trials[trial_columns]) if trial_columns else "")
+            + decision_html,
+        ),
         ("Fine-tuning on the downstream task", finetune_section(metrics, finetune_runs)),
         ("Evaluation (fixed protocol)", table(all_metrics)),
         ("Fill-mask examples", fill_mask_list(metrics.get("fill_mask_examples", []))),
@@ -292,7 +317,9 @@ COMPARISON_COLUMNS = (
 
 
 def compare_variants(
-    metrics: Mapping[str, Mapping], histories: Mapping[str, pd.DataFrame], finetune: Mapping[str, Mapping] | None = None,
+    metrics: Mapping[str, Mapping],
+    histories: Mapping[str, pd.DataFrame],
+    finetune: Mapping[str, Mapping] | None = None,
 ) -> tuple[pd.DataFrame, str]:
     """One row per variant (sorted by mask probability) and an HTML report with its figure. With
     fine-tuning results, each variant's fine-tuned accuracy is also paired (same seeds, data
@@ -303,7 +330,11 @@ def compare_variants(
     comparison = comparison[[c for c in COMPARISON_COLUMNS if c in comparison]].sort_values("mask_probability")
     finite = comparison["eval_loss"].notna().any()
     best = comparison.loc[comparison["eval_loss"].idxmin(), "variant"] if finite else None
-    verdict = f"<p>Lowest fixed-protocol eval loss: <b>{html.escape(best)}</b>.</p>" if best else "<p>No finite eval loss.</p>"
+    verdict = (
+        f"<p>Lowest fixed-protocol eval loss: <b>{html.escape(best)}</b>.</p>"
+        if best
+        else "<p>No finite eval loss.</p>"
+    )
     tuned = {name: m for name, m in (finetune or {}).items() if m.get("finetune_seed_accuracy")}
     if len(tuned) == len(metrics) > 1:
         reference = str(comparison["variant"].iloc[0])

@@ -111,7 +111,9 @@ def remote_filesystem(url: str, storage_options: dict | None, parameter: str = "
         raise _missing_package(protocol, error, parameter) from error
     except ValueError as error:
         if "Protocol not known" in str(error):
-            raise CorpusError(f"{parameter}: {protocol}:// is not a file system fsspec knows ({without_userinfo(url)!r})") from error
+            raise CorpusError(
+                f"{parameter}: {protocol}:// is not a file system fsspec knows ({without_userinfo(url)!r})"
+            ) from error
         raise CorpusError(f"{parameter}: {without_userinfo(url)!r}: {error}") from error
 
 
@@ -361,7 +363,9 @@ def open_corpus_file(file: CorpusFile, storage_options: dict | None = None) -> _
     except ImportError as error:
         raise _missing_package(protocol_of(name), error, "corpus.path") from error
     except OSError as error:
-        raise CorpusError(f"corpus file {source!r} could not be opened ({type(error).__name__}: {_first_line(error)})") from error
+        raise CorpusError(
+            f"corpus file {source!r} could not be opened ({type(error).__name__}: {_first_line(error)})"
+        ) from error
     if compression == "zstd":
         stream = _ZstdReader(raw)
     else:
@@ -794,7 +798,9 @@ def _file_tasks(source: CorpusSource, chunk_bytes: int, local_files: bool) -> It
             yield ReadTask("file", file, **common)
 
 
-def read_tasks(source: CorpusSource, chunk_bytes: int = READ_CHUNK_BYTES, local_files: bool = True) -> Iterator[ReadTask]:
+def read_tasks(
+    source: CorpusSource, chunk_bytes: int = READ_CHUNK_BYTES, local_files: bool = True
+) -> Iterator[ReadTask]:
     """The corpus as tasks that workers read (:func:`read_task`), in the corpus's order.
     ``local_files=False`` (workers on other machines): this machine's files are read here and
     their texts sent; remote URLs are still read by the workers."""
@@ -835,7 +841,9 @@ class HFDataset:
             raise CorpusError(f"{parameter}: unknown key(s) {unknown}; use {list(HF_DATASET_KEYS)}")
         spec = cls(**{k: v for k, v in value.items() if v is not None})
         if (spec.name is None) == (spec.path is None):
-            raise CorpusError(f"{parameter}: give exactly one of name (a Hub dataset id) or path (a save_to_disk directory)")
+            raise CorpusError(
+                f"{parameter}: give exactly one of name (a Hub dataset id) or path (a save_to_disk directory)"
+            )
         return spec
 
     def describe(self) -> str:
@@ -853,7 +861,9 @@ class HFDataset:
         try:
             if self.path is not None:
                 if not Path(self.path).expanduser().is_dir():
-                    raise CorpusError(f"{parameter}.path: {self.path!r} is not a directory (one written by save_to_disk)")
+                    raise CorpusError(
+                        f"{parameter}.path: {self.path!r} is not a directory (one written by save_to_disk)"
+                    )
                 dataset = datasets.load_from_disk(str(Path(self.path).expanduser()))
                 if isinstance(dataset, datasets.DatasetDict):
                     if self.split not in dataset:
@@ -1049,20 +1059,26 @@ def mixture_source(sources, text_column: str = "text", parameter: str = "corpus.
                 raise CorpusError(f"{where}.{key}: {value!r} must be a positive number")
         if weight is not None and repeat is not None:
             raise CorpusError(f"{where}: give weight or repeat, not both")
-        parts.append(CorpusSource(
-            parameter=f"{where}.path",
-            path=None if spec.get("path") is None else str(spec["path"]),
-            text_column=spec.get("text_column", text_column),
-            builtin_when_empty=False,
-            storage_options=storage_options_of(spec.get("credentials"), spec.get("fs_args"), where),
-            hf_dataset=HFDataset.from_mapping(spec["hf_dataset"], f"{where}.hf_dataset") if "hf_dataset" in spec else None,
-            name=str(name),
-            weight=None if weight is None else float(weight),
-            repeat=None if repeat is None else float(repeat),
-        ))
+        parts.append(
+            CorpusSource(
+                parameter=f"{where}.path",
+                path=None if spec.get("path") is None else str(spec["path"]),
+                text_column=spec.get("text_column", text_column),
+                builtin_when_empty=False,
+                storage_options=storage_options_of(spec.get("credentials"), spec.get("fs_args"), where),
+                hf_dataset=HFDataset.from_mapping(spec["hf_dataset"], f"{where}.hf_dataset")
+                if "hf_dataset" in spec
+                else None,
+                name=str(name),
+                weight=None if weight is None else float(weight),
+                repeat=None if repeat is None else float(repeat),
+            )
+        )
     weighted = [p.weight is not None for p in parts]
     if any(weighted) and not all(weighted):
-        raise CorpusError(f"{parameter}: give every source a weight, or none (then each is read repeat times, default 1)")
+        raise CorpusError(
+            f"{parameter}: give every source a weight, or none (then each is read repeat times, default 1)"
+        )
     return CorpusSource(parts=tuple(parts), text_column=text_column, builtin_when_empty=False)
 
 

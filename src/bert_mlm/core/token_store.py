@@ -220,7 +220,10 @@ class TokenStoreWriter:
         digest = hashlib.blake2b(digest_size=10)
         counts = np.zeros(self.vocab_size, dtype=np.int64)
         position = documents = 0
-        with open(self.directory / f"{split}.bin", "wb") as tokens_file, open(self.directory / f"{split}.idx", "wb") as idx_file:
+        with (
+            open(self.directory / f"{split}.bin", "wb") as tokens_file,
+            open(self.directory / f"{split}.idx", "wb") as idx_file,
+        ):
             idx_file.write(np.zeros(1, dtype=np.int64).tobytes())
             for tokens, lengths in encoded:
                 tokens = np.ascontiguousarray(tokens, dtype=self.dtype)
@@ -316,10 +319,16 @@ class EncodingJob:
                 for split in SPLITS:
                     origins: deque = deque()
                     read = [0]  # documents sent to the encoder (a mixture's train split: its stream)
-                    texts = _counted(self.documents.iter_texts(split, progress=progress, origins=origins, factors=factors),
-                                     read)
+                    texts = _counted(
+                        self.documents.iter_texts(split, progress=progress, origins=origins, factors=factors), read
+                    )
                     encoded = engine.map_ordered(
-                        encode_texts, texts, self.tokenizer_json, self.separator_id, writer.dtype.name, python_bound=False,
+                        encode_texts,
+                        texts,
+                        self.tokenizer_json,
+                        self.separator_id,
+                        writer.dtype.name,
+                        python_bound=False,
                     )
                     if split == "train" and factors is not None:
                         encoded = _counted_by_source(encoded, origins, source_tokens)

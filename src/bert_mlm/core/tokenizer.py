@@ -42,12 +42,21 @@ def _characters(*ranges: tuple[int, int]) -> str:
 BASE_ALPHABET = (
     _characters((0x21, 0x7E))  # printable ASCII
     + "\u2010\u2011\u2012\u2013\u2014\u2015\u2018\u2019\u201a\u201c\u201d\u201e\u2026\u2020\u2021\u2022\u2030"
-      "\u2032\u2033\u2039\u203a\u00ab\u00bb\u00a1\u00bf\u00a7\u00b6\u00b7\u00b0\u00b1\u00d7\u00f7\u00a9\u00ae\u2122"
-      "\u00bc\u00bd\u00be\u00b9\u00b2\u00b3\u00b5"  # dashes, quotes, ellipsis, marks, degree, signs
+    "\u2032\u2033\u2039\u203a\u00ab\u00bb\u00a1\u00bf\u00a7\u00b6\u00b7\u00b0\u00b1\u00d7\u00f7\u00a9\u00ae\u2122"
+    "\u00bc\u00bd\u00be\u00b9\u00b2\u00b3\u00b5"  # dashes, quotes, ellipsis, marks, degree, signs
     + "\u00a2\u00a3\u00a5\u20ac\u20a9\u20b9\u20bd\u20ba\u20a3\u20a4"  # currency
-    # CJK and full-width punctuation: 、。〃 〈〉《》「」『』【】 〔〕〖〗〘〙〚〛〜〝〞〟 ！＂＃…／ ：；＜＝＞？＠ ［＼］＾＿｀ ｛｜｝～｟｠｡｢｣､
-    + _characters((0x3001, 0x3003), (0x3008, 0x3011), (0x3014, 0x301F), (0xFF01, 0xFF0F), (0xFF1A, 0xFF20),
-                  (0xFF3B, 0xFF40), (0xFF5B, 0xFF64), (0xFFE0, 0xFFE6))  # and ￠￡￢￣￤￥￦
+    # CJK and full-width punctuation: 、。〃 〈〉《》「」『』【】 〔〕〖〗〘〙〚〛〜〝〞〟
+    # ！＂＃…／ ：；＜＝＞？＠ ［＼］＾＿｀ ｛｜｝～｟｠｡｢｣､
+    + _characters(
+        (0x3001, 0x3003),
+        (0x3008, 0x3011),
+        (0x3014, 0x301F),
+        (0xFF01, 0xFF0F),
+        (0xFF1A, 0xFF20),
+        (0xFF3B, 0xFF40),
+        (0xFF5B, 0xFF64),
+        (0xFFE0, 0xFFE6),
+    )  # and ￠￡￢￣￤￥￦
 )
 
 
@@ -81,7 +90,9 @@ class TokenizerConfig:
         if not isinstance(self.min_frequency, int) or self.min_frequency < 1:
             raise UserError(f"tokenizer.min_frequency: {self.min_frequency!r} must be a positive integer")
         if self.limit_alphabet is not None and (not isinstance(self.limit_alphabet, int) or self.limit_alphabet < 1):
-            raise UserError(f"tokenizer.limit_alphabet: {self.limit_alphabet!r} must be a positive integer (or null: no cap)")
+            raise UserError(
+                f"tokenizer.limit_alphabet: {self.limit_alphabet!r} must be a positive integer (or null: no cap)"
+            )
         if self.base_alphabet is not None and not (isinstance(self.base_alphabet, str) and self.base_alphabet):
             raise UserError(
                 f"tokenizer.base_alphabet: {self.base_alphabet!r} must be 'default', 'none' or a string of characters"
@@ -232,7 +243,9 @@ def train_wordpiece(
     """
     stream = texts if callable(texts) else (lambda: texts)
     if not callable(texts) and not isinstance(texts, (list, tuple)) and config.limit_alphabet is None:
-        raise TypeError("train_wordpiece: give a list or a callable that yields the texts (the alphabet takes two passes)")
+        raise TypeError(
+            "train_wordpiece: give a list or a callable that yields the texts (the alphabet takes two passes)"
+        )
     raw_counts = raw_character_counts(stream())
     # Resolved here and saved with the tokenizer (tokenizer_config.json), which rebuilds its
     # normaliser from it when loaded.

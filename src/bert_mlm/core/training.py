@@ -126,7 +126,9 @@ def train(
     checkpoints = None
     if config.checkpoint_every or config.resume:
         fingerprint = run_fingerprint(model, sequences, masking, config, rank.world_size)
-        checkpoints = RunCheckpoints(config.checkpoint_dir, fingerprint, config.checkpoint_every, config.keep_checkpoints)
+        checkpoints = RunCheckpoints(
+            config.checkpoint_dir, fingerprint, config.checkpoint_every, config.keep_checkpoints
+        )
     position = checkpoints.resume(stateful, rank.rank, config.max_steps) if config.resume else Position()
     resumed_from = position.step
     batches = epoch_batches(lengths, config, position.epoch, rank)
@@ -238,7 +240,9 @@ def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
     if config.epochs is None:
         return config
     batches_per_epoch = math.ceil(sequences / config.batch_size)
-    return replace(config, max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps)))
+    return replace(
+        config, max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps))
+    )
 
 
 def record_window(record_every: int | str, device: torch.device) -> int:

@@ -344,9 +344,13 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
     frame = study.trials_dataframe(attrs=("number", "state", "value", "duration", "params", "user_attrs"))
     if frame.empty:
         return frame
-    frame = frame.rename(columns=lambda c: "attr_" + c.removeprefix("user_attrs_") if c.startswith("user_attrs_") else c)
+    frame = frame.rename(
+        columns=lambda c: "attr_" + c.removeprefix("user_attrs_") if c.startswith("user_attrs_") else c
+    )
     frame["duration_seconds"] = frame.pop("duration").dt.total_seconds()
-    last = {t.number: max(t.intermediate_values.items()) for t in study.get_trials(deepcopy=False) if t.intermediate_values}
+    last = {
+        t.number: max(t.intermediate_values.items()) for t in study.get_trials(deepcopy=False) if t.intermediate_values
+    }
     frame["last_step"] = frame["number"].map({number: step for number, (step, _) in last.items()})
     frame["last_intermediate_value"] = frame["number"].map({number: value for number, (_, value) in last.items()})
     return frame
@@ -388,9 +392,13 @@ def adoption(interval: dict, adopt: str, measure: str = "eval loss") -> tuple[bo
     if adopt == "always":
         return True, "tuning.adopt is always"
     if interval["low"] > 0:
-        return True, (f"the tuned setting lowers the {measure} by {interval['mean']:.4f} "
-                      f"(95 % interval {interval['low']:.4f} to {interval['high']:.4f}, {interval['pairs']} paired seeds)")
+        return True, (
+            f"the tuned setting lowers the {measure} by {interval['mean']:.4f} "
+            f"(95 % interval {interval['low']:.4f} to {interval['high']:.4f}, {interval['pairs']} paired seeds)"
+        )
     if interval["pairs"] < 2:
         return False, "one confirmation seed gives no interval (set tuning.seeds >= 2): kept the configured masking"
-    return False, (f"the {measure} difference {interval['mean']:.4f} is within seed noise (95 % interval {interval['low']:.4f} "
-                   f"to {interval['high']:.4f}, {interval['pairs']} paired seeds): kept the configured masking")
+    return False, (
+        f"the {measure} difference {interval['mean']:.4f} is within seed noise (95 % interval {interval['low']:.4f} "
+        f"to {interval['high']:.4f}, {interval['pairs']} paired seeds): kept the configured masking"
+    )

@@ -178,7 +178,13 @@ class WordSegmentationJob:
     def _write_split(self, engine, split: str, directory: Path, progress: Progress) -> int:
         writer = BitWriter(words_path(directory, split))
         digest = hashlib.blake2b(digest_size=10)  # the store's digest: the same tokens, or an error
-        for flags, ids in engine.map_ordered(segment_texts, self.documents.iter_texts(split, progress=progress, factors=self.mixture_factors), self.tokenizer_json, self.separator_id, self.dtype):
+        for flags, ids in engine.map_ordered(
+            segment_texts,
+            self.documents.iter_texts(split, progress=progress, factors=self.mixture_factors),
+            self.tokenizer_json,
+            self.separator_id,
+            self.dtype,
+        ):
             writer.write(flags)
             digest.update(ids)
         count = writer.close()

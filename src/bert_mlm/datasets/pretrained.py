@@ -95,6 +95,8 @@ class ClassifierDataset(_PretrainedDirectoryDataset):
         def note(directory: Path) -> None:
             # A version must exist once saved (Kedro checks); it says why it holds no weights.
             directory.mkdir(parents=True)
-            (directory / self.NOT_KEPT).write_text("The fine-tuned weights were not kept: set finetune.save_model=true.\n")
+            (directory / self.NOT_KEPT).write_text(
+                "The fine-tuned weights were not kept: set finetune.save_model=true.\n"
+            )
 
         self._write_directory(note)

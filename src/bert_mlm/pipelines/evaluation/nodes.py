@@ -35,7 +35,11 @@ def evaluate_masked_lm(
     extra = None if extra_eval_corpus.is_empty else (item for batch in extra_eval_corpus.batches() for item in batch)
     metrics = held_out_metrics(model, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra,
                                device=resolve_device("auto"))
-    metrics.update(training_summary, **for_metrics_json(finetune_metrics), **({} if extra is None else {"extra_corpus_path": evaluation.corpus_path}))
+    metrics.update(
+        training_summary,
+        **for_metrics_json(finetune_metrics),
+        **({} if extra is None else {"extra_corpus_path": evaluation.corpus_path}),
+    )
     held_out_texts = (text for batch in corpus_documents.iter_texts("test") for text in batch)
     metrics["fill_mask_examples"] = fill_mask_report(model, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
                                                      evaluation.fill_mask_count, evaluation.seed, evaluation.top_k)

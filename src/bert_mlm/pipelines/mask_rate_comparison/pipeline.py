@@ -27,7 +27,9 @@ SHARED_PARAMETERS = {
 def variant_pipeline(name: str) -> Pipeline:
     """The project's training and evaluation pipelines in namespace ``name``; the training node
     takes the variant's overrides where the default chain passes the tuning study's result."""
-    overrides = Pipeline([Node(variant_overrides, "params:overrides", "overrides", name="variant_overrides")], namespace=name)
+    overrides = Pipeline(
+        [Node(variant_overrides, "params:overrides", "overrides", name="variant_overrides")], namespace=name
+    )
     trained = Pipeline(
         [training.create_pipeline(), finetune.create_pipeline(), evaluation.create_pipeline()],
         namespace=name,

@@ -8,8 +8,15 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 build_run_report,
-                inputs=["metrics", "training_history", "corpus_stats", "tokenization_stats", "sequence_stats", "tuning_trials",
-                        "finetune_runs"],
+                inputs=[
+                    "metrics",
+                    "training_history",
+                    "corpus_stats",
+                    "tokenization_stats",
+                    "sequence_stats",
+                    "tuning_trials",
+                    "finetune_runs",
+                ],
                 outputs="run_report",
                 name="build_run_report",
                 tags=["reporting"],

@@ -43,7 +43,9 @@ def build_model_inputs(
     masking on jieba words, the index also gets each token's word boundary (written beside it).
     """
     token_store.check_tokenizer(tokenizer.get_vocab())
-    segmenter = resolve_segmenter(masking.word_segmenter, corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS))
+    segmenter = resolve_segmenter(
+        masking.word_segmenter, corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS)
+    )
     segment = segmenter == "jieba" and whole_word_requested(masking, evaluation, tuning)
     job = WordSegmentationJob.for_store(corpus_documents, tokenizer, token_store, data) if segment else None
     logger.info("Word boundaries for whole-word masking: %s%s", segmenter,

@@ -16,7 +16,9 @@ from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordp
 logger = logging.getLogger(__name__)
 
 
-def build_tokenizer(corpus_documents: DocumentShards, config: TokenizerConfig, model: ModelConfig) -> PreTrainedTokenizerFast:
+def build_tokenizer(
+    corpus_documents: DocumentShards, config: TokenizerConfig, model: ModelConfig
+) -> PreTrainedTokenizerFast:
     """Train a WordPiece vocabulary on the train split (streamed; on an evenly spread sample of
     ``tokenizer.training_sample_bytes`` when the split is larger), or load ``tokenizer.vocab_path``,
     or, for continued pretraining (``model.init_from``), the checkpoint's own tokenizer."""
@@ -37,7 +39,9 @@ def build_tokenizer(corpus_documents: DocumentShards, config: TokenizerConfig, m
     return tokenizer
 
 
-def encode_corpus(corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data: DataConfig) -> EncodingJob:
+def encode_corpus(
+    corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data: DataConfig
+) -> EncodingJob:
     """Encode every split into the token store. Returns the work: the ``token_store`` dataset
     runs it while writing, shard by shard on all cores (or on ``data.engine: dask``)."""
     return EncodingJob(

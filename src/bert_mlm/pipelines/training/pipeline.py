@@ -9,8 +9,16 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 train_masked_lm,
                 inputs=[
-                    "token_store", "sequence_index", "tokenizer", "tuning_best_params", "params:model", "params:training",
-                    "params:masking", "params:evaluation", "params:sequences", "params:distributed",
+                    "token_store",
+                    "sequence_index",
+                    "tokenizer",
+                    "tuning_best_params",
+                    "params:model",
+                    "params:training",
+                    "params:masking",
+                    "params:evaluation",
+                    "params:sequences",
+                    "params:distributed",
                 ],
                 outputs=["trained_model", "training_history", "training_curves", "training_summary"],
                 name="train_masked_lm",

@@ -54,4 +54,9 @@ def tune_mask_probability(
 
     best, study = tune_masking(experiment, config, finetune)
     trials = trials_table(study)
-    return best, trials, tuning_curve(trials, config.objective) or plt.figure(), optuna.visualization.plot_optimization_history(study)
+    return (
+        best,
+        trials,
+        tuning_curve(trials, config.objective) or plt.figure(),
+        optuna.visualization.plot_optimization_history(study),
+    )
