@@ -242,6 +242,26 @@ def test_node_reruns_continue_and_a_changed_setup_starts_a_new_study(tmp_path):
     assert len(optuna.get_all_study_names(f"sqlite:///{tmp_path}/s.db")) == 2
 
 
+def test_speed_settings_keep_the_study_and_a_training_setting_changes_it():
+    from types import SimpleNamespace
+
+    from bert_mlm.core.evaluation import EvaluationConfig
+    from bert_mlm.core.mask_study import study_fingerprint
+    from bert_mlm.core.model import ModelConfig
+    from bert_mlm.core.sequences import SequenceConfig
+    from bert_mlm.core.training_config import TrainingConfig
+
+    def fingerprint(**training) -> str:
+        experiment = SimpleNamespace(model_config=ModelConfig(), training=TrainingConfig(**training),
+                                     masking=MaskingConfig(), evaluation=EvaluationConfig(),
+                                     sequence_config=SequenceConfig(), sequences={})
+        return study_fingerprint(experiment, TuningConfig())
+
+    # How often the host reads the loss, and compiling, are speed: a rerun continues the same study.
+    assert fingerprint(record_every=1) == fingerprint(record_every=10) == fingerprint(compile=True)
+    assert fingerprint(learning_rate=1e-3) != fingerprint(learning_rate=2e-3)
+
+
 def test_the_study_can_search_whole_word_masking(tmp_path):
     config = TuningConfig(n_trials=4, search_space={"probability": [0.1, 0.4], "whole_word": [False, True]},
                           storage=f"sqlite:///{tmp_path}/ww.db", sampler="random", pruner="none")

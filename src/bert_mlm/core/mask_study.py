@@ -121,24 +121,17 @@ def confirm(best: TuningResult, experiment, trial_training, seed_losses, tuned: 
     return best.confirmed(confirmation, experiment.masking)
 
 
+# Training settings that do not change what a trial measures (its budget is tuning.trial_steps;
+# how often the host reads the loss and whether the encoder is compiled are speed, not results).
+NOT_COMPARED_TRAINING = ("progress", "resume", "checkpoint_every", "checkpoint_dir", "keep_checkpoints", "max_steps",
+                         "epochs", "record_every", "compile")
+
+
 def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None) -> str:
     digest = hashlib.blake2b(digest_size=5)
     comparable = {
         "model": asdict(experiment.model_config),
-        "training": {
-            k: v
-            for k, v in asdict(experiment.training).items()
-            if k
-            not in (
-                "progress",
-                "resume",
-                "checkpoint_every",
-                "checkpoint_dir",
-                "keep_checkpoints",
-                "max_steps",
-                "epochs",
-            )
-        },
+        "training": {k: v for k, v in asdict(experiment.training).items() if k not in NOT_COMPARED_TRAINING},
         "masking": asdict(experiment.masking),
         "evaluation": asdict(experiment.evaluation),
         "sequences": asdict(experiment.sequence_config),
