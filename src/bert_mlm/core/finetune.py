@@ -77,9 +77,8 @@ class FinetuneConfig:
     # gradients distort pretrained features) | random: as drawn from the seed. Both models get it.
     head_init: str = "probe"
     epochs: int = 3
-    early_stopping_patience: int | None = (
-        None  # null: every epoch; N: stop after N epochs without a better eval accuracy
-    )
+    # null: every epoch; N: stop after N epochs without a better eval accuracy
+    early_stopping_patience: int | None = None
     batch_size: int = 16
     learning_rate: float | str = "auto"
     warmup_ratio: float = 0.1
@@ -412,8 +411,9 @@ class Runner:
                 logits = classify(fit.model, batch, self.config.pooling)
             loss = F.cross_entropy(logits.float(), labels)
             fit.optimisation.scaler.scale(loss).backward()
-            value = float(loss.detach())  # fine-tuning reads every step's loss: its batches are small
-            _, diverged = fit.optimisation.step(fit.model, loss.detach(), fit.step)
+            loss = loss.detach()
+            value = float(loss)  # fine-tuning reads every step's loss: its batches are small
+            _, diverged = fit.optimisation.step(fit.model, loss, fit.step)
             fit.step += 1
             fit.nonfinite = fit.nonfinite + 1 if bool(diverged) else 0
             if fit.nonfinite >= MAX_NONFINITE_STEPS:

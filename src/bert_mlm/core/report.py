@@ -281,6 +281,8 @@ def run_report(
                      if tuning_trials is not None and c in tuning_trials]
     decision = metrics.get("tuning_decision")
     decision_html = f"<p>Decision: {html.escape(str(decision))}.</p>" if decision else ""
+    by_finetuning = tuning_trials is not None and "attr_finetune_accuracy" in tuning_trials
+    tuning_objective = "finetune" if by_finetuning else "eval_loss"
     sections = [
         ("Summary", table(headline_table(metrics))),
         ("Corpus", table(corpus_stats)),
@@ -289,15 +291,7 @@ def run_report(
         ("Training", image(training_curves(training_history), "training curves")),
         (
             "Tuning of the mask probability",
-            image(
-                tuning_curve(
-                    tuning_trials,
-                    "finetune"
-                    if tuning_trials is not None and "attr_finetune_accuracy" in tuning_trials
-                    else "eval_loss",
-                ),
-                "tuning trials",
-            )
+            image(tuning_curve(tuning_trials, tuning_objective), "tuning trials")
             + (table(tuning_trials[trial_columns]) if trial_columns else "")
             + decision_html,
         ),

@@ -137,7 +137,7 @@ def train(
     progress = Progress(config.max_steps, "training", unit="step", enabled=config.progress and rank.is_main,
                         initial=position.step)
     pending: list[dict] = []  # steps whose device values the host has not read yet
-    record_every = record_window(config.record_every, device)
+    record_every = config.record_window(device)
     window_start = time.perf_counter()
     try:
         while position.step < config.max_steps:
@@ -244,13 +244,6 @@ def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
         config, max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps))
     )
 
-
-def record_window(record_every: int | str, device: torch.device) -> int:
-    """Steps between host reads; ``auto``: every step on the CPU (its values are read without a
-    device sync, and a short run's progress moves step by step), 10 on an accelerator."""
-    if record_every != "auto":
-        return record_every
-    return 1 if device.type == "cpu" else 10
 
 
 def read_records(pending: list[dict], device: torch.device) -> list[dict]:

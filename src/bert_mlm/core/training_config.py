@@ -60,13 +60,10 @@ class TrainingConfig:
     record_every: int | str = "auto"
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "batch_size", "gradient_accumulation_steps", "record_every"):
-            value = getattr(self, name)
-            if name == "record_every" and value == "auto":
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                also = " or 'auto'" if name == "record_every" else ""
-                raise UserError(f"training.{name}: {value!r} must be a positive integer{also}")
+        for name in ("max_steps", "batch_size", "gradient_accumulation_steps"):
+            _check_positive_integer(name, getattr(self, name))
+        if self.record_every != "auto":
+            _check_positive_integer("record_every", self.record_every, " or 'auto'")
         if self.epochs is not None and not self.epochs > 0:
             raise UserError(f"training.epochs: {self.epochs!r} must be > 0 (or null to use max_steps)")
         if self.learning_rate != "auto" and not (
@@ -88,6 +85,19 @@ class TrainingConfig:
         if not isinstance(self.compile, bool) and self.compile not in COMPILE_MODES:
             raise UserError(f"training.compile: {self.compile!r} must be true, false or a torch.compile mode "
                             f"({', '.join(COMPILE_MODES)})")
+
+    def record_window(self, device: torch.device) -> int:
+        """Steps between host reads: ``record_every``, or for ``auto`` every step on the CPU (its
+        values are read without a device sync, and a short run's progress moves step by step) and
+        every 10th on an accelerator."""
+        if self.record_every != "auto":
+            return self.record_every
+        return 1 if device.type == "cpu" else 10
+
+
+def _check_positive_integer(name: str, value, alternatives: str = "") -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise UserError(f"training.{name}: {value!r} must be a positive integer{alternatives}")
 
 
 @dataclass
