@@ -39,6 +39,7 @@ from bert_mlm.core.corpus import (
 )
 from bert_mlm.core.engine import DaskEngine, DataConfig, open_engine
 from bert_mlm.core.progress import Progress
+from bert_mlm.core.redaction import redact
 from bert_mlm.core.sources import CorpusSource, ReadTask, read_task, read_tasks
 
 MANIFEST = "manifest.json"
@@ -163,6 +164,7 @@ class DocumentShardWriter:
         }
         if mixture is not None:
             manifest["mixture"] = mixture_plan(self.directory, self._parts["train"], mixture)
+        manifest = redact(manifest)  # a corpus URL's password or signature never reaches the file
         write_json(self.directory / MANIFEST, manifest)
         return manifest
 

@@ -40,6 +40,7 @@ from bert_mlm.core.corpus import (
     CorpusError,
     RawText,
 )
+from bert_mlm.core.redaction import redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +70,9 @@ def is_remote(path: str | os.PathLike) -> bool:
 
 
 def without_userinfo(url: str) -> str:
-    """A URL fit for messages and manifests: ``https://user:secret@host/x`` -> ``https://***@host/x``."""
-    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]+@", r"\1***@", url)
+    """A URL fit for messages and manifests, through the project's one redaction: user info and
+    secret query parameters (signatures, tokens, keys) masked."""
+    return redact_text(url)
 
 
 def format_suffix(name: str) -> str:

@@ -119,13 +119,14 @@ def train(
     optimisation = Optimisation.build(model, config, device, precision)
     stateful = {"model": model, **optimisation.stateful}
     lengths = sequence_lengths(sequences)
-    check_step_memory(model.config, config.batch_size, int(max(lengths)), device, precision, processes=1)
+    check_step_memory(model.config, config.batch_size, int(max(lengths)), device, precision, processes=1,
+                      sequences=len(sequences))
     # Dropout draws from the global generators: seed them, so that the same seed and config
     # give the same weights (a resumed run restores them from the checkpoint instead).
     seed_everything(mask_seed(config.seed, 0, 0, rank.rank, stream=DROPOUT_STREAM))
     checkpoints = None
     if config.checkpoint_every or config.resume:
-        fingerprint = run_fingerprint(model, sequences, masking, config, rank.world_size)
+        fingerprint = run_fingerprint(model, sequences, masking, config, rank.world_size, precision)
         checkpoints = RunCheckpoints(
             config.checkpoint_dir, fingerprint, config.checkpoint_every, config.keep_checkpoints
         )

@@ -26,6 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import PROBABILITY_RANGE, SCHEDULES, MaskingConfig, is_probability
+from bert_mlm.core.redaction import redact
 from bert_mlm.core.tuning_result import Origin, TuningResult
 
 logger = logging.getLogger(__name__)
@@ -141,21 +142,6 @@ DRIVER_PACKAGES = {
 }
 
 
-def masked_url(url: str) -> str:
-    """``url`` as it may be shown in messages, logs and artifacts: the password replaced by ``***``.
-    A value SQLAlchemy cannot parse (``journal:...``, a typo) holds no recognisable password and
-    is shown as it is."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    if url.startswith("journal:"):
-        return url
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return url
-
-
 def _password(url: str) -> str | None:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
@@ -182,7 +168,7 @@ def check_storage(config: TuningConfig) -> None:
     or an unwritable path stops the run before the data stages, with the parameter named."""
     _quiet_experimental()
     storage = None
-    shown = masked_url(config.storage)
+    shown = redact(config.storage)
     try:
         storage = make_storage(config)
         storage.get_all_studies()
@@ -193,6 +179,7 @@ def check_storage(config: TuningConfig) -> None:
         password = _password(config.storage)
         if password:
             reason = reason.replace(password, "***")
+        reason = redact(reason)
         module = _missing_driver(error)
         if module is not None:
             package = DRIVER_PACKAGES.get(module, module)
@@ -367,7 +354,7 @@ def best_parameters(study: optuna.Study, config: TuningConfig) -> TuningResult:
         overrides[SEARCHABLE[name][0]][name] = value
     return TuningResult(
         Origin.TUNING, overrides["masking"], overrides["training"], study_name=config.study_name,
-        storage=masked_url(config.storage), objective=config.objective, best_trial=best.number, best_value=best.value,
+        storage=redact(config.storage), objective=config.objective, best_trial=best.number, best_value=best.value,
         finished_trials=sum(1 for t in study.get_trials(deepcopy=False) if t.state in FINISHED),
     )
 

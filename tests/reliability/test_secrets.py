@@ -1,0 +1,75 @@
+"""No secret in any file: the corpus documents' manifest, every other artifact under data/, the
+run lock and the log of a whole smoke chain whose corpus is read over HTTP with ``user:PASSWORD@``
+in its URL and from an S3 server with credentials."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import stat
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from bert_mlm import run_lock
+from bert_mlm.core.documents import DocumentShards
+from tests.kedro_runs import latest
+
+HTTP_PASSWORD = "Sesame-Http-7f3a"
+
+
+@pytest.mark.slow
+def test_a_chain_over_http_with_a_password_and_s3_with_credentials_writes_no_secret(
+        project_copy, http_root, s3_server, shared_data):
+    root, base = http_root
+    (root / "poems.txt").write_bytes((shared_data / "corpora" / "gutenberg" / "blake-poems.txt").read_bytes())
+    s3, credentials = s3_server
+    reviews = pd.read_csv(shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv").dropna().head(1500)
+    s3.put_object(Bucket="corpora", Key="reviews/reviews.csv.gz", Body=gzip.compress(reviews.to_csv(index=False).encode()))
+    # Under --env smoke Kedro reads conf/base and conf/smoke, not conf/local.
+    (project_copy / "conf" / "smoke" / "credentials.yml").write_text(yaml.safe_dump({"corpus_store": credentials}))
+    web = base.replace("http://", f"http://reader:{HTTP_PASSWORD}@") + "/poems.txt"
+    sources = (f"corpus.sources.web.path={web},corpus.sources.web.weight=0.5,"
+               "corpus.sources.reviews.path=s3://corpora/reviews/,corpus.sources.reviews.credentials=corpus_store,"
+               "corpus.sources.reviews.text_column=review,corpus.sources.reviews.weight=0.5")
+    result = subprocess.run([sys.executable, "-m", "bert_mlm", "--env", "smoke", "--params", sources],
+                            cwd=project_copy, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "BERT_MLM_LOGS": "plain"})
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    data = project_copy / "data"
+    shards = DocumentShards(latest(data / "02_intermediate" / "corpus_documents"))
+    assert shards.documents("train") > 100  # both sources were read: the secrets were used, not lost
+    settings = shards.manifest["settings"]
+    assert settings["corpus"]["sources"]["web"]["path"] == base.replace("http://", "http://reader:***@") + "/poems.txt"
+    secrets = [HTTP_PASSWORD, credentials["secret"]]
+    files = [p for p in data.rglob("*") if p.is_file()]
+    assert len(files) > 30  # every artifact of the chain: shards, store, model, tuning database, report ...
+    for path in files:
+        content = path.read_bytes()
+        for secret in secrets:
+            assert secret.encode() not in content, f"{secret!r} written to {path}"
+    for secret in secrets:
+        assert secret not in result.stdout + result.stderr  # the log
+    assert not (data / run_lock.LOCK_NAME).exists() and not (data / run_lock.HOLDER_NAME).exists()
+
+
+def test_the_run_lock_is_private_names_its_holder_without_secrets_and_is_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["kedro", "run", "--params",
+                                      "corpus.path=https://reader:Sesame-9@host/c.txt,tuning.storage=postgresql://u:pw9@h/db"])
+    lock = run_lock.acquire(tmp_path)
+    try:
+        holder = run_lock.holder_path(tmp_path)
+        for path in (lock, holder):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        text = holder.read_text()
+        assert "Sesame-9" not in text and "pw9" not in text
+        assert "corpus.path=https://reader:***@host/c.txt" in text
+        described = run_lock._describe(holder)
+        assert described.startswith(f"pid {os.getpid()}, started ") and "reader:***@host" in described
+    finally:
+        run_lock.release(tmp_path)
+    assert not lock.exists() and not run_lock.holder_path(tmp_path).exists()
