@@ -26,7 +26,7 @@ from bert_mlm.core.model import check_starting_vocabulary, check_step_memory_ear
 from bert_mlm.core.redaction import redact
 from bert_mlm.core.tuning import check_storage
 from bert_mlm.core.tuning_result import TuningResult
-from bert_mlm.kedro_checks import check_credentials, check_inputs_written
+from bert_mlm.kedro_checks import check_credentials, check_inputs_written, described_run
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class ValidateParametersHook:
         from kedro.framework.project import pipelines
 
         config = self.config or validate_parameters(catalog.load("parameters"))
-        check_inputs_written(pipeline, catalog, pipelines, run_params.get("pipeline_names") or [])
+        check_inputs_written(pipeline, catalog, pipelines, described_run(run_params))
         tuning, names = config.tuning, {node.name.split(".")[-1] for node in pipeline.nodes}
         if tuning.n_trials > 0 and "tune_mask_probability" in names:
             check_storage(tuning)

@@ -88,7 +88,7 @@ def _setting(dataset: str, path: tuple[str, ...]) -> str:
     return f"catalog entry {dataset!r}: {'.'.join((*path, 'credentials'))}"
 
 
-def check_inputs_written(pipeline, catalog, pipelines: Mapping[str, Any], chosen: Iterable[str]) -> None:
+def check_inputs_written(pipeline, catalog, pipelines: Mapping[str, Any], run: str) -> None:
     """A pipeline run on its own (``--pipelines training`` in a fresh clone) reads what earlier
     pipelines write: name what is missing and which pipelines to run first, before any node runs
     (Kedro says "Did not find any versions" when the node that needs it starts)."""
@@ -99,9 +99,8 @@ def check_inputs_written(pipeline, catalog, pipelines: Mapping[str, Any], chosen
     needed = _pipelines_to_run(missing, catalog, producers)
     shown = ", ".join(f"{name} ({_where(catalog, name)})" for name in missing[:4])
     shown += " ..." if len(missing) > 4 else ""
-    ran = ",".join(chosen) or "__default__"
     raise UserError(
-        f"--pipelines {ran}: it reads {shown}, which no earlier run has written; run "
+        f"{run}: it reads {shown}, which no earlier run has written; run "
         f"`kedro run --pipelines {','.join(needed)}` first (or the whole chain: `kedro run`)"
     )
 
@@ -145,9 +144,18 @@ def _pipelines_to_run(missing: list[str], catalog, producers: Mapping[str, Any])
     return [name for name in producers if name in needed]
 
 
+def described_run(run_params: Mapping[str, Any]) -> str:
+    """How the user chose what runs, for messages: ``--pipelines training``, ``--from-nodes x``."""
+    options = [f"--{key.replace('_', '-')} {','.join(map(str, value))}" for key in
+               ("pipeline_names", "from_nodes", "to_nodes", "node_names", "tags", "from_inputs", "to_outputs")
+               if (value := run_params.get(key))]
+    text = " ".join(options).replace("--pipeline-names", "--pipelines")
+    return text or "kedro run"
+
+
 def _where(catalog, name: str) -> str:
     try:
-        dataset = catalog.get(name)
-        return str(getattr(dataset, "_filepath", None) or name)
+        path, here = Path(str(getattr(catalog.get(name), "_filepath", None) or name)), Path.cwd()
+        return str(path.relative_to(here)) if path.is_absolute() and path.is_relative_to(here) else str(path)
     except Exception:  # noqa: BLE001 - only for the message
         return name

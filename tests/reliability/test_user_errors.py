@@ -159,3 +159,55 @@ def test_a_failed_run_leaves_no_empty_version_folder(project_copy, tmp_path):
     assert "corpus.path: the corpus is empty after cleaning" in result.stderr
     # The shards' save made a version folder before the corpus turned out empty: it is gone, with its dataset folder.
     assert not (project_copy / "data" / "02_intermediate" / "corpus_documents").exists()
+
+
+KEDRO_MISTAKES = [
+    (["--pipelines", "trainig"], r"--pipelines: 'trainig' is not a pipeline of this project; did you mean 'training'\? "
+                                 r"the pipelines are __default__, evaluation, finetune, ingestion, "),
+    (["--env", "nonexist"], r"--env: 'nonexist' is not an environment of this project \(no folder '.*/conf/nonexist'\); "
+                            r"the environments are base, gpu, local, smoke, zh"),
+    (["--pipelines", "training"], r"--pipelines training: it reads sequence_index \(data/05_model_input/sequence_index\), "
+                                  r"token_store .* which no earlier run has written; run "
+                                  r"`kedro run --pipelines ingestion,tokenization,sequences,tuning` first"),
+    (["--pipelines", "finetune"], r"--pipelines finetune: it reads trained_model \(data/06_models/masked_lm\), which no "
+                                  r"earlier run has written; run `kedro run --pipelines ingestion,tokenization,sequences,"
+                                  r"tuning,training` first \(or the whole chain: `kedro run`\)"),
+    (["--pipelines", "evaluation"], r"--pipelines evaluation: it reads corpus_documents .* run `kedro run --pipelines "
+                                    r"ingestion,tokenization,sequences,tuning,training,finetune` first"),
+    (["--pipelines", "reporting"], r"--pipelines reporting: it reads corpus_stats .* run `kedro run --pipelines "
+                                   r"ingestion,tokenization,sequences,tuning,training,finetune,evaluation` first"),
+    (["--from-nodes", "build_tokenizer"], r"--from-nodes build_tokenizer: it reads corpus_documents "
+                                          r"\(data/02_intermediate/corpus_documents\), .*which no earlier run has "
+                                          r"written; run `kedro run --pipelines ingestion` first"),
+]
+
+
+@pytest.mark.parametrize(("arguments", "message"), KEDRO_MISTAKES, ids=[" ".join(c[0]) for c in KEDRO_MISTAKES])
+def test_a_kedro_level_mistake_is_one_line_saying_what_to_run(project_copy, arguments, message):
+    """Unknown pipelines and environments, and a pipeline run alone in a fresh clone (Kedro: "Did
+    not find any versions" from the first node that loads what is missing, after a 40-80-line traceback)."""
+    result = kedro_cli(project_copy, *arguments)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.match(rf"Error: {message}", last), last
+    assert not (project_copy / "data" / "02_intermediate").exists()
+
+
+def test_a_credentials_name_missing_from_the_environment_read_is_one_line(project_copy):
+    """Under --env smoke, Kedro reads conf/base and conf/smoke: an entry in conf/local/credentials.yml is not seen."""
+    (project_copy / "conf" / "local" / "credentials.yml").write_text("corpus_store: {key: a, secret: b}\n")
+    result = kedro_cli(project_copy, "--pipelines", "ingestion", "--params", "corpus.credentials=corpus_store")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "Error: corpus.credentials: 'corpus_store' is not an entry of the credentials (conf/base/credentials.yml and "
+        "conf/smoke/credentials.yml; their entries: none); under --env smoke conf/local is not read, so an entry in "
+        "conf/local/credentials.yml is not seen: copy it to conf/smoke/credentials.yml"), last
+    (project_copy / "conf" / "smoke" / "credentials.yml").write_text("other: {key: a}\n")
+    result = kedro_cli(project_copy, "--pipelines", "ingestion",
+                       "--params", "corpus.sources.web.path=/x.txt,corpus.sources.web.credentials=nope")
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: corpus.sources.web.credentials: 'nope' is not an entry of the credentials "
+                           "(conf/base/credentials.yml and conf/smoke/credentials.yml; their entries: 'other')"), last
