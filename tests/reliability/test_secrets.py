@@ -28,7 +28,8 @@ def test_a_chain_over_http_with_a_password_and_s3_with_credentials_writes_no_sec
     (root / "poems.txt").write_bytes((shared_data / "corpora" / "gutenberg" / "blake-poems.txt").read_bytes())
     s3, credentials = s3_server
     reviews = pd.read_csv(shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv").dropna().head(1500)
-    s3.put_object(Bucket="corpora", Key="reviews/reviews.csv.gz", Body=gzip.compress(reviews.to_csv(index=False).encode()))
+    table = gzip.compress(reviews.to_csv(index=False).encode())
+    s3.put_object(Bucket="corpora", Key="reviews/reviews.csv.gz", Body=table)
     # Under --env smoke Kedro reads conf/base and conf/smoke, not conf/local.
     (project_copy / "conf" / "smoke" / "credentials.yml").write_text(yaml.safe_dump({"corpus_store": credentials}))
     web = base.replace("http://", f"http://reader:{HTTP_PASSWORD}@") + "/poems.txt"

@@ -162,23 +162,29 @@ def test_a_failed_run_leaves_no_empty_version_folder(project_copy, tmp_path):
 
 
 KEDRO_MISTAKES = [
-    (["--pipelines", "trainig"], r"--pipelines: 'trainig' is not a pipeline of this project; did you mean 'training'\? "
-                                 r"the pipelines are __default__, evaluation, finetune, ingestion, "),
-    (["--env", "nonexist"], r"--env: 'nonexist' is not an environment of this project \(no folder '.*/conf/nonexist'\); "
-                            r"the environments are base, gpu, local, smoke, zh"),
-    (["--pipelines", "training"], r"--pipelines training: it reads sequence_index \(data/05_model_input/sequence_index\), "
-                                  r"token_store .* which no earlier run has written; run "
-                                  r"`kedro run --pipelines ingestion,tokenization,sequences,tuning` first"),
-    (["--pipelines", "finetune"], r"--pipelines finetune: it reads trained_model \(data/06_models/masked_lm\), which no "
-                                  r"earlier run has written; run `kedro run --pipelines ingestion,tokenization,sequences,"
-                                  r"tuning,training` first \(or the whole chain: `kedro run`\)"),
-    (["--pipelines", "evaluation"], r"--pipelines evaluation: it reads corpus_documents .* run `kedro run --pipelines "
-                                    r"ingestion,tokenization,sequences,tuning,training,finetune` first"),
-    (["--pipelines", "reporting"], r"--pipelines reporting: it reads corpus_stats .* run `kedro run --pipelines "
-                                   r"ingestion,tokenization,sequences,tuning,training,finetune,evaluation` first"),
-    (["--from-nodes", "build_tokenizer"], r"--from-nodes build_tokenizer: it reads corpus_documents "
-                                          r"\(data/02_intermediate/corpus_documents\), .*which no earlier run has "
-                                          r"written; run `kedro run --pipelines ingestion` first"),
+    (["--pipelines", "trainig"],
+     r"--pipelines: 'trainig' is not a pipeline of this project; did you mean 'training'\? "
+     r"the pipelines are __default__, evaluation, finetune, ingestion, "),
+    (["--env", "nonexist"],
+     r"--env: 'nonexist' is not an environment of this project \(no folder '.*/conf/nonexist'\); "
+     r"the environments are base, gpu, local, smoke, zh"),
+    (["--pipelines", "training"],
+     r"--pipelines training: it reads sequence_index \(data/05_model_input/sequence_index\), "
+     r"token_store .* which no earlier run has written; run "
+     r"`kedro run --pipelines ingestion,tokenization,sequences,tuning` first"),
+    (["--pipelines", "finetune"],
+     r"--pipelines finetune: it reads trained_model \(data/06_models/masked_lm\), which no "
+     r"earlier run has written; run `kedro run --pipelines ingestion,tokenization,sequences,"
+     r"tuning,training` first \(or the whole chain: `kedro run`\)"),
+    (["--pipelines", "evaluation"],
+     r"--pipelines evaluation: it reads corpus_documents .* run `kedro run --pipelines "
+     r"ingestion,tokenization,sequences,tuning,training,finetune` first"),
+    (["--pipelines", "reporting"],
+     r"--pipelines reporting: it reads corpus_stats .* run `kedro run --pipelines "
+     r"ingestion,tokenization,sequences,tuning,training,finetune,evaluation` first"),
+    (["--from-nodes", "build_tokenizer"],
+     r"--from-nodes build_tokenizer: it reads corpus_documents \(data/02_intermediate/corpus_documents\), "
+     r".*which no earlier run has written; run `kedro run --pipelines ingestion` first"),
 ]
 
 
