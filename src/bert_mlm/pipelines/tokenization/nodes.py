@@ -10,6 +10,7 @@ from transformers import PreTrainedTokenizerFast
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.model import ModelConfig, resolve_checkpoint
+from bert_mlm.core.progress import Progress
 from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
 from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordpiece
 
@@ -31,12 +32,33 @@ def build_tokenizer(
     fraction = None
     if config.training_sample_bytes and train_bytes > config.training_sample_bytes:
         fraction = config.training_sample_bytes / train_bytes
-    tokenizer = train_wordpiece(lambda: corpus_documents.iter_texts("train", fraction), config)
+    tokenizer = train_wordpiece(training_passes(corpus_documents, fraction), config)
     logger.info(
         "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
         len(tokenizer), f"{fraction:.1%}" if fraction else "all", train_bytes / 1e6,
     )
     return tokenizer
+
+
+def training_passes(corpus_documents: DocumentShards, fraction: float | None):
+    """The train split's texts for :func:`train_wordpiece`, which reads them twice (the alphabet,
+    then the vocabulary), each pass with its progress in characters: on a large corpus each pass
+    takes minutes, and the trainer itself reports nothing."""
+    total = round(corpus_documents.characters("train") * (fraction or 1.0))
+    passes = iter(["alphabet", "vocabulary"])
+
+    def one_pass():
+        what = next(passes, "vocabulary")
+        progress = Progress(total, f"tokenizer training: {what} (pass {1 if what == 'alphabet' else 2} of 2)",
+                            unit="chars")
+        try:
+            yield from corpus_documents.iter_texts("train", fraction, progress=progress)
+        finally:
+            progress.close()
+        if what == "vocabulary":
+            logger.info("tokenizer training: text read; computing the vocabulary (no progress from the trainer)")
+
+    return one_pass
 
 
 def encode_corpus(
