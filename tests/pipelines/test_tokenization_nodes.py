@@ -20,5 +20,6 @@ def test_tokenizer_training_reports_each_pass_over_the_text(tmp_path, caplog):
     lines = [m for m in caplog.messages if m.startswith("tokenizer training")]
     for number, what in ((1, "alphabet"), (2, "vocabulary")):
         finished = [line for line in lines if line.startswith(f"tokenizer training: {what} (pass {number} of 2): ")]
-        assert finished and re.search(r": [\d.]+/[\d.]+ M chars \(100%\), [\d.]+ M chars/s, elapsed", finished[-1]), lines
+        assert finished, lines
+        assert re.search(r": [\d.]+/[\d.]+ M chars \(100%\), [\d.]+ M chars/s, elapsed", finished[-1]), lines
     assert lines[-1] == "tokenizer training: text read; computing the vocabulary (no progress from the trainer)"
