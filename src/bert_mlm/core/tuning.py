@@ -291,9 +291,12 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
     """Run trials until the study holds ``config.n_trials`` finished trials.
 
     A trial that raises is recorded as FAIL and the study goes on; after ``n_trials``
-    consecutive failures the last error is raised (a broken configuration, not bad luck).
+    consecutive failures the last error is raised (a broken configuration, not bad luck). A
+    ``UserError`` (a setting the user must change: a step that cannot fit in memory, a broken
+    starting model) stops the study at once and is raised as it is, in its one line.
     """
     study = open_study(config)
+    user_errors: list[UserError] = []
 
     def objective(trial: optuna.Trial) -> float:
         # Two workers may both start a trial when one is missing: the later one does not run.
@@ -308,7 +311,12 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at step {step} with eval loss {value:.4f}")
 
-        value = run_trial(trial, values, report)
+        try:
+            value = run_trial(trial, values, report)
+        except UserError as error:
+            user_errors.append(error)
+            study.stop()
+            raise
         if not math.isfinite(value):
             raise RuntimeError(f"trial {trial.number}: non-finite evaluation loss {value}")
         return value
@@ -319,6 +327,8 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
         guard = _FailureGuard(max(config.n_trials, 1))
         study.optimize(objective, catch=(Exception,), gc_after_trial=True,
                        callbacks=[guard, _StopAtTrials(config.n_trials)])
+        if user_errors:
+            raise user_errors[0]
         guard.check()
     # Other workers may still be finishing their trials; this worker's share is done.
     return study
