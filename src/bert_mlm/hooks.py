@@ -26,7 +26,13 @@ from bert_mlm.core.model import check_starting_vocabulary, check_step_memory_ear
 from bert_mlm.core.redaction import redact
 from bert_mlm.core.tuning import check_storage
 from bert_mlm.core.tuning_result import TuningResult
-from bert_mlm.kedro_checks import check_credentials, check_inputs_written, described_run
+from bert_mlm.kedro_checks import (
+    check_credentials,
+    check_globals,
+    check_inputs_written,
+    check_load_versions,
+    described_run,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -85,13 +91,16 @@ class ValidateParametersHook:
     @hook_impl
     def after_context_created(self, context) -> None:
         self.config = validate_parameters(context.config_loader["parameters"])
-        check_credentials(context.config_loader["catalog"], _credentials(context.config_loader), context.env)
+        check_globals(_section(context.config_loader, "globals"))
+        check_credentials(context.config_loader["catalog"], _section(context.config_loader, "credentials"),
+                          context.env)
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
         from kedro.framework.project import pipelines
 
         config = self.config or validate_parameters(catalog.load("parameters"))
+        check_load_versions(catalog, run_params.get("load_versions"))
         check_inputs_written(pipeline, catalog, pipelines, described_run(run_params))
         tuning, names = config.tuning, {node.name.split(".")[-1] for node in pipeline.nodes}
         if tuning.n_trials > 0 and "tune_mask_probability" in names:
@@ -131,13 +140,13 @@ class ValidateParametersHook:
         run_lock.release(project)
 
 
-def _credentials(config_loader) -> dict:
-    """The credentials Kedro reads for this environment ({} where there is no credentials file)."""
+def _section(config_loader, key: str) -> dict:
+    """The credentials (or globals) Kedro reads for this environment; {} where there is no such file."""
     from kedro.config import MissingConfigException
 
     try:
-        return dict(config_loader["credentials"] or {})
-    except MissingConfigException:
+        return dict(config_loader[key] or {})
+    except (MissingConfigException, KeyError):
         return {}
 
 

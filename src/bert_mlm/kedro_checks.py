@@ -1,5 +1,6 @@
 """Kedro-level mistakes, found before Kedro trips over them, each in one line that says what to do:
-an unknown pipeline or environment (checked by the command line), a credentials name that the
+an unknown pipeline, environment, node, tag or runner (checked by the command line), a
+``--load-versions`` version that does not exist, a credentials name that the
 credentials files do not hold (when the context is created), and a pipeline run on its own whose
 inputs no earlier run has written (before the first node).
 """
@@ -28,6 +29,103 @@ def check_pipeline_names(names: Iterable[str]) -> None:
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise UserError(f"--pipelines: {name!r} is not a pipeline of this project; {hint}the pipelines are "
                             f"{', '.join(known)}")
+
+
+def check_selection(pipeline_names: Iterable[str], options: Mapping[str, Any]) -> None:
+    """``--nodes``, ``--from-nodes``, ``--to-nodes`` and ``--tags`` name nodes and tags of the
+    pipelines run, and ``--runner`` a runner (Kedro's own messages come after a traceback; an unknown
+    tag among known ones is silently ignored by Kedro)."""
+    from kedro.framework.project import pipelines
+
+    names = [name for name in pipeline_names if name] or ["__default__"]
+    chosen = [pipelines[name] for name in names if name in pipelines]
+    where = f"the pipeline {names[0]!r}" if len(names) == 1 else f"the pipelines {names}"
+    nodes = sorted({node.name for pipeline in chosen for node in pipeline.nodes})
+    for option, key in (("--nodes", "node_names"), ("--from-nodes", "from_nodes"), ("--to-nodes", "to_nodes")):
+        for name in options.get(key) or ():
+            if name not in nodes:
+                close = difflib.get_close_matches(name, nodes, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise UserError(f"{option}: {name!r} is not a node of {where}; {hint}its nodes: {', '.join(nodes)}")
+    tags = sorted({tag for pipeline in chosen for node in pipeline.nodes for tag in node.tags})
+    for tag in options.get("tags") or ():
+        if tag not in tags:
+            known = f"its tags: {', '.join(tags)}" if tags else "its nodes carry no tags (use --nodes or --pipelines)"
+            raise UserError(f"--tags: {tag!r} is not a tag of {where}; {known}")
+    runner = options.get("runner")
+    if runner:
+        from kedro.utils import load_obj
+
+        try:
+            load_obj(runner, "kedro.runner")
+        except (AttributeError, ImportError, ValueError) as error:
+            raise UserError(f"--runner: {runner!r} is not a Kedro runner ({type(error).__name__}: {error}); use "
+                            "SequentialRunner, ThreadRunner or ParallelRunner, or the dotted path of a runner "
+                            "class") from error
+
+
+def check_load_versions(catalog, load_versions: Mapping[str, str] | None) -> None:
+    """Each ``--load-versions name:version`` names a versioned dataset and one of its versions."""
+    for name, version in (load_versions or {}).items():
+        try:
+            dataset = catalog.get(name)
+        except Exception:  # noqa: BLE001 - Kedro raises several types for an unknown name
+            dataset = None
+        folder = getattr(dataset, "_filepath", None)
+        if dataset is None or folder is None:
+            raise UserError(f"--load-versions: {name!r} is not a versioned dataset of the catalog")
+        folder = Path(str(folder))
+        if not (folder / version).exists():
+            versions = sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+            shown = ", ".join(versions[-5:]) if versions else "none: no run has written it yet"
+            raise UserError(f"--load-versions: {name}:{version} is not a version of {name} ({_relative(folder)}); "
+                            f"its newest versions: {shown}")
+
+
+def kedro_mistake(error: BaseException) -> UserError | None:
+    """A Kedro error that is the user's to fix, as one line: configuration that is not valid YAML,
+    a key given twice in one environment, a ``--load-versions`` dataset the catalog lacks. ``None``
+    for anything else (a bug keeps its traceback)."""
+    import yaml
+    from kedro.config import MissingConfigException
+    from kedro.io.core import DatasetNotFoundError
+
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = " ".join(str(error).split())
+        if isinstance(error, yaml.YAMLError):
+            where = getattr(error, "problem_mark", None)
+            if where is None:  # Kedro's own ParserError: its text names the file and the line
+                return UserError(f"conf: {text}")
+            return UserError(f"conf: {text.splitlines()[0]} (line {where.line + 1}, column {where.column + 1}: "
+                             f"{error.problem})")
+        if isinstance(error, (MissingConfigException, DatasetNotFoundError)):
+            return UserError(f"conf: {text}")
+        if isinstance(error, ValueError) and text.startswith("Duplicate keys found"):
+            return UserError(f"conf: {text}; an environment may set a key once (conf/base and the run environment "
+                             "may each set it: the environment's value wins)")
+        error = error.__cause__ or error.__context__
+    return None
+
+
+GLOBAL_KEYS = {"corpus": ("path", "text_column", "credentials", "hf_dataset", "sources"),
+               "evaluation": ("corpus_path",)}
+
+
+def check_globals(globals_config: Mapping[str, Any]) -> None:
+    """The ``corpus`` and ``evaluation`` sections of globals.yml hold only the keys the catalog
+    reads: a typo (``corpus.pth``) would silently train on the built-in corpus."""
+    for section, keys in GLOBAL_KEYS.items():
+        values = globals_config.get(section)
+        if not isinstance(values, Mapping):
+            continue
+        for key in values:
+            if key not in keys:
+                close = difflib.get_close_matches(str(key), keys, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise UserError(f"globals.yml {section}.{key}: unknown key; {hint}the catalog reads "
+                                f"{', '.join(f'{section}.{k}' for k in keys)}")
 
 
 def check_environment(env: str | None, conf_source: str | None, project: Path) -> None:
@@ -155,7 +253,11 @@ def described_run(run_params: Mapping[str, Any]) -> str:
 
 def _where(catalog, name: str) -> str:
     try:
-        path, here = Path(str(getattr(catalog.get(name), "_filepath", None) or name)), Path.cwd()
-        return str(path.relative_to(here)) if path.is_absolute() and path.is_relative_to(here) else str(path)
+        return _relative(Path(str(getattr(catalog.get(name), "_filepath", None) or name)))
     except Exception:  # noqa: BLE001 - only for the message
         return name
+
+
+def _relative(path: Path) -> str:
+    here = Path.cwd()
+    return str(path.relative_to(here)) if path.is_absolute() and path.is_relative_to(here) else str(path)

@@ -182,6 +182,17 @@ KEDRO_MISTAKES = [
     (["--pipelines", "reporting"],
      r"--pipelines reporting: it reads corpus_stats .* run `kedro run --pipelines "
      r"ingestion,tokenization,sequences,tuning,training,finetune,evaluation` first"),
+    (["--nodes", "train_maskedlm"],
+     r"--nodes: 'train_maskedlm' is not a node of the pipeline '__default__'; did you mean 'train_masked_lm'\? "
+     r"its nodes: build_model_inputs, "),
+    (["--tags", "trainnig"], r"--tags: 'trainnig' is not a tag of the pipeline '__default__'; its tags: data, "),
+    (["--runner", "SequentialRuner"], r"--runner: 'SequentialRuner' is not a Kedro runner \(AttributeError: .*\); use "
+                                      r"SequentialRunner, ThreadRunner or ParallelRunner"),
+    (["--pipelines", "finetune", "--load-versions", "trained_model:2026-01-01T00.00.00.000Z"],
+     r"--load-versions: trained_model:2026-01-01T00\.00\.00\.000Z is not a version of trained_model "
+     r"\(data/06_models/masked_lm\); its newest versions: none: no run has written it yet"),
+    (["--load-versions", "trained_modle:x"], r"conf: 'load_versions' keys \[trained_modle\] are not found in the "
+                                             r"catalog"),
     (["--from-nodes", "build_tokenizer"],
      r"--from-nodes build_tokenizer: it reads corpus_documents \(data/02_intermediate/corpus_documents\), "
      r".*which no earlier run has written; run `kedro run --pipelines ingestion` first"),
@@ -198,6 +209,28 @@ def test_a_kedro_level_mistake_is_one_line_saying_what_to_run(project_copy, argu
     last = result.stderr.strip().splitlines()[-1]
     assert re.match(rf"Error: {message}", last), last
     assert not (project_copy / "data" / "02_intermediate").exists()
+
+
+CONFIGURATION_MISTAKES = [
+    ("conf/smoke/parameters_mine.yml", "training:\n  max_steps: [1, 2\n",
+     r"conf: Invalid YAML or JSON file .*/conf/smoke/parameters_mine\.yml, unable to read line 2"),
+    ("conf/smoke/parameters_mine.yml", "tokenizer:\n  vocab_size: 500\n",
+     r"conf: Duplicate keys found in .*parameters.*: tokenizer\.vocab_size; an environment may set a key once"),
+    ("conf/smoke/globals.yml", "corpus:\n  pth: /data/corpus\n",
+     r"globals\.yml corpus\.pth: unknown key; did you mean 'path'\? the catalog reads corpus\.path, "),
+]
+
+
+@pytest.mark.parametrize(("path", "text", "message"), CONFIGURATION_MISTAKES, ids=["broken YAML", "a key set twice",
+                                                                                 "a typo in globals"])
+def test_a_configuration_mistake_is_one_line(project_copy, path, text, message):
+    """A typo in globals.yml trained silently on the built-in corpus; broken YAML was an 86-line traceback."""
+    (project_copy / path).write_text(text)
+    result = kedro_cli(project_copy, "--pipelines", "ingestion")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.match(rf"Error: {message}", last), last
 
 
 def test_a_credentials_name_missing_from_the_environment_read_is_one_line(project_copy):

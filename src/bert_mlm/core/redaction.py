@@ -37,7 +37,8 @@ SECRET_WORDS = frozenset({
 # password included, as urllib splits it); a "@" after the first / ? # belongs to the path.
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/?#\s]+)@")
 # name=value after a start, ? & ; , or whitespace (query strings, connection strings, --params lists)
-_PAIR = re.compile(r"(?P<lead>^|[?&;,\s])(?P<name>[A-Za-z0-9_.\-]+)=(?P<value>[^&;,\s#]*)")
+# A value ends at a separator, or at a quote or bracket around it ('...sig=abc' in a message).
+_PAIR = re.compile(r"(?P<lead>^|[?&;,\s])(?P<name>[A-Za-z0-9_.\-]+)=(?P<value>[^&;,\s#'\"()\[\]{}<>]*)")
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 T = TypeVar("T")
