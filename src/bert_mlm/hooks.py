@@ -22,7 +22,13 @@ from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import check_extra_corpus
 from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
 from bert_mlm.core.labelled import load_task
-from bert_mlm.core.model import check_starting_vocabulary, check_step_memory_early, open_model, planned_bert_config
+from bert_mlm.core.model import (
+    check_starting_tokenizer,
+    check_starting_vocabulary,
+    check_step_memory_early,
+    open_model,
+    planned_bert_config,
+)
 from bert_mlm.core.redaction import redact
 from bert_mlm.core.tuning import check_storage
 from bert_mlm.core.tuning_result import TuningResult
@@ -46,10 +52,13 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
     config = ExperimentConfig.from_parameters(parameters, other_sections=VARIANTS)
     if config.model.init_from:  # a missing or broken checkpoint fails here, before the data stages
         open_model(config.model.init_from, "model.init_from")
-        if config.tokenizer.vocab_path:
-            tokenizer = config.tokenizer
+        tokenizer = config.tokenizer
+        if tokenizer.vocab_path:
             check_starting_vocabulary(config.model.init_from, tokenizer.vocab_path, tokenizer.lowercase,
                                       tokenizer.strip_accents, tokenizer.chinese_chars)
+        else:
+            check_starting_tokenizer(config.model.init_from, tokenizer.lowercase, tokenizer.strip_accents,
+                                     tokenizer.chinese_chars)
     if config.finetune.enabled and config.finetune.baseline not in ("auto", "none"):
         open_model(config.finetune.baseline, "finetune.baseline")
     device = resolve_device(config.training.device)

@@ -253,6 +253,12 @@ def _damaged_copy(directory, tmp_path, damage):
         (broken / "config.json").write_text(json.dumps({**config, "hidden_size": 64, "intermediate_size": 128}))
     elif damage == "config not json":
         (broken / "config.json").write_text('{"model_type": "bert",')
+    elif damage == "tokenizer truncated":
+        (broken / "tokenizer.json").write_text((broken / "tokenizer.json").read_text()[:200])
+    elif damage == "no tokenizer":
+        for path in broken.iterdir():
+            if path.name.startswith(("tokenizer", "vocab", "special_tokens")):
+                path.unlink()
     elif damage in ("pickled bin", "truncated bin", "sharded index missing a shard"):
         state = BertForMaskedLM.from_pretrained(str(broken)).state_dict()
         weights.unlink()
@@ -287,6 +293,10 @@ BROKEN_MODELS = {
                               r"the config makes it \[(\d+, )?64\]",
     "sharded index missing a shard": r"'.*model\.safetensors\.index\.json' lists 1 weight file\(s\), of which "
                                      r"'model-00001-of-00002\.safetensors' is missing",
+    "tokenizer truncated": r"the tokenizer files of '.*' are unreadable \(.*\); restore them, or give the model's "
+                           r"vocabulary as tokenizer\.vocab_path",
+    "no tokenizer": r"'.*' has no usable tokenizer \(.*neither a tokenizer\.json nor a vocab\.txt\); give the "
+                    r"model's vocabulary as tokenizer\.vocab_path",
 }
 
 

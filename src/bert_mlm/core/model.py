@@ -285,6 +285,28 @@ def check_starting_vocabulary(init_from: str, vocab_path: str, lowercase: bool =
         )
 
 
+def check_starting_tokenizer(init_from: str, lowercase: bool = True, strip_accents: bool | None = None,
+                             chinese_chars: bool = True) -> None:
+    """``model.init_from`` without ``tokenizer.vocab_path``: the starting model's own tokenizer is
+    used, so it must load and match the model's vocabulary size; checked before the data stages
+    (the tokenization node reads it after ingestion)."""
+    from bert_mlm.core.tokenizer import VocabularyError, load_tokenizer
+
+    directory = resolve_checkpoint(init_from)
+    try:
+        tokenizer = load_tokenizer(directory, lowercase, strip_accents, chinese_chars)
+    except VocabularyError as error:
+        raise UserError(f"model.init_from: {directory!r} has no usable tokenizer ({error}); give the model's "
+                        "vocabulary as tokenizer.vocab_path") from error
+    except Exception as error:  # noqa: BLE001 - tokenizers' Rust parser raises a bare Exception
+        raise UserError(f"model.init_from: the tokenizer files of {directory!r} are unreadable ({_reason(error)}); "
+                        "restore them, or give the model's vocabulary as tokenizer.vocab_path") from error
+    size = json.loads((Path(directory) / "config.json").read_text()).get("vocab_size")
+    if size is not None and size != len(tokenizer):
+        raise UserError(f"model.init_from: {directory!r} has a tokenizer of {len(tokenizer)} tokens but a model "
+                        f"vocabulary of {size}; they were not saved together")
+
+
 def load_for_continued_pretraining(
     path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase, attn_implementation: str = "eager"
 ) -> BertForMaskedLM:
