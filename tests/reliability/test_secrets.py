@@ -5,6 +5,7 @@ in its URL and from an S3 server with credentials."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import stat
 import subprocess
@@ -26,6 +27,8 @@ def test_a_chain_over_http_with_a_password_and_s3_with_credentials_writes_no_sec
         project_copy, http_root, s3_server, shared_data):
     root, base = http_root
     (root / "poems.txt").write_bytes((shared_data / "corpora" / "gutenberg" / "blake-poems.txt").read_bytes())
+    wiki = (shared_data / "corpora" / "wikitext-2-raw" / "wiki.valid.raw").read_text(encoding="utf-8")
+    (root / "held_out.txt").write_text(wiki[:60_000], encoding="utf-8")
     s3, credentials = s3_server
     reviews = pd.read_csv(shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv").dropna().head(1500)
     table = gzip.compress(reviews.to_csv(index=False).encode())
@@ -35,7 +38,8 @@ def test_a_chain_over_http_with_a_password_and_s3_with_credentials_writes_no_sec
     web = base.replace("http://", f"http://reader:{HTTP_PASSWORD}@") + "/poems.txt"
     sources = (f"corpus.sources.web.path={web},corpus.sources.web.weight=0.5,"
                "corpus.sources.reviews.path=s3://corpora/reviews/,corpus.sources.reviews.credentials=corpus_store,"
-               "corpus.sources.reviews.text_column=review,corpus.sources.reviews.weight=0.5")
+               "corpus.sources.reviews.text_column=review,corpus.sources.reviews.weight=0.5,"
+               f"evaluation.corpus_path={web.replace('poems.txt', 'held_out.txt')}")
     result = subprocess.run([sys.executable, "-m", "bert_mlm", "--env", "smoke", "--params", sources],
                             cwd=project_copy, capture_output=True, text=True, timeout=600,
                             env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "BERT_MLM_LOGS": "plain"})
@@ -46,6 +50,8 @@ def test_a_chain_over_http_with_a_password_and_s3_with_credentials_writes_no_sec
     assert shards.documents("train") > 100  # both sources were read: the secrets were used, not lost
     settings = shards.manifest["settings"]
     assert settings["corpus"]["sources"]["web"]["path"] == base.replace("http://", "http://reader:***@") + "/poems.txt"
+    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
+    assert metrics["extra_corpus_path"] == base.replace("http://", "http://reader:***@") + "/held_out.txt"
     secrets = [HTTP_PASSWORD, credentials["secret"]]
     files = [p for p in data.rglob("*") if p.is_file()]
     assert len(files) > 30  # every artifact of the chain: shards, store, model, tuning database, report ...

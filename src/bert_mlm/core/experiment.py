@@ -30,6 +30,7 @@ from bert_mlm.core.evaluation import (
 )
 from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.redaction import redact
 from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, SequenceIndex, build_sequences
 from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import TokenStore
@@ -53,7 +54,7 @@ def check_extra_corpus(source: CorpusSource) -> None:
     """An extra evaluation corpus whose files hold no byte is refused before any training."""
     if not source.is_empty and source.total_bytes() == 0:
         files = source.files()
-        raise UserError(f"evaluation.corpus_path: {source.path!r} is empty ({len(files)} file(s), 0 bytes)")
+        raise UserError(f"evaluation.corpus_path: {redact(source.path)!r} is empty ({len(files)} file(s), 0 bytes)")
 
 
 def open_sequences(
