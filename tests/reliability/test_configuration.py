@@ -369,33 +369,35 @@ def _unmount_read_only_folders():
 
 
 def test_a_checkpoint_folder_without_room_or_under_a_file_size_limit_is_refused(tmp_path):
-    """The estimate (fp32 weights and AdamW's two moments) against the free space, and against ulimit -f (a
-    subprocess: the limit is per process)."""
-    import subprocess
-    import sys
+    """The estimate (fp32 weights and AdamW's two moments) against the free space, and against ulimit -f (set on
+    this process for the length of the check)."""
+    import resource
+    import shutil
 
-    from transformers import BertConfig
+    from transformers import BertConfig, BertForMaskedLM
 
     from bert_mlm.core.checkpoints import check_checkpoint_dir, checkpoint_bytes
 
     config = BertConfig(vocab_size=8192, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=512)
     needed = checkpoint_bytes(config)
-    parameters = sum(p.numel() for p in __import__("transformers").BertForMaskedLM(config).parameters())
+    parameters = sum(p.numel() for p in BertForMaskedLM(config).parameters())
     assert needed == pytest.approx(16 * parameters, rel=0.2)  # 4 bytes of weights (tied: twice) + 8 of moments
-    free = __import__("shutil").disk_usage(tmp_path).free
+    free = shutil.disk_usage(tmp_path).free
     with pytest.raises(UserError, match=rf"^training\.checkpoint_dir: '{tmp_path}' has [\d,.]+ GB free, but one "
                                         r"checkpoint of this model needs about [\d,.]+ GB"):
         check_checkpoint_dir(tmp_path, free * 2)
-    script = ("import resource, sys; from bert_mlm.core.checkpoints import check_checkpoint_dir\n"
-              "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
-              "try:\n    check_checkpoint_dir(sys.argv[1], int(sys.argv[2]))\nexcept ValueError as error:\n"
-              "    print(error)\n")
-    result = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(needed)], capture_output=True, text=True,
-                            timeout=120)
-    assert result.stdout.strip().startswith(
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, limits[1]))
+    try:
+        with pytest.raises(UserError) as info:
+            check_checkpoint_dir(tmp_path, needed)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+    assert str(info.value).startswith(
         "training.checkpoint_dir: the file-size limit of this process (ulimit -f) is 1.0 MB, but a checkpoint of this "
-        f"model writes a file of about {needed / 1e6:,.1f} MB"), result.stdout + result.stderr
+        f"model writes a file of about {needed / 1e6:,.1f} MB")
+    check_checkpoint_dir(tmp_path, needed)
 
 
 def test_a_batch_larger_than_memory_allows_is_left_to_the_count_of_sequences(base_parameters, caplog, monkeypatch):

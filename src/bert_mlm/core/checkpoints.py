@@ -248,16 +248,10 @@ def read_checkpoint(folder: str | os.PathLike, fingerprint: dict | None = None) 
         raise DamagedCheckpoint(f"{str(folder / TENSORS_FILE)!r} is unreadable ({error})") from error
     try:
         state = unflatten(structure, tensors)
-        missing = [key for key in STATE_KEYS if key not in state]
-        if missing:
-            raise KeyError(f"no {', '.join(missing)}")
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as error:
         raise DamagedCheckpoint(f"{str(manifest_file)!r} does not describe a checkpoint's state "
                                 f"({type(error).__name__}: {error})") from error
     return {**state, "fingerprint": manifest.get("fingerprint")}
-
-
-STATE_KEYS = ("model", "rng", "step", "epoch", "next_batch", "history")
 
 
 def _manifest_parts(manifest) -> tuple[dict, dict]:
