@@ -47,3 +47,15 @@ def test_the_lock_is_per_project(tmp_path):
         run_lock.release(second)
     finally:
         run_lock.release(first)
+
+
+def test_the_run_lock_imports_without_fcntl_and_nothing_else_needs_it():
+    """run_lock imported fcntl at import time, so settings.py (through the hooks) could not load on Windows; it is
+    on filelock now. Here fcntl is made unimportable, as on Windows, and no module of the package imports it."""
+    from pathlib import Path
+
+    code = "import sys; sys.modules['fcntl'] = None\nimport bert_mlm.run_lock\nprint('imported')"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip().endswith("imported"), result.stderr[-2000:]
+    source = Path(run_lock.__file__).parent
+    assert [p for p in source.rglob("*.py") if "import fcntl" in p.read_text()] == []
