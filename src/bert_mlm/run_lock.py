@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import sys
 import time
@@ -28,6 +29,8 @@ from filelock import FileLock, Timeout
 
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.redaction import redact
+
+logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".bert-mlm-run.lock"
 HOLDER_NAME = ".bert-mlm-run.holder.json"
@@ -47,11 +50,14 @@ def holder_path(project_path: str | os.PathLike) -> Path:
 
 def acquire(project_path: str | os.PathLike) -> Path:
     path = lock_path(project_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     release(project_path)  # a run of this process that ended without its release hook
     lock = FileLock(path, mode=PRIVATE, timeout=CONTENTION_SECONDS)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()
+    except OSError as error:  # a read-only or full project folder: no run could write its outputs there either
+        raise UserError(f"data: cannot take the run lock {str(path)!r} ({error.strerror or error}); a run writes "
+                        "its outputs under data/, which must be writable") from error
     except Timeout:
         raise UserError(
             f"another kedro run is using this project ({_describe(holder_path(project_path))}); runs in one project "
@@ -61,7 +67,10 @@ def acquire(project_path: str | os.PathLike) -> Path:
     _held[path] = lock
     holder = {"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
               "command": redact(" ".join(sys.argv))[:300]}
-    _write_private(holder_path(project_path), json.dumps(holder))
+    try:
+        _write_private(holder_path(project_path), json.dumps(holder))
+    except OSError as error:  # a full disk: the lock holds all the same; a contender says "holder unknown"
+        logger.warning("run lock: could not write %s (%s)", holder_path(project_path), error)
     return path
 
 

@@ -59,3 +59,17 @@ def test_the_run_lock_imports_without_fcntl_and_nothing_else_needs_it():
     assert result.returncode == 0 and result.stdout.strip().endswith("imported"), result.stderr[-2000:]
     source = Path(run_lock.__file__).parent
     assert [p for p in source.rglob("*.py") if "import fcntl" in p.read_text()] == []
+
+
+def test_a_read_only_project_folder_is_one_line(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(data)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        with pytest.raises(UserError, match=rf"^data: cannot take the run lock '{data}/\.bert-mlm-run\.lock' "
+                                            r"\(Read-only file system\); a run writes its outputs under data/"):
+            run_lock.acquire(tmp_path)
+    finally:
+        subprocess.run(["umount", str(data)], capture_output=True)
