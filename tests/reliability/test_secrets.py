@@ -1,6 +1,11 @@
 """No secret in any file: the corpus documents' manifest, every other artifact under data/, the
 run lock and the log of a whole smoke chain whose corpus is read over HTTP with ``user:PASSWORD@``
-in its URL and from an S3 server with credentials."""
+in its URL and from an S3 server with credentials.
+
+The same chain (one run: the suite's time) trains with ``training.batch_size=100000``: refused up
+front with "needs about 38.8 GB" on the smoke corpus before, although a step never holds more than
+the train split's sequences (748 there, 1.3 GB; tests/reliability/test_configuration.py checks those
+numbers)."""
 
 from __future__ import annotations
 
@@ -28,9 +33,9 @@ def test_a_chain_over_http_with_a_password_and_s3_with_credentials_writes_no_sec
     root, base = http_root
     (root / "poems.txt").write_bytes((shared_data / "corpora" / "gutenberg" / "blake-poems.txt").read_bytes())
     wiki = (shared_data / "corpora" / "wikitext-2-raw" / "wiki.valid.raw").read_text(encoding="utf-8")
-    (root / "held_out.txt").write_text(wiki[:60_000], encoding="utf-8")
+    (root / "held_out.txt").write_text(wiki[:20_000], encoding="utf-8")
     s3, credentials = s3_server
-    reviews = pd.read_csv(shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv").dropna().head(1500)
+    reviews = pd.read_csv(shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv").dropna().head(800)
     table = gzip.compress(reviews.to_csv(index=False).encode())
     s3.put_object(Bucket="corpora", Key="reviews/reviews.csv.gz", Body=table)
     # Under --env smoke Kedro reads conf/base and conf/smoke, not conf/local.
@@ -39,7 +44,8 @@ def test_a_chain_over_http_with_a_password_and_s3_with_credentials_writes_no_sec
     sources = (f"corpus.sources.web.path={web},corpus.sources.web.weight=0.5,"
                "corpus.sources.reviews.path=s3://corpora/reviews/,corpus.sources.reviews.credentials=corpus_store,"
                "corpus.sources.reviews.text_column=review,corpus.sources.reviews.weight=0.5,"
-               f"evaluation.corpus_path={web.replace('poems.txt', 'held_out.txt')}")
+               f"evaluation.corpus_path={web.replace('poems.txt', 'held_out.txt')},"
+               "tuning.n_trials=0,training.max_steps=2,training.batch_size=100000")
     result = subprocess.run([sys.executable, "-m", "bert_mlm", "--env", "smoke", "--params", sources],
                             cwd=project_copy, capture_output=True, text=True, timeout=600,
                             env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "BERT_MLM_LOGS": "plain"})
@@ -62,6 +68,11 @@ def test_a_chain_over_http_with_a_password_and_s3_with_credentials_writes_no_sec
     for secret in secrets:
         assert secret not in result.stdout + result.stderr  # the log
     assert not (data / run_lock.LOCK_NAME).exists() and not (data / run_lock.HOLDER_NAME).exists()
+    # batch_size=100000: warned about up front, and each step held the whole train split.
+    assert "training.batch_size=100000: a step of that many sequences" in result.stdout + result.stderr
+    history = pd.read_csv(latest(data / "07_model_output" / "training_history.csv"))
+    split = pd.read_csv(latest(data / "08_reporting" / "sequence_stats.csv")).set_index("split")
+    assert len(history) == 2 and (history["tokens"] == split.loc["train", "tokens"]).all()
 
 
 def test_the_run_lock_is_private_names_its_holder_without_secrets_and_is_removed(tmp_path, monkeypatch):
