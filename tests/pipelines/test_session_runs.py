@@ -293,8 +293,7 @@ def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monk
 def test_nodes_receive_typed_sections_with_runtime_overrides(project_copy, monkeypatch):
     """Kedro builds each section a node declares (``training: TrainingConfig``) from the merged
     parameters, --params included."""
-    from bert_mlm.core.evaluation import EvaluationParameters
-    from bert_mlm.core.training_config import TrainingConfig
+    from bert_mlm.config import EvaluationParameters, TrainingConfig
 
     monkeypatch.chdir(project_copy)
     bootstrap_project(project_copy)

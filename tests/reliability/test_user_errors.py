@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from bert_mlm.cli import user_error_in
+from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+from bert_mlm.core.tokenizer import train_wordpiece
 from tests.kedro_runs import kedro_cli
 
 CASES = [
