@@ -100,7 +100,8 @@ class ValidateParametersHook:
             load_task(TaskSource.of(config.finetune))  # a bad labelled file fails here, before any training
         if "extra_eval_corpus" in pipeline.all_inputs():  # a bad evaluation.corpus_path too
             check_extra_corpus(catalog.load("extra_eval_corpus"))
-        if "train_masked_lm" in names and "tune_mask_probability" not in names:
+        nodes = {node.name for node in pipeline.nodes}  # the default chain's, not a variant's namespaced nodes
+        if "train_masked_lm" in nodes and "tune_mask_probability" not in nodes:
             check_saved_tuning(config, catalog)
         project = Path(run_params.get("project_path") or Path.cwd())
         run_lock.acquire(project)
