@@ -112,18 +112,21 @@ def complaint(field: FieldInfo, value: Any, error_type: str) -> str:
         return "must be a number, not true/false"  # YAML's true is 1 to Python: batch_size: true
     if len(members) == 1 and members[0][0] is Literal and isinstance(value, str):
         return f"is not one of {members[0][1]}"
-    custom = (field.json_schema_extra or {}).get("requirement") if isinstance(field.json_schema_extra, dict) else None
-    if error_type in RANGE_ERRORS and len(members) == 1 and members[0][0] in (int, float) and not custom:
+    if error_type in RANGE_ERRORS and len(members) == 1 and members[0][0] in (int, float) and not worded(field):
         return f"must be {phrase(*members[0], bare=True)}"
     return f"must be {requirement(field)}"
+
+
+def worded(field: FieldInfo) -> str | None:
+    """The field's own words for what it allows (``json_schema_extra={"requirement": ...}``)."""
+    return field.json_schema_extra.get("requirement") if isinstance(field.json_schema_extra, dict) else None
 
 
 def requirement(field: FieldInfo) -> str:
     """What ``field`` allows, in words: ``a positive integer``, ``a number in [0, 1)``,
     ``one of ('linear', 'cosine')``, ``a number > 0 or 'auto'``, ... (``or null`` when optional)."""
-    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    if extra.get("requirement"):
-        return str(extra["requirement"])
+    if worded(field):
+        return worded(field)
     phrases = [words for kind, detail in alternatives(field)
                for words in (("true", "false") if kind is bool else (phrase(kind, detail),))]
     return phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])} or {phrases[-1]}"

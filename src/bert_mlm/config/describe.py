@@ -10,7 +10,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import click
 from pydantic.fields import FieldInfo
 
-from bert_mlm.config.base import Section, alternatives, requirement
+from bert_mlm.config.base import Section, alternatives, requirement, worded
 from bert_mlm.config.experiment import SECTIONS, ExperimentConfig
 from bert_mlm.config.variants import VariantOverrides
 
@@ -39,9 +39,8 @@ def summary(section: type[Section]) -> str:
 
 def range_text(field: FieldInfo) -> str:
     """What ``field`` allows beyond its type (a range, the choices, non-empty), or ``""``."""
-    custom = isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("requirement")
     constrained = any(detail for kind, detail in alternatives(field) if kind is not type(None))
-    return requirement(field) if custom or constrained else ""
+    return requirement(field) if worded(field) or constrained else ""
 
 
 def parameter_rows(name: str, section: type[Section]) -> list[tuple[str, str, str, str, str]]:

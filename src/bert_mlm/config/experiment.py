@@ -48,20 +48,19 @@ RETIRED = {  # sections of earlier versions, and where their settings went
 class ExperimentConfig(Section):
     """Every section, and the rules that span sections."""
 
-    corpus: CorpusConfig = Field(default_factory=CorpusConfig, description=CorpusConfig.__doc__)
-    data: DataConfig = Field(default_factory=DataConfig, description=DataConfig.__doc__)
-    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description=TokenizerConfig.__doc__)
-    sequences: SequenceConfig = Field(default_factory=SequenceConfig, description=SequenceConfig.__doc__)
-    model: ModelConfig = Field(default_factory=ModelConfig, description=ModelConfig.__doc__)
-    masking: MaskingConfig = Field(default_factory=MaskingConfig, description=MaskingConfig.__doc__)
-    training: TrainingConfig = Field(default_factory=TrainingConfig, description=TrainingConfig.__doc__)
-    evaluation: EvaluationParameters = Field(
-        default_factory=EvaluationParameters, description=EvaluationParameters.__doc__)
-    tuning: TuningConfig = Field(default_factory=TuningConfig, description=TuningConfig.__doc__)
-    distributed: DistributedConfig = Field(default_factory=DistributedConfig, description=DistributedConfig.__doc__)
-    finetune: FinetuneConfig = Field(default_factory=FinetuneConfig, description=FinetuneConfig.__doc__)
+    corpus: CorpusConfig = Field(default_factory=CorpusConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
+    sequences: SequenceConfig = Field(default_factory=SequenceConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    masking: MaskingConfig = Field(default_factory=MaskingConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    evaluation: EvaluationParameters = Field(default_factory=EvaluationParameters)
+    tuning: TuningConfig = Field(default_factory=TuningConfig)
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+    finetune: FinetuneConfig = Field(default_factory=FinetuneConfig)
     # The mask-rate variants (mask_015: {overrides: ...}), by name.
-    variants: dict[str, VariantOverrides] = Field(default_factory=dict, description=VariantOverrides.__doc__)
+    variants: dict[str, VariantOverrides] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _across_sections(self) -> ExperimentConfig:
