@@ -31,6 +31,8 @@ from bert_mlm.core.tuning_record import TuningRecord
 logger = logging.getLogger(__name__)
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
 class SurplusTrialError(RuntimeError):
     """Another worker already started the last trial this study needs."""
 
