@@ -109,23 +109,16 @@ def kedro_mistake(error: BaseException) -> UserError | None:
     return None
 
 
-GLOBAL_KEYS = {"corpus": ("path", "text_column", "credentials", "hf_dataset", "sources"),
-               "evaluation": ("corpus_path",)}
-
-
-def check_globals(globals_config: Mapping[str, Any]) -> None:
-    """The ``corpus`` and ``evaluation`` sections of globals.yml hold only the keys the catalog
-    reads: a typo (``corpus.pth``) would silently train on the built-in corpus."""
-    for section, keys in GLOBAL_KEYS.items():
-        values = globals_config.get(section)
-        if not isinstance(values, Mapping):
-            continue
-        for key in values:
-            if key not in keys:
-                close = difflib.get_close_matches(str(key), keys, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise UserError(f"globals.yml {section}.{key}: unknown key; {hint}the catalog reads "
-                                f"{', '.join(f'{section}.{k}' for k in keys)}")
+def check_no_globals_file(conf_source: str | Path, env: str | None) -> None:
+    """The settings load the parameters files as globals (each corpus key has one home), so a
+    ``globals.yml`` is not read: its ``corpus.path`` or ``corpus.sources`` (where earlier versions
+    kept them) would be ignored and the run would train on the built-in corpus, silently."""
+    conf = Path(conf_source)
+    for folder in dict.fromkeys(("base", env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV)):
+        for path in sorted((conf / folder).glob("globals*.y*ml")) if (conf / folder).is_dir() else []:
+            raise UserError(f"{_relative(path)}: globals files are not read: the corpus settings (corpus.path, "
+                            f"corpus.sources, ...) live in the parameters; move its keys to "
+                            f"conf/{folder}/parameters_corpus.yml (or any parameters*.yml there)")
 
 
 def check_environment(env: str | None, conf_source: str | None, project: Path) -> None:

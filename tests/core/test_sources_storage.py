@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 import zstandard
 
-from bert_mlm.core.corpus import CorpusConfig, CorpusError, clean_documents
+from bert_mlm.config import CorpusConfig, DataConfig
+from bert_mlm.core.corpus import CorpusError, clean_documents
 from bert_mlm.core.documents import DocumentShards, DocumentStream
-from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.sources import (
     CorpusSource,
     HFDataset,
