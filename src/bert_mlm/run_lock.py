@@ -37,7 +37,7 @@ HOLDER_NAME = ".bert-mlm-run.holder.json"
 PRIVATE = 0o600
 # A contender waits this long: enough to step over a lock file its holder is removing as it ends.
 CONTENTION_SECONDS = 0.5
-_held: dict[Path, FileLock] = {}  # lock path -> this process's held lock
+_held: dict[Path, tuple[FileLock, int]] = {}  # lock path -> the held lock and the pid that took it
 
 
 def lock_path(project_path: str | os.PathLike) -> Path:
@@ -55,16 +55,16 @@ def acquire(project_path: str | os.PathLike) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()
-    except OSError as error:  # a read-only or full project folder: no run could write its outputs there either
-        raise UserError(f"data: cannot take the run lock {str(path)!r} ({error.strerror or error}); a run writes "
-                        "its outputs under data/, which must be writable") from error
-    except Timeout:
+    except Timeout:  # before OSError: filelock's Timeout is a TimeoutError
         raise UserError(
             f"another kedro run is using this project ({_describe(holder_path(project_path))}); runs in one project "
             "would load each other's dataset versions. Wait for it to finish, or run the second one from a copy "
             f"of the project (lock: {path})"
         ) from None
-    _held[path] = lock
+    except OSError as error:  # a read-only or full project folder: no run could write its outputs there either
+        raise UserError(f"data: cannot take the run lock {str(path)!r} ({error.strerror or error}); a run writes "
+                        "its outputs under data/, which must be writable") from error
+    _held[path] = (lock, os.getpid())
     holder = {"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
               "command": redact(" ".join(sys.argv))[:300]}
     try:
@@ -77,8 +77,11 @@ def acquire(project_path: str | os.PathLike) -> Path:
 def release(project_path: str | os.PathLike) -> None:
     """Remove the holder file and the lock file, then unlock (see the module's docstring)."""
     path = lock_path(project_path)
-    lock = _held.pop(path, None)
-    if lock is None:
+    held = _held.pop(path, None)
+    if held is None:
+        return
+    lock, owner = held
+    if owner != os.getpid():  # a forked child: the lock and its files are its parent's
         return
     with suppress(OSError):
         holder_path(project_path).unlink()

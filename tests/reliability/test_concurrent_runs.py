@@ -73,3 +73,24 @@ def test_a_read_only_project_folder_is_one_line(tmp_path):
             run_lock.acquire(tmp_path)
     finally:
         subprocess.run(["umount", str(data)], capture_output=True)
+
+
+def test_a_forked_child_leaves_its_parents_lock_alone(tmp_path):
+    """A forked worker (a data loader, an engine's process) that exits through the release path must not remove or
+    unlock the lock of the run that forked it: a second run would then start beside the first."""
+    import os
+
+    lock = run_lock.acquire(tmp_path)
+    try:
+        child = os.fork()
+        if child == 0:  # the child: what an exit without the hooks runs
+            run_lock._release_all()
+            os._exit(0)
+        os.waitpid(child, 0)
+        assert lock.exists() and run_lock.holder_path(tmp_path).exists()
+        contender = subprocess.run([sys.executable, "-c", "import sys; from bert_mlm import run_lock\n"
+                                    "try:\n    run_lock.acquire(sys.argv[1])\nexcept ValueError as e:\n    print(e)",
+                                    str(tmp_path)], capture_output=True, text=True, timeout=120)
+        assert contender.stdout.startswith(f"another kedro run is using this project (pid {os.getpid()}, started ")
+    finally:
+        run_lock.release(tmp_path)
