@@ -6,7 +6,11 @@ import pandas as pd
 import pytest
 
 from bert_mlm.core.corpus import BUILTIN_SOURCE, CorpusError, clean_documents
-from bert_mlm.core.sources import builtin_corpus, decode_text, read_corpus, resolve_corpus_files
+from bert_mlm.core.sources import builtin_corpus, decode_text, list_corpus_files, read_corpus
+
+
+def resolve_corpus_files(path):
+    return [file for file, _ in list_corpus_files(path)]
 
 
 # ----------------------------------------------------------------------------- decoding and reading

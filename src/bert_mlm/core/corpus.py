@@ -4,8 +4,8 @@ Everything here is Kedro-free. A *document* is one cleaned paragraph of running 
 blank-line separated block of a text file, one row of a table, one docstring paragraph of the
 built-in corpus). Documents are the unit of de-duplication and of the train/valid/test split.
 
-The corpus streams: :func:`bert_mlm.core.sources.iter_raw_batches` reads files and tables in bounded chunks (text files
-are cut at paragraph boundaries, tables by rows), :func:`clean_batch` turns one chunk into
+The corpus streams: :meth:`bert_mlm.core.sources.CorpusSource.batches` reads files and tables in bounded chunks (text
+files are cut at paragraph boundaries, tables by rows), :func:`clean_batch` turns one chunk into
 documents (a pure function, so it runs on worker processes or Dask workers), and
 :func:`stream_documents` de-duplicates and splits them in input order. Memory is bounded by a
 chunk, plus 8 bytes per distinct document for exact de-duplication.
@@ -56,6 +56,10 @@ class CorpusConfig:
     deduplicate: bool = True
     split_ratios: dict = field(default_factory=lambda: {"train": 0.9, "valid": 0.05, "test": 0.05})
     split_salt: str = ""
+    # Text files: true, every non-empty line is a paragraph (news, Wikipedia extracts: one per line);
+    # false, a blank line ends a paragraph and wrapped lines are joined; auto, each file decides from
+    # its first 64 KiB (sources.text.lines_are_paragraphs), logged once per file.
+    line_by_line: bool | str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.min_words, int) or isinstance(self.min_words, bool) or self.min_words < 1:
@@ -63,6 +67,12 @@ class CorpusConfig:
         if not isinstance(self.max_document_chars, int) or self.max_document_chars < 100:
             raise UserError(f"corpus.max_document_chars: {self.max_document_chars!r} must be an integer >= 100")
         validate_split_ratios(dict(self.split_ratios))
+        if not (self.line_by_line == "auto" or isinstance(self.line_by_line, bool)):
+            raise UserError(f"corpus.line_by_line: {self.line_by_line!r} must be auto, true or false")
+        given = [key for key in ("path", "hf_dataset", "sources") if getattr(self, key) not in (None, "")]
+        if len(given) > 1:
+            raise UserError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not "
+                            f"{' and '.join('corpus.' + key for key in given)}")
 
 
 class CorpusError(UserError):
@@ -82,6 +92,8 @@ class RawText:
     starts_source: bool = True
     # The source's name in a mixture (corpus.sources); "" otherwise.
     origin: str = ""
+    # A text file whose every non-empty line is a paragraph (corpus.line_by_line).
+    line_by_line: bool = False
 
 
 @dataclass
@@ -107,9 +119,11 @@ def join_paragraph(block: str) -> str:
     return " ".join(line.strip() for line in block.split("\n") if line.strip())
 
 
-def split_paragraphs(text: str) -> list[str]:
-    """Cleaned paragraphs of a text: a blank line ends a paragraph, wrapped lines are joined."""
-    return [p for p in (join_paragraph(b) for b in _BLANK_LINE.split(normalise(text))) if p]
+def split_paragraphs(text: str, line_by_line: bool = False) -> list[str]:
+    """Cleaned paragraphs of a text: a blank line ends a paragraph and wrapped lines are joined,
+    or with ``line_by_line`` every non-empty line is one."""
+    blocks = normalise(text).split("\n") if line_by_line else _BLANK_LINE.split(normalise(text))
+    return [p for p in (join_paragraph(b) for b in blocks) if p]
 
 
 def chunk_text(text: str, max_chars: int) -> list[str]:
@@ -196,7 +210,8 @@ def clean_batch(
     dropped_short = replaced = 0
     for item in items:
         replaced += item.replaced_bytes
-        paragraphs = [join_paragraph(normalise(item.text))] if item.is_document else split_paragraphs(item.text)
+        paragraphs = ([join_paragraph(normalise(item.text))] if item.is_document
+                      else split_paragraphs(item.text, item.line_by_line))
         for paragraph in (piece for p in paragraphs for piece in chunk_text(p, max_chars)):
             if not paragraph if item.is_document else not has_words(paragraph, min_words):
                 dropped_short += 1  # a table row only when it is empty

@@ -1,0 +1,91 @@
+"""Mixture settings (``corpus.sources``): named sources with a weight (share of the training tokens)
+or a repeat (passes), each with its own path or Hugging Face dataset and credentials; checked
+whole, so that a source given twice is named as such."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bert_mlm.core.corpus import CorpusError
+from bert_mlm.core.sources.hf import HFDataset
+from bert_mlm.core.sources.listing import source_name
+from bert_mlm.core.sources.source import CorpusSource
+
+SOURCE_KEYS = ("path", "text_column", "credentials", "fs_args", "hf_dataset", "weight", "repeat")
+
+
+def storage_options_of(credentials, fs_args, parameter: str) -> dict | None:
+    """Kedro's convention: a dataset's resolved ``credentials`` merged with its ``fs_args``."""
+    if isinstance(credentials, str):
+        raise CorpusError(f"{parameter}: credentials {credentials!r} were not resolved: Kedro resolves credentials "
+                          "names in mappings only (give corpus.sources as a mapping of name -> source)")
+    for value, key in ((credentials, "credentials"), (fs_args, "fs_args")):
+        if value is not None and not isinstance(value, dict):
+            raise CorpusError(f"{parameter}.{key}: must be a mapping, not {type(value).__name__}")
+    options = {**(credentials or {}), **(fs_args or {})}
+    return options or None
+
+
+def mixture_source(sources, text_column: str = "text", parameter: str = "corpus.sources") -> CorpusSource:
+    """``corpus.sources``: a mapping name -> source (``path`` or ``hf_dataset``, optional
+    ``text_column``, ``credentials``, ``fs_args``, and ``weight`` (share of training tokens) or
+    ``repeat`` (passes over that source)). Every source has a weight, or none has."""
+    if isinstance(sources, list):
+        sources = {f"source{i + 1}": value for i, value in enumerate(sources)}
+    if not isinstance(sources, dict) or not sources:
+        raise CorpusError(f"{parameter}: must be a non-empty mapping of name -> source")
+    parts = []
+    for name, spec in sources.items():
+        where = f"{parameter}.{name}"
+        if not isinstance(spec, dict):
+            raise CorpusError(f"{where}: must be a mapping with path or hf_dataset")
+        unknown = sorted(set(spec) - set(SOURCE_KEYS))
+        if unknown:
+            raise CorpusError(f"{where}: unknown key(s) {unknown}; use {list(SOURCE_KEYS)}")
+        if ("path" in spec) == ("hf_dataset" in spec):
+            raise CorpusError(f"{where}: give exactly one of path or hf_dataset")
+        weight, repeat = spec.get("weight"), spec.get("repeat")
+        for key, value in (("weight", weight), ("repeat", repeat)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise CorpusError(f"{where}.{key}: {value!r} must be a positive number")
+        if weight is not None and repeat is not None:
+            raise CorpusError(f"{where}: give weight or repeat, not both")
+        parts.append(
+            CorpusSource(
+                parameter=f"{where}.path",
+                path=None if spec.get("path") is None else str(spec["path"]),
+                text_column=spec.get("text_column", text_column),
+                builtin_when_empty=False,
+                storage_options=storage_options_of(spec.get("credentials"), spec.get("fs_args"), where),
+                hf_dataset=HFDataset.from_mapping(spec["hf_dataset"], f"{where}.hf_dataset")
+                if "hf_dataset" in spec
+                else None,
+                name=str(name),
+                weight=None if weight is None else float(weight),
+                repeat=None if repeat is None else float(repeat),
+            )
+        )
+    weighted = [p.weight is not None for p in parts]
+    if any(weighted) and not all(weighted):
+        raise CorpusError(
+            f"{parameter}: give every source a weight, or none (then each is read repeat times, default 1)"
+        )
+    return CorpusSource(parts=tuple(parts), text_column=text_column, builtin_when_empty=False)
+
+
+
+def check_distinct(parts: tuple[CorpusSource, ...]) -> None:
+    """Refuse a mixture that reads the same text twice (the same path or dataset in two sources, or
+    a file that two sources list): de-duplication would drop the second copy whole, and the second
+    source would be left with nothing."""
+    owner: dict = {}
+    for part in parts:
+        keys = ([(os.path.realpath(f) if isinstance(f, Path) else f, source_name(f)) for f in part.files()]
+                if part.path is not None else [(part.hf_dataset, part.hf_dataset.describe())])
+        for key, shown in keys:
+            if key in owner and owner[key] != part.name:
+                raise CorpusError(f"corpus.sources.{part.name}: {shown!r} is also a source of "
+                                  f"corpus.sources.{owner[key]} (a duplicate: its documents would be dropped as "
+                                  "copies of the first); give each file or dataset to one source")
+            owner.setdefault(key, part.name)
