@@ -84,7 +84,7 @@ class HFDataset:
         if not isinstance(dataset, datasets.DatasetDict):
             if self.split is not None:
                 raise CorpusError(f"{self.parameter}.split: {self.split!r} was given, but {self.path!r} holds one "
-                                  "dataset without splits; remove {self.parameter}.split")
+                                  f"dataset without splits; remove {self.parameter}.split")
             return dataset
         if (self.split or "train") not in dataset:
             raise CorpusError(f"{self.parameter}.split: {self.split or 'train'!r} is not a split of {self.path!r}; "

@@ -173,7 +173,8 @@ def list_corpus_files(path: str | os.PathLike, storage_options: dict | None = No
     if not files:
         supported = (f"supported are {', '.join(SUPPORTED_SUFFIXES)}, each optionally compressed "
                      f"({', '.join(COMPRESSIONS)})")
-        if len(listed) == 1 and skipped:
+        named = PurePosixPath(text.rstrip("/")).name  # the path is the one file (not a folder that holds one)
+        if len(listed) == 1 and skipped and PurePosixPath(str(listed[0][0])).name == named:
             raise CorpusError(f"{parameter}: {shown} is not read; {supported}")
         raise CorpusError(f"{parameter}: {without_userinfo(text)!r} holds no corpus file"
                           f"{': it holds ' + shown if skipped else ''}; {supported}")

@@ -67,30 +67,36 @@ def open_corpus_file(file: CorpusFile, storage_options: dict | None = None) -> C
     a UTF-16/32 file re-encoded, a UTF-8 byte-order mark dropped. Close it after use."""
     source, protocol = source_name(file), listing.protocol_of(str(file))
     try:  # HTTP in one streamed GET: fsspec's random-access file asks for ranges, which some servers refuse
-        raw = open_raw(file, storage_options, **({"block_size": 0} if protocol in ("http", "https") else {}))
+        stored = open_raw(file, storage_options, **({"block_size": 0} if protocol in ("http", "https") else {}))
     except ImportError as error:
         raise listing.missing_package(protocol, error, "corpus.path") from error
     except OSError as error:
         raise CorpusError(f"corpus file {source!r} could not be opened ({type(error).__name__}: "
                           f"{first_line(error)})") from error
-    raw = raw if hasattr(raw, "peek") else io.BufferedReader(raw, 1 << 20)
-    compression = listing.compression_of(str(file)) or compression_in(raw.peek(16))
-    if compression and not listing.compression_of(str(file)):
-        logger.info("corpus file %r holds %s-compressed data (its first bytes say so): read decompressed",
-                    source, compression)
-    stream = fsspec.compression.compr[compression](raw, mode="rb") if compression else raw
-    return CorpusStream(stream, source, compression, closing=(stream, raw))
+    return CorpusStream(stored, source, listing.compression_of(str(file)))
 
 
 class CorpusStream(io.RawIOBase):
-    """The one adapter over the library's stream: it counts what it delivers, turns a broken read (a
-    truncated or corrupt archive, a dropped connection) into one :class:`CorpusError` naming the file
-    and how far it got, and re-encodes a file whose byte-order mark announces UTF-16/32."""
+    """The one adapter over the library's streams: it picks the decompressor (the suffix's, or the
+    one the first bytes announce), counts what it delivers, turns a broken read (a truncated or
+    corrupt archive, a dropped connection) into one :class:`CorpusError` naming the file and how far
+    it got, and re-encodes a file whose byte-order mark announces UTF-16/32."""
 
-    def __init__(self, stream, source: str, compression: str | None, closing: tuple = ()):
-        self._stream, self._closing, self.source, self.compression = stream, closing, source, compression
-        self.delivered = 0
+    def __init__(self, stored, source: str, compression: str | None):
+        self._stored = stored  # the file's bytes as stored; its position says how far reading got
+        self._raw = stored if hasattr(stored, "peek") else io.BufferedReader(stored, 1 << 16)
+        self._stream = None  # the decompressed stream, opened by the first read (inside its error handling)
+        self.source, self.compression, self.delivered = source, compression, 0
         self._decoder: codecs.IncrementalDecoder | None | bool = False  # False: the first read decides
+
+    def _open(self):
+        if self.compression is None:
+            self.compression = compression_in(self._raw.peek(16))
+            if self.compression:
+                logger.info("corpus file %r holds %s-compressed data (its first bytes say so): read decompressed",
+                            self.source, self.compression)
+        compressed = fsspec.compression.compr[self.compression] if self.compression else None
+        return compressed(self._raw, mode="rb") if compressed else self._raw
 
     def readable(self) -> bool:
         return True
@@ -102,6 +108,7 @@ class CorpusStream(io.RawIOBase):
 
     def read(self, size: int = -1) -> bytes:
         try:
+            self._stream = self._stream or self._open()
             data = self._stream.read(size)
             if self._decoder is False:
                 encoding = bom_encoding(data)
@@ -116,17 +123,24 @@ class CorpusStream(io.RawIOBase):
             raise
         except Exception as error:  # zlib, lzma, zstd, aiohttp, botocore: each its own types; one line here
             how = (f"is truncated or corrupt: the {self.compression} stream broke after {self.delivered:,} "
-                   "uncompressed bytes" if self.compression else
+                   f"uncompressed bytes{self._stored_read()}" if self.compression else
                    f"could not be read to its end: reading broke after {self.delivered:,} bytes")
             raise CorpusError(f"corpus file {self.source!r} {how} ({type(error).__name__}: {first_line(error)}); "
                               "nothing was written from it") from error
         self.delivered += len(data)
         return data
 
+    def _stored_read(self) -> str:
+        try:
+            return f" ({self._stored.tell():,} bytes of the file read)"
+        except Exception:  # noqa: BLE001 - a stream that cannot say: the uncompressed count is enough
+            return ""
+
     def close(self) -> None:
         try:
-            for stream in self._closing:
-                stream.close()
+            for stream in (self._stream, self._raw, self._stored):
+                if stream is not None:
+                    stream.close()
         finally:
             super().close()
 
