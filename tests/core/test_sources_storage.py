@@ -145,6 +145,10 @@ def test_files_with_a_byte_order_mark_are_decoded_not_called_binary(tmp_path, en
     path.write_bytes(data)
     got = texts_of(CorpusSource(str(path)))
     assert got == ["The first paragraph of English text here.", "第二段：这家酒店的服务很好，房间干净。"]
+    rows = pd.DataFrame({"text": got * 2000})  # a table read through buffered text: exact read sizes
+    table = rows.to_json(orient="records", lines=True, force_ascii=False).encode(encoding)
+    (tmp_path / "rows.jsonl").write_bytes(b"\xfe\xff" + table if encoding == "utf-16-be" else table)
+    assert texts_of(CorpusSource(str(tmp_path / "rows.jsonl"))) == got
 
 
 def test_many_links_to_one_directory_are_one_warning_not_a_loop(tmp_path, caplog):

@@ -51,28 +51,16 @@ def mixture_source(sources, text_column: str = "text", parameter: str = "corpus.
                 raise CorpusError(f"{where}.{key}: {value!r} must be a positive number")
         if weight is not None and repeat is not None:
             raise CorpusError(f"{where}: give weight or repeat, not both")
-        parts.append(
-            CorpusSource(
-                parameter=f"{where}.path",
-                path=None if spec.get("path") is None else str(spec["path"]),
-                text_column=spec.get("text_column", text_column),
-                builtin_when_empty=False,
-                storage_options=storage_options_of(spec.get("credentials"), spec.get("fs_args"), where),
-                hf_dataset=HFDataset.from_mapping(spec["hf_dataset"], f"{where}.hf_dataset")
-                if "hf_dataset" in spec
-                else None,
-                name=str(name),
-                weight=None if weight is None else float(weight),
-                repeat=None if repeat is None else float(repeat),
-            )
-        )
+        hf_dataset = HFDataset.from_mapping(spec["hf_dataset"], f"{where}.hf_dataset") if "hf_dataset" in spec else None
+        parts.append(CorpusSource(
+            None if spec.get("path") is None else str(spec["path"]), spec.get("text_column", text_column),
+            storage_options=storage_options_of(spec.get("credentials"), spec.get("fs_args"), where),
+            builtin_when_empty=False, hf_dataset=hf_dataset, name=str(name), parameter=f"{where}.path",
+            weight=None if weight is None else float(weight), repeat=None if repeat is None else float(repeat)))
     weighted = [p.weight is not None for p in parts]
     if any(weighted) and not all(weighted):
-        raise CorpusError(
-            f"{parameter}: give every source a weight, or none (then each is read repeat times, default 1)"
-        )
+        raise CorpusError(f"{parameter}: give every source a weight, or none (each then read repeat times, default 1)")
     return CorpusSource(parts=tuple(parts), text_column=text_column, builtin_when_empty=False)
-
 
 
 def check_distinct(parts: tuple[CorpusSource, ...]) -> None:

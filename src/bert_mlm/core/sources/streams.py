@@ -87,7 +87,8 @@ class CorpusStream(io.RawIOBase):
         self._raw = stored if hasattr(stored, "peek") else io.BufferedReader(stored, 1 << 16)
         self._stream = None  # the decompressed stream, opened by the first read (inside its error handling)
         self.source, self.compression, self.delivered = source, compression, 0
-        self._decoder: codecs.IncrementalDecoder | None | bool = False  # False: the first read decides
+        self._decoder: codecs.IncrementalDecoder | None = None  # a UTF-16/32 file's, set by _open
+        self._text = b""  # a UTF-16/32 file's text decoded ahead, as UTF-8
 
     def _open(self):
         if self.compression is None:
@@ -96,7 +97,10 @@ class CorpusStream(io.RawIOBase):
                 logger.info("corpus file %r holds %s-compressed data (its first bytes say so): read decompressed",
                             self.source, self.compression)
         compressed = fsspec.compression.compr[self.compression] if self.compression else None
-        return compressed(self._raw, mode="rb") if compressed else self._raw
+        stream = compressed(self._raw, mode="rb") if compressed else self._raw
+        encoding = bom_encoding(stream.peek(4))  # every registered decompressor peeks
+        self._decoder = codecs.getincrementaldecoder(encoding)("replace") if encoding else None
+        return stream
 
     def readable(self) -> bool:
         return True
@@ -110,13 +114,10 @@ class CorpusStream(io.RawIOBase):
         try:
             self._stream = self._stream or self._open()
             data = self._stream.read(size)
-            if self._decoder is False:
-                encoding = bom_encoding(data)
-                self._decoder = codecs.getincrementaldecoder(encoding)("replace") if encoding else None
-            while self._decoder is not None:  # until text comes out, or the stream ends
-                text = self._decoder.decode(data, final=not data).encode("utf-8", "surrogatepass")
-                if text or not data:
-                    data = text
+            while self._decoder is not None:  # re-encoded text, ``size`` bytes of it (readinto needs no more)
+                self._text += self._decoder.decode(data, final=not data).encode("utf-8", "surrogatepass")
+                if not data or 0 <= size <= len(self._text):
+                    data, self._text = (self._text, b"") if size < 0 else (self._text[:size], self._text[size:])
                     break
                 data = self._stream.read(size)
         except CorpusError:
