@@ -1,15 +1,11 @@
 """Mixture settings (``corpus.sources``): named sources with a weight (share of the training tokens)
 or a repeat (passes), each with its own path or Hugging Face dataset and credentials; checked
-whole, so that a source given twice is named as such."""
+whole (a source given twice is named as such when the source is checked: ``CorpusSource.check``)."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from bert_mlm.core.corpus import CorpusError
 from bert_mlm.core.sources.hf import HFDataset
-from bert_mlm.core.sources.listing import source_name
 from bert_mlm.core.sources.source import CorpusSource
 
 SOURCE_KEYS = ("path", "text_column", "credentials", "fs_args", "hf_dataset", "weight", "repeat")
@@ -61,19 +57,3 @@ def mixture_source(sources, text_column: str = "text", parameter: str = "corpus.
     if any(weighted) and not all(weighted):
         raise CorpusError(f"{parameter}: give every source a weight, or none (each then read repeat times, default 1)")
     return CorpusSource(parts=tuple(parts), text_column=text_column, builtin_when_empty=False)
-
-
-def check_distinct(parts: tuple[CorpusSource, ...]) -> None:
-    """Refuse a mixture that reads the same text twice (the same path or dataset in two sources, or
-    a file that two sources list): de-duplication would drop the second copy whole, and the second
-    source would be left with nothing."""
-    owner: dict = {}
-    for part in parts:
-        keys = ([(os.path.realpath(f) if isinstance(f, Path) else f, source_name(f)) for f in part.files()]
-                if part.path is not None else [(part.hf_dataset, part.hf_dataset.describe())])
-        for key, shown in keys:
-            if key in owner and owner[key] != part.name:
-                raise CorpusError(f"corpus.sources.{part.name}: {shown!r} is also a source of "
-                                  f"corpus.sources.{owner[key]} (a duplicate: its documents would be dropped as "
-                                  "copies of the first); give each file or dataset to one source")
-            owner.setdefault(key, part.name)

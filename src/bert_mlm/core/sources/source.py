@@ -17,7 +17,14 @@ import pandas as pd
 
 from bert_mlm.core.corpus import BUILTIN_SOURCE, TABLE_SUFFIXES, CorpusError, RawText
 from bert_mlm.core.sources.hf import HFDataset
-from bert_mlm.core.sources.listing import CorpusFile, compression_of, format_suffix, list_corpus_files, without_userinfo
+from bert_mlm.core.sources.listing import (
+    CorpusFile,
+    compression_of,
+    format_suffix,
+    list_corpus_files,
+    source_name,
+    without_userinfo,
+)
 from bert_mlm.core.sources.streams import READ_CHUNK_BYTES, decode_text, iter_text_file
 from bert_mlm.core.sources.tables import iter_table_rows, text_documents
 
@@ -75,8 +82,6 @@ class CorpusSource:
     def check(self) -> None:
         """Fail now, in one line, on what would fail later: a missing path, an empty listing,
         missing credentials or packages, an unknown dataset or column, a mixture's source twice."""
-        from bert_mlm.core.sources.mixture import check_distinct
-
         for part in self.parts:
             part.check()
         check_distinct(self.parts)
@@ -116,6 +121,22 @@ class CorpusSource:
         if not self.parts:
             return None
         return {p.name: {"weight": p.weight, "repeat": p.repeat} for p in self.parts}
+
+
+def check_distinct(parts: tuple[CorpusSource, ...]) -> None:
+    """Refuse a mixture that reads the same text twice (the same path or dataset in two sources, or
+    a file that two sources list): de-duplication would drop the second copy whole, and the second
+    source would be left with nothing."""
+    owner: dict = {}
+    for part in parts:
+        keys = ([(os.path.realpath(f) if isinstance(f, Path) else f, source_name(f)) for f in part.files()]
+                if part.path is not None else [(part.hf_dataset, part.hf_dataset.describe())])
+        for key, shown in keys:
+            if key in owner and owner[key] != part.name:
+                raise CorpusError(f"corpus.sources.{part.name}: {shown!r} is also a source of "
+                                  f"corpus.sources.{owner[key]} (a duplicate: its documents would be dropped as "
+                                  "copies of the first); give each file or dataset to one source")
+            owner.setdefault(key, part.name)
 
 
 def iter_file_batches(files: list[CorpusFile], text_column: str, chunk_bytes: int, storage_options: dict | None = None,
