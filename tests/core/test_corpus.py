@@ -6,8 +6,8 @@ import random
 
 import pytest
 
+from bert_mlm.config import CorpusConfig
 from bert_mlm.core.corpus import (
-    CorpusConfig,
     RawText,
     assign_splits,
     clean_documents,

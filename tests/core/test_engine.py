@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bert_mlm.core.corpus import CorpusConfig
+from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.documents import DocumentShards, DocumentStream
-from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.engine import open_engine
 from bert_mlm.core.sources import CorpusSource, read_task, read_tasks
 from bert_mlm.core.token_store import EncodingJob, TokenStore
 from bert_mlm.core.tokenizer import load_tokenizer

@@ -207,7 +207,7 @@ def test_line_by_line_auto_joins_hard_wrapped_english_books_and_splits_wikitext(
 
 
 def test_line_by_line_decision_and_setting_are_checked():
-    from bert_mlm.core.corpus import CorpusConfig
+    from bert_mlm.config import CorpusConfig
     from bert_mlm.core.errors import UserError
     from bert_mlm.core.sources.streams import lines_are_paragraphs
 
@@ -217,10 +217,9 @@ def test_line_by_line_decision_and_setting_are_checked():
     assert not lines_are_paragraphs(b"One.\n\nTwo.\n\nThree.\n")[0]  # blank lines: nothing to decide
     for value in ("auto", True, False):
         assert CorpusConfig(line_by_line=value).line_by_line == value
-    with pytest.raises(UserError, match=r"corpus\.line_by_line: 'yes' must be auto, true or false"):
-        CorpusConfig(line_by_line="yes")
-    with pytest.raises(UserError, match=r"corpus\.line_by_line: 1 must be"):
-        CorpusConfig(line_by_line=1)
+    for value in ("yes", 1, "true"):  # strict: a quoted "true" is not true
+        with pytest.raises(UserError, match=rf"corpus\.line_by_line: {value!r} must be 'auto', true or false"):
+            CorpusConfig(line_by_line=value)
 
 
 @pytest.mark.parametrize("line_by_line", ["auto", True, False])

@@ -19,9 +19,9 @@ import time
 import pandas as pd
 import pytest
 
-from bert_mlm.core.corpus import CorpusConfig, CorpusError, clean_documents
+from bert_mlm.config import CorpusConfig, DataConfig
+from bert_mlm.core.corpus import CorpusError, clean_documents
 from bert_mlm.core.documents import DocumentShards, DocumentStream
-from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.sources import (
     CorpusSource,
@@ -440,7 +440,6 @@ def test_corpus_path_and_hf_dataset_together_are_one_line(tmp_path):
     from kedro.io import DatasetError
 
     from bert_mlm.cli import user_error_in
-    from bert_mlm.core.corpus import CorpusConfig
     from bert_mlm.datasets import CorpusDataset
 
     message = r"^corpus: give one of corpus\.path, corpus\.hf_dataset or corpus\.sources, not corpus\.path and " \

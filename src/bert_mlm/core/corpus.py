@@ -22,57 +22,19 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from bert_mlm.config.corpus import SPLITS, validate_split_ratios
 from bert_mlm.core.errors import UserError
 
 TEXT_SUFFIXES = (".txt", ".raw", ".text", ".md")
 # .json: JSON Lines (one object per line), as most dumps named .json are.
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".jsonl", ".json")
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES + TABLE_SUFFIXES
-SPLITS = ("train", "valid", "test")
 BUILTIN_SOURCE = "builtin:python-stdlib-docstrings"
 
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _SPACES = re.compile(r"[^\S\n]+")
 # Control characters other than newline and tab mark binary data (or mojibake), not text.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-@dataclass(frozen=True)
-class CorpusConfig:
-    # ``path``, ``text_column``, ``credentials``, ``hf_dataset`` and ``sources`` are read by the
-    # catalog's ``raw_corpus`` dataset (from ``--params corpus.path=...`` or globals.yml, and checked
-    # there); they are listed here so that those overrides validate.
-    path: str | None = None
-    text_column: str = "text"
-    credentials: str | None = None
-    hf_dataset: dict | str | None = None
-    sources: dict | list | None = None
-    # Paragraphs of text files with fewer words are dropped (headings, page numbers); a CJK
-    # character counts as a word. Table rows are documents as they are: dropped only when empty.
-    min_words: int = 4
-    # Longer paragraphs (a file without blank lines, a 100 MB line) are cut at whitespace into
-    # documents of at most this many characters, so one giant line cannot exhaust memory later.
-    max_document_chars: int = 100_000
-    deduplicate: bool = True
-    split_ratios: dict = field(default_factory=lambda: {"train": 0.9, "valid": 0.05, "test": 0.05})
-    split_salt: str = ""
-    # Text files: true, every non-empty line is a paragraph (news, Wikipedia extracts: one per line);
-    # false, a blank line ends a paragraph and wrapped lines are joined; auto, each file decides from
-    # its first 64 KiB (sources.text.lines_are_paragraphs), logged once per file.
-    line_by_line: bool | str = "auto"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.min_words, int) or isinstance(self.min_words, bool) or self.min_words < 1:
-            raise UserError(f"corpus.min_words: {self.min_words!r} must be a positive integer")
-        if not isinstance(self.max_document_chars, int) or self.max_document_chars < 100:
-            raise UserError(f"corpus.max_document_chars: {self.max_document_chars!r} must be an integer >= 100")
-        validate_split_ratios(dict(self.split_ratios))
-        if not (self.line_by_line == "auto" or isinstance(self.line_by_line, bool)):
-            raise UserError(f"corpus.line_by_line: {self.line_by_line!r} must be auto, true or false")
-        given = [key for key in ("path", "hf_dataset", "sources") if getattr(self, key) not in (None, "")]
-        if len(given) > 1:
-            raise UserError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not "
-                            f"{' and '.join('corpus.' + key for key in given)}")
 
 
 class CorpusError(UserError):
@@ -329,21 +291,6 @@ def clean_documents(
 # ----------------------------------------------------------------------------- splitting
 def document_hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
-
-
-def validate_split_ratios(ratios: dict[str, float]) -> dict[str, float]:
-    unknown = set(ratios) - set(SPLITS)
-    if unknown:
-        raise UserError(f"corpus.split_ratios: unknown split(s) {sorted(unknown)}; use {SPLITS}")
-    values = {name: float(ratios.get(name, 0.0)) for name in SPLITS}
-    if any(v < 0 for v in values.values()) or abs(sum(values.values()) - 1.0) > 1e-6:
-        raise UserError(
-            f"corpus.split_ratios: {values} must be non-negative and sum to 1 "
-            f"(they sum to {sum(values.values()):.4f})"
-        )
-    if values["train"] <= 0:
-        raise UserError("corpus.split_ratios: train must be > 0")
-    return values
 
 
 def _split_edges(ratios: dict[str, float]) -> tuple[float, float]:

@@ -19,7 +19,7 @@ import functools
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,16 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bert_mlm.core.corpus import (
-    SPLITS,
-    CleanedBatch,
-    CleaningReport,
-    CorpusConfig,
-    CorpusError,
-    clean_batch,
-    stream_documents,
-)
-from bert_mlm.core.engine import DaskEngine, DataConfig, open_engine
+from bert_mlm.config import CorpusConfig, DataConfig
+from bert_mlm.core.corpus import SPLITS, CleanedBatch, CleaningReport, CorpusError, clean_batch, stream_documents
+from bert_mlm.core.engine import DaskEngine, open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sources import CorpusSource, ReadTask, read_task, read_tasks
 
@@ -540,7 +533,7 @@ class DocumentStream:
         settings = {
             "source": self.source.describe(),
             "text_column": self.source.text_column,
-            "corpus": asdict(config),
+            "corpus": config.model_dump(),
         }
         cleaning = (config.min_words, config.max_document_chars, dict(config.split_ratios), config.split_salt)
         try:
