@@ -76,9 +76,17 @@ def normalise(text: str) -> str:
     return _SPACES.sub(" ", text)
 
 
+# Han, kana and their full-width punctuation are written without spaces: a line break between two
+# of them inside a hard-wrapped Chinese or Japanese paragraph is no space (Korean spaces its words).
+_UNSPACED = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f"
+_UNSPACED_BREAK = re.compile(f"(?<=[{_UNSPACED}])\n(?=[{_UNSPACED}])")
+
+
 def join_paragraph(block: str) -> str:
-    """Join hard-wrapped lines of one paragraph into one line of text."""
-    return " ".join(line.strip() for line in block.split("\n") if line.strip())
+    """Join hard-wrapped lines of one paragraph into one line of text: with a space, except between
+    two characters of a script written without spaces."""
+    joined = "\n".join(line.strip() for line in block.split("\n") if line.strip())
+    return _UNSPACED_BREAK.sub("", joined).replace("\n", " ")
 
 
 def split_paragraphs(text: str, line_by_line: bool = False) -> list[str]:
