@@ -8,6 +8,7 @@ import glob
 import logging
 import os
 from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
 
 import fsspec
 import fsspec.utils
@@ -65,16 +66,21 @@ def first_line(error: BaseException) -> str:
     return text[0][:300] if text else type(error).__name__
 
 
+def _path_part(name: str) -> PurePosixPath:
+    """The path of ``name``; a URL's query is no suffix (a signed URL ends in ``?X-Amz-Signature=...``)."""
+    return PurePosixPath(urlsplit(name).path if "://" in name else name)
+
+
 def format_suffix(name: str) -> str:
     """The format of ``name`` under its compression: ``books.jsonl.gz`` -> ``.jsonl``."""
-    suffixes = [s.lower() for s in PurePosixPath(name).suffixes]
+    suffixes = [s.lower() for s in _path_part(name).suffixes]
     if suffixes and suffixes[-1] in COMPRESSIONS:
         suffixes = suffixes[:-1]
     return suffixes[-1] if suffixes else ""
 
 
 def compression_of(name: str) -> str | None:
-    return COMPRESSIONS.get(PurePosixPath(name).suffix.lower())
+    return COMPRESSIONS.get(_path_part(name).suffix.lower())
 
 
 def skip_reason(name: str) -> str | None:
