@@ -27,10 +27,13 @@ DEFAULT_CHAIN_NODES = [
     "summarise_tokens",
     "build_model_inputs",
     "tune_mask_probability",
+    "record_run",
     "train_masked_lm",
-    "finetune_classifier",
     "evaluate_masked_lm",
+    "finetune_classifier",
+    "gather_metrics",
     "build_run_report",
+    "write_model_card",
 ]
 
 

@@ -30,6 +30,8 @@ from bert_mlm.core.model import (
     planned_bert_config,
 )
 from bert_mlm.core.redaction import redact
+from bert_mlm.core.results import NOT_RUN
+from bert_mlm.core.run_record import describe_device, run_facts
 from bert_mlm.core.tuning import check_storage
 from bert_mlm.core.tuning_record import check_saved_sections
 from bert_mlm.kedro_checks import (
@@ -140,6 +142,10 @@ class ValidateParametersHook:
         remove_dead_temporaries(project / "data")  # under the lock: no other run of this project writes there
 
         self.explicit = run_params.get("runtime_params") or {}
+        # What no node can know, for the run record (record_run) and the results' model (gather_metrics).
+        catalog["run_facts"] = run_facts(run_params, config.model_dump(mode="json"),
+                                         (node.name for node in pipeline.nodes),
+                                         describe_device(resolve_device(config.training.device)))
 
     @hook_impl
     def after_node_run(self, node, outputs: dict) -> None:
@@ -225,14 +231,16 @@ class NodeTimingHook:
     """Ends every run with a short summary that survives copy and paste: a table of every node's
     time (the node function itself, and with its catalog loads and saves: the data stages do
     their work while their datasets save) and the process's peak memory when it finished, the
-    headline metrics, and where the report and the model were written.
+    headline metrics, and where the results were written (report, model, metrics, run record, study,
+    fine-tuning result).
 
     With the environment variable ``BERT_MLM_NODE_TIMINGS`` set to a path, the table is also
     written there as JSON (``bench/end_to_end.py`` uses it). Under ``ParallelRunner`` nodes run
     in worker processes that hold their own hook instances, so the table stays empty there.
     """
 
-    WRITTEN = {"run_report": "report", "trained_model": "model", "metrics": "metrics"}
+    WRITTEN = {"run_report": "report", "trained_model": "model", "metrics": "metrics", "run_config": "run record",
+               "finetune_metrics": "fine-tuning", "tuning_best_params": "study"}
 
     def __init__(self) -> None:
         self.nodes: dict[str, dict] = {}
@@ -268,7 +276,7 @@ class NodeTimingHook:
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data, node) -> None:
         self._entry(node)["last_io"] = time.perf_counter()
-        if dataset_name in self.WRITTEN:
+        if dataset_name in self.WRITTEN and data is not NOT_RUN:  # NOT_RUN: nothing was written
             self.written[self.WRITTEN[dataset_name]] = self._saved_path(dataset_name)
         if dataset_name == "metrics" and isinstance(data, dict):
             self.metrics = data

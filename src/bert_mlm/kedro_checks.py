@@ -212,8 +212,8 @@ def _written(catalog, name: str) -> bool:
         dataset = catalog.get(name)
     except Exception:  # noqa: BLE001 - not a catalog entry: a memory dataset, made by the run
         return True
-    if dataset is None or type(dataset).__name__ == "MemoryDataset":
-        return True
+    if dataset is None or type(dataset).__name__ == "MemoryDataset" or getattr(dataset, "optional", False):
+        return True  # made by the run, or a result that loads as empty before any run wrote it
     try:
         return bool(dataset.exists())
     except Exception:  # noqa: BLE001 - a dataset that cannot tell: leave it to its load

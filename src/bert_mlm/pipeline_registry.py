@@ -22,6 +22,10 @@ CHAIN = {
     "training": training, "finetune": finetune, "evaluation": evaluation, "reporting": reporting,
 }
 DATA_STAGES = ("ingestion", "tokenization", "sequences")
+# Stages whose results belong to a model: each is registered with the reporting nodes after it, so
+# that `kedro run --pipelines finetune` (or tuning, training, evaluation) refreshes metrics.json,
+# the report and the model card of the model it used, and saves its run record.
+REPORTED_STAGES = ("tuning", "training", "finetune", "evaluation")
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -35,6 +39,8 @@ def register_pipelines() -> dict[str, Pipeline]:
     """
     pipelines = {name: module.create_pipeline() for name, module in CHAIN.items()}
     pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))
+    for name in REPORTED_STAGES:  # the same reporting nodes: Kedro merges them when pipelines are combined
+        pipelines[name] = pipelines[name] + reporting.create_pipeline()
     pipelines["mask_rate_comparison"] = sum((pipelines[name] for name in DATA_STAGES), Pipeline([])) + (
         mask_rate_comparison.create_pipeline()
     )

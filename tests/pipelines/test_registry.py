@@ -44,17 +44,31 @@ def test_registered_pipelines_and_chain(project_root):
         "encode_corpus",
         "build_model_inputs",
         "tune_mask_probability",
+        "record_run",
         "train_masked_lm",
-        "finetune_classifier",
         "evaluate_masked_lm",
+        "finetune_classifier",
+        "gather_metrics",
         "build_run_report",
+        "write_model_card",
     ]
-    # The chain's only free inputs are the raw corpora and parameters.
+    # The chain's only free inputs are the raw corpora, the parameters and the run's facts (the hook's).
     free = {i for i in default.inputs() if not i.startswith("param")}
-    assert free == {"raw_corpus", "extra_eval_corpus"}
+    assert free == {"raw_corpus", "extra_eval_corpus", "run_facts"}
+    reporting = {n.name for n in pipelines["reporting"].nodes}
+    assert reporting == {"record_run", "gather_metrics", "build_run_report", "write_model_card"}
     for name, pipeline in pipelines.items():
         if name not in ("__default__", "mask_rate_comparison"):
-            assert all(name in node.tags for node in pipeline.nodes), name
+            own = [node for node in pipeline.nodes if node.name not in reporting]
+            assert all(name in node.tags for node in own), name
+    # A stage whose results belong to a model refreshes metrics.json, the report and the card (item 5 of
+    # issue 35): its pipeline ends with the reporting nodes; the data stages do not.
+    for name in ("tuning", "training", "finetune", "evaluation"):
+        assert reporting <= {n.name for n in pipelines[name].nodes}, name
+    for name in ("ingestion", "tokenization", "sequences"):
+        assert not reporting & {n.name for n in pipelines[name].nodes}, name
+    combined = pipelines["finetune"] + pipelines["evaluation"]  # --pipelines finetune,evaluation: merged, once each
+    assert sorted(n.name for n in combined.nodes if n.name in reporting) == sorted(reporting)
 
 
 def test_every_dataset_has_a_viz_layer(project_root):
@@ -67,7 +81,9 @@ def test_every_dataset_has_a_viz_layer(project_root):
     assert {"raw", "intermediate", "feature", "model_input", "models", "model_output", "reporting"} <= set(
         layers.values()
     )
-    versioned = [name for name in datasets if not name.startswith(("raw_", "extra_"))]
+    # run_facts lives in memory (the hook's); the model card is written into the model's own version folder.
+    versioned = [name for name in datasets if not name.startswith(("raw_", "extra_")) and
+                 name not in ("run_facts", "model_card")]
     assert all(catalog[name].get("versioned") for name in versioned), "every output is versioned"
 
 
@@ -80,11 +96,12 @@ def test_mask_rate_comparison_is_one_namespace_per_variant(project_root):
     for variant in VARIANTS:
         names = {n.name for n in comparison.only_nodes_with_namespaces([variant]).nodes}
         assert names == {f"{variant}.variant_sections", f"{variant}.train_masked_lm", f"{variant}.finetune_classifier",
-                         f"{variant}.evaluate_masked_lm"}
+                         f"{variant}.evaluate_masked_lm", f"{variant}.gather_metrics", f"{variant}.write_model_card"}
     # The variants share the data stages, the model/training parameters and the evaluation corpus;
-    # only their own overrides are namespaced.
+    # only their own overrides are namespaced. The run record reads the default chain's resolved sections
+    # (optional: a project that never tuned has none).
     free = {i for i in comparison.inputs() if not i.startswith("param")}
-    assert free == {"raw_corpus", "extra_eval_corpus"}
+    assert free == {"raw_corpus", "extra_eval_corpus", "run_facts", "resolved_masking", "resolved_training"}
     parameters = {i for i in comparison.inputs() if i.startswith("params:")}
     assert {f"params:{v}.overrides" for v in VARIANTS} <= parameters
     assert {"params:model", "params:training", "params:masking"} <= parameters
@@ -97,7 +114,7 @@ def test_mask_rate_comparison_is_one_namespace_per_variant(project_root):
         "sequence_stats",
     }
     assert comparison.outputs() == terminal | {f"{v}.{name}" for v in VARIANTS for name in (
-        "training_curves", "finetune_runs", "finetune_label_mapping", "finetuned_classifier")}
+        "training_curves", "finetune_runs", "finetune_label_mapping", "finetuned_classifier", "model_card")}
 
 
 def test_variant_outputs_resolve_to_versioned_catalog_entries(project_root):
@@ -108,8 +125,9 @@ def test_variant_outputs_resolve_to_versioned_catalog_entries(project_root):
     loader = OmegaConfigLoader(str(project_root / "conf"), base_env="base", default_run_env="local")
     catalog = DataCatalog.from_config(loader["catalog"])
     for variant in VARIANTS:
-        for name in ("trained_model", "training_history", "training_summary", "metrics", "finetune_metrics",
-                     "finetune_runs", "finetune_label_mapping", "finetuned_classifier"):
+        for name in ("trained_model", "training_history", "training_summary", "evaluation_metrics", "metrics",
+                     "finetune_metrics", "finetune_runs", "finetune_label_mapping", "finetuned_classifier",
+                     "model_card"):
             dataset = catalog.get(f"{variant}.{name}")
             assert not isinstance(dataset, MemoryDataset), f"{variant}.{name}"
             assert f"/{variant}/" in str(dataset._describe()), f"{variant}.{name} is stored under its variant"

@@ -179,8 +179,8 @@ def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: Tun
                      stored_segmenter: str, world_size: int) -> dict:
     """What a run trained and how (``metrics.json``, the report): tokens, speed, the masking
     actually used and where its probability came from (``tuning``: the record of the stage that
-    resolved it). ``stored_segmenter``: the sequence index's word segmenter, which ``masking.word_segmenter:
-    auto`` resolved to."""
+    resolved it, whose run is ``tuning_run``). ``stored_segmenter``: the sequence index's word
+    segmenter, which ``masking.word_segmenter: auto`` resolved to."""
     history = result.history
     return {
         "train_tokens": result.train_tokens,
@@ -201,7 +201,8 @@ def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: Tun
         "mask_probability_source": tuning.summary["mask_probability_source"],
         "learning_rate": result.learning_rate,
         "tuning_decision": tuning.summary["tuning_decision"],
-        "parameters": int(sum(p.numel() for p in model.parameters())),
+        "parameter_count": int(sum(p.numel() for p in model.parameters())),
+        "tuning_run": tuning.version,  # the study (tuning_best_params version) the masking came from
         "data_parallel_workers": world_size,
     }
 

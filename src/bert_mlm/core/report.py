@@ -19,6 +19,8 @@ import pandas as pd
 
 from bert_mlm.config.tuning import SEARCHABLE
 from bert_mlm.core.finetune import compare_runs
+from bert_mlm.core.provenance import Provenance
+from bert_mlm.core.results import with_current_names
 
 # Headline metrics, in the order a reader looks for them.
 HEADLINE = (
@@ -44,7 +46,7 @@ HEADLINE = (
     ("train_seconds", "training seconds"),
     ("device", "device"),
     ("precision", "precision"),
-    ("parameters", "model parameters"),
+    ("parameter_count", "model parameters (count)"),
 )
 
 STYLE = """
@@ -54,6 +56,8 @@ table { border-collapse: collapse; margin: 0.6rem 0; font-size: 0.9rem; }
 td, th { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
 th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
 img { max-width: 100%; } .muted { color: #666; } code { background: #f4f4f4; padding: 0 0.2rem; }
+.belongs { color: #555; font-style: italic; } .mismatch { background: #fff4e0; border-left: 4px solid #e69500;
+  padding: 0.3rem 0.6rem; } details pre { background: #f8f8f8; padding: 0.5rem; font-size: 0.8rem; }
 """
 
 
@@ -269,9 +273,13 @@ def run_report(
     sequence_stats: pd.DataFrame | None = None,
     tuning_trials: pd.DataFrame | None = None,
     finetune_runs: pd.DataFrame | None = None,
+    provenance: Provenance | None = None,
 ) -> str:
     """The report of one `kedro run`: data, tokenizer, sequences (padding efficiency), training
-    curves, tuning, fine-tuning, evaluation metrics and fill-mask examples."""
+    curves, tuning, fine-tuning, evaluation metrics and fill-mask examples. With ``provenance``, it
+    opens with how the model's run was made, and every section says which model and run it
+    belongs to."""
+    metrics = with_current_names(metrics)  # metrics.json of earlier versions
     all_metrics = pd.DataFrame(
         [(k, format_value(v)) for k, v in metrics.items() if k != "fill_mask_examples" and not isinstance(v, list)],
         columns=["metric", "value"]
@@ -299,6 +307,8 @@ def run_report(
         ("Evaluation (fixed protocol)", table(all_metrics)),
         ("Fill-mask examples", fill_mask_list(metrics.get("fill_mask_examples", []))),
     ]
+    if provenance is not None:
+        sections = provenance.sections(sections)
     return page("bert-mlm run report", sections, "Evaluation: fixed 15 % masks with a fixed seed, so runs compare.")
 
 

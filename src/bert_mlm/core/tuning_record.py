@@ -63,6 +63,9 @@ class TuningRecord:
     finished_trials: int | None = None
     tuned: dict | None = None  # the study's best masking/training values, when they were not adopted
     confirmation: Confirmation | None = None
+    # The run that saved this record (its version; set when the catalog loads it, never stored): a
+    # model's training summary names the study it trained with, so a report can tell a later study apart.
+    version: str | None = field(default=None, compare=False)
 
     @classmethod
     def of_parameters(cls, masking: MaskingConfig) -> TuningRecord:

@@ -1,9 +1,10 @@
 """Kedro datasets of this project (Hugging Face directories, corpus sources, the data path, parameter sections,
-the tuning record)."""
+the tuning record, the run record and the model card)."""
 
 from bert_mlm.datasets.corpus import CorpusDataset
 from bert_mlm.datasets.data import DocumentShardsDataset, SequenceIndexDataset, TokenStoreDataset
-from bert_mlm.datasets.pretrained import ClassifierDataset, MaskedLMDataset, TokenizerDataset
+from bert_mlm.datasets.pretrained import ClassifierDataset, MaskedLMDataset, ModelCardDataset, TokenizerDataset
+from bert_mlm.datasets.run_record import RunRecordDataset
 from bert_mlm.datasets.sections import SectionDataset
 from bert_mlm.datasets.tuning_record import TuningRecordDataset
 
@@ -12,6 +13,8 @@ __all__ = [
     "CorpusDataset",
     "DocumentShardsDataset",
     "MaskedLMDataset",
+    "ModelCardDataset",
+    "RunRecordDataset",
     "SectionDataset",
     "SequenceIndexDataset",
     "TokenStoreDataset",

@@ -6,11 +6,20 @@ stopped every partial run until the folder was deleted by hand). Here the datase
 hidden temporary name in the same folder, fsyncs, and renames: the latest-version lookup
 (``<filepath>/*/<name>``) never matches a half-written file. Object stores (s3://, gs://...)
 publish an object only when its upload completes, so they are written as kedro-datasets does.
+
+Two more things every result dataset here does: a node's ``NOT_RUN`` output writes no version
+(:class:`SkipsNotRun`), and a load says which run saved it (:func:`bert_mlm.core.results.saved_in`);
+with ``optional: true`` in the catalog, a dataset that no run has written loads as an empty result
+(``{}``, an empty frame) instead of failing, for the report of a run that has not trained or
+fine-tuned yet.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import PurePosixPath
+
+import pandas as pd
 
 from kedro_datasets.json import JSONDataset as _JSONDataset
 from kedro_datasets.matplotlib import MatplotlibDataset as _MatplotlibDataset
@@ -20,9 +29,29 @@ from kedro_datasets.text import TextDataset as _TextDataset
 
 from bert_mlm.core.files import written_then_renamed
 from bert_mlm.core.redaction import redact
+from bert_mlm.core.results import NOT_RUN, Saved
 
 
-class AtomicSave:
+class SkipsNotRun:
+    """Mixin of a versioned dataset: saving ``NOT_RUN`` (an output its node did not produce this
+    run) writes nothing, so the newest version stays the last real one. Kedro's versioned save
+    checks afterwards that the version it just saved is the newest (a warning otherwise, an error
+    where there is none), so the skip wraps Kedro's wrapper instead of living inside ``save``."""
+
+    @classmethod
+    def _save_wrapper(cls, save_func):
+        saving = super()._save_wrapper(save_func)
+
+        @functools.wraps(save_func)
+        def save(self, data) -> None:
+            if data is NOT_RUN:
+                return
+            saving(self, data)
+
+        return save
+
+
+class AtomicSave(SkipsNotRun):
     """Mixin placed before a kedro-datasets file dataset: ``save`` writes a temporary sibling
     and renames it to the version's path."""
 
@@ -59,14 +88,44 @@ class AtomicSave:
         raise TypeError(f"{type(self).__name__} has no dataset to save with")
 
 
-class CSVDataset(AtomicSave, _CSVDataset):
-    """``pandas.CSVDataset``, saved atomically."""
+class OptionalLoad:
+    """Mixin: ``optional: true`` loads :meth:`_empty` where no run has written the dataset."""
+
+    def __init__(self, *, optional: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.optional = optional
+
+    def _missing(self) -> bool:
+        return self.optional and not self.exists()
+
+    def _loaded_version(self) -> str | None:
+        return self.resolve_load_version() if self._version else None
 
 
-class JSONDataset(AtomicSave, _JSONDataset):
+class CSVDataset(OptionalLoad, AtomicSave, _CSVDataset):
+    """``pandas.CSVDataset``, saved atomically; the frame's ``attrs["version"]`` is the run that saved it."""
+
+    def load(self) -> pd.DataFrame:
+        if self._missing():
+            frame = pd.DataFrame()
+            frame.attrs["version"] = None
+            return frame
+        frame = _CSVDataset.load.__wrapped__(self)
+        frame.attrs["version"] = self._loaded_version()
+        return frame
+
+
+class JSONDataset(OptionalLoad, AtomicSave, _JSONDataset):
     """``json.JSONDataset``, saved atomically, and redacted: the metrics, summaries and study
     results hold settings (``extra_corpus_path``, a storage URL), and none of their secrets may
-    reach the file (:func:`bert_mlm.core.redaction.redact`)."""
+    reach the file (:func:`bert_mlm.core.redaction.redact`). An object loads as a
+    :class:`~bert_mlm.core.results.Saved` mapping, which knows the run that saved it."""
+
+    def load(self):
+        if self._missing():
+            return Saved()
+        data = _JSONDataset.load.__wrapped__(self)
+        return Saved(data, self._loaded_version()) if isinstance(data, dict) else data
 
     def _prepared(self, data):
         return redact(data)

@@ -14,9 +14,10 @@ from typing import Any
 from kedro.io.core import AbstractVersionedDataset, DatasetError, Version
 
 from bert_mlm.core.files import written_then_renamed
+from bert_mlm.datasets.atomic import SkipsNotRun
 
 
-class AtomicDirectoryDataset(AbstractVersionedDataset):
+class AtomicDirectoryDataset(SkipsNotRun, AbstractVersionedDataset):
     def __init__(self, filepath: str, version: Version | None = None, metadata: dict[str, Any] | None = None):
         super().__init__(PurePosixPath(Path(filepath).as_posix()), version)
         self.metadata = metadata

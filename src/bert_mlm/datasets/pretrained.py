@@ -9,9 +9,10 @@ temporary name and renamed, so a crash never leaves a half-written version that 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from kedro.io import AbstractDataset
 from transformers import (
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
@@ -20,15 +21,21 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from bert_mlm.core.files import written_then_renamed
+from bert_mlm.core.model_card import ModelCard
+from bert_mlm.core.results import NOT_RUN
 from bert_mlm.datasets.directory import AtomicDirectoryDataset
 
 
 @dataclass
 class MaskedLM:
-    """A masked language model and its tokenizer, saved together in one directory."""
+    """A masked language model and its tokenizer, saved together in one directory; ``version``:
+    the run that saved it (its version folder, set on load; None for a model made in this process),
+    which the results made with it record."""
 
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
+    version: str | None = None
 
 
 class _PretrainedDirectoryDataset(AtomicDirectoryDataset):
@@ -59,6 +66,7 @@ class MaskedLMDataset(_PretrainedDirectoryDataset):
         return MaskedLM(
             model=AutoModelForMaskedLM.from_pretrained(directory),
             tokenizer=AutoTokenizer.from_pretrained(directory),
+            version=self.resolve_load_version() if self._version else None,
         )
 
     def save(self, data: MaskedLM) -> None:
@@ -100,3 +108,42 @@ class ClassifierDataset(_PretrainedDirectoryDataset):
             )
 
         self._write_directory(note)
+
+
+class ModelCardDataset(AbstractDataset[ModelCard, str]):
+    """A trained model's card, ``README.md`` in the model's own folder: ``filepath`` is the model
+    dataset's (``data/06_models/masked_lm``), and a card is written into the version it names
+    (``<filepath>/<version>/masked_lm/README.md``), atomically, replacing the card an earlier run
+    wrote there (a rebuilt report refreshes it). So the folder can be uploaded to the Hub as it
+    is; ``from_pretrained`` ignores the file. A card of no saved model (``NOT_RUN``, or a model
+    made in memory) writes nothing. Loads the newest model's card."""
+
+    FILENAME = "README.md"
+
+    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
+        self._filepath = PurePosixPath(Path(filepath).as_posix())
+        self.metadata = metadata
+
+    def _folder(self, version: str) -> Path:
+        return Path(str(self._filepath)) / version / self._filepath.name
+
+    def save(self, data: ModelCard) -> None:
+        if data is NOT_RUN or data.model_version is None:
+            return
+        folder = self._folder(data.model_version)
+        if not folder.is_dir():  # the model's version was deleted: nothing to describe
+            self._logger.warning("model card: no model folder %s; no card written", folder)
+            return
+        with written_then_renamed(folder / self.FILENAME) as temporary:
+            temporary.write_text(data.text, encoding="utf-8")
+
+    def load(self) -> str:
+        root = Path(str(self._filepath))
+        versions = sorted((p.name for p in root.iterdir() if (self._folder(p.name) / self.FILENAME).is_file()),
+                          reverse=True) if root.is_dir() else []
+        if not versions:
+            raise FileNotFoundError(f"no model card under {root}")
+        return (self._folder(versions[0]) / self.FILENAME).read_text(encoding="utf-8")
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}

@@ -17,7 +17,8 @@ from bert_mlm.datasets.atomic import AtomicSave, JSONDataset
 class SectionDataset(JSONDataset):
     """A versioned JSON file holding one section (``section``: its key, e.g. ``masking``), or
     ``{}`` where the stage resolved none (the training section of a study that chose no training
-    value; Kedro saves no ``None``). Loading validates the file as the parameters are validated."""
+    value; Kedro saves no ``None``), and, with ``optional: true``, where no run has saved one. Loading
+    validates the file as the parameters are validated."""
 
     def __init__(self, *, section: str, **kwargs) -> None:
         if section not in SECTIONS:
@@ -26,6 +27,8 @@ class SectionDataset(JSONDataset):
         self._section = SECTIONS[section]
 
     def load(self) -> Section | dict:
+        if self._missing():
+            return {}
         values = _JSONDataset.load.__wrapped__(self)
         try:
             return self._section.build(values) if values else {}

@@ -4,6 +4,7 @@ stored as JSON (saved atomically). Files of earlier versions hold the same keys 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from kedro_datasets._typing import JSONPreview
 from kedro_datasets.json import JSONDataset as _JSONDataset
@@ -17,8 +18,12 @@ class TuningRecordDataset(JSONDataset):
 
     # Kedro wraps every dataset's load and save (logging, versions); these call the parents' own
     # functions, so that one save resolves its version once.
-    def load(self) -> TuningRecord:
-        return TuningRecord.from_json(_JSONDataset.load.__wrapped__(self))
+    def load(self) -> TuningRecord | None:
+        """The record, with ``version``: the run that saved it (the study's run); None with
+        ``optional: true`` where no run has saved one."""
+        if self._missing():
+            return None
+        return replace(TuningRecord.from_json(_JSONDataset.load.__wrapped__(self)), version=self._loaded_version())
 
     def save(self, data: TuningRecord) -> None:
         AtomicSave.save(self, data.to_json())

@@ -10,9 +10,9 @@ def create_pipeline(**kwargs) -> Pipeline:
                 evaluate_masked_lm,
                 inputs=[
                     "trained_model", "corpus_documents", "token_store", "sequence_index", "extra_eval_corpus",
-                    "training_summary", "finetune_metrics", "params:evaluation", "params:sequences",
+                    "params:evaluation", "params:sequences",
                 ],
-                outputs="metrics",
+                outputs="evaluation_metrics",
                 name="evaluate_masked_lm",
                 tags=["evaluation", "reporting"],
             )

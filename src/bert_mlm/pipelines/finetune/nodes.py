@@ -8,7 +8,8 @@ import logging
 import pandas as pd
 
 from bert_mlm.config import FinetuneConfig, ModelConfig, TrainingConfig
-from bert_mlm.core.finetune import RUN_COLUMNS, evaluate_finetuning, starting_point
+from bert_mlm.core.finetune import evaluate_finetuning, starting_point
+from bert_mlm.core.results import NOT_RUN
 from bert_mlm.datasets.pretrained import Classifier, MaskedLM
 
 logger = logging.getLogger(__name__)
@@ -19,15 +20,17 @@ def finetune_classifier(
 ) -> tuple[dict, pd.DataFrame, dict, Classifier]:
     """Fine-tuning metrics (accuracy, macro-F1, the paired gain over the starting point with its
     interval), a row per model, seed and epoch, the label mapping, and the first seed's
-    classifier when ``finetune.save_model`` is true; empty results without ``finetune.train_path``."""
+    classifier when ``finetune.save_model`` is true. The metrics name the model fine-tuned
+    (``finetune_model_version``). Without ``finetune.train_path`` nothing is produced (``NOT_RUN``):
+    no version is written, and the newest fine-tuning result stays the last real one."""
     if not config.enabled:
         logger.info("finetune.train_path is not set: no fine-tuning evaluation")
-        return {}, pd.DataFrame(columns=RUN_COLUMNS), {}, Classifier()
+        return NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN
     baseline, baseline_name = starting_point(config, trained_model.model, trained_model.tokenizer, model.init_from,
                                              training.seed)
     result = evaluate_finetuning(trained_model.model, trained_model.tokenizer, config, baseline=baseline,
                                  baseline_name=baseline_name, device=training.device, precision=training.precision)
-    metrics = result.metrics()
+    metrics = {**result.metrics(), "finetune_model_version": trained_model.version}
     logger.info("Fine-tuning: %s", metrics["finetune_summary"])
     kept = Classifier(result.classifier, trained_model.tokenizer) if result.classifier is not None else Classifier()
     return metrics, result.runs, result.prepared.task.label_mapping(), kept

@@ -7,6 +7,7 @@ import pandas as pd
 
 from bert_mlm.config import MaskingConfig, TrainingConfig, VariantOverrides
 from bert_mlm.core.report import compare_variants
+from bert_mlm.core.results import belongs
 from bert_mlm.core.tuning_record import TuningRecord
 
 
@@ -20,7 +21,11 @@ def variant_sections(
 
 def compare_mask_rates(**inputs) -> tuple[pd.DataFrame, str]:
     """``inputs`` holds ``<variant>_metrics``, ``<variant>_history`` and ``<variant>_finetune``
-    (its fine-tuning metrics, empty without ``finetune.train_path``) for every variant."""
+    (its newest fine-tuning metrics, used only where they were made for the variant's model: empty
+    without ``finetune.train_path``) for every variant."""
     names = sorted(k.removesuffix("_metrics") for k in inputs if k.endswith("_metrics"))
-    return compare_variants({n: inputs[f"{n}_metrics"] for n in names}, {n: inputs[f"{n}_history"] for n in names},
-                            {n: inputs.get(f"{n}_finetune") or {} for n in names})
+    metrics = {n: inputs[f"{n}_metrics"] for n in names}
+    finetune = {n: inputs.get(f"{n}_finetune") or {} for n in names}
+    return compare_variants(metrics, {n: inputs[f"{n}_history"] for n in names},
+                            {n: f if belongs(f.get("finetune_model_version"), metrics[n].get("model_version")) else {}
+                             for n, f in finetune.items()})

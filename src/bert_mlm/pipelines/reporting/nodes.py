@@ -1,10 +1,57 @@
-"""Nodes of the ``reporting`` pipeline: one HTML report per run."""
+"""Nodes of the ``reporting`` pipeline: the run's record, one model's results gathered into
+``metrics.json``, the HTML report, and the model card in the model's folder.
+
+Registered after every stage that tunes, trains, fine-tunes or evaluates (``pipeline_registry``):
+``kedro run --pipelines finetune`` refreshes ``metrics.json``, the report and the card of the model
+it fine-tuned."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from bert_mlm.config import MaskingConfig, TrainingConfig
+from bert_mlm.core.documents import DocumentShards
+from bert_mlm.core.finetune import for_metrics_json
+from bert_mlm.core.model_card import ModelCard, model_card
+from bert_mlm.core.provenance import provenance
 from bert_mlm.core.report import run_report
+from bert_mlm.core.results import NOT_RUN, collect_metrics, saved_in
+from bert_mlm.core.run_record import LANGUAGE_SAMPLE_CHARS, corpus_language, run_record
+from bert_mlm.core.token_store import TokenStore
+from bert_mlm.core.tuning_record import TuningRecord
+from bert_mlm.datasets.run_record import RunRecords
+
+
+def record_run(
+    run_facts: dict,
+    resolved_masking: MaskingConfig | dict,
+    resolved_training: TrainingConfig | dict,
+    corpus_documents: DocumentShards,
+    token_store: TokenStore,
+) -> dict:
+    """The run's record (``run_config``): the hook's facts, the masking and training sections the
+    training took from the tuning stage (when this run trains), and the corpus (its source,
+    language and documents) and token store (version and digests) the run read."""
+    resolved = {name: section.model_dump(mode="json") if hasattr(section, "model_dump") else dict(section)
+                for name, section in (("masking", resolved_masking), ("training", resolved_training))}
+    splits = corpus_documents.manifest["splits"]
+    data = {
+        "source": (corpus_documents.manifest.get("settings") or {}).get("source"),
+        "language": corpus_language(corpus_documents.sample_texts("train", LANGUAGE_SAMPLE_CHARS)),
+        "documents": {split: info["documents"] for split, info in splits.items()},
+        "documents_version": corpus_documents.directory.parent.name,
+        "token_store": {"version": token_store.directory.parent.name,
+                        "digests": {**{split: token_store.digest(split) for split in splits},
+                                    "vocabulary": token_store.vocabulary_digest}},
+    }
+    return run_record(run_facts, resolved, data)
+
+
+def gather_metrics(run_facts: dict, evaluation_metrics: dict, training_summary: dict, finetune_metrics: dict) -> dict:
+    """``metrics.json``: the evaluation, training summary and fine-tuning result of one model (the
+    one this run used, else the newest), each only where it was made for that model."""
+    return collect_metrics(run_facts.get("run_id"), evaluation_metrics, training_summary, finetune_metrics,
+                           for_metrics=for_metrics_json)
 
 
 def build_run_report(
@@ -14,9 +61,36 @@ def build_run_report(
     tokenization_stats: pd.DataFrame,
     sequence_stats: pd.DataFrame,
     tuning_trials: pd.DataFrame,
+    tuning_best_params: TuningRecord,
+    evaluation_metrics: dict,
+    finetune_metrics: dict,
     finetune_runs: pd.DataFrame,
+    run_config: RunRecords,
+    run_facts: dict,
 ) -> str:
     """Corpus, tokenizer and padding stats, training and tuning curves, metrics and fill-mask
-    examples, and the fine-tuning evaluation, on one self-contained HTML page."""
+    examples, and the fine-tuning evaluation, on one self-contained HTML page that opens with how
+    the model's run was made and says which model and run each section belongs to."""
+    model = metrics.get("model_version")
+    finetune_run = saved_in(finetune_metrics)
+    origin = provenance(
+        metrics, run_config.of(run_facts.get("run_id")) or run_config.latest, run_config.of(model),
+        study=tuning_best_params, study_run=saved_in(tuning_best_params), finetune=finetune_metrics,
+        finetune_run=finetune_run, evaluation_model=evaluation_metrics.get("model_version"),
+        evaluation_run=saved_in(evaluation_metrics),
+        data_runs={"corpus": saved_in(corpus_stats), "tokenization": saved_in(tokenization_stats),
+                   "sequences": saved_in(sequence_stats)},
+        history_run=saved_in(training_history) if len(training_history) else None,
+    )
+    shown_runs = finetune_runs if metrics.get("finetuned_in_run") == saved_in(finetune_runs) else None
     return run_report(metrics, training_history, corpus_stats, tokenization_stats, sequence_stats, tuning_trials,
-                      finetune_runs)
+                      shown_runs, provenance=origin)
+
+
+def write_model_card(metrics: dict, run_config: RunRecords) -> ModelCard:
+    """The card (``README.md``) of ``metrics``' model, written into its folder; nothing
+    (``NOT_RUN``) where no run has saved a model yet."""
+    model = metrics.get("model_version")
+    if not model:
+        return NOT_RUN
+    return model_card(metrics, run_config.of(model))

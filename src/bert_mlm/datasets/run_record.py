@@ -1,0 +1,58 @@
+"""``run_config``: the run record (:mod:`bert_mlm.core.run_record`) as a versioned JSON dataset.
+
+Saved like every JSON result (atomically, redacted); loaded as :class:`RunRecords`, the records of
+every run: a report describes a model with the record of the run that trained it, which is often
+not the latest run (``kedro run --pipelines reporting`` rebuilds the report of an earlier model).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kedro_datasets._typing import JSONPreview
+from kedro_datasets.json import JSONDataset as _JSONDataset
+
+from bert_mlm.datasets.atomic import JSONDataset
+
+
+class RunRecords:
+    """The saved run records, by run (version): ``of(version)``, ``latest``, ``versions``."""
+
+    def __init__(self, folder: str | Path, name: str, pinned: str | None = None) -> None:
+        self.folder, self.name, self.pinned = Path(folder), name, pinned
+
+    @property
+    def versions(self) -> list[str]:
+        """Every run that saved a record, newest first."""
+        if not self.folder.is_dir():
+            return []
+        return sorted((p.name for p in self.folder.iterdir() if (p / self.name).is_file()), reverse=True)
+
+    def of(self, version: str | None) -> dict | None:
+        """The record of the run ``version``; None where that run saved none."""
+        if not version:
+            return None
+        path = self.folder / version / self.name
+        if not path.is_file():
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    @property
+    def latest(self) -> dict | None:
+        """The pinned version's record (``--load-versions run_config:...``), else the newest."""
+        return self.of(self.pinned or next(iter(self.versions), None))
+
+
+class RunRecordDataset(JSONDataset):
+    """Saves one run's record (a mapping) under the run's version; loads :class:`RunRecords`."""
+
+    def load(self) -> RunRecords:
+        return RunRecords(str(self._filepath), self._filepath.name, self._version.load if self._version else None)
+
+    def _exists(self) -> bool:
+        return bool(RunRecords(str(self._filepath), self._filepath.name).versions)
+
+    def preview(self) -> JSONPreview:
+        """The newest record, as kedro-viz shows a JSON dataset."""
+        return JSONPreview(json.dumps(_JSONDataset.load.__wrapped__(self)))
