@@ -77,3 +77,30 @@ def test_a_classifier_is_saved_only_when_kept(tmp_path, tokenizer):
     latest = ClassifierDataset(str(tmp_path / "clf"), version=Version(None, None))
     assert latest.load().model is None
     assert not list((tmp_path / "clf").glob("2026-01-02*/clf/*.safetensors"))
+
+
+def test_the_model_card_goes_into_the_models_folder_which_plain_transformers_still_loads(tmp_path, tokenizer):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from bert_mlm.core.model_card import ModelCard
+    from bert_mlm.core.results import NOT_RUN
+    from bert_mlm.datasets.pretrained import ModelCardDataset
+
+    version = "2026-01-01T00.00.00.000Z"
+    MaskedLMDataset(str(tmp_path / "masked_lm"), version=Version(None, version)).save(
+        MaskedLM(tiny_model(tokenizer), tokenizer))
+    loaded = MaskedLMDataset(str(tmp_path / "masked_lm"), version=Version(None, None)).load()
+    assert loaded.version == version  # the results made with it name it
+    cards = ModelCardDataset(str(tmp_path / "masked_lm"))
+    cards.save(NOT_RUN)
+    cards.save(ModelCard(None, "a model made in memory: no folder"))
+    folder = tmp_path / "masked_lm" / version / "masked_lm"
+    assert not (folder / "README.md").exists()
+    cards.save(ModelCard(version, "---\nlanguage: en\n---\n# first\n"))
+    cards.save(ModelCard(version, "---\nlanguage: en\n---\n# refreshed\n"))  # a later run's card replaces it
+    assert (folder / "README.md").read_text() == cards.load() == "---\nlanguage: en\n---\n# refreshed\n"
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []  # no temporary left
+    model = AutoModelForMaskedLM.from_pretrained(folder)
+    assert model.config.hidden_size == 16 and AutoTokenizer.from_pretrained(folder).mask_token == "[MASK]"
+    cards.save(ModelCard("2030-01-01T00.00.00.000Z", "a deleted model"))  # no folder: nothing written
+    assert not (tmp_path / "masked_lm" / "2030-01-01T00.00.00.000Z").exists()

@@ -186,6 +186,7 @@ def _tuning(found: Provenance, metrics: Mapping[str, Any], study: Any, study_run
         found.captions[TUNING] = "No study saved."
         return
     adopted = (study.masking or {}).get("probability")
+    adopted = f"{adopted:.3g}" if isinstance(adopted, float) else adopted
     what = {"tuning": f"adopted {adopted}", "variant": f"a variant at {adopted}"}.get(
         study.source, "the configured masking kept" if study.finished_trials else "no trials: tuning.n_trials=0")
     found.captions[TUNING] = f"The study of run {study_run} ({what})."
@@ -198,7 +199,7 @@ def _tuning(found: Provenance, metrics: Mapping[str, Any], study: Any, study_run
     found.warnings[TUNING] = (
         f"this mask-rate study ({what}) was run for another model than the one reported (trained at {trained_at}"
         + (f", with the study of run {trained_with}" if trained_with else "") + "); to train with it: "
-        "kedro run --pipelines training")
+        "kedro run --pipelines training,evaluation")
 
 
 def _finetuning(found: Provenance, metrics: Mapping[str, Any], finetune: Mapping[str, Any],
