@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from huggingface_hub import ModelCard as HubCard
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 from kedro.io.core import Version
@@ -104,7 +105,7 @@ def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_
         p: sorted(p.iterdir())
         for p in (data / "04_feature" / "token_store", data / "05_model_input" / "sequence_index")
     }
-    assert json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text()) == {}  # no task: nothing
+    assert not (data / "08_reporting" / "finetune_metrics.json").exists()  # no task: no (empty) result written
     run_session(project_copy, monkeypatch, pipeline_name="training", **{"training.max_steps": 3})
     run_session(project_copy, monkeypatch, pipeline_name="finetune", **finetune_params(labelled_task))
     finetune = json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text())
@@ -257,6 +258,10 @@ def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(
     assert stats.loc["all", "unknown_rate"] < 0.01
     model = AutoModelForMaskedLM.from_pretrained(latest(data / "06_models" / "masked_lm"))
     assert model.config.vocab_size == 21128 and model.config.hidden_size == 32
+    # The card says where the model came from and the corpus's language (the reviews are Chinese).
+    card = HubCard((latest(data / "06_models" / "masked_lm") / "README.md").read_text(encoding="utf-8"))
+    assert card.data.language == "zh" and "continued-pretraining" in card.data.tags
+    assert f"continued from `{tiny_chinese_bert}`" in card.text and card.data.base_model is None  # a local folder
 
 
 @pytest.mark.slow
@@ -298,6 +303,8 @@ def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monk
     # The whole-word-masked Chinese model, fine-tuned on the reviews' sentiment against its start.
     finetune = json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text())
     assert FINETUNE_KEYS <= set(finetune) and finetune["finetune_classes"] == 2
+    assert HubCard((latest(data / "06_models" / "masked_lm") / "README.md").read_text(encoding="utf-8")).data.language \
+        == "zh"
 
 
 def test_nodes_receive_typed_sections_with_runtime_overrides(project_copy, monkeypatch):

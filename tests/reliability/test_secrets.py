@@ -58,6 +58,12 @@ def test_a_chain_over_http_with_a_password_and_s3_with_credentials_writes_no_sec
     assert settings["corpus"]["sources"]["web"]["path"] == base.replace("http://", "http://reader:***@") + "/poems.txt"
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
     assert metrics["extra_corpus_path"] == base.replace("http://", "http://reader:***@") + "/held_out.txt"
+    # The run record and the model card name the corpus, redacted (the file scan below finds no secret in them).
+    record = json.loads(latest(data / "08_reporting" / "run_config.json").read_text())
+    assert record["sections"]["corpus"]["sources"]["web"]["path"] == settings["corpus"]["sources"]["web"]["path"]
+    assert "--params corpus.sources.web.path=http://reader:***@" in record["command"]
+    card = (latest(data / "06_models" / "masked_lm") / "README.md").read_text(encoding="utf-8")
+    assert "web=http://reader:***@" in card and "s3://corpora/reviews/" in card
     secrets = [HTTP_PASSWORD, credentials["secret"]]
     files = [p for p in data.rglob("*") if p.is_file()]
     assert len(files) > 30  # every artifact of the chain: shards, store, model, tuning database, report ...

@@ -113,7 +113,8 @@ def model_card(metrics: Mapping[str, Any], record: Mapping[str, Any] | None) -> 
     if changes:
         lines += ["", "Before and after continued pretraining:", "", *(f"- {sentence}" for sentence in changes)]
     if metrics.get("finetune_summary"):
-        lines += ["", "## Fine-tuning", "", f"On `{metrics.get('finetune_dataset', '?')}`: {metrics['finetune_summary']}."]
+        lines += ["", "## Fine-tuning", "",
+                  f"On `{metrics.get('finetune_dataset', '?')}`: {metrics['finetune_summary']}."]
     lines += [
         "", "## How to use", "", "```python", "from transformers import pipeline", "",
         'fill = pipeline("fill-mask", model="path/to/this/folder")',

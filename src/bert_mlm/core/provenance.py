@@ -153,7 +153,8 @@ def provenance(metrics: Mapping[str, Any], run: Mapping[str, Any] | None, model_
                                            f"are of the data the run {saved} made since.")
         found.captions[heading] = line
     found.captions[SUMMARY] = summary_line(metrics)
-    found.captions[TRAINING] = f"Model {model}: its training in run {history_run}." if history_run else model_line(model)
+    found.captions[TRAINING] = (f"Model {model}: its training in run {history_run}." if history_run
+                                else model_line(model))
     if history_run and model and history_run != model:
         found.warnings[TRAINING] = f"these curves are of the model of run {history_run}, not of model {model}."
     evaluated = metrics.get("evaluated_in_run")

@@ -20,7 +20,6 @@ import functools
 from pathlib import PurePosixPath
 
 import pandas as pd
-
 from kedro_datasets.json import JSONDataset as _JSONDataset
 from kedro_datasets.matplotlib import MatplotlibDataset as _MatplotlibDataset
 from kedro_datasets.pandas import CSVDataset as _CSVDataset
