@@ -240,7 +240,7 @@ class NodeTimingHook:
     """
 
     WRITTEN = {"run_report": "report", "trained_model": "model", "metrics": "metrics", "run_config": "run record",
-               "finetune_metrics": "fine-tuning", "tuning_best_params": "study"}
+               "finetune_metrics": "fine-tuning", "tuning_best_params": "study", "model_card": "model card"}
 
     def __init__(self) -> None:
         self.nodes: dict[str, dict] = {}
@@ -277,13 +277,18 @@ class NodeTimingHook:
     def after_dataset_saved(self, dataset_name: str, data, node) -> None:
         self._entry(node)["last_io"] = time.perf_counter()
         if dataset_name in self.WRITTEN and data is not NOT_RUN:  # NOT_RUN: nothing was written
-            self.written[self.WRITTEN[dataset_name]] = self._saved_path(dataset_name)
+            path = self._saved_path(dataset_name, data)
+            if path is not None:
+                self.written[self.WRITTEN[dataset_name]] = path
         if dataset_name == "metrics" and isinstance(data, dict):
             self.metrics = data
 
-    def _saved_path(self, dataset_name: str) -> str:
+    def _saved_path(self, dataset_name: str, data=None) -> str | None:
         try:
             dataset = self.catalog.get(dataset_name)
+            if hasattr(dataset, "written_path"):  # written into another dataset's folder (the model card)
+                path = dataset.written_path(data)
+                return None if path is None else str(path)
             return str(dataset._get_versioned_path(dataset.resolve_save_version()))
         except Exception:  # noqa: BLE001 - an unversioned or unusual dataset: name it instead
             return dataset_name

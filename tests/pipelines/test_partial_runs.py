@@ -106,6 +106,7 @@ def test_partial_runs_keep_every_result_with_its_model(project_copy, monkeypatch
     assert result.returncode == 0, result.stderr[-3000:]
     run_d = versions(data / "08_reporting" / "finetune_metrics.json")[-1]
     for label, path in (("fine-tuning", f"finetune_metrics.json/{run_d}/"), ("metrics", f"metrics.json/{run_d}/"),
+                        ("model card", f"masked_lm/{model_b}/masked_lm/README.md"),
                         ("report", f"run_report.html/{run_d}/"), ("run record", f"run_config.json/{run_d}/")):
         assert re.search(rf"bert_mlm\.hooks:   {label} +\S*{re.escape(path)}", result.stdout), label
     metrics_d = read(latest(data / "08_reporting" / "metrics.json"))

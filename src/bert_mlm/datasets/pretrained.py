@@ -127,6 +127,13 @@ class ModelCardDataset(AbstractDataset[ModelCard, str]):
     def _folder(self, version: str) -> Path:
         return Path(str(self._filepath)) / version / self._filepath.name
 
+    def written_path(self, data: ModelCard) -> Path | None:
+        """Where ``data`` was written (None: nowhere)."""
+        if data is NOT_RUN or data.model_version is None:
+            return None
+        path = self._folder(data.model_version) / self.FILENAME
+        return path if path.is_file() else None
+
     def save(self, data: ModelCard) -> None:
         if data is NOT_RUN or data.model_version is None:
             return
