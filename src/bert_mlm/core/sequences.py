@@ -114,11 +114,13 @@ def index_split(split: TokenSplit, mode: str, max_length: int) -> SplitIndex:
 class IndexedSequences(Sequence):
     """The sequences of one split, read from the token stream on access (int32 arrays).
 
-    ``words``: the split's stored word-continuation bits (jieba segmentation), when there are."""
+    ``words``: the split's stored word-continuation bits (rjieba or jieba segmentation), when there
+    are, made under the stored scheme ``word_scheme`` (:data:`bert_mlm.core.words.WORD_SCHEMES`)."""
 
-    def __init__(self, split: TokenSplit, index: SplitIndex, cls_id: int, sep_id: int, words: np.ndarray | None = None):
+    def __init__(self, split: TokenSplit, index: SplitIndex, cls_id: int, sep_id: int, words: np.ndarray | None = None,
+                 word_scheme: int | None = None):
         self.split, self.index, self.cls_id, self.sep_id = split, index, int(cls_id), int(sep_id)
-        self.words = words
+        self.words, self.word_scheme = words, word_scheme
         self._lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -132,7 +134,7 @@ class IndexedSequences(Sequence):
 
     def __getitem__(self, i):
         if isinstance(i, slice):  # a view of those sequences, not their tokens
-            return IndexedSequences(self.split, self.index[i], self.cls_id, self.sep_id, self.words)
+            return IndexedSequences(self.split, self.index[i], self.cls_id, self.sep_id, self.words, self.word_scheme)
         start, count, add_sep = int(self.index.starts[i]), int(self.index.counts[i]), bool(self.index.add_sep[i])
         sequence = np.empty(1 + count + add_sep, dtype=np.int32)
         sequence[0] = self.cls_id
@@ -156,10 +158,14 @@ class IndexedSequences(Sequence):
 
     @property
     def fingerprint(self) -> str:
-        """Identifies the sequences' content: the store split's digest and the index."""
+        """Identifies the sequences' content: the store split's digest, the index, and the scheme of
+        the stored word bits (so that a tuning study or a checkpoint never mixes runs on two
+        segmentations; jieba's scheme 1, the first, adds nothing: fingerprints made before stay)."""
         digest = hashlib.blake2b(self.split.digest.encode(), digest_size=10)
         for array in (self.index.starts, self.index.counts, self.index.add_sep):
             digest.update(np.ascontiguousarray(array).tobytes())
+        if self.words is not None and self.word_scheme not in (None, 1):
+            digest.update(f"word scheme {self.word_scheme}".encode())
         return digest.hexdigest()
 
 
@@ -340,21 +346,28 @@ class SequenceIndex:
     max_length: int
     splits: dict[str, SplitIndex]
     store_digests: dict[str, str]
-    # Word boundaries: the segmenter ``masking.word_segmenter`` resolved to (``wordpiece`` or
-    # ``jieba``); for jieba, per split the stored continuation bits (None: not segmented, because
-    # no whole-word masking was asked for), or the job that writes them when the index is saved.
+    # Word boundaries: the segmenter ``masking.word_segmenter`` resolved to (``wordpiece``, ``rjieba``
+    # or ``jieba``); for the last two, per split the stored continuation bits (None: not segmented,
+    # because no whole-word masking was asked for) and their scheme, or the job that writes them
+    # when the index is saved.
     word_segmenter: str = "wordpiece"
     words: dict[str, np.ndarray] | None = None
     word_job: object | None = None
+    word_scheme: int | None = None
 
     def check_words(self, whole_word: bool, segmenter: str, what: str = "masking.whole_word") -> None:
-        """Refuse whole-word masking that needs jieba boundaries this index does not hold."""
+        """Refuse whole-word masking that needs stored word boundaries this index does not hold
+        (none, or another segmenter's)."""
         wanted = self.word_segmenter if segmenter == "auto" else segmenter
-        if whole_word and wanted == "jieba" and self.words is None:
+        if not whole_word or wanted == "wordpiece":
+            return
+        if self.words is None or wanted != self.word_segmenter:
+            held = (f"holds {self.word_segmenter} words" if self.words is not None
+                    else "holds none (it was built without whole-word masking)")
             raise UserError(
-                f"{what}: whole-word masking on jieba words needs word boundaries that sequence_index does not "
-                "hold (it was built without whole-word masking); run the sequences pipeline with it, e.g. "
-                "`kedro run --pipelines sequences,training,evaluation --params masking.whole_word=true`"
+                f"{what}: whole-word masking on {wanted} words needs word boundaries that sequence_index {held}; "
+                "run the sequences pipeline with it, e.g. `kedro run --pipelines sequences,training,evaluation "
+                f"--params masking.whole_word=true,masking.word_segmenter={wanted}`"
             )
 
     def sequences(self, store, split: str, cls_id: int, sep_id: int) -> IndexedSequences:
@@ -365,7 +378,7 @@ class SequenceIndex:
                 "run the sequences pipeline again (or the data stages) so that both come from one run"
             )
         words = self.words.get(split) if self.words is not None else None
-        return IndexedSequences(store.split(split), self.splits[split], cls_id, sep_id, words)
+        return IndexedSequences(store.split(split), self.splits[split], cls_id, sep_id, words, self.word_scheme)
 
 
 def build_sequence_index(store, config: SequenceConfig, splits: Sequence[str], word_segmenter: str = "wordpiece",

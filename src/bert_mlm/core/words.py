@@ -5,13 +5,19 @@ A token *continues* a word when it is not the word's first piece. Two sources:
 - ``wordpiece``: a ``##`` piece continues the word before it (Google's BERT and fairseq's
   whole-word masking for space-separated text). A property of the token id, looked up per batch:
   nothing is stored.
-- ``jieba``: Chinese has no spaces and BERT gives every CJK character its own token, so the words
-  come from a segmenter (Chinese BERT-wwm, Cui et al. 2019; Hugging Face's ``run_chinese_ref.py``
-  reference files). A token continues a word when its first character is not where a jieba word
-  starts. These flags are computed once per corpus and stored beside the token stream, one bit per
-  token, so that masking a batch stays a table lookup.
+- ``rjieba`` / ``jieba``: Chinese has no spaces and BERT gives every CJK character its own token,
+  so the words come from a segmenter (Chinese BERT-wwm, Cui et al. 2019; Hugging Face's
+  ``run_chinese_ref.py`` reference files). A token continues a word when its first character is
+  not where a word starts. These flags are computed once per corpus and stored beside the token
+  stream, one bit per token, so that masking a batch stays a table lookup.
 
-``auto`` picks jieba when most of the text's letters are CJK characters.
+  ``rjieba`` (jieba-rs, the Rust port of jieba) with :func:`jieba_ascii_starts` gives jieba's word
+  starts exactly on ChnSentiCorp (7,765 reviews) and msra-ner's news (46,000 sentences), 14-22x
+  faster (bench/word_segmenters.py, BENCHMARKS.md "Chinese data path"); ``jieba`` is the Python
+  original. Each has its own stored scheme (:data:`WORD_SCHEMES`): bits of one are never read as
+  the other's.
+
+``auto`` picks rjieba (jieba when rjieba is not installed) when most of the text's letters are CJK.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import functools
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +42,12 @@ from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
 
 logger = logging.getLogger(__name__)
 
-SEGMENTERS = ("auto", "wordpiece", "jieba")
+SEGMENTERS = ("auto", "wordpiece", "rjieba", "jieba")
+# Segmenters whose word starts are computed once and stored beside the sequence index, and the
+# scheme number stored with their bits. A scheme changes whenever the same text would get other
+# bits, so that stored bits, tuning studies and checkpoints of one are never taken for another's.
+WORD_SCHEMES = {"jieba": 1, "rjieba": 2}
+STORED_SEGMENTERS = tuple(WORD_SCHEMES)
 WORDS_SUFFIX = "words.bits"
 
 
@@ -54,11 +66,25 @@ def cjk_share(texts: Iterable[str]) -> float:
 
 
 def resolve_segmenter(segmenter: str, sample: Iterable[str]) -> str:
-    """``auto`` -> ``jieba`` when most letters of ``sample`` are CJK, else ``wordpiece``."""
+    """``auto`` -> ``rjieba`` (``jieba`` where rjieba is not installed) when most letters of
+    ``sample`` are CJK, else ``wordpiece``."""
     validate_segmenter(segmenter)
     if segmenter != "auto":
         return segmenter
-    return "jieba" if cjk_share(sample) > CJK_MAJORITY else "wordpiece"
+    if cjk_share(sample) <= CJK_MAJORITY:
+        return "wordpiece"
+    if rjieba_installed():
+        return "rjieba"
+    logger.info("masking.word_segmenter: auto takes jieba: rjieba (the 15x faster Rust port) is not installed")
+    return "jieba"
+
+
+def rjieba_installed() -> bool:
+    try:
+        import rjieba  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def continuation_ids(vocabulary: dict[str, int]) -> np.ndarray:
@@ -76,26 +102,74 @@ def _jieba():
     return jieba
 
 
-def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype: str) -> tuple[np.ndarray, bytes]:
+def _rjieba():
+    try:
+        import rjieba
+    except ImportError as error:
+        raise UserError("masking.word_segmenter: rjieba is not installed; pip install rjieba, or choose jieba"
+                        ) from error
+    return rjieba
+
+
+# jieba's HMM pass (``jieba.finalseg``) cuts a run of non-Han characters into [a-zA-Z0-9]+(.digits)(%)
+# pieces and the stretches between them; jieba-rs keeps such a run whole ("24-26", "xxx.com").
+_JIEBA_ASCII_PIECE = re.compile(r"([a-zA-Z0-9]+(?:\.\d+)?%?)")
+_NOT_ALPHANUMERIC = re.compile(r"[^a-zA-Z0-9]")
+_JIEBA_DICTIONARY_ASCII = frozenset({"AT&T", "C#", "C++", "c#", "c++"})  # kept whole by jieba's dictionary
+
+
+def jieba_ascii_starts(word: str, start: int) -> list[int]:
+    """Where jieba's own words start inside an ASCII word of jieba-rs (``[start]`` when it
+    would not cut it): with this, rjieba's word starts equal jieba's on both Chinese corpora
+    (bench/word_segmenters.py), where without it 242 of 3,000 reviews' starts differed, all
+    inside runs such as "24-26" and "hotel.com"."""
+    if (len(word) < 2 or not word.isascii() or word in _JIEBA_DICTIONARY_ASCII
+            or not _NOT_ALPHANUMERIC.search(word) or not _JIEBA_ASCII_PIECE.search(word)):
+        return [start]
+    starts, position = [], start
+    for piece in _JIEBA_ASCII_PIECE.split(word):
+        if piece:
+            starts.append(position)
+            position += len(piece)
+    return starts
+
+
+def word_starts(text: str, segmenter: str) -> list[int]:
+    """Character offsets where the words of ``text`` start, by ``segmenter`` (rjieba or jieba)."""
+    if segmenter == "jieba":
+        return [start for _, start, _ in _jieba().tokenize(text)]
+    starts: list[int] = []
+    for word, start, _ in _rjieba().tokenize(text):
+        if word.isascii() and len(word) > 1:
+            starts.extend(jieba_ascii_starts(word, start))
+        else:
+            starts.append(start)
+    return starts
+
+
+def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype: str,
+                  segmenter: str = "jieba") -> tuple[np.ndarray, bytes]:
     """Continuation flags of every token of ``texts`` in the token store's layout (documents
     without tokens left out, a ``False`` for the separator after each document), and the token
     ids' bytes as the store holds them (so the caller can check both streams are the same).
 
-    A pure function of its arguments, run on the data engine's worker processes: jieba is
-    pure Python (~0.4 M characters per second per core, measured on ChnSentiCorp).
+    A pure function of its arguments, run on the data engine's worker processes. jieba is pure
+    Python (~0.2 M characters per second per core); rjieba ~3 M, so the encoding with character
+    offsets is most of this work with it.
     """
-    jieba = _jieba()
+    if segmenter not in STORED_SEGMENTERS:
+        raise ValueError(f"segment_texts: {segmenter!r} is not one of {STORED_SEGMENTERS}")
     tokenizer = encoding_backend(tokenizer_json)
     flags: list[np.ndarray] = []
     ids: list[np.ndarray] = []
     for text in texts:
         # One text at a time: ``encode_batch`` would use the Rust thread pool, which deadlocks in
-        # a forked worker when TOKENIZERS_PARALLELISM=true (jieba is the cost here anyway).
+        # a forked worker when TOKENIZERS_PARALLELISM=true.
         encoding = tokenizer.encode(text, add_special_tokens=False)
         if not encoding.ids:
             continue
         word_start = np.zeros(len(text) + 1, dtype=bool)
-        word_start[[start for _, start, _ in jieba.tokenize(text)]] = True
+        word_start[word_starts(text, segmenter)] = True
         token_start = np.fromiter((start for start, _ in encoding.offsets), dtype=np.int64, count=len(encoding.ids))
         flags.append(np.append(~word_start[token_start], False))
         ids.append(np.asarray(encoding.ids, dtype=np.int64))
@@ -136,8 +210,9 @@ def words_path(directory: Path, split: str) -> Path:
 
 @dataclass
 class WordSegmentationJob:
-    """Segment every split with jieba and write the continuation bits beside the sequence index;
-    run by the ``sequence_index`` dataset on save, chunk by chunk on the data engine."""
+    """Segment every split with ``segmenter`` (rjieba or jieba) and write the continuation bits
+    beside the sequence index; run by the ``sequence_index`` dataset on save, chunk by chunk on
+    the data engine."""
 
     documents: DocumentShards
     tokenizer_json: str
@@ -146,10 +221,12 @@ class WordSegmentationJob:
     store_digests: dict[str, str]
     store_tokens: dict[str, int]
     data: DataConfig
+    segmenter: str = "rjieba"
     mixture_factors: dict[str, float] | None = None  # the encoder's: the store's training stream
 
     @classmethod
-    def for_store(cls, documents: DocumentShards, tokenizer, store, data: DataConfig) -> WordSegmentationJob:
+    def for_store(cls, documents: DocumentShards, tokenizer, store, data: DataConfig,
+                  segmenter: str = "rjieba") -> WordSegmentationJob:
         """The job for ``store`` (a :class:`~bert_mlm.core.token_store.TokenStore` encoded from
         ``documents`` with ``tokenizer``); its digests make the written bits refuse another store."""
         return cls(
@@ -160,12 +237,17 @@ class WordSegmentationJob:
             store_digests={split: store.digest(split) for split in SPLITS},
             store_tokens={split: store.split(split).num_tokens for split in SPLITS},
             data=data,
+            segmenter=segmenter,
             mixture_factors=store.manifest.get("mixture_factors"),
         )
 
+    @property
+    def scheme(self) -> int:
+        return WORD_SCHEMES[self.segmenter]
+
     def write(self, directory: Path) -> dict[str, int]:
         total = sum(self.documents.characters(split) for split in SPLITS)
-        progress = Progress(total, "word segmentation (jieba)", unit="chars")
+        progress = Progress(total, f"word segmentation ({self.segmenter})", unit="chars")
         written = {}
         try:
             with open_engine(self.data) as engine:
@@ -184,6 +266,7 @@ class WordSegmentationJob:
             self.tokenizer_json,
             self.separator_id,
             self.dtype,
+            self.segmenter,
         ):
             writer.write(flags)
             digest.update(ids)

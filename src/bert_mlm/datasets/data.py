@@ -20,7 +20,7 @@ from bert_mlm.core.corpus import SPLITS, CorpusError
 from bert_mlm.core.documents import DocumentShards, DocumentStream, write_json
 from bert_mlm.core.sequences import SequenceIndex, SplitIndex
 from bert_mlm.core.token_store import EncodingJob, TokenStore
-from bert_mlm.core.words import words_path
+from bert_mlm.core.words import WORD_SCHEMES, words_path
 from bert_mlm.datasets.directory import AtomicDirectoryDataset
 
 TablePreview = dict  # kedro-viz renders a preview annotated with this name as a table
@@ -90,8 +90,14 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
         for split, index in splits.items():
             if not len(index.starts) == len(index.counts) == len(index.add_sep) == manifest["splits"][split]:
                 raise DatasetError(f"sequence_index: the arrays of the {split} split in {str(directory)!r} disagree")
-        words = None
+        words, segmenter = None, manifest.get("word_segmenter", "wordpiece")
+        scheme = manifest.get("word_scheme", WORD_SCHEMES.get(segmenter))  # indexes before schemes: jieba's first
         if manifest.get("word_bits"):
+            if scheme != WORD_SCHEMES.get(segmenter):
+                raise DatasetError(
+                    f"sequence_index: {str(directory)!r} holds {segmenter} word bits of scheme {scheme}, which this "
+                    f"version does not read (it makes scheme {WORD_SCHEMES.get(segmenter)}); run the sequences "
+                    "pipeline again")
             words = {}
             for split, count in manifest["word_bits"].items():
                 path = words_path(directory, split)
@@ -99,7 +105,7 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
                     raise DatasetError(f"sequence_index: {str(path)!r} is missing or truncated")
                 words[split] = np.memmap(path, dtype=np.uint8, mode="r") if count else np.zeros(0, np.uint8)
         return SequenceIndex(manifest["mode"], manifest["max_length"], splits, manifest["store_digests"],
-                             manifest.get("word_segmenter", "wordpiece"), words)
+                             segmenter, words, word_scheme=scheme if words is not None else None)
 
     def save(self, data: SequenceIndex) -> None:
         def fill(directory: Path) -> None:
@@ -112,6 +118,7 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
                 "mode": data.mode, "max_length": data.max_length, "store_digests": data.store_digests,
                 "splits": {split: len(index) for split, index in data.splits.items()},
                 "word_segmenter": data.word_segmenter, "word_bits": word_bits,
+                "word_scheme": data.word_job.scheme if data.word_job is not None else None,
             })
 
         arrays = sum(getattr(index, name).nbytes for index in data.splits.values() for name in self.FIELDS)

@@ -18,7 +18,7 @@ from bert_mlm.core.sequences import SequenceConfig, SequenceIndex, build_sequenc
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.training_config import TokenIds, TrainingConfig
 from bert_mlm.core.tuning import TuningConfig
-from bert_mlm.core.words import WordSegmentationJob, resolve_segmenter
+from bert_mlm.core.words import STORED_SEGMENTERS, WordSegmentationJob, resolve_segmenter
 
 SEGMENTER_SAMPLE_CHARS = 200_000
 
@@ -46,8 +46,8 @@ def build_model_inputs(
     segmenter = resolve_segmenter(
         masking.word_segmenter, corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS)
     )
-    segment = segmenter == "jieba" and whole_word_requested(masking, evaluation, tuning)
-    job = WordSegmentationJob.for_store(corpus_documents, tokenizer, token_store, data) if segment else None
+    segment = segmenter in STORED_SEGMENTERS and whole_word_requested(masking, evaluation, tuning)
+    job = WordSegmentationJob.for_store(corpus_documents, tokenizer, token_store, data, segmenter) if segment else None
     logger.info("Word boundaries for whole-word masking: %s%s", segmenter,
                 "" if segmenter == "wordpiece" or job else " (not segmented: no whole-word masking asked for)")
     index = build_sequence_index(token_store, config, SPLITS, segmenter, job)
