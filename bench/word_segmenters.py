@@ -54,8 +54,11 @@ def candidates() -> dict[str, Callable[[str], set[int]]]:
         found["jieba 0.42 (Python)"] = lambda text: _starts_from_tokens(jieba.tokenize(text))
     except ImportError as error:
         raise SystemExit("jieba is the reference: pip install jieba") from error
+    from bert_mlm.core.words import word_starts
+
+    found["rjieba + jieba's ASCII cuts (this project)"] = lambda text: set(word_starts(text, "rjieba"))
     for label, module, make in (
-        ("rjieba (jieba-rs, Rust)", "rjieba", lambda m: lambda text: _starts_from_tokens(m.tokenize(text))),
+        ("rjieba alone (jieba-rs, Rust)", "rjieba", lambda m: lambda text: _starts_from_tokens(m.tokenize(text))),
         ("jieba-fast-dat (C++)", "jieba_fast_dat", lambda m: lambda text: _starts_from_tokens(m.tokenize(text))),
         ("cppjieba-py-dat (C++)", "cppjieba_py_dat", lambda m: lambda text: _starts_from_words(m.cut(text))),
         ("jieba-next (Rust core)", "jieba_next", lambda m: lambda text: _starts_from_tokens(m.tokenize(text))),

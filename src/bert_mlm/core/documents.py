@@ -37,7 +37,7 @@ from bert_mlm.core.corpus import (
     clean_batch,
     stream_documents,
 )
-from bert_mlm.core.engine import DaskEngine, DataConfig, open_engine
+from bert_mlm.core.engine import DaskEngine, DataConfig, Finished, open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sources import CorpusSource, ReadTask, read_task, read_tasks
 
@@ -483,11 +483,20 @@ def sample_key(positions: np.ndarray) -> np.ndarray:
     return np.modf(positions.astype(np.float64) * 0.6180339887498949)[0]
 
 
+def characters(texts: list[str]) -> int:
+    return sum(map(len, texts))
+
+
+def raw_bytes(items: list) -> int:
+    """The UTF-8 size of a batch of raw texts (ingestion's progress counts what it read)."""
+    return sum(len(item.text.encode("utf-8", "replace")) for item in items)
+
+
 def read_and_clean(task: ReadTask, *cleaning) -> CleanedBatch:
     """One piece of the corpus, read and cleaned where it runs (a Dask worker)."""
     items = read_task(task)
     batch = clean_batch(items, *cleaning)
-    batch.read_bytes = sum(len(item.text.encode("utf-8", "replace")) for item in items)
+    batch.read_bytes = raw_bytes(items)
     return batch
 
 
@@ -532,11 +541,6 @@ class DocumentStream:
         total = self.source.total_bytes()
         progress = Progress(total, "ingestion", unit="B")
 
-        def raw_batches():
-            for batch in self.source.batches(self.data.chunk_bytes):
-                progress.update(sum(len(item.text.encode("utf-8", "replace")) for item in batch))
-                yield batch
-
         settings = {
             "source": self.source.describe(),
             "text_column": self.source.text_column,
@@ -553,7 +557,8 @@ class DocumentStream:
                     )
                     cleaned = counted(engine.map_ordered(read_and_clean, tasks, *cleaning), progress)
                 else:
-                    cleaned = engine.map_ordered(clean_batch, raw_batches(), *cleaning)
+                    cleaned = engine.map_ordered(clean_batch, self.source.batches(self.data.chunk_bytes), *cleaning,
+                                                 finished=Finished(progress, raw_bytes))
                 manifest = write_document_shards(
                     directory, stream_documents(cleaned, config.deduplicate, self.report), self.report, settings,
                     row_group_bytes=self.data.chunk_bytes, mixture=self.source.mixture(),

@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from bert_mlm.core.corpus import SPLITS, CorpusError
-from bert_mlm.core.documents import DocumentShards, read_manifest, write_json
-from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.documents import DocumentShards, characters, read_manifest, write_json
+from bert_mlm.core.engine import DataConfig, Finished, open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.tokenizer import encoding_backend
 
@@ -319,9 +319,7 @@ class EncodingJob:
                 for split in SPLITS:
                     origins: deque = deque()
                     read = [0]  # documents sent to the encoder (a mixture's train split: its stream)
-                    texts = _counted(
-                        self.documents.iter_texts(split, progress=progress, origins=origins, factors=factors), read
-                    )
+                    texts = _counted(self.documents.iter_texts(split, origins=origins, factors=factors), read)
                     encoded = engine.map_ordered(
                         encode_texts,
                         texts,
@@ -329,6 +327,7 @@ class EncodingJob:
                         self.separator_id,
                         writer.dtype.name,
                         python_bound=False,
+                        finished=Finished(progress, characters),
                     )
                     if split == "train" and factors is not None:
                         encoded = _counted_by_source(encoded, origins, source_tokens)

@@ -134,8 +134,11 @@ def train(
     batches = epoch_batches(lengths, config, position.epoch, rank)
     train_tokens = int(sum(r["tokens"] for r in position.records))
     nonfinite_streak = 0
+    # One rate, in tokens/s, over the last records' window and since this run started (a per-window
+    # rate beside a cumulative steps/s read as one number jumping 10x between lines).
     progress = Progress(config.max_steps, "training", unit="step", enabled=config.progress and rank.is_main,
-                        initial=position.step)
+                        initial=position.step, speed=False)
+    run_tokens = run_seconds = 0.0
     pending: list[dict] = []  # steps whose device values the host has not read yet
     record_every = config.record_window(device)
     window_start = time.perf_counter()
@@ -188,8 +191,12 @@ def train(
             train_tokens += sum(r["tokens"] for r in records)
             position.records.extend(records)
             last = records[-1]
-            progress.update(len(records), loss=f"{last['loss']:.4f}", lr=f"{last['learning_rate']:.2e}",
-                            **{"tokens/s": f"{last['tokens_per_second']:,.0f}"})
+            window_tokens, window_seconds = sum(r["tokens"] for r in records), sum(r["seconds"] for r in records)
+            run_tokens, run_seconds = run_tokens + window_tokens, run_seconds + window_seconds
+            progress.update(len(records), seconds=window_seconds, loss=f"{last['loss']:.4f}",
+                            lr=f"{last['learning_rate']:.2e}",
+                            **{"tokens/s (window)": f"{window_tokens / max(window_seconds, 1e-9):,.0f}",
+                               "tokens/s (since start)": f"{run_tokens / max(run_seconds, 1e-9):,.0f}"})
             # Never replace a good checkpoint by a diverged state.
             if checkpoint_due and nonfinite_streak == 0:
                 rng = gather_objects(rng_states(), rank)  # a collective: every rank takes part

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from bert_mlm.core.corpus import SPLITS, cjk_characters
-from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.documents import DocumentShards, characters
+from bert_mlm.core.engine import DataConfig, Finished, open_engine
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
@@ -262,11 +262,12 @@ class WordSegmentationJob:
         digest = hashlib.blake2b(digest_size=10)  # the store's digest: the same tokens, or an error
         for flags, ids in engine.map_ordered(
             segment_texts,
-            self.documents.iter_texts(split, progress=progress, factors=self.mixture_factors),
+            self.documents.iter_texts(split, factors=self.mixture_factors),
             self.tokenizer_json,
             self.separator_id,
             self.dtype,
             self.segmenter,
+            finished=Finished(progress, characters),
         ):
             writer.write(flags)
             digest.update(ids)
