@@ -62,13 +62,22 @@ def test_a_mixture_of_a_gzip_file_and_a_saved_hf_dataset_through_the_smoke_chain
     data = project_copy / "data"
     corpus = pd.read_csv(latest(data / "08_reporting" / "corpus_stats.csv")).set_index("split")
     tokens = pd.read_csv(latest(data / "08_reporting" / "tokenization_stats.csv")).set_index("split")
-    for name, weight in (("books", 0.7), ("wiki", 0.3)):
-        assert corpus.loc[f"train:{name}", "stream_share_of_characters"] == pytest.approx(weight, abs=0.01)
-        assert tokens.loc[f"train:{name}", "share"] == pytest.approx(weight, abs=0.02)
+    sequences = pd.read_csv(latest(data / "08_reporting" / "sequence_stats.csv")).set_index("split")
+    # Stored once each, unweighted: the sources' rows add up to the train split.
+    assert corpus.loc["train:books", "train_documents"] + corpus.loc["train:wiki", "train_documents"] == corpus.loc[
+        "train", "documents"]
     assert tokens.loc["train:books", "tokens"] + tokens.loc["train:wiki", "tokens"] == tokens.loc["train", "tokens"]
+    assert sequences.loc["train:books", "sequences"] + sequences.loc["train:wiki", "sequences"] == sequences.loc[
+        "train", "sequences"]
+    # The weights are an epoch's shares, counted on the drawn index: within one sequence of each weight.
+    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
+    epoch = sum(source["epoch_sequences"] for source in metrics["mixture"].values())
+    assert epoch == sequences.loc["train", "sequences"]
+    for name, weight in (("books", 0.7), ("wiki", 0.3)):
+        assert abs(metrics["mixture"][name]["epoch_sequences"] - weight * epoch) < 1
     report = latest(data / "08_reporting" / "run_report.html").read_text()
-    assert "train:books" in report and "train:wiki" in report
-    assert json.loads(latest(data / "08_reporting" / "metrics.json").read_text())["eval_loss"] > 0
+    assert "train:books" in report and "train:wiki" in report and "share of a training epoch" in report
+    assert metrics["eval_loss"] > 0
 
 
 def test_a_corpus_declared_as_another_kedro_dataset(project_copy, monkeypatch, shared_data):

@@ -70,12 +70,16 @@ def _count_dtype(max_length: int) -> np.dtype:
     return np.dtype(np.uint16) if max_length <= np.iinfo(np.uint16).max else np.dtype(np.int32)
 
 
-def index_packed(split: TokenSplit, max_length: int) -> SplitIndex:
+def index_packed(split: TokenSplit, max_length: int, ranges: Sequence[tuple[int, int]] | None = None) -> SplitIndex:
     """Documents back to back, each followed by ``[SEP]``, cut into blocks of ``max_length``
-    that start with ``[CLS]``. Every token is kept: the final block is shorter."""
+    that start with ``[CLS]``. Every token is kept: the final block is shorter. ``ranges``: stretches
+    of the stream packed apart (a mixture's sources: no block holds two sources' text)."""
     body = max_length - 1
-    starts = np.arange(0, split.num_tokens, body, dtype=np.int64)
-    counts = np.minimum(body, split.num_tokens - starts).astype(_count_dtype(max_length))
+    starts = np.concatenate([np.arange(start, stop, body, dtype=np.int64)
+                             for start, stop in (ranges or [(0, split.num_tokens)])] or [np.zeros(0, np.int64)])
+    stops = np.repeat([stop for _, stop in (ranges or [(0, split.num_tokens)])],
+                      [len(range(start, stop, body)) for start, stop in (ranges or [(0, split.num_tokens)])])
+    counts = np.minimum(body, stops - starts).astype(_count_dtype(max_length))
     return SplitIndex(starts, counts, np.zeros(len(starts), dtype=bool))
 
 
@@ -105,10 +109,13 @@ def index_documents(split: TokenSplit, max_length: int, chunk_documents: int = 1
     )
 
 
-def index_split(split: TokenSplit, mode: str, max_length: int) -> SplitIndex:
+def index_split(split: TokenSplit, mode: str, max_length: int,
+                ranges: Sequence[tuple[int, int]] | None = None) -> SplitIndex:
     if mode not in MODES:
         raise UserError(f"sequences.mode: {mode!r} is not one of {MODES}")
-    return (index_packed if mode == "packed" else index_documents)(split, max_length)
+    if mode == "packed":
+        return index_packed(split, max_length, ranges)
+    return index_documents(split, max_length)  # a document never spans two sources
 
 
 class IndexedSequences(Sequence):
@@ -118,9 +125,11 @@ class IndexedSequences(Sequence):
     are, made under the stored scheme ``word_scheme`` (:data:`bert_mlm.core.words.WORD_SCHEMES`)."""
 
     def __init__(self, split: TokenSplit, index: SplitIndex, cls_id: int, sep_id: int, words: np.ndarray | None = None,
-                 word_scheme: int | None = None):
+                 word_scheme: int | None = None, sources: list | None = None):
         self.split, self.index, self.cls_id, self.sep_id = split, index, int(cls_id), int(sep_id)
         self.words, self.word_scheme = words, word_scheme
+        self.sources = sources  # a mixture's SourceSpans (the train split)
+        self.mixture = None  # the MixturePlan training draws its epochs by (core.mixture)
         self._lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -166,6 +175,8 @@ class IndexedSequences(Sequence):
             digest.update(np.ascontiguousarray(array).tobytes())
         if self.words is not None and self.word_scheme not in (None, 1):
             digest.update(f"word scheme {self.word_scheme}".encode())
+        if self.mixture is not None:  # what an epoch draws: a changed weight is another run (and study)
+            digest.update(repr((self.mixture.spans, self.mixture.counts)).encode())
         return digest.hexdigest()
 
 
@@ -354,6 +365,8 @@ class SequenceIndex:
     words: dict[str, np.ndarray] | None = None
     word_job: object | None = None
     word_scheme: int | None = None
+    # A mixture's sources in the train split: (name, first sequence) in index order (None: one corpus).
+    sources: list[tuple[str, int]] | None = None
 
     def check_words(self, whole_word: bool, segmenter: str, what: str = "masking.whole_word") -> None:
         """Refuse whole-word masking that needs stored word boundaries this index does not hold
@@ -378,18 +391,41 @@ class SequenceIndex:
                 "run the sequences pipeline again (or the data stages) so that both come from one run"
             )
         words = self.words.get(split) if self.words is not None else None
-        return IndexedSequences(store.split(split), self.splits[split], cls_id, sep_id, words, self.word_scheme)
+        return IndexedSequences(store.split(split), self.splits[split], cls_id, sep_id, words, self.word_scheme,
+                                self.source_spans() if split == "train" else None)
+
+    def source_spans(self) -> list | None:
+        """The train split's sources as :class:`~bert_mlm.core.mixture.SourceSpan` (None: one corpus)."""
+        from bert_mlm.core.mixture import SourceSpan
+
+        if not self.sources:
+            return None
+        stops = [first for _, first in self.sources[1:]] + [len(self.splits["train"])]
+        return [SourceSpan(name, first, stop) for (name, first), stop in zip(self.sources, stops, strict=True)]
 
 
 def build_sequence_index(store, config: SequenceConfig, splits: Sequence[str], word_segmenter: str = "wordpiece",
                          word_job=None) -> SequenceIndex:
+    """Every split's index; a mixture's train split is indexed source by source (no sequence holds
+    two sources' text), and where each source's sequences start is kept (training samples them)."""
+    ranges = store.source_ranges() if getattr(store, "sources", None) else None
+    indexes = {
+        split: index_split(store.split(split), config.mode, config.max_length,
+                           [(start, stop) for _, start, stop in ranges] if ranges and split == "train" else None)
+        for split in splits
+    }
+    sources = None
+    if ranges and "train" in indexes:
+        firsts = np.searchsorted(indexes["train"].starts, [start for _, start, _ in ranges])
+        sources = [(name, int(first)) for (name, _, _), first in zip(ranges, firsts, strict=True)]
     return SequenceIndex(
         mode=config.mode,
         max_length=config.max_length,
-        splits={split: index_split(store.split(split), config.mode, config.max_length) for split in splits},
+        splits=indexes,
         store_digests={split: store.digest(split) for split in splits},
         word_segmenter=word_segmenter,
         word_job=word_job,
+        sources=sources,
     )
 
 
@@ -414,4 +450,9 @@ def sequence_stats(index: SequenceIndex, store, collator: Collator, batch_size: 
                 "max_length": index.max_length,
             }
         )
+    for span in index.source_spans() or []:  # a mixture's stored sequences per source (weights apply per epoch)
+        lengths = index.splits["train"][span.first:span.stop].lengths
+        rows.append({"split": f"train:{span.name}", "sequences": span.stored, "tokens": int(lengths.sum()),
+                     "mean_length": float(lengths.mean()) if len(lengths) else 0.0, "mode": index.mode,
+                     "max_length": index.max_length})
     return rows

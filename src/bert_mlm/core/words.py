@@ -222,7 +222,6 @@ class WordSegmentationJob:
     store_tokens: dict[str, int]
     data: DataConfig
     segmenter: str = "rjieba"
-    mixture_factors: dict[str, float] | None = None  # the encoder's: the store's training stream
 
     @classmethod
     def for_store(cls, documents: DocumentShards, tokenizer, store, data: DataConfig,
@@ -238,7 +237,6 @@ class WordSegmentationJob:
             store_tokens={split: store.split(split).num_tokens for split in SPLITS},
             data=data,
             segmenter=segmenter,
-            mixture_factors=store.manifest.get("mixture_factors"),
         )
 
     @property
@@ -262,7 +260,7 @@ class WordSegmentationJob:
         digest = hashlib.blake2b(digest_size=10)  # the store's digest: the same tokens, or an error
         for flags, ids in engine.map_ordered(
             segment_texts,
-            self.documents.iter_texts(split, factors=self.mixture_factors),
+            self.documents.iter_texts(split),
             self.tokenizer_json,
             self.separator_id,
             self.dtype,

@@ -104,8 +104,9 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
                 if not path.is_file() or path.stat().st_size != (count + 7) // 8:
                     raise DatasetError(f"sequence_index: {str(path)!r} is missing or truncated")
                 words[split] = np.memmap(path, dtype=np.uint8, mode="r") if count else np.zeros(0, np.uint8)
+        sources = [(name, int(first)) for name, first in manifest["sources"]] if manifest.get("sources") else None
         return SequenceIndex(manifest["mode"], manifest["max_length"], splits, manifest["store_digests"],
-                             segmenter, words, word_scheme=scheme if words is not None else None)
+                             segmenter, words, word_scheme=scheme if words is not None else None, sources=sources)
 
     def save(self, data: SequenceIndex) -> None:
         def fill(directory: Path) -> None:
@@ -119,6 +120,7 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
                 "splits": {split: len(index) for split, index in data.splits.items()},
                 "word_segmenter": data.word_segmenter, "word_bits": word_bits,
                 "word_scheme": data.word_job.scheme if data.word_job is not None else None,
+                "sources": data.sources,
             })
 
         arrays = sum(getattr(index, name).nbytes for index in data.splits.values() for name in self.FIELDS)

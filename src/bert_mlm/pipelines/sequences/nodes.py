@@ -43,6 +43,8 @@ def build_model_inputs(
     masking on jieba words, the index also gets each token's word boundary (written beside it).
     """
     token_store.check_tokenizer(tokenizer.get_vocab())
+    for split in SPLITS:  # indexing follows the document offsets: damaged ones are one line, here
+        token_store.verify_offsets(split)
     segmenter = resolve_segmenter(
         masking.word_segmenter, corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS)
     )

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from transformers import PreTrainedTokenizerBase
 
+from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.distributed import DistributedConfig
 from bert_mlm.core.evaluation import EvaluationParameters
 from bert_mlm.core.experiment import Experiment, train_data_parallel, training_summary
@@ -35,20 +36,24 @@ def train_masked_lm(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     distributed: DistributedConfig,
+    corpus: CorpusConfig,
 ) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, dict]:
     """Train with per-epoch dynamic masking at the tuned (or configured) probability.
 
     ``tuning_best_params``: the tuning study's result, or a mask-rate variant's overrides in its
     place (:class:`~bert_mlm.core.tuning_result.TuningResult`), applied here and only here.
     Returns the model with its tokenizer, the per-step history, a loss/accuracy plot and a
-    summary (tokens, throughput, the masking actually used and where it came from).
+    summary (tokens, throughput, the masking actually used and where it came from, and a mixture's
+    per-source shares counted on the drawn epoch). ``corpus.sources``' weights are applied here, per
+    epoch: changing one re-runs no data stage.
     """
     masking, training = tuning_best_params.apply(masking, training)
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
-                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences)
+                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences,
+                                       mixture=corpus.sources)
     logger.info("Training with masking %s (from %s)", asdict(masking), tuning_best_params.masking_origin.value)
     trained, result = train_data_parallel(experiment, distributed)
     summary = training_summary(result, masking, tuning_best_params, trained, sequence_index.word_segmenter,
-                               distributed.world_size)
+                               distributed.world_size, experiment.sequences.get("train"), training.seed)
     trained.to("cpu")
     return MaskedLM(model=trained, tokenizer=tokenizer), result.history, training_curves(result.history), summary

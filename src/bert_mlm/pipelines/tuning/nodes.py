@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from transformers import PreTrainedTokenizerBase
 
+from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.evaluation import EvaluationParameters
 from bert_mlm.core.experiment import Experiment
 from bert_mlm.core.finetune import FinetuneConfig
@@ -37,6 +38,7 @@ def tune_mask_probability(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     finetune: FinetuneConfig,
+    corpus: CorpusConfig,
 ) -> tuple[TuningResult, pd.DataFrame, plt.Figure, go.Figure]:
     """Run (or continue) the study; return the best parameters, the trials, the trials' eval loss
     against the searched value, and Optuna's optimisation history.
@@ -44,7 +46,8 @@ def tune_mask_probability(
     With ``tuning.n_trials: 0`` the study is skipped and the configured probability is passed on.
     """
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
-                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences)
+                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences,
+                                       mixture=corpus.sources)
     if True in (config.search_space.get("whole_word") or ()):
         sequence_index.check_words(True, masking.word_segmenter, "tuning.search_space.whole_word")
     if config.n_trials == 0:
