@@ -77,7 +77,8 @@ def test_a_huge_epoch_is_said_out_loud(caplog):
 
 
 @pytest.mark.parametrize(("sources", "message"), [
-    ({"tickets": {"weight": 0.5}}, r"names \['tickets'\], but the token store holds the sources \['tickets', 'general'\]"),
+    ({"tickets": {"weight": 0.5}}, r"names \['tickets'\], but the token store holds the sources \['tickets', "
+                                   r"'general'\]"),
     ({"tickets": {"weight": 0.5}, "general": {}}, "give every source a weight, or none"),
     ({"tickets": {"weight": -1}, "general": {"weight": 1}}, r"corpus\.sources\.tickets\.weight: -1 must be a positive"),
     ({"tickets": {"weight": 1, "repeat": 2}, "general": {}}, "weight or repeat, not both"),

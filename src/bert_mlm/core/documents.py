@@ -15,6 +15,7 @@ here holds the corpus.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -37,6 +38,7 @@ from bert_mlm.core.corpus import (
 )
 from bert_mlm.core.engine import DaskEngine, DataConfig, Finished, open_engine
 from bert_mlm.core.progress import Progress
+from bert_mlm.core.reuse import code_digest, recipe_identity, source_fingerprint
 from bert_mlm.core.sources import CorpusSource, ReadTask, read_task, read_tasks
 
 MANIFEST = "manifest.json"
@@ -257,6 +259,19 @@ class DocumentShards:
     def utf8_bytes(self, split: str) -> int:
         return int(self._counts(split)["utf8_bytes"])
 
+    @property
+    def identity(self) -> str:
+        """What the next stages' recipes name this version by: the digest of the recipe it was made
+        by (two versions made alike are one input), or of its manifest (versions made before recipes)."""
+        return recipe_identity(self.directory) or hashlib.blake2b(
+            (self.directory / MANIFEST).read_bytes(), digest_size=10).hexdigest()
+
+    def check_readable(self) -> None:
+        """Every shard's Parquet footer reads (a reused version is checked first)."""
+        for split in SPLITS:
+            for part in self.manifest["splits"][split]["parts"]:
+                self._open(part)
+
     def row_groups(self, split: str) -> list[tuple[str, int]]:
         """(part, row group) pairs of a split, in document order: the unit of parallel work."""
         groups = []
@@ -423,6 +438,23 @@ class DocumentStream:
     config: CorpusConfig
     data: DataConfig
     report: CleaningReport = field(default_factory=CleaningReport)
+
+    def recipe(self) -> dict | None:
+        """What determines the shards (core/reuse.py): the corpus files (sizes and times, not read),
+        the cleaning and split settings, the chunk size (it places the row groups) and the code.
+        A mixture's weights are not in it: they are training's. ``None``: a corpus whose content
+        cannot be told without reading it (read every run)."""
+        fingerprint = source_fingerprint(self.source)
+        if fingerprint is None:
+            return None
+        read_by_catalog = ("path", "text_column", "credentials", "hf_dataset", "sources")
+        return {
+            "stage": "corpus_documents",
+            "code": code_digest("bert_mlm.core.corpus", "bert_mlm.core.documents", "bert_mlm.core.sources"),
+            "source": fingerprint,
+            "corpus": {k: v for k, v in asdict(self.config).items() if k not in read_by_catalog},
+            "chunk_bytes": self.data.chunk_bytes,
+        }
 
     def write(self, directory: str | os.PathLike) -> dict:
         config = self.config

@@ -46,6 +46,9 @@ class DataConfig:
     in_flight_per_worker: int = 2
     # Text per work item: a read chunk when cleaning, a shard row group when encoding.
     chunk_bytes: int = 8 << 20
+    # A data stage whose inputs, settings and code equal a stored version's is not run again: the
+    # new version is that one, hard-linked (core/reuse.py). false: every stage recomputes.
+    reuse: bool = True
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -58,6 +61,8 @@ class DataConfig:
             raise UserError(f"data.in_flight_per_worker: {self.in_flight_per_worker!r} must be a positive integer")
         if not isinstance(self.chunk_bytes, int) or self.chunk_bytes < 1 << 16:
             raise UserError(f"data.chunk_bytes: {self.chunk_bytes!r} must be an integer of at least 65536")
+        if not isinstance(self.reuse, bool):
+            raise UserError(f"data.reuse: {self.reuse!r} must be true or false")
         if self.scheduler_address is not None and self.engine != "dask":
             raise UserError("data.scheduler_address: set data.engine=dask to use a Dask scheduler")
 

@@ -367,6 +367,9 @@ class SequenceIndex:
     word_scheme: int | None = None
     # A mixture's sources in the train split: (name, first sequence) in index order (None: one corpus).
     sources: list[tuple[str, int]] | None = None
+    # What made this index, for reusing a stored one (core/reuse.py; None: not reused), and whether to.
+    recipe: dict | None = None
+    reuse: bool = False
 
     def check_words(self, whole_word: bool, segmenter: str, what: str = "masking.whole_word") -> None:
         """Refuse whole-word masking that needs stored word boundaries this index does not hold

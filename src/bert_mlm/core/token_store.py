@@ -32,6 +32,7 @@ from bert_mlm.core.corpus import SPLITS, CorpusError
 from bert_mlm.core.documents import DocumentShards, characters, read_manifest, write_json
 from bert_mlm.core.engine import DataConfig, Finished, open_engine
 from bert_mlm.core.progress import Progress
+from bert_mlm.core.reuse import code_digest
 from bert_mlm.core.tokenizer import encoding_backend
 
 FORMAT = "bert-mlm-token-store"
@@ -360,6 +361,15 @@ class EncodingJob:
     vocabulary: dict[str, int]
     separator_id: int
     data: DataConfig
+
+    def recipe(self) -> dict:
+        """What determines the store (core/reuse.py): the documents' version, the tokenizer, the code."""
+        return {
+            "stage": "token_store",
+            "code": code_digest("bert_mlm.core.token_store", "bert_mlm.core.documents"),
+            "documents": self.documents.identity,
+            "tokenizer": hashlib.blake2b(self.tokenizer_json.encode(), digest_size=10).hexdigest(),
+        }
 
     def write(self, directory: str | os.PathLike) -> dict:
         vocab_size = max(self.vocabulary.values()) + 1

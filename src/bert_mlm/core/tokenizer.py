@@ -13,7 +13,7 @@ import os
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -400,6 +400,39 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
     probe = tokenizer("a")["input_ids"]
     if probe[0] != tokenizer.cls_token_id or probe[-1] != tokenizer.sep_token_id:
         raise VocabularyError("tokenizer: encodings do not start with [CLS] and end with [SEP]")
+
+
+@dataclass
+class TokenizerJob:
+    """Train the vocabulary on the train split of ``documents`` (an evenly spread sample of
+    ``tokenizer.training_sample_bytes`` when larger); run by the ``tokenizer`` dataset on save, or
+    not at all when a stored version has the same recipe (core/reuse.py)."""
+
+    documents: object  # a core.documents.DocumentShards
+    config: TokenizerConfig
+    data: object  # a core.engine.DataConfig
+
+    def recipe(self) -> dict:
+        import tokenizers
+
+        from bert_mlm.core.reuse import code_digest
+
+        return {"stage": "tokenizer", "code": code_digest("bert_mlm.core.tokenizer"),
+                "tokenizers": tokenizers.__version__, "documents": self.documents.identity,
+                "tokenizer": asdict(self.config)}
+
+    def build(self) -> BertTokenizerFast:
+        config, documents = self.config, self.documents
+        train_bytes = documents.utf8_bytes("train")
+        fraction = None
+        if config.training_sample_bytes and train_bytes > config.training_sample_bytes:
+            fraction = config.training_sample_bytes / train_bytes
+        tokenizer = train_wordpiece(lambda: documents.iter_texts("train", fraction), config)
+        logger.info(
+            "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
+            len(tokenizer), f"{fraction:.1%}" if fraction else "all", train_bytes / 1e6,
+        )
+        return tokenizer
 
 
 @functools.lru_cache(maxsize=4)

@@ -27,9 +27,10 @@ TablePreview = dict  # kedro-viz renders a preview annotated with this name as a
 
 
 class _JobDirectoryDataset(AtomicDirectoryDataset):
-    def _run(self, job) -> None:
+    def _run(self, job, check) -> None:
+        """Run ``job`` into a new version, or reuse a stored one made by the same recipe (``check``ed)."""
         try:
-            self._write_directory(job.write)
+            self._write_reusing(job.write, job.recipe(), job.data.reuse, check)
         except (CorpusError, ValueError) as error:
             # One line naming the parameter or file, not "Failed while saving data to dataset ...".
             raise DatasetError(str(error)) from error
@@ -42,7 +43,7 @@ class DocumentShardsDataset(_JobDirectoryDataset):
         return DocumentShards(self._load_dir())
 
     def save(self, data: DocumentStream) -> None:
-        self._run(data)
+        self._run(data, check=lambda directory: DocumentShards(directory).check_readable())
 
     def preview(self, nrows: int = 10) -> TablePreview:
         shards = self.load()
@@ -60,7 +61,11 @@ class TokenStoreDataset(_JobDirectoryDataset):
         return TokenStore(self._load_dir())
 
     def save(self, data: EncodingJob) -> None:
-        self._run(data)
+        def check(directory: Path) -> None:
+            store = TokenStore(directory)
+            store.verify(SPLITS, store.vocab_size)
+
+        self._run(data, check)
 
     def preview(self) -> TablePreview:
         store = self.load()
@@ -78,7 +83,9 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
     FIELDS = ("starts", "counts", "add_sep")
 
     def load(self) -> SequenceIndex:
-        directory = self._load_dir()
+        return self._load_from(self._load_dir())
+
+    def _load_from(self, directory: Path) -> SequenceIndex:
         try:
             manifest = json.loads((directory / "manifest.json").read_text())
             splits = {
@@ -124,4 +131,5 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
             })
 
         arrays = sum(getattr(index, name).nbytes for index in data.splits.values() for name in self.FIELDS)
-        self._write_directory(fill, needed=arrays if data.word_job is None else None)
+        self._write_reusing(fill, data.recipe, data.reuse, self._load_from,
+                            needed=arrays if data.word_job is None else None)

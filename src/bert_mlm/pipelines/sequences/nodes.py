@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import pandas as pd
@@ -14,6 +15,7 @@ from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import EvaluationParameters
 from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.reuse import code_digest
 from bert_mlm.core.sequences import SequenceConfig, SequenceIndex, build_sequence_index, sequence_stats
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.training_config import TokenIds, TrainingConfig
@@ -53,6 +55,14 @@ def build_model_inputs(
     logger.info("Word boundaries for whole-word masking: %s%s", segmenter,
                 "" if segmenter == "wordpiece" or job else " (not segmented: no whole-word masking asked for)")
     index = build_sequence_index(token_store, config, SPLITS, segmenter, job)
+    index.reuse, index.recipe = data.reuse, {
+        "stage": "sequence_index", "code": code_digest("bert_mlm.core.sequences", "bert_mlm.core.words"),
+        "store": {split: [token_store.digest(split), token_store.manifest["splits"][split].get("offsets_digest")]
+                  for split in SPLITS},
+        "sources": token_store.sources, "mode": config.mode, "max_length": config.max_length,
+        "word_segmenter": segmenter, "words": job.scheme if job else None,
+        "tokenizer": hashlib.blake2b(tokenizer.backend_tokenizer.to_str().encode(), digest_size=10).hexdigest(),
+    }
     collator = TokenIds.from_tokenizer(tokenizer).collator(config.max_length, config.padding)
     stats = pd.DataFrame(sequence_stats(index, token_store, collator, training.batch_size, training.bucketing))
     counts = dict(zip(stats["split"], stats["sequences"], strict=True))
