@@ -28,12 +28,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bert_mlm.core.cjk_encoding import fast_encoder
 from bert_mlm.core.corpus import SPLITS, CorpusError
 from bert_mlm.core.documents import DocumentShards, characters, read_manifest, write_json
 from bert_mlm.core.engine import DataConfig, Finished, open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.reuse import code_digest
-from bert_mlm.core.tokenizer import encoding_backend
+from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
 
 FORMAT = "bert-mlm-token-store"
 FORMAT_VERSION = 1
@@ -315,6 +316,13 @@ def encode_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype
     cost ~40x the text, so larger calls only cost memory (measured: the same speed at 1,000 and
     100,000 documents per call).
     """
+    fast = fast_encoder(tokenizer_json)
+    if fast is not None:  # BERT's encoding of CJK text, vectorised (core/cjk_encoding.py): the same ids
+        ids, _, per_text = fast.encode_flat(texts)
+        kept = per_text > 0
+        ends = np.cumsum(per_text)[kept]
+        tokens = np.insert(ids, ends, separator_id).astype(dtype)
+        return tokens, per_text[kept]
     tokenizer = encoding_backend(tokenizer_json)
     pieces: list[np.ndarray] = []
     lengths: list[int] = []
@@ -371,6 +379,15 @@ class EncodingJob:
             "tokenizer": hashlib.blake2b(self.tokenizer_json.encode(), digest_size=10).hexdigest(),
         }
 
+    def vectorised(self) -> bool:
+        """Whether the encoding runs on the worker processes: mostly-CJK text with a BERT-shaped
+        tokenizer is encoded by core/cjk_encoding.py, in Python and NumPy (one core each); other
+        text by ``tokenizers``, which uses every core in this process."""
+        from bert_mlm.core.words import cjk_share
+
+        return (fast_encoder(self.tokenizer_json) is not None
+                and cjk_share(self.documents.sample_texts("train", 200_000)) > CJK_MAJORITY)
+
     def write(self, directory: str | os.PathLike) -> dict:
         vocab_size = max(self.vocabulary.values()) + 1
         writer = TokenStoreWriter(directory, vocab_size, self.separator_id)
@@ -387,7 +404,7 @@ class EncodingJob:
                         self.tokenizer_json,
                         self.separator_id,
                         writer.dtype.name,
-                        python_bound=False,
+                        python_bound=self.vectorised(),
                         finished=Finished(progress, lambda item: characters(item[1])),
                     )
                     counted = _per_source(encoded, read, sources if split == "train" else {})

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bert_mlm.core.cjk_encoding import fast_encoder
 from bert_mlm.core.corpus import SPLITS, cjk_characters
 from bert_mlm.core.documents import DocumentShards, characters
 from bert_mlm.core.engine import DataConfig, Finished, open_engine
@@ -159,24 +160,29 @@ def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtyp
     """
     if segmenter not in STORED_SEGMENTERS:
         raise ValueError(f"segment_texts: {segmenter!r} is not one of {STORED_SEGMENTERS}")
-    tokenizer = encoding_backend(tokenizer_json)
-    flags: list[np.ndarray] = []
-    ids: list[np.ndarray] = []
-    for text in texts:
+    fast = fast_encoder(tokenizer_json)
+    if fast is not None:  # BERT's encoding with offsets, vectorised (core/cjk_encoding.py)
+        ids, positions, per_text = fast.encode_flat(texts, offsets=True)
+    else:
+        tokenizer = encoding_backend(tokenizer_json)
         # One text at a time: ``encode_batch`` would use the Rust thread pool, which deadlocks in
         # a forked worker when TOKENIZERS_PARALLELISM=true.
-        encoding = tokenizer.encode(text, add_special_tokens=False)
-        if not encoding.ids:
-            continue
-        word_start = np.zeros(len(text) + 1, dtype=bool)
-        word_start[word_starts(text, segmenter)] = True
-        token_start = np.fromiter((start for start, _ in encoding.offsets), dtype=np.int64, count=len(encoding.ids))
-        flags.append(np.append(~word_start[token_start], False))
-        ids.append(np.asarray(encoding.ids, dtype=np.int64))
-        ids.append(np.asarray([separator_id], dtype=np.int64))
-    if not flags:
-        return np.zeros(0, dtype=bool), b""
-    return np.concatenate(flags), np.concatenate(ids).astype(dtype).tobytes()
+        encodings = [tokenizer.encode(text, add_special_tokens=False) for text in texts]
+        per_text = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        ids = np.fromiter((i for e in encodings for i in e.ids), dtype=np.int64, count=int(per_text.sum()))
+        positions = np.fromiter((o[0] for e in encodings for o in e.offsets), dtype=np.int64, count=len(ids))
+    # Word starts over all texts at once: text i's characters start at text_starts[i].
+    text_starts = np.cumsum([0] + [len(text) + 1 for text in texts[:-1]]) if texts else np.zeros(0, np.int64)
+    word_start = np.zeros(int(text_starts[-1]) + len(texts[-1]) + 1 if texts else 0, dtype=bool)
+    for text, start in zip(texts, text_starts.tolist(), strict=True):
+        if text:
+            word_start[np.asarray(word_starts(text, segmenter), dtype=np.int64) + start] = True
+    continues = ~word_start[np.repeat(text_starts, per_text) + positions]
+    kept = per_text > 0
+    ends = np.cumsum(per_text)[kept]
+    flags = np.insert(continues, ends, False)  # the separator after each document starts nothing
+    tokens = np.insert(ids, ends, separator_id)
+    return flags, tokens.astype(dtype).tobytes()
 
 
 class BitWriter:
