@@ -66,3 +66,18 @@ def test_a_trained_vocabulary_and_english_text(shared_dir):
 def test_only_bert_shaped_tokenizers_that_isolate_cjk_characters(shared_dir):
     tokenizer = load_tokenizer(shared_dir / "vocab" / "bert-base-chinese.vocab.txt", chinese_chars=False)
     assert fast_encoder(tokenizer.backend_tokenizer.to_str()) is None
+
+
+@pytest.mark.parametrize("corpus", ["reviews", "news+english"])
+def test_the_trainer_reading_text_without_single_characters_learns_the_same_vocabulary(shared_dir, corpus,
+                                                                                        monkeypatch):
+    reviews = pd.read_csv(shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")["review"]
+    texts = reviews.dropna().astype(str).tolist()[:4000]
+    if corpus != "reviews":
+        news = (shared_dir / "corpora" / "msra-ner" / "news.txt").read_text(encoding="utf-8").splitlines()[:6000]
+        book = (shared_dir / "corpora" / "gutenberg" / "austen-emma.txt").read_text(encoding="utf-8").split("\n\n")
+        texts = news + book[:600]
+    config = TokenizerConfig(vocab_size=4000)
+    filtered = train_wordpiece(texts, config).get_vocab()
+    monkeypatch.setattr(cjk_encoding, "MIN_SINGLE_SHARE", 2.0)  # the trainer reads every character
+    assert train_wordpiece(texts, config).get_vocab() == filtered

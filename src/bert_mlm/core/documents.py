@@ -381,6 +381,23 @@ def sample_key(positions: np.ndarray) -> np.ndarray:
     return np.modf(positions.astype(np.float64) * 0.6180339887498949)[0]
 
 
+# Characters per work item of the jobs that run on worker processes (encoding, word segmentation): a
+# row group (data.chunk_bytes, 8 MB) would give one worker a small corpus's whole train split.
+PIECE_CHARS = 1 << 20
+
+
+def in_pieces(texts: list[str], max_chars: int = PIECE_CHARS) -> Iterator[list[str]]:
+    """``texts`` in consecutive lists of about ``max_chars`` characters (at least one text each)."""
+    start = size = 0
+    for index, text in enumerate(texts):
+        size += len(text)
+        if size >= max_chars:
+            yield texts[start : index + 1]
+            start, size = index + 1, 0
+    if start < len(texts) or not texts:
+        yield texts[start:]
+
+
 def mixture_names(source: CorpusSource) -> list[str] | None:
     """A mixture's source names, in the order they are read (``None``: not a mixture)."""
     mixture = source.mixture()

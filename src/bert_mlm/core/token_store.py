@@ -30,7 +30,7 @@ import pandas as pd
 
 from bert_mlm.core.cjk_encoding import fast_encoder
 from bert_mlm.core.corpus import SPLITS, CorpusError
-from bert_mlm.core.documents import DocumentShards, characters, read_manifest, write_json
+from bert_mlm.core.documents import DocumentShards, characters, in_pieces, read_manifest, write_json
 from bert_mlm.core.engine import DataConfig, Finished, open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.reuse import code_digest
@@ -394,17 +394,21 @@ class EncodingJob:
         total = sum(self.documents.characters(split) for split in SPLITS)
         progress = Progress(total, "encoding", unit="chars")
         sources: dict[str, dict[str, int]] = {}
+        vectorised = self.vectorised()
         try:
             with open_engine(self.data) as engine:
                 for split in SPLITS:
                     read = {"texts": 0}
+                    items = self.documents.iter_source_texts(split)
+                    if vectorised:  # on the worker processes: pieces that keep every one busy
+                        items = ((name, piece) for name, texts in items for piece in in_pieces(texts))
                     encoded = engine.map_ordered(
                         encode_source_texts,
-                        self.documents.iter_source_texts(split),
+                        items,
                         self.tokenizer_json,
                         self.separator_id,
                         writer.dtype.name,
-                        python_bound=self.vectorised(),
+                        python_bound=vectorised,
                         finished=Finished(progress, lambda item: characters(item[1])),
                     )
                     counted = _per_source(encoded, read, sources if split == "train" else {})

@@ -35,7 +35,7 @@ import numpy as np
 
 from bert_mlm.core.cjk_encoding import fast_encoder
 from bert_mlm.core.corpus import SPLITS, cjk_characters
-from bert_mlm.core.documents import DocumentShards, characters
+from bert_mlm.core.documents import DocumentShards, characters, in_pieces
 from bert_mlm.core.engine import DataConfig, Finished, open_engine
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.progress import Progress
@@ -135,17 +135,33 @@ def jieba_ascii_starts(word: str, start: int) -> list[int]:
     return starts
 
 
+# An ASCII letter or digit beside ASCII punctuation: where jieba-rs's words may need jieba's cuts.
+_ASCII_MIXED = re.compile(r"[a-zA-Z0-9][!-/:-@\[-`{-~]|[!-/:-@\[-`{-~][a-zA-Z0-9]")
+
+
 def word_starts(text: str, segmenter: str) -> list[int]:
     """Character offsets where the words of ``text`` start, by ``segmenter`` (rjieba or jieba)."""
     if segmenter == "jieba":
         return [start for _, start, _ in _jieba().tokenize(text)]
-    starts: list[int] = []
-    for word, start, _ in _rjieba().tokenize(text):
+    return np.unique(word_starts_array(text)).tolist()
+
+
+def word_starts_array(text: str) -> np.ndarray:
+    """rjieba's word starts with jieba's cuts inside ASCII runs (unordered), for a whole batch of texts
+    joined by newlines at once (a newline ends jieba's blocks: no word crosses it, each text is cut
+    as alone)."""
+    words = _rjieba().cut(text)
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    starts = np.cumsum(lengths) - lengths
+    mixed = [match.start() for match in _ASCII_MIXED.finditer(text)]
+    if not mixed:
+        return starts
+    extra = []
+    for index in np.unique(np.searchsorted(starts, mixed, side="right") - 1).tolist():
+        word = words[index]
         if word.isascii() and len(word) > 1:
-            starts.extend(jieba_ascii_starts(word, start))
-        else:
-            starts.append(start)
-    return starts
+            extra.extend(jieba_ascii_starts(word, int(starts[index]))[1:])
+    return np.concatenate((starts, np.asarray(extra, dtype=np.int64))) if extra else starts
 
 
 def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype: str,
@@ -171,12 +187,16 @@ def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtyp
         per_text = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         ids = np.fromiter((i for e in encodings for i in e.ids), dtype=np.int64, count=int(per_text.sum()))
         positions = np.fromiter((o[0] for e in encodings for o in e.offsets), dtype=np.int64, count=len(ids))
-    # Word starts over all texts at once: text i's characters start at text_starts[i].
+    # Word starts over all texts at once (joined by newlines): text i's characters start at text_starts[i].
     text_starts = np.cumsum([0] + [len(text) + 1 for text in texts[:-1]]) if texts else np.zeros(0, np.int64)
-    word_start = np.zeros(int(text_starts[-1]) + len(texts[-1]) + 1 if texts else 0, dtype=bool)
-    for text, start in zip(texts, text_starts.tolist(), strict=True):
-        if text:
-            word_start[np.asarray(word_starts(text, segmenter), dtype=np.int64) + start] = True
+    joined = "\n".join(texts)
+    word_start = np.zeros(len(joined) + 1, dtype=bool)
+    if segmenter == "rjieba":
+        word_start[word_starts_array(joined)] = True
+    else:
+        for text, start in zip(texts, text_starts.tolist(), strict=True):
+            if text:
+                word_start[np.asarray(word_starts(text, segmenter), dtype=np.int64) + start] = True
     continues = ~word_start[np.repeat(text_starts, per_text) + positions]
     kept = per_text > 0
     ends = np.cumsum(per_text)[kept]
@@ -266,7 +286,7 @@ class WordSegmentationJob:
         digest = hashlib.blake2b(digest_size=10)  # the store's digest: the same tokens, or an error
         for flags, ids in engine.map_ordered(
             segment_texts,
-            self.documents.iter_texts(split),
+            (piece for texts in self.documents.iter_texts(split) for piece in in_pieces(texts)),
             self.tokenizer_json,
             self.separator_id,
             self.dtype,
