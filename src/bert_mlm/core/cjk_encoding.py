@@ -29,8 +29,7 @@ import re
 import unicodedata
 
 import numpy as np
-
-from bert_mlm.core.tokenizer import encoding_backend
+from tokenizers import Tokenizer
 
 RUN, SINGLE, SPACE = 0, 1, 2
 _UNKNOWN, _IRREGULAR = -2, -3
@@ -62,7 +61,10 @@ class FastBertEncoder:
     """Encodes texts as :func:`~bert_mlm.core.tokenizer.encoding_backend` of the same tokenizer does."""
 
     def __init__(self, tokenizer_json: str):
-        self.backend = encoding_backend(tokenizer_json)
+        # As core.tokenizer.encoding_backend (not imported: the tokenizer's training imports this module).
+        self.backend = Tokenizer.from_str(tokenizer_json)
+        self.backend.no_padding()
+        self.backend.no_truncation()
         added = [token["content"] for token in json.loads(tokenizer_json).get("added_tokens", [])]
         self.added = re.compile("|".join(map(re.escape, added))) if added else None
         self.classes = character_classes()
@@ -181,7 +183,8 @@ def _within(counts: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4)
 def fast_encoder(tokenizer_json: str) -> FastBertEncoder | None:
-    """The vectorised encoder for a BERT-shaped tokenizer that isolates CJK characters, else ``None``."""
+    """The vectorised encoder for a BERT-shaped tokenizer that isolates CJK characters, else ``None``
+    (cached: one per process and tokenizer, like ``encoding_backend``)."""
     spec = json.loads(tokenizer_json)
     normalizer, pre_tokenizer, model = spec.get("normalizer") or {}, spec.get("pre_tokenizer") or {}, spec.get("model")
     if (normalizer.get("type") != "BertNormalizer" or not normalizer.get("handle_chinese_chars")

@@ -22,6 +22,7 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
 
+from bert_mlm.core.cjk_encoding import SingleCharacterFilter
 from bert_mlm.core.corpus import cjk_characters
 from bert_mlm.core.errors import UserError
 
@@ -273,8 +274,6 @@ def train_wordpiece(
     # The characters BERT makes words of their own (CJK, punctuation) are never merged: the trainer
     # gets them as its initial alphabet (exactly those it would keep by their counts, counted above)
     # and reads the text without them (a tenth of a Chinese corpus; the same vocabulary).
-    from bert_mlm.core.cjk_encoding import SingleCharacterFilter
-
     without_singles = SingleCharacterFilter(tokenizer.normalizer, tokenizer.pre_tokenizer)
     trainer = WordPieceTrainer(
         vocab_size=config.vocab_size,
