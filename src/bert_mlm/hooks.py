@@ -21,6 +21,7 @@ from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import check_extra_corpus
 from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
 from bert_mlm.core.labelled import load_task
+from bert_mlm.core.mixture import source_settings
 from bert_mlm.core.model import check_starting_vocabulary, check_step_memory, planned_bert_config, resolve_checkpoint
 from bert_mlm.core.tuning import check_storage, masked_url
 from bert_mlm.core.tuning_result import TuningResult
@@ -34,6 +35,7 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
     config = ExperimentConfig.from_parameters(parameters, other_sections=VARIANTS)
+    source_settings(config.corpus.sources)  # a mixture's weights: one line now, not at the training node
     if config.model.init_from:  # a missing checkpoint fails here, before the data stages
         resolve_checkpoint(config.model.init_from)
         if config.tokenizer.vocab_path:
