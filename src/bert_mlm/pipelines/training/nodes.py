@@ -36,7 +36,7 @@ def train_masked_lm(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     distributed: DistributedConfig,
-    corpus: CorpusConfig,
+    corpus: CorpusConfig | None = None,
 ) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, dict]:
     """Train with per-epoch dynamic masking at the tuned (or configured) probability.
 
@@ -50,7 +50,7 @@ def train_masked_lm(
     masking, training = tuning_best_params.apply(masking, training)
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
                                        masking=masking, evaluation=evaluation.protocol, sequences=sequences,
-                                       mixture=corpus.sources)
+                                       mixture=corpus.sources if corpus is not None else None)
     logger.info("Training with masking %s (from %s)", asdict(masking), tuning_best_params.masking_origin.value)
     trained, result = train_data_parallel(experiment, distributed)
     summary = training_summary(result, masking, tuning_best_params, trained, sequence_index.word_segmenter,

@@ -38,7 +38,7 @@ def tune_mask_probability(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     finetune: FinetuneConfig,
-    corpus: CorpusConfig,
+    corpus: CorpusConfig | None = None,
 ) -> tuple[TuningResult, pd.DataFrame, plt.Figure, go.Figure]:
     """Run (or continue) the study; return the best parameters, the trials, the trials' eval loss
     against the searched value, and Optuna's optimisation history.
@@ -47,7 +47,7 @@ def tune_mask_probability(
     """
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
                                        masking=masking, evaluation=evaluation.protocol, sequences=sequences,
-                                       mixture=corpus.sources)
+                                       mixture=corpus.sources if corpus is not None else None)
     if True in (config.search_space.get("whole_word") or ()):
         sequence_index.check_words(True, masking.word_segmenter, "tuning.search_space.whole_word")
     if config.n_trials == 0:
