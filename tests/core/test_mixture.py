@@ -8,10 +8,10 @@ import logging
 import numpy as np
 import pytest
 
+from bert_mlm.config import TrainingConfig
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.mixture import SourceSpan, plan_mixture, source_settings
 from bert_mlm.core.training import epoch_batches
-from bert_mlm.core.training_config import TrainingConfig
 
 SPANS = [SourceSpan("tickets", 0, 137), SourceSpan("general", 137, 2137)]
 

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,16 +27,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bert_mlm.core.corpus import (
-    SPLITS,
-    CleanedBatch,
-    CleaningReport,
-    CorpusConfig,
-    CorpusError,
-    clean_batch,
-    stream_documents,
-)
-from bert_mlm.core.engine import DaskEngine, DataConfig, Finished, open_engine
+from bert_mlm.config import CorpusConfig, DataConfig
+from bert_mlm.core.corpus import SPLITS, CleanedBatch, CleaningReport, CorpusError, clean_batch, stream_documents
+from bert_mlm.core.engine import DaskEngine, Finished, open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.reuse import code_digest, recipe_identity, source_fingerprint
 from bert_mlm.core.sources import CorpusSource, ReadTask, read_task, read_tasks
@@ -469,7 +462,7 @@ class DocumentStream:
             "stage": "corpus_documents",
             "code": code_digest("bert_mlm.core.corpus", "bert_mlm.core.documents", "bert_mlm.core.sources"),
             "source": fingerprint,
-            "corpus": {k: v for k, v in asdict(self.config).items() if k not in read_by_catalog},
+            "corpus": {k: v for k, v in self.config.model_dump().items() if k not in read_by_catalog},
             "chunk_bytes": self.data.chunk_bytes,
         }
 
@@ -482,7 +475,7 @@ class DocumentStream:
         settings = {
             "source": self.source.describe(),
             "text_column": self.source.text_column,
-            "corpus": asdict(config),
+            "corpus": config.model_dump(),
         }
         cleaning = (config.min_words, config.max_document_chars, dict(config.split_ratios), config.split_salt)
         try:
@@ -490,12 +483,12 @@ class DocumentStream:
                 if isinstance(engine, DaskEngine):
                     # Workers read their pieces from wherever the files are: the client lists them only
                     # (local files too, on a LocalCluster; a remote scheduler's workers get their texts).
-                    tasks = read_tasks(
-                        self.source, self.data.chunk_bytes, local_files=self.data.scheduler_address is None
-                    )
+                    tasks = read_tasks(self.source, self.data.chunk_bytes, line_by_line=config.line_by_line,
+                                       local_files=self.data.scheduler_address is None)
                     cleaned = counted(engine.map_ordered(read_and_clean, tasks, *cleaning), progress)
                 else:
-                    cleaned = engine.map_ordered(clean_batch, self.source.batches(self.data.chunk_bytes), *cleaning,
+                    batches = self.source.batches(self.data.chunk_bytes, config.line_by_line)
+                    cleaned = engine.map_ordered(clean_batch, batches, *cleaning,
                                                  finished=Finished(progress, raw_bytes))
                 manifest = write_document_shards(
                     directory, stream_documents(cleaned, config.deduplicate, self.report), self.report, settings,

@@ -28,10 +28,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bert_mlm.config import DataConfig
 from bert_mlm.core.cjk_encoding import fast_encoder
 from bert_mlm.core.corpus import SPLITS, CorpusError
 from bert_mlm.core.documents import DocumentShards, characters, in_pieces, read_manifest, write_json
-from bert_mlm.core.engine import DataConfig, Finished, open_engine
+from bert_mlm.core.engine import Finished, open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.reuse import code_digest
 from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend

@@ -33,28 +33,24 @@ from pathlib import Path
 
 import numpy as np
 
+from bert_mlm.config import DataConfig
+from bert_mlm.config.masking import SEGMENTERS
 from bert_mlm.core.cjk_encoding import fast_encoder
 from bert_mlm.core.corpus import SPLITS, cjk_characters
 from bert_mlm.core.documents import DocumentShards, characters, in_pieces
-from bert_mlm.core.engine import DataConfig, Finished, open_engine
+from bert_mlm.core.engine import Finished, open_engine
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
 
 logger = logging.getLogger(__name__)
 
-SEGMENTERS = ("auto", "wordpiece", "rjieba", "jieba")
 # Segmenters whose word starts are computed once and stored beside the sequence index, and the
 # scheme number stored with their bits. A scheme changes whenever the same text would get other
 # bits, so that stored bits, tuning studies and checkpoints of one are never taken for another's.
 WORD_SCHEMES = {"jieba": 1, "rjieba": 2}
 STORED_SEGMENTERS = tuple(WORD_SCHEMES)
 WORDS_SUFFIX = "words.bits"
-
-
-def validate_segmenter(segmenter: str, prefix: str = "masking") -> None:
-    if segmenter not in SEGMENTERS:
-        raise UserError(f"{prefix}.word_segmenter: {segmenter!r} is not one of {SEGMENTERS}")
 
 
 def cjk_share(texts: Iterable[str]) -> float:
@@ -69,7 +65,8 @@ def cjk_share(texts: Iterable[str]) -> float:
 def resolve_segmenter(segmenter: str, sample: Iterable[str]) -> str:
     """``auto`` -> ``rjieba`` (``jieba`` where rjieba is not installed) when most letters of
     ``sample`` are CJK, else ``wordpiece``."""
-    validate_segmenter(segmenter)
+    if segmenter not in SEGMENTERS:  # a library caller's value (the parameters' is checked by its type)
+        raise UserError(f"masking.word_segmenter: {segmenter!r} is not one of {SEGMENTERS}")
     if segmenter != "auto":
         return segmenter
     if cjk_share(sample) <= CJK_MAJORITY:
