@@ -87,7 +87,8 @@ def test_a_mixture_of_a_gzip_file_and_a_saved_hf_dataset_through_the_smoke_chain
 
 def _mixture_run(project, monkeypatch, sources: dict) -> tuple[dict, str]:
     """The data stages, tuning (no trials) and 2 training steps on a mixture; the summary and the log."""
-    (project / "conf" / "smoke" / "globals.yml").write_text(yaml.safe_dump({"corpus": {"sources": sources}}))
+    # Where a user sets it: the corpus section of the environment's parameters (the catalog reads it there).
+    (project / "conf" / "smoke" / "parameters_corpus.yml").write_text(yaml.safe_dump({"corpus": {"sources": sources}}))
     monkeypatch.chdir(project)
     bootstrap_project(project)  # configures the project's logging: the handler comes after
     log = io.StringIO()

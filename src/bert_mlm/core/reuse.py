@@ -98,7 +98,7 @@ def _without_userinfo(url: str) -> str:
 
 
 def _remote_change(url: str, source) -> str | None:
-    from bert_mlm.core.sources import remote_filesystem
+    from bert_mlm.core.sources.listing import remote_filesystem
 
     try:
         fs, path = remote_filesystem(url, source.storage_options, source.parameter)
