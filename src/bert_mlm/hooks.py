@@ -22,6 +22,7 @@ from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import check_extra_corpus
 from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
 from bert_mlm.core.labelled import TaskSource, load_task
+from bert_mlm.core.mixture import source_settings
 from bert_mlm.core.model import (
     check_starting_tokenizer,
     check_starting_vocabulary,
@@ -52,6 +53,7 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
     config = ExperimentConfig.from_parameters(parameters, variants=VARIANTS)
+    source_settings(config.corpus.sources)  # a mixture's weights: one line now, not at the training node
     if config.model.init_from:  # a missing or broken checkpoint fails here, before the data stages
         open_model(config.model.init_from, "model.init_from")
         tokenizer = config.tokenizer

@@ -15,7 +15,8 @@ from tests.core.test_documents import mixed_corpus, write_shards
 def test_tokenizer_training_reports_each_pass_over_the_text(tmp_path, caplog):
     shards, _ = write_shards(mixed_corpus(tmp_path / "corpus"), tmp_path / "documents")
     with caplog.at_level(logging.INFO, logger="bert_mlm"):
-        tokenizer = build_tokenizer(shards, TokenizerConfig(vocab_size=300, base_alphabet="none"), ModelConfig())
+        job = build_tokenizer(shards, TokenizerConfig(vocab_size=300, base_alphabet="none"), ModelConfig())
+        tokenizer = job.build()  # what the tokenizer dataset runs when it saves
     assert len(tokenizer) >= 300
     lines = [m for m in caplog.messages if m.startswith("tokenizer training")]
     for number, what in ((1, "alphabet"), (2, "vocabulary")):

@@ -108,7 +108,7 @@ def _documents_and_first_store(tmp_path: Path, shared: Path, vocab: Path):
     corpus.mkdir()
     for book in books:
         (corpus / book.name).symlink_to(book)
-    data = DataConfig(workers=1, chunk_bytes=1 << 16)
+    data = DataConfig(workers=1, chunk_bytes=1 << 16, reuse=False)  # saved again by the tests: written, not reused
     DocumentStream(CorpusSource(str(corpus)), CorpusConfig(), data).write(tmp_path / "documents")
     tokenizer = load_tokenizer(vocab)
     job = EncodingJob(

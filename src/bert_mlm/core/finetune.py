@@ -266,8 +266,9 @@ class Runner:
                                          fit.order.hexdigest(), started)
             history.append(row)
             accuracy = row["eval_accuracy"]
-            if self.progress is not None:
-                self.progress.update(1, model=name, seed=seed, acc=f"{accuracy:.4f}")
+            if self.progress is not None:  # the ETA from the finished epochs' own time
+                self.progress.update(1, seconds=time.perf_counter() - started, model=name, seed=seed,
+                                     acc=f"{accuracy:.4f}")
             if accuracy > best:
                 best, best_predictions, stale = accuracy, predictions, 0
                 if config.early_stopping_patience and keep_model:
@@ -276,7 +277,7 @@ class Runner:
                 stale += 1
             if config.early_stopping_patience and stale >= config.early_stopping_patience:
                 if self.progress is not None:
-                    self.progress.update(config.epochs - epoch - 1)
+                    self.progress.update(config.epochs - epoch - 1, seconds=0.0)
                 break
         # Early stopping reports the best fine-tuned epoch (its weights when kept); otherwise the last.
         tuned = [row for row in history if row["epoch"] > 0]
@@ -362,7 +363,8 @@ class Runner:
         fit_head(model, prepared.train, prepared.pad_id, device, amp_dtype, self.config.pooling, seed)
         row, predictions = self._row(model, name, seed, 1, float("nan"), float("nan"), "", started)
         if self.progress is not None:
-            self.progress.update(self.config.epochs, model=name, seed=seed, acc=f"{row['eval_accuracy']:.4f}")
+            self.progress.update(self.config.epochs, seconds=time.perf_counter() - started, model=name, seed=seed,
+                                 acc=f"{row['eval_accuracy']:.4f}")
         return RunOutcome(predictions, [{**row, "reported": True}])
 
     def seed_accuracies(self, encoder: PreTrainedModel) -> list[float]:

@@ -26,6 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 from bert_mlm.config import MaskingConfig, TuningConfig
 from bert_mlm.config.tuning import SEARCHABLE
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.progress import clock
 from bert_mlm.core.redaction import redact
 from bert_mlm.core.tuning_record import TuningRecord
 
@@ -190,6 +191,25 @@ class _StopAtTrials:
         self.counted(study, trial)
 
 
+class _TrialLines:
+    """One log line per finished trial, with the trials the study still needs and an ETA from the
+    trials this worker finished (a study of minutes printed nothing between its first and last line)."""
+
+    def __init__(self, n_trials: int) -> None:
+        self.n_trials, self.durations = n_trials, []
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if trial.user_attrs.get("surplus"):
+            return
+        seconds = (trial.duration.total_seconds() if trial.duration is not None else 0.0)
+        self.durations.append(seconds)
+        left = max(0, self.n_trials - count_trials(study, ACTIVE))
+        eta = left * sum(self.durations) / len(self.durations)
+        value = f" value {trial.value:.4f}" if trial.value is not None else ""
+        logger.info("tuning: trial %d %s%s in %s; %d of %d trial(s) left, ETA %s", trial.number,
+                    trial.state.name.lower(), value, clock(seconds), left, self.n_trials, clock(eta))
+
+
 class _FailureGuard:
     """Stops this worker after ``limit`` consecutive failed trials (a broken configuration, not
     bad luck); a surplus trial, refused before it ran, is no failure."""
@@ -254,7 +274,7 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
     if count_trials(study, ACTIVE) < config.n_trials:
         guard = _FailureGuard(max(config.n_trials, 1))
         study.optimize(objective, catch=(Exception,), gc_after_trial=True,
-                       callbacks=[guard, _StopAtTrials(config.n_trials)])
+                       callbacks=[guard, _TrialLines(config.n_trials), _StopAtTrials(config.n_trials)])
         if user_errors:
             raise user_errors[0]
         guard.check()

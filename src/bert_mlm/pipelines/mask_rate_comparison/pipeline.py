@@ -21,7 +21,7 @@ SHARED_INPUTS = {"corpus_documents", "token_store", "sequence_index", "tokenizer
                  "run_config"}
 SHARED_PARAMETERS = {
     "params:model", "params:training", "params:masking", "params:evaluation", "params:sequences", "params:distributed",
-    "params:finetune",
+    "params:finetune", "params:corpus",
 }
 
 
