@@ -82,6 +82,11 @@ def test_a_mixture_of_a_gzip_file_and_a_saved_hf_dataset_through_the_smoke_chain
         assert abs(metrics["mixture"][name]["epoch_sequences"] - weight * epoch) < 1
     report = latest(data / "08_reporting" / "run_report.html").read_text()
     assert "train:books" in report and "train:wiki" in report and "share of a training epoch" in report
+    # The run record names each source with its weight and its range of the token store.
+    record = json.loads(latest(data / "08_reporting" / "run_config.json").read_text())
+    assert [(s["name"], s["weight"]) for s in record["corpus"]["sources"]] == [("books", 0.7), ("wiki", 0.3)]
+    assert all(s["tokens"] > 0 and s["documents"] > 0 for s in record["corpus"]["sources"])
+    assert "books: " in report and ", weight 0.7; wiki: " in report
     assert metrics["eval_loss"] > 0
 
 

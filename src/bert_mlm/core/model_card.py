@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from bert_mlm.core.redaction import redact
-from bert_mlm.core.run_record import command_line, describe_code, describe_software, hub_datasets, token_store_line
+from bert_mlm.core.run_record import (
+    command_line,
+    describe_code,
+    describe_software,
+    hub_datasets,
+    sources_line,
+    token_store_line,
+)
 
 TAGS = ["bert", "fill-mask", "masked-lm", "bert-mlm"]
 LICENSE_PLACEHOLDER = "unknown"
@@ -94,6 +101,7 @@ def model_card(metrics: Mapping[str, Any], record: Mapping[str, Any] | None) -> 
         f"- corpus: `{corpus.get('source', 'unknown')}`",
         f"- language: {language or 'unknown (set `language:` above)'}",
         f"- documents: {_counts(corpus.get('documents'))}",
+        *([f"- sources (train split): {sources_line(corpus)}"] if sources_line(corpus) else []),
         f"- token store: {token_store_line(corpus)}" if corpus.get("token_store") else "- token store: not recorded",
     ]
     if "train_tokens" in metrics:

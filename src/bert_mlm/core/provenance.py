@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bert_mlm.core.redaction import redact
-from bert_mlm.core.run_record import command_line, describe_code, describe_software, dotted, token_store_line
+from bert_mlm.core.run_record import (
+    command_line,
+    describe_code,
+    describe_software,
+    dotted,
+    sources_line,
+    token_store_line,
+)
 
 OPENING = "How this run was made"
 # The report's sections, by heading, and what they are made from.
@@ -93,6 +100,8 @@ def record_rows(record: Mapping[str, Any]) -> list[tuple[str, str]]:
          + (f"continued from {record['init_from']}" if record.get("init_from") else "from scratch")),
         ("corpus", f"{corpus.get('source', 'not recorded')} (language: {corpus.get('language') or 'unknown'})"),
     ]
+    if sources_line(corpus):
+        rows.append(("sources (train split)", sources_line(corpus)))
     if corpus.get("token_store"):
         rows.append(("token store", token_store_line(corpus)))
     if masking:

@@ -229,3 +229,16 @@ def token_store_line(corpus: Mapping[str, Any]) -> str:
     store = corpus.get("token_store") or {}
     digests: Sequence = [f"{split} {digest}" for split, digest in (store.get("digests") or {}).items()]
     return f"version {store.get('version') or '?'}; digests {', '.join(digests) or 'n/a'}"
+
+
+def sources_line(corpus: Mapping[str, Any]) -> str | None:
+    """A mixture's sources as stored and drawn: ``news: 120 documents, 50,000 tokens, weight 0.7;
+    ...``; None outside a mixture."""
+    sources = corpus.get("sources")
+    if not sources:
+        return None
+    return "; ".join(
+        f"{source['name']}: {source.get('documents', '?')} documents, {source.get('tokens', 0):,} tokens"
+        + "".join(f", {key} {source[key]}" for key in ("weight", "repeat") if source.get(key) is not None)
+        for source in sources)
+

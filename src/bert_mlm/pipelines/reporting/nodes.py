@@ -44,6 +44,11 @@ def record_run(
                         "digests": {**{split: token_store.digest(split) for split in splits},
                                     "vocabulary": token_store.vocabulary_digest}},
     }
+    if token_store.sources:  # a mixture: each source's share of the store, and its weight or repeat
+        settings = (run_facts.get("sections") or {}).get("corpus", {}).get("sources") or {}
+        data["sources"] = [{**source, **{key: value for key, value in (settings.get(source["name"]) or {}).items()
+                                         if key in ("weight", "repeat") and value is not None}}
+                           for source in token_store.sources]
     return run_record(run_facts, resolved, data)
 
 
