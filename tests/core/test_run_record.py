@@ -84,5 +84,6 @@ def test_hub_datasets_of_a_corpus():
 def test_a_mixtures_sources_line_gives_each_sources_store_share_and_weight():
     corpus = {"sources": [{"name": "新闻", "documents": 120, "tokens": 50_000, "weight": 0.7},
                           {"name": "books", "documents": 3, "tokens": 9_000, "repeat": 2.0}]}
-    assert sources_line(corpus) == "新闻: 120 documents, 50,000 tokens, weight 0.7; books: 3 documents, 9,000 tokens, repeat 2.0"
+    assert sources_line(corpus) == ("新闻: 120 documents, 50,000 tokens, weight 0.7; "
+                                    "books: 3 documents, 9,000 tokens, repeat 2.0")
     assert sources_line({"source": "built-in corpus"}) is None
