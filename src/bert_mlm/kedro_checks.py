@@ -184,10 +184,16 @@ def check_inputs_written(pipeline, catalog, pipelines: Mapping[str, Any], run: s
     pipelines write: name what is missing and which pipelines to run first, before any node runs
     (Kedro says "Did not find any versions" when the node that needs it starts)."""
     producers = {name: pipelines[name] for name in _chain(pipelines)}
-    missing = [name for name in sorted(pipeline.inputs()) if _produced(name, producers) and not _written(catalog, name)]
+    # An optional result (it loads empty before any run wrote it) is missing only where a stage's
+    # own node reads it: the reporting nodes that follow a partial run report without it.
+    # `--pipelines reporting` alone reports on a model that was evaluated.
+    stage_reads = _stage_reads(pipeline, pipelines) or {"evaluation_metrics"}
+    missing = sorted((name for name in pipeline.inputs()
+                      if _produced(name, producers) and not _written(catalog, name, name in stage_reads)),
+                     key=lambda name: (name not in stage_reads, name))  # the stage's own inputs first
     if not missing:
         return
-    needed = _pipelines_to_run(missing, catalog, producers)
+    needed = _pipelines_to_run(missing, catalog, producers, pipelines)
     shown = ", ".join(f"{name} ({_where(catalog, name)})" for name in missing[:4])
     shown += " ..." if len(missing) > 4 else ""
     raise UserError(
@@ -207,20 +213,29 @@ def _produced(dataset: str, producers: Mapping[str, Any]) -> bool:
         dataset in p.all_outputs() for p in producers.values())
 
 
-def _written(catalog, name: str) -> bool:
+def _written(catalog, name: str, required: bool = True) -> bool:
     try:
         dataset = catalog.get(name)
     except Exception:  # noqa: BLE001 - not a catalog entry: a memory dataset, made by the run
         return True
-    if dataset is None or type(dataset).__name__ == "MemoryDataset" or getattr(dataset, "optional", False):
-        return True  # made by the run, or a result that loads as empty before any run wrote it
+    if dataset is None or type(dataset).__name__ == "MemoryDataset":
+        return True  # made by the run
+    if getattr(dataset, "optional", False) and not required:
+        return True  # a result that loads as empty before any run wrote it, read by the reporting nodes only
     try:
         return bool(dataset.exists())
     except Exception:  # noqa: BLE001 - a dataset that cannot tell: leave it to its load
         return True
 
 
-def _pipelines_to_run(missing: list[str], catalog, producers: Mapping[str, Any]) -> list[str]:
+def _stage_reads(pipeline, pipelines: Mapping[str, Any]) -> set[str]:
+    """What the pipeline's nodes other than the reporting ones read."""
+    reporting = {node.name for node in pipelines["reporting"].nodes} if "reporting" in pipelines else set()
+    return {name for node in pipeline.nodes if node.name not in reporting for name in node.inputs}
+
+
+def _pipelines_to_run(missing: list[str], catalog, producers: Mapping[str, Any],
+                      pipelines: Mapping[str, Any]) -> list[str]:
     """The chain's pipelines that write ``missing`` and, recursively, what those read that is
     missing too; in the chain's order."""
     needed: set[str] = set()
@@ -230,7 +245,9 @@ def _pipelines_to_run(missing: list[str], catalog, producers: Mapping[str, Any])
         for name, pipeline in producers.items():
             if dataset in pipeline.all_outputs() and name not in needed:
                 needed.add(name)
-                todo += [d for d in pipeline.inputs() if _produced(d, producers) and not _written(catalog, d)]
+                reads = _stage_reads(pipeline, pipelines)
+                todo += [d for d in pipeline.inputs()
+                         if _produced(d, producers) and not _written(catalog, d, d in reads)]
                 break
     return [name for name in producers if name in needed]
 

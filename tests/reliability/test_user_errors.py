@@ -206,15 +206,16 @@ KEDRO_MISTAKES = [
      r".*sequence_index \(data/05_model_input/sequence_index\), .* which no earlier run has written; run "
      r"`kedro run --pipelines ingestion,tokenization,sequences,tuning` first"),
     (["--pipelines", "finetune"],
-     r"--pipelines finetune: it reads trained_model \(data/06_models/masked_lm\), which no "
+     # the stage's own input first, then what the reporting nodes after it read
+     r"--pipelines finetune: it reads trained_model \(data/06_models/masked_lm\), corpus_documents .*which no "
      r"earlier run has written; run `kedro run --pipelines ingestion,tokenization,sequences,"
      r"tuning,training` first \(or the whole chain: `kedro run`\)"),
-    (["--pipelines", "evaluation"],
+    (["--pipelines", "evaluation"],  # no fine-tuning needed: its result is optional
      r"--pipelines evaluation: it reads corpus_documents .* run `kedro run --pipelines "
-     r"ingestion,tokenization,sequences,tuning,training,finetune` first"),
+     r"ingestion,tokenization,sequences,tuning,training` first"),
     (["--pipelines", "reporting"],
-     r"--pipelines reporting: it reads corpus_stats .* run `kedro run --pipelines "
-     r"ingestion,tokenization,sequences,tuning,training,finetune,evaluation` first"),
+     r"--pipelines reporting: it reads evaluation_metrics .*corpus_stats .* run `kedro run --pipelines "
+     r"ingestion,tokenization,sequences,tuning,training,evaluation` first"),
     (["--nodes", "train_maskedlm"],
      r"--nodes: 'train_maskedlm' is not a node of the pipeline '__default__'; did you mean 'train_masked_lm'\? "
      r"its nodes: build_model_inputs, "),
