@@ -1,0 +1,117 @@
+"""CPU threads: training steps/s of the default model (2 x 128, vocab 8192, batch 32 x 128, fp32),
+one process alone and two processes side by side on the same CPUs, with torch's default
+intra-op pool against a capped one (``training.threads``). Each process trains its own model on
+random tokens (the step the default `kedro run` takes, masking on the host included), for
+``--seconds`` after a warm-up; the table reports each process's median steps/s over the repeats.
+
+    python bench/threads.py                      # alone and in pairs, default vs capped
+    python bench/threads.py --seconds 20 --repeats 5
+
+Scenarios alternate within each repeat (the machine's other load moves between repeats, not
+between the systems compared), and `/proc/loadavg` is recorded before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _timing import Table, median
+
+HERE = Path(__file__).resolve().parent
+
+
+def worker(threads: int, seconds: float) -> dict:
+    """One process: ``threads`` intra-op threads (0: torch's default), steps/s over ``seconds``."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    from bert_mlm.config import ModelConfig
+    from bert_mlm.core.model import planned_bert_config
+    from bert_mlm.core.plan import time_training_steps
+
+    bert = planned_bert_config(ModelConfig(), vocab_size=8192)
+    timing = time_training_steps(bert, batch_size=32, length=128, device=torch.device("cpu"), precision="fp32",
+                                 budget_seconds=seconds, max_steps=10_000)
+    return {"threads": torch.get_num_threads(), "steps_per_second": 1 / timing.step_seconds, "steps": timing.steps}
+
+
+def run_processes(threads: list[int], seconds: float) -> list[dict]:
+    """Processes started together, one per entry of ``threads``; their results."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--seconds", str(seconds)]
+    processes = [subprocess.Popen([*command, "--threads", str(n)], stdout=subprocess.PIPE, text=True, cwd=HERE)
+                 for n in threads]
+    results = []
+    for process in processes:
+        out, _ = process.communicate(timeout=600)
+        if process.returncode != 0:
+            raise RuntimeError(f"worker failed with status {process.returncode}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def run(seconds: float, repeats: int, capped: int) -> Table:
+    import torch
+
+    default = torch.get_num_threads()
+    scenarios = {
+        f"alone, torch default ({default} threads)": [0],
+        f"alone, capped ({capped} thread{'s' if capped > 1 else ''})": [capped],
+        f"two side by side, torch default ({default} threads each)": [0, 0],
+        f"two side by side, capped ({capped} thread{'s' if capped > 1 else ''} each)": [capped, capped],
+    }
+    rates: dict[str, list[float]] = {name: [] for name in scenarios}
+    before = loadavg()
+    for _ in range(repeats):
+        for name, threads in scenarios.items():
+            results = run_processes(threads, seconds)
+            rates[name].append(median([r["steps_per_second"] for r in results]))
+            print(name, [round(r["steps_per_second"], 2) for r in results], flush=True)
+    after = loadavg()
+    alone = median(rates[f"alone, torch default ({default} threads)"])
+    table = Table(
+        f"Threads: steps/s per process, default model (2 x 128, batch 32 x 128), {os.cpu_count()} cores",
+        ["scenario", "median steps/s per process", "range", "vs alone with the default", "machine's steps/s"],
+    )
+    for name, values in rates.items():
+        rate = median(values)
+        table.rows.append([name, f"{rate:.2f}", f"{min(values):.2f}–{max(values):.2f}", f"{rate / alone:.2f}x",
+                           f"{rate * len(scenarios[name]):.2f}"])
+    table.notes = [f"`python bench/threads.py --seconds {seconds:g} --repeats {repeats}`: {seconds:g} s of steps per "
+                   f"process after a warm-up, {repeats} alternating repeats. /proc/loadavg before: {before}; after: "
+                   f"{after}."]
+    table.data = {"rates": rates, "loadavg": [before, after]}
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10.0, help="timed steps per process")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--capped", type=int, default=1, help="threads per process in the capped scenarios")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.threads, args.seconds)))
+        return
+    started = time.perf_counter()
+    print(run(args.seconds, args.repeats, args.capped).markdown())
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
