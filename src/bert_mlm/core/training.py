@@ -31,6 +31,7 @@ from bert_mlm.core.optim import Optimisation, resolve_learning_rate
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
 from bert_mlm.core.token_ids import TokenIds
+from bert_mlm.core.tracking import publish
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +181,8 @@ def train(
             pending, window_start = [], now
             train_tokens += sum(r["tokens"] for r in records)
             position.records.extend(records)
+            if rank.is_main:
+                publish(records)  # live curves (TensorBoard) while the run goes
             last = records[-1]
             progress.update(len(records), loss=f"{last['loss']:.4f}", lr=f"{last['learning_rate']:.2e}",
                             **{"tokens/s": f"{last['tokens_per_second']:,.0f}"})
