@@ -52,9 +52,12 @@ def test_empty_file(tmp_path):
 
 
 def test_binary_file_is_named(tmp_path):
-    (tmp_path / "model.txt").write_bytes(b"PK\x03\x04\x00\x00binary" * 100)
-    with pytest.raises((CorpusError, DatasetError), match=r"corpus file '.*model\.txt' looks binary"):
+    (tmp_path / "model.txt").write_bytes(b"PK\x03\x04\x00\x00binary" * 100)  # a zip archive: said so
+    with pytest.raises((CorpusError, DatasetError), match=r"corpus file '.*model\.txt' is a zip archive, not text"):
         ingest(tmp_path / "model.txt")
+    (tmp_path / "data.txt").write_bytes(b"\x00\x01\x02\x03binary" * 100)
+    with pytest.raises((CorpusError, DatasetError), match=r"corpus file '.*data\.txt' looks binary"):
+        ingest(tmp_path / "data.txt")
 
 
 def test_non_utf8_text_is_recovered_and_counted(tmp_path):

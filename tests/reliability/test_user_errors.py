@@ -41,6 +41,12 @@ CASES = [
         "evaluation.corpus_path=/no/such/held_out.txt",
         r"evaluation\.corpus_path: '/no/such/held_out\.txt' does not exist",
     ),
+    (
+        "corpus.path=/no/such/books.txt,corpus.hf_dataset.name=wikitext",
+        r"corpus: give one of corpus\.path, corpus\.hf_dataset or corpus\.sources, not corpus\.path and "
+        r"corpus\.hf_dataset",
+    ),
+    ("corpus.line_by_line=sometimes", r"corpus\.line_by_line: 'sometimes' must be 'auto', true or false"),
 ]
 
 

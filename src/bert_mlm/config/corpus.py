@@ -5,7 +5,7 @@ the parameters files as globals too) and ``--params corpus.path=...`` reaches bo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -57,6 +57,10 @@ class CorpusConfig(Section):
         default_factory=lambda: {"train": 0.9, "valid": 0.05, "test": 0.05},
         description="train / valid / test shares, by a hash of each document: stable when the corpus grows")
     split_salt: str = Field("", description="change to draw a different (still deterministic) split")
+    line_by_line: Literal["auto"] | bool = Field(
+        "auto", description="text files: true, each non-empty line is a paragraph (news, Wikipedia extracts); false, "
+                            "blank lines end paragraphs and wrapped lines are joined; auto, each file decides from "
+                            "its lines (logged)")
 
     @field_validator("split_ratios")
     @classmethod
@@ -68,5 +72,6 @@ class CorpusConfig(Section):
     def _one_source(self) -> CorpusConfig:
         given = [name for name in ("path", "hf_dataset", "sources") if getattr(self, name) is not None]
         if len(given) > 1:
-            raise UserError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not {given}")
+            raise UserError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not "
+                            f"{' and '.join('corpus.' + name for name in given)}")
         return self

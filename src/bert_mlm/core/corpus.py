@@ -4,8 +4,8 @@ Everything here is Kedro-free. A *document* is one cleaned paragraph of running 
 blank-line separated block of a text file, one row of a table, one docstring paragraph of the
 built-in corpus). Documents are the unit of de-duplication and of the train/valid/test split.
 
-The corpus streams: :func:`bert_mlm.core.sources.iter_raw_batches` reads files and tables in bounded chunks (text files
-are cut at paragraph boundaries, tables by rows), :func:`clean_batch` turns one chunk into
+The corpus streams: :meth:`bert_mlm.core.sources.CorpusSource.batches` reads files and tables in bounded chunks (text
+files are cut at paragraph boundaries, tables by rows), :func:`clean_batch` turns one chunk into
 documents (a pure function, so it runs on worker processes or Dask workers), and
 :func:`stream_documents` de-duplicates and splits them in input order. Memory is bounded by a
 chunk, plus 8 bytes per distinct document for exact de-duplication.
@@ -54,6 +54,8 @@ class RawText:
     starts_source: bool = True
     # The source's name in a mixture (corpus.sources); "" otherwise.
     origin: str = ""
+    # A text file whose every non-empty line is a paragraph (corpus.line_by_line).
+    line_by_line: bool = False
 
 
 @dataclass
@@ -74,14 +76,24 @@ def normalise(text: str) -> str:
     return _SPACES.sub(" ", text)
 
 
+# Han, kana and their full-width punctuation are written without spaces: a line break between two
+# of them inside a hard-wrapped Chinese or Japanese paragraph is no space (Korean spaces its words).
+_UNSPACED = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f"
+_UNSPACED_BREAK = re.compile(f"(?<=[{_UNSPACED}])\n(?=[{_UNSPACED}])")
+
+
 def join_paragraph(block: str) -> str:
-    """Join hard-wrapped lines of one paragraph into one line of text."""
-    return " ".join(line.strip() for line in block.split("\n") if line.strip())
+    """Join hard-wrapped lines of one paragraph into one line of text: with a space, except between
+    two characters of a script written without spaces."""
+    joined = "\n".join(line.strip() for line in block.split("\n") if line.strip())
+    return _UNSPACED_BREAK.sub("", joined).replace("\n", " ")
 
 
-def split_paragraphs(text: str) -> list[str]:
-    """Cleaned paragraphs of a text: a blank line ends a paragraph, wrapped lines are joined."""
-    return [p for p in (join_paragraph(b) for b in _BLANK_LINE.split(normalise(text))) if p]
+def split_paragraphs(text: str, line_by_line: bool = False) -> list[str]:
+    """Cleaned paragraphs of a text: a blank line ends a paragraph and wrapped lines are joined,
+    or with ``line_by_line`` every non-empty line is one."""
+    blocks = normalise(text).split("\n") if line_by_line else _BLANK_LINE.split(normalise(text))
+    return [p for p in (join_paragraph(b) for b in blocks) if p]
 
 
 def chunk_text(text: str, max_chars: int) -> list[str]:
@@ -139,9 +151,6 @@ def cjk_characters(text: str) -> int:
     return len(_CJK.findall(text))
 
 
-# Written without spaces between them: Han, kana, CJK and full-width punctuation (not Hangul:
-# Korean puts spaces between words).
-_UNSPACED = "[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f]"
 _SPACE_BEFORE_PUNCTUATION = re.compile(r"\s+(?=[.,!?;:%)\]}](?:\s|$))")
 _SPACE_AFTER_OPENING = re.compile(r"(?<=[(\[{])\s+(?=\w)")
 
@@ -154,8 +163,9 @@ def readable_spacing(text: str, special_tokens: tuple[str, ...] = ("[MASK]",)) -
     English cases and no CJK."""
     tokens = "|".join(re.escape(token) for token in special_tokens)
     after_token = "|".join(f"(?<={re.escape(token)})" for token in special_tokens)
-    text = re.sub(f"(?<={_UNSPACED})\\s+(?={_UNSPACED}|{tokens})", "", text)
-    text = re.sub(f"(?:{after_token})\\s+(?={_UNSPACED})", "", text)
+    unspaced = f"[{_UNSPACED}]"  # Han, kana, CJK and full-width punctuation (not Hangul: Korean spaces words)
+    text = re.sub(f"(?<={unspaced})\\s+(?={unspaced}|{tokens})", "", text)
+    text = re.sub(f"(?:{after_token})\\s+(?={unspaced})", "", text)
     text = _SPACE_BEFORE_PUNCTUATION.sub("", text)
     return _SPACE_AFTER_OPENING.sub("", text)
 
@@ -189,7 +199,8 @@ def clean_batch(
     dropped_short = replaced = 0
     for item in items:
         replaced += item.replaced_bytes
-        paragraphs = [join_paragraph(normalise(item.text))] if item.is_document else split_paragraphs(item.text)
+        paragraphs = ([join_paragraph(normalise(item.text))] if item.is_document
+                      else split_paragraphs(item.text, item.line_by_line))
         for paragraph in (piece for p in paragraphs for piece in chunk_text(p, max_chars)):
             if not paragraph if item.is_document else not has_words(paragraph, min_words):
                 dropped_short += 1  # a table row only when it is empty

@@ -526,7 +526,7 @@ class DocumentStream:
         progress = Progress(total, "ingestion", unit="B")
 
         def raw_batches():
-            for batch in self.source.batches(self.data.chunk_bytes):
+            for batch in self.source.batches(self.data.chunk_bytes, config.line_by_line):
                 progress.update(sum(len(item.text.encode("utf-8", "replace")) for item in batch))
                 yield batch
 
@@ -541,9 +541,8 @@ class DocumentStream:
                 if isinstance(engine, DaskEngine):
                     # Workers read their pieces from wherever the files are: the client lists them only
                     # (local files too, on a LocalCluster; a remote scheduler's workers get their texts).
-                    tasks = read_tasks(
-                        self.source, self.data.chunk_bytes, local_files=self.data.scheduler_address is None
-                    )
+                    tasks = read_tasks(self.source, self.data.chunk_bytes, line_by_line=config.line_by_line,
+                                       local_files=self.data.scheduler_address is None)
                     cleaned = counted(engine.map_ordered(read_and_clean, tasks, *cleaning), progress)
                 else:
                     cleaned = engine.map_ordered(clean_batch, raw_batches(), *cleaning)
