@@ -105,7 +105,11 @@ def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model
         metrics["finetune_accuracy"] - metrics["finetune_baseline_accuracy"]
     )
     assert metrics["finetune_gain_ci_low"] <= metrics["finetune_gain"] <= metrics["finetune_gain_ci_high"]
-    assert "accuracy points [95 % CI" in metrics["finetune_summary"]
+    summary = metrics["finetune_summary"]
+    assert "accuracy points [95 % CI" in summary
+    # Both accuracies and the majority class: whether a gain sits at 55 % or at 85 %.
+    assert (f"fine-tuned accuracy {metrics['finetune_accuracy']:.3f} vs {metrics['finetune_baseline_accuracy']:.3f}"
+            in summary and f"majority class {metrics['finetune_majority_accuracy']:.3f}" in summary)
 
 
 def test_the_random_baseline_is_the_pretrainings_initial_weights(tiny_tokenizer, model):

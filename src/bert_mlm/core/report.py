@@ -365,11 +365,13 @@ def run_report(
 ) -> str:
     """The report of one `kedro run`: data, tokenizer, sequences (padding efficiency), training
     curves, tuning, fine-tuning, evaluation metrics and fill-mask examples."""
-    trial_columns = [c for c in ("number", "state", "params_probability", "value", "attr_seed_spread",
-                                 "last_intermediate_value", "duration_seconds")
-                     if tuning_trials is not None and c in tuning_trials]
-    decision_html = f"<p>Decision: {html.escape(tuning_decision(metrics))}.</p>"
     by_finetuning = tuning_trials is not None and "attr_finetune_accuracy" in tuning_trials
+    trial_labels = {"number": "trial", "state": "state", "params_probability": "mask probability",
+                    "value": "fine-tuning error" if by_finetuning else "eval loss",
+                    "attr_seed_spread": "spread over seeds", "last_intermediate_value": "last reported value",
+                    "duration_seconds": "seconds"}
+    trial_columns = [c for c in trial_labels if tuning_trials is not None and c in tuning_trials]
+    decision_html = f"<p>Decision: {html.escape(tuning_decision(metrics))}.</p>"
     tuning_objective = "finetune" if by_finetuning else "eval_loss"
     sections = [
         ("Summary", table(headline_table(metrics))),
@@ -380,7 +382,7 @@ def run_report(
         (
             "Tuning of the mask probability",
             image(tuning_curve(tuning_trials, tuning_objective), "tuning trials")
-            + (table(tuning_trials[trial_columns]) if trial_columns else "")
+            + (table(tuning_trials[trial_columns].rename(columns=trial_labels)) if trial_columns else "")
             + decision_html,
         ),
         ("Fine-tuning on the downstream task", finetune_section(metrics, finetune_runs)),
