@@ -166,11 +166,11 @@ class RunPlanHook:
         precision = resolve_precision(config.training.precision, device)
         self.plan.facts = [f"{device}, {precision}, {threads} torch thread(s) ({source})"]
         if timing is not None:
-            self.plan.facts.insert(0, f"a training step measured at {timing.step_seconds:.3f} s in "
-                                      f"{timing.seconds:.1f} s")
-        self.plan.facts.append(f"load {os.getloadavg()[0]:.1f} on {usable_cpus()} usable CPU(s); a busy machine "
-                               "slows the run" if hasattr(os, "getloadavg") else "")
-        self.plan.facts = [fact for fact in self.plan.facts if fact]
+            self.plan.facts.insert(0, f"a training step measured at {timing.step_seconds:.3f} s (in "
+                                      f"{timing.seconds:.1f} s)")
+        if hasattr(os, "getloadavg"):
+            self.plan.facts.append(f"load {os.getloadavg()[0]:.1f} on {usable_cpus()} usable CPU(s): other work "
+                                   "slows this run")
         for line in self.plan.lines():
             logger.info("%s", line)
         for line in warnings:
@@ -231,7 +231,7 @@ def corpus_size(catalog) -> tuple[int | None, float]:
             return source.total_bytes(), 0.0
         if source.builtin_max_files is None:
             return None, 1.0
-        from bert_mlm.core.sources import stdlib_source_files
+        from bert_mlm.core.sources.source import stdlib_source_files
 
         return None, min(1.0, source.builtin_max_files / max(1, len(stdlib_source_files())))
     except Exception:  # noqa: BLE001 - an estimate, not a check

@@ -68,7 +68,13 @@ def _real(name: str) -> types.ModuleType:
 def _stand_in(name: str, attributes: dict) -> types.ModuleType:
     module = types.ModuleType(name, "imported when used; bert_mlm.tracking.keep_mlflow_unimported")
     module.__dict__.update(attributes, __standing_in__=True)
-    module.__getattr__ = lambda attribute: getattr(_real(name), attribute)  # PEP 562
+
+    def __getattr__(attribute: str):  # PEP 562: any other use imports the module itself
+        if attribute.startswith("__"):  # inspect, pickle and friends probing a module's dunders
+            raise AttributeError(attribute)
+        return getattr(_real(name), attribute)
+
+    module.__getattr__ = __getattr__
     return module
 
 

@@ -164,11 +164,18 @@ class Plan:
         lines = ["Plan: " + " -> ".join(s.name for s in self.stages)]
         lines += [f"Plan: {s.name}: {s.budget}" for s in self.stages if s.budget]
         if self.seconds is not None:
-            parts = ", ".join(f"{s.name} {clock(s.seconds)}" if s.seconds is not None else f"{s.name} ? ({s.note})"
-                              for s in self.stages)
+            parts, unknown = [], {}  # stages without an estimate grouped by why
+            for stage in self.stages:
+                if stage.seconds is None:
+                    unknown.setdefault(stage.note, []).append(stage.name)
+                else:
+                    parts.append(f"{stage.name} {clock(stage.seconds)}")
+            parts += [f"{', '.join(names)} ? ({note})" for note, names in unknown.items()]
+            parts = ", ".join(parts)
             scope = "" if self.complete else " for the stages it can estimate"
-            lines.append(f"Plan: estimate ~{clock(self.seconds)}{scope} on this machine now ({parts})"
-                         + (f"; {'; '.join(self.facts)}" if self.facts else ""))
+            lines.append(f"Plan: estimate ~{clock(self.seconds)}{scope} on this machine now ({parts})")
+        if self.facts:
+            lines.append(f"Plan: {'; '.join(self.facts)}")
         return lines
 
 
