@@ -42,11 +42,13 @@ def worker(threads: int, seconds: float) -> dict:
     return {"threads": torch.get_num_threads(), "steps_per_second": 1 / timing.step_seconds, "steps": timing.steps}
 
 
-def run_processes(threads: list[int], seconds: float) -> list[dict]:
-    """Processes started together, one per entry of ``threads``; their results."""
+def run_processes(threads: list[int], seconds: float, env: dict | None = None) -> list[dict]:
+    """Processes started together, one per entry of ``threads``; their results. ``env``: variables
+    for the processes (OpenMP reads OMP_WAIT_POLICY when torch loads)."""
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--seconds", str(seconds)]
-    processes = [subprocess.Popen([*command, "--threads", str(n)], stdout=subprocess.PIPE, text=True, cwd=HERE)
-                 for n in threads]
+    environment = {**os.environ, **(env or {})}
+    processes = [subprocess.Popen([*command, "--threads", str(n)], stdout=subprocess.PIPE, text=True, cwd=HERE,
+                                  env=environment) for n in threads]
     results = []
     for process in processes:
         out, _ = process.communicate(timeout=600)
@@ -63,21 +65,26 @@ def loadavg() -> str:
         return "n/a"
 
 
-def run(seconds: float, repeats: int, capped: int) -> Table:
+def run(seconds: float, repeats: int, capped: int, passive: bool = False) -> Table:
     import torch
 
     default = torch.get_num_threads()
+    plural = "s" if capped > 1 else ""
     scenarios = {
-        f"alone, torch default ({default} threads)": [0],
-        f"alone, capped ({capped} thread{'s' if capped > 1 else ''})": [capped],
-        f"two side by side, torch default ({default} threads each)": [0, 0],
-        f"two side by side, capped ({capped} thread{'s' if capped > 1 else ''} each)": [capped, capped],
+        f"alone, torch default ({default} threads)": ([0], None),
+        f"alone, capped ({capped} thread{plural})": ([capped], None),
+        f"two side by side, torch default ({default} threads each)": ([0, 0], None),
+        f"two side by side, capped ({capped} thread{plural} each)": ([capped, capped], None),
     }
+    if passive:  # waiting threads sleep instead of spinning: the same thread count, the same results
+        scenarios[f"alone, {default} threads, OMP_WAIT_POLICY=PASSIVE"] = ([0], {"OMP_WAIT_POLICY": "PASSIVE"})
+        scenarios[f"two side by side, {default} threads each, OMP_WAIT_POLICY=PASSIVE"] = (
+            [0, 0], {"OMP_WAIT_POLICY": "PASSIVE"})
     rates: dict[str, list[float]] = {name: [] for name in scenarios}
     before = loadavg()
     for _ in range(repeats):
-        for name, threads in scenarios.items():
-            results = run_processes(threads, seconds)
+        for name, (threads, env) in scenarios.items():
+            results = run_processes(threads, seconds, env)
             rates[name].append(median([r["steps_per_second"] for r in results]))
             print(name, [round(r["steps_per_second"], 2) for r in results], flush=True)
     after = loadavg()
@@ -89,10 +96,11 @@ def run(seconds: float, repeats: int, capped: int) -> Table:
     for name, values in rates.items():
         rate = median(values)
         table.rows.append([name, f"{rate:.2f}", f"{min(values):.2f}–{max(values):.2f}", f"{rate / alone:.2f}x",
-                           f"{rate * len(scenarios[name]):.2f}"])
-    table.notes = [f"`python bench/threads.py --seconds {seconds:g} --repeats {repeats}`: {seconds:g} s of steps per "
-                   f"process after a warm-up, {repeats} alternating repeats. /proc/loadavg before: {before}; after: "
-                   f"{after}."]
+                           f"{rate * len(scenarios[name][0]):.2f}"])
+    flag = " --passive" if passive else ""
+    table.notes = [f"`python bench/threads.py --seconds {seconds:g} --repeats {repeats}{flag}`: {seconds:g} s of "
+                   f"steps per process after a warm-up, {repeats} alternating repeats. /proc/loadavg before: "
+                   f"{before}; after: {after}."]
     table.data = {"rates": rates, "loadavg": [before, after]}
     return table
 
@@ -102,6 +110,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="timed steps per process")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--capped", type=int, default=1, help="threads per process in the capped scenarios")
+    parser.add_argument("--passive", action="store_true",
+                        help="also torch's default threads with OMP_WAIT_POLICY=PASSIVE")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -109,7 +119,7 @@ def main() -> None:
         print(json.dumps(worker(args.threads, args.seconds)))
         return
     started = time.perf_counter()
-    print(run(args.seconds, args.repeats, args.capped).markdown())
+    print(run(args.seconds, args.repeats, args.capped, args.passive).markdown())
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

@@ -52,6 +52,7 @@ def test_tracking_off_by_default_writes_nothing(project_copy, monkeypatch):
     assert not (project_copy / "data" / "09_tracking").exists()
 
 
+@pytest.mark.slow
 def test_a_run_without_tracking_never_imports_mlflow(project_root):
     """kedro-mlflow is installed here (the test extra): Kedro's command line loads every plugin's
     commands and hooks, and MLflow's import alone warns in every run's log."""
@@ -70,3 +71,12 @@ def test_a_run_without_tracking_never_imports_mlflow(project_root):
                             timeout=300, env=environment)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_tensorboard_asked_for_but_not_installed_is_one_line_before_any_work(project_copy, monkeypatch):
+    from bert_mlm.core.errors import UserError
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as if tensorboard were not installed
+    with pytest.raises(UserError, match=r"tracking.tensorboard: needs the tensorboard package: pip install"):
+        run_session(project_copy, monkeypatch, **{"tracking.tensorboard": True})
+    assert not (project_copy / "data" / "02_intermediate" / "corpus_documents").exists()  # nothing ran
