@@ -42,11 +42,50 @@ def worker(threads: int, seconds: float) -> dict:
     return {"threads": torch.get_num_threads(), "steps_per_second": 1 / timing.step_seconds, "steps": timing.steps}
 
 
+def weights_after_steps(threads: int, path: str, steps: int = 3) -> None:
+    """The default model after ``steps`` AdamW steps on fixed random batches, with ``threads``
+    threads, saved to ``path``: the same seed and data, only the thread count differs."""
+    import torch
+
+    torch.set_num_threads(threads)
+    from transformers import BertForMaskedLM
+
+    from bert_mlm.config import ModelConfig
+    from bert_mlm.core.model import planned_bert_config
+
+    torch.manual_seed(0)
+    model = BertForMaskedLM(planned_bert_config(ModelConfig(), vocab_size=8192))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        ids = torch.randint(5, 8192, (32, 128), generator=generator)
+        model(input_ids=ids, labels=ids).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    torch.save(model.state_dict(), path)
+
+
+def thread_count_difference(threads: int) -> float:
+    """The largest weight difference between the same 3 steps trained with 1 thread and with ``threads``."""
+    import tempfile
+
+    import torch
+
+    with tempfile.TemporaryDirectory() as scratch:
+        paths = [f"{scratch}/{n}.pt" for n in (1, threads)]
+        for n, path in zip((1, threads), paths, strict=True):
+            subprocess.run([sys.executable, str(Path(__file__).resolve()), "--weights", path, "--threads", str(n)],
+                           check=True, cwd=HERE)
+        one, many = (torch.load(path) for path in paths)
+    return max(float((one[key] - many[key]).abs().max()) for key in one)
+
+
 def run_processes(threads: list[int], seconds: float, env: dict | None = None) -> list[dict]:
     """Processes started together, one per entry of ``threads``; their results. ``env``: variables
     for the processes (OpenMP reads OMP_WAIT_POLICY when torch loads)."""
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--seconds", str(seconds)]
-    environment = {**os.environ, **(env or {})}
+    environment = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    environment.update(env or {})
     processes = [subprocess.Popen([*command, "--threads", str(n)], stdout=subprocess.PIPE, text=True, cwd=HERE,
                                   env=environment) for n in threads]
     results = []
@@ -65,7 +104,7 @@ def loadavg() -> str:
         return "n/a"
 
 
-def run(seconds: float, repeats: int, capped: int, passive: bool = False) -> Table:
+def run(seconds: float, repeats: int, capped: int, openmp: tuple[str, ...] = ()) -> Table:
     import torch
 
     default = torch.get_num_threads()
@@ -76,10 +115,10 @@ def run(seconds: float, repeats: int, capped: int, passive: bool = False) -> Tab
         f"two side by side, torch default ({default} threads each)": ([0, 0], None),
         f"two side by side, capped ({capped} thread{plural} each)": ([capped, capped], None),
     }
-    if passive:  # waiting threads sleep instead of spinning: the same thread count, the same results
-        scenarios[f"alone, {default} threads, OMP_WAIT_POLICY=PASSIVE"] = ([0], {"OMP_WAIT_POLICY": "PASSIVE"})
-        scenarios[f"two side by side, {default} threads each, OMP_WAIT_POLICY=PASSIVE"] = (
-            [0, 0], {"OMP_WAIT_POLICY": "PASSIVE"})
+    for setting in openmp:  # how OpenMP's threads wait (read when torch loads): same threads, same results
+        name, _, value = setting.partition("=")
+        scenarios[f"alone, {default} threads, {setting}"] = ([0], {name: value})
+        scenarios[f"two side by side, {default} threads each, {setting}"] = ([0, 0], {name: value})
     rates: dict[str, list[float]] = {name: [] for name in scenarios}
     before = loadavg()
     for _ in range(repeats):
@@ -97,7 +136,7 @@ def run(seconds: float, repeats: int, capped: int, passive: bool = False) -> Tab
         rate = median(values)
         table.rows.append([name, f"{rate:.2f}", f"{min(values):.2f}–{max(values):.2f}", f"{rate / alone:.2f}x",
                            f"{rate * len(scenarios[name][0]):.2f}"])
-    flag = " --passive" if passive else ""
+    flag = "".join(f" --openmp {setting}" for setting in openmp)
     table.notes = [f"`python bench/threads.py --seconds {seconds:g} --repeats {repeats}{flag}`: {seconds:g} s of "
                    f"steps per process after a warm-up, {repeats} alternating repeats. /proc/loadavg before: "
                    f"{before}; after: {after}."]
@@ -110,16 +149,27 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="timed steps per process")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--capped", type=int, default=1, help="threads per process in the capped scenarios")
-    parser.add_argument("--passive", action="store_true",
-                        help="also torch's default threads with OMP_WAIT_POLICY=PASSIVE")
+    parser.add_argument("--openmp", action="append", default=[], metavar="NAME=VALUE",
+                        help="also torch's default threads with this OpenMP setting, e.g. OMP_WAIT_POLICY=PASSIVE")
+    parser.add_argument("--difference", action="store_true",
+                        help="also: how far 3 training steps with 1 thread and with torch's default drift apart")
+    parser.add_argument("--weights", default="", help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(worker(args.threads, args.seconds)))
         return
+    if args.weights:
+        weights_after_steps(args.threads, args.weights)
+        return
+    if args.difference:
+        import torch
+
+        threads = torch.get_num_threads()
+        print(f"3 steps with 1 thread vs {threads}: weights differ by up to {thread_count_difference(threads):.2e}")
     started = time.perf_counter()
-    print(run(args.seconds, args.repeats, args.capped, args.passive).markdown())
+    print(run(args.seconds, args.repeats, args.capped, tuple(args.openmp)).markdown())
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

@@ -58,7 +58,8 @@ def test_a_run_logged_to_a_file_has_one_plain_line_per_record(project_copy):
     assert re.fullmatch(r"Plan: estimate ~\d+:\d\d on this machine now \(ingestion \d+:\d\d, .*, reporting "
                         r"\d+:\d\d\)", plan[-2])
     assert re.fullmatch(r"Plan: a training step measured at [\d.]+ s \(in [\d.]+ s\); cpu, fp32, 1 torch thread\(s\) "
-                        r"\(OMP_NUM_THREADS\); load [\d.]+ on \d+ usable CPU\(s\): other work slows this run", plan[-1])
+                        r"\(OMP_NUM_THREADS\), OMP_WAIT_POLICY PASSIVE; load [\d.]+ on \d+ usable CPU\(s\): other work "
+                        r"slows this run", plan[-1])
     assert lines.index(next(line for line in lines if "Plan: estimate" in line)) < lines.index(
         next(line for line in lines if "Running node: clean_and_split_corpus" in line))
     # One line per fact: the precision once, the evaluation's headline once (in the summary), each

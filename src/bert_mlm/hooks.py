@@ -15,7 +15,7 @@ from kedro.framework.hooks import hook_impl
 
 from bert_mlm import run_lock
 from bert_mlm.config import ExperimentConfig
-from bert_mlm.core.cpus import intra_op_threads, usable_cpus
+from bert_mlm.core.cpus import WAIT_ENV, intra_op_threads, usable_cpus
 from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.engine import close_engines
 from bert_mlm.core.errors import UserError
@@ -164,7 +164,8 @@ class RunPlanHook:
         corpus_bytes, builtin = corpus_size(catalog) if "raw_corpus" in pipeline.all_inputs() else (None, 0.0)
         self.plan = plan_run(stages, config, timing, corpus_bytes, builtin, variants, python_slowdown())
         precision = resolve_precision(config.training.precision, device)
-        self.plan.facts = [f"{device}, {precision}, {threads} torch thread(s) ({source})"]
+        waits = os.environ.get(WAIT_ENV, "").upper() or "unset: threads spin while they wait"
+        self.plan.facts = [f"{device}, {precision}, {threads} torch thread(s) ({source}), {WAIT_ENV} {waits}"]
         if timing is not None:
             self.plan.facts.insert(0, f"a training step measured at {timing.step_seconds:.3f} s (in "
                                       f"{timing.seconds:.1f} s)")

@@ -67,3 +67,19 @@ def test_threads_come_from_the_setting_then_omp_num_threads_then_the_usable_cpus
     monkeypatch.delenv(OMP_ENV)
     assert intra_op_threads("auto", processes=4) == (2, "8 usable CPU(s) / 4 processes")
     assert intra_op_threads("auto", processes=16)[0] == 1
+
+
+def test_openmp_waits_passively_unless_the_user_chose_or_torch_is_already_loaded(monkeypatch):
+    import sys
+
+    from bert_mlm.core.cpus import WAIT_ENV, wait_passively
+
+    monkeypatch.delenv(WAIT_ENV, raising=False)
+    wait_passively()  # torch is loaded in this process: its OpenMP has read its settings already
+    assert WAIT_ENV not in os.environ
+    monkeypatch.delitem(sys.modules, "torch")  # as at `import bert_mlm`, before anything loads torch
+    wait_passively()
+    assert os.environ[WAIT_ENV] == "PASSIVE"
+    monkeypatch.setenv(WAIT_ENV, "ACTIVE")  # the user's choice stays
+    wait_passively()
+    assert os.environ[WAIT_ENV] == "ACTIVE"

@@ -11,10 +11,23 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 
 OMP_ENV = "OMP_NUM_THREADS"
+WAIT_ENV = "OMP_WAIT_POLICY"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def wait_passively() -> None:
+    """OpenMP's threads sleep while they wait for each other (``OMP_WAIT_POLICY=PASSIVE``) unless
+    the user chose otherwise. torch's OpenMP reads the variable when torch loads, so this runs
+    first (``bert_mlm/__init__.py``) and does nothing once torch is loaded. By default they spin: on
+    a machine whose cores other work holds, a spinning thread waits for one that has lost its core,
+    and two threads trained 10x slower than with sleeping waits (BENCHMARKS.md, "CPU threads").
+    The thread count, and so every result, stays the same."""
+    if "torch" not in sys.modules:
+        os.environ.setdefault(WAIT_ENV, "PASSIVE")
 
 
 def usable_cpus() -> int:
