@@ -3,6 +3,7 @@ report where a run's time went, node by node."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ from kedro.framework.hooks import hook_impl
 
 from bert_mlm import run_lock
 from bert_mlm.config import ExperimentConfig
+from bert_mlm.core.checkpoints import check_checkpoint_dir, checkpoint_bytes
 from bert_mlm.core.cpus import WAIT_ENV, intra_op_threads, usable_cpus
 from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.engine import close_engines
@@ -22,37 +24,61 @@ from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import check_extra_corpus
 from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
 from bert_mlm.core.labelled import TaskSource, load_task
-from bert_mlm.core.model import check_starting_vocabulary, check_step_memory, planned_bert_config, resolve_checkpoint
+from bert_mlm.core.mixture import source_settings
+from bert_mlm.core.model import (
+    check_starting_tokenizer,
+    check_starting_vocabulary,
+    check_step_memory_early,
+    open_model,
+    planned_bert_config,
+)
 from bert_mlm.core.plan import STEP_STAGES, Plan, StepTiming, clock, plan_run, python_slowdown, time_training_steps
+from bert_mlm.core.redaction import redact
 from bert_mlm.core.tuning import check_storage
 from bert_mlm.core.tuning_record import check_saved_sections
+from bert_mlm.kedro_checks import (
+    check_credentials,
+    check_inputs_written,
+    check_load_versions,
+    check_no_globals_file,
+    described_run,
+)
 
 logger = logging.getLogger(__name__)
 
 
 def validate_parameters(parameters: dict) -> ExperimentConfig:
     """The run's typed configuration; raises one clear ``UserError`` naming the first bad
-    parameter, its value and what is allowed, before any data is read."""
+    parameter, its value and what is allowed, before any data is read: the values, the starting
+    model's files, the memory of a step and the checkpoint folder."""
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
     config = ExperimentConfig.from_parameters(parameters, variants=VARIANTS)
-    if config.model.init_from:  # a missing checkpoint fails here, before the data stages
-        resolve_checkpoint(config.model.init_from)
-        if config.tokenizer.vocab_path:
-            tokenizer = config.tokenizer
+    source_settings(config.corpus.sources)  # a mixture's weights: one line now, not at the training node
+    if config.model.init_from:  # a missing or broken checkpoint fails here, before the data stages
+        open_model(config.model.init_from, "model.init_from")
+        tokenizer = config.tokenizer
+        if tokenizer.vocab_path:
             check_starting_vocabulary(config.model.init_from, tokenizer.vocab_path, tokenizer.lowercase,
                                       tokenizer.strip_accents, tokenizer.chinese_chars)
+        else:
+            check_starting_tokenizer(config.model.init_from, tokenizer.lowercase, tokenizer.strip_accents,
+                                     tokenizer.chinese_chars)
     if config.finetune.enabled and config.finetune.baseline not in ("auto", "none"):
-        try:
-            resolve_checkpoint(config.finetune.baseline)
-        except (UserError, FileNotFoundError) as error:
-            raise UserError(f"finetune.baseline: {error}") from error
+        open_model(config.finetune.baseline, "finetune.baseline")
     device = resolve_device(config.training.device)
     precision = resolve_precision(config.training.precision, device)
+    planned = planned_bert_config(config.model, config.tokenizer.vocab_size)
     # Before the data stages: a step that cannot fit is otherwise killed by the OOM killer, silently.
-    check_step_memory(planned_bert_config(config.model, config.tokenizer.vocab_size), config.training.batch_size,
-                      config.sequences.max_length, device, precision,
-                      processes=config.distributed.nproc_per_node if device.type == "cpu" else 1)
+    # How many sequences a step holds is known once they are counted: core.training checks it exactly.
+    deferred = check_step_memory_early(planned, config.training.batch_size, config.sequences.max_length, device,
+                                       precision,
+                                       processes=config.distributed.nproc_per_node if device.type == "cpu" else 1)
+    if deferred:
+        logger.warning("%s", deferred)
+    training = config.training
+    if training.checkpoint_dir and (training.checkpoint_every or training.resume):
+        check_checkpoint_dir(training.checkpoint_dir, checkpoint_bytes(planned))
     return config
 
 
@@ -91,10 +117,17 @@ class ValidateParametersHook:
         parameters = context.config_loader["parameters"]
         self.config = validate_parameters(parameters)
         context.config_loader["parameters"] = {**parameters, **self.config.parameters()}
+        check_no_globals_file(context.config_loader.conf_source, context.env)
+        check_credentials(context.config_loader["catalog"], _section(context.config_loader, "credentials"),
+                          context.env)
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
+        from kedro.framework.project import pipelines
+
         config = self.config or validate_parameters(catalog.load("parameters"))
+        check_load_versions(catalog, run_params.get("load_versions"))
+        check_inputs_written(pipeline, catalog, pipelines, described_run(run_params))
         tuning, names = config.tuning, {node.name.split(".")[-1] for node in pipeline.nodes}
         if tuning.n_trials > 0 and "tune_mask_probability" in names:
             check_storage(tuning)
@@ -237,6 +270,51 @@ def corpus_size(catalog) -> tuple[int | None, float]:
         return None, min(1.0, source.builtin_max_files / max(1, len(stdlib_source_files())))
     except Exception:  # noqa: BLE001 - an estimate, not a check
         return None, 0.0
+
+
+def _section(config_loader, key: str) -> dict:
+    """The credentials Kedro reads for this environment; {} where there is no credentials file."""
+    from kedro.config import MissingConfigException
+
+    try:
+        return dict(config_loader[key] or {})
+    except (MissingConfigException, KeyError):
+        return {}
+
+
+class RedactedForPlugins:
+    """Plugins see no secret: kedro-mlflow logs every node's parameters and tags the MLflow run
+    with the run's parameters (``--params corpus.path=https://user:PASSWORD@...`` among them).
+    These wrappers hand every other implementation of the two hooks redacted copies
+    (:func:`bert_mlm.core.redaction.redact`; typed sections as plain mappings, which kedro-mlflow
+    flattens into ``training.batch_size`` ...) and put the real values back before Kedro uses them."""
+
+    @hook_impl(hookwrapper=True)
+    def before_pipeline_run(self, run_params: dict):
+        original = dict(run_params)
+        run_params.update(redact(original))
+        try:
+            yield
+        finally:
+            run_params.clear()
+            run_params.update(original)
+
+    @hook_impl(hookwrapper=True)
+    def before_node_run(self, inputs: dict):
+        original = {name: value for name, value in inputs.items() if name.startswith("params:") or name == "parameters"}
+        inputs.update({name: redact(plain_settings(value)) for name, value in original.items()})
+        try:
+            yield
+        finally:
+            inputs.update(original)
+
+
+def plain_settings(value):
+    """A typed section (a dataclass, or a pydantic model) as the plain mapping it was built from."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)
+    return dump() if callable(dump) else value
 
 
 NODE_TIMINGS_ENV = "BERT_MLM_NODE_TIMINGS"

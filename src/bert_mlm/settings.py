@@ -6,7 +6,7 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
 import warnings
 
-from bert_mlm.hooks import NodeTimingHook, RunPlanHook, ValidateParametersHook
+from bert_mlm.hooks import NodeTimingHook, RedactedForPlugins, RunPlanHook, ValidateParametersHook
 from bert_mlm.logs import configure_logging
 from bert_mlm.tracking import MlflowTrackingHook, TensorBoardHook, keep_mlflow_unimported, mlflow_tracking
 
@@ -19,7 +19,8 @@ warnings.filterwarnings("ignore", message=r"register_new_resolver\(\) is depreca
 # Pluggy calls hooks last-registered first: the plan (and its measurement) comes after the
 # parameters, the inputs and the run lock are checked.
 _PLAN = RunPlanHook()
-HOOKS = (_PLAN, ValidateParametersHook(), NodeTimingHook(_PLAN), MlflowTrackingHook(), TensorBoardHook())
+HOOKS = (_PLAN, ValidateParametersHook(), NodeTimingHook(_PLAN), MlflowTrackingHook(), TensorBoardHook(),
+         RedactedForPlugins())
 
 # MLflow tracking through kedro-mlflow (`pip install -e ".[mlflow]"`) is off by default, also
 # when installed: `BERT_MLM_MLFLOW=1 kedro run` turns it on (configuration: conf/base/mlflow.yml).

@@ -23,8 +23,8 @@ from kedro.framework.hooks import hook_impl
 from kedro.io.core import Version
 
 from bert_mlm.config import Section
+from bert_mlm.core.redaction import redact
 from bert_mlm.core.tracking import EVALUATION_SCALARS, FINETUNE_SCALARS, TensorBoardLog, listening
-from bert_mlm.core.tuning import masked_url
 
 MLFLOW_ENV = "BERT_MLM_MLFLOW"
 
@@ -100,11 +100,9 @@ def flattened(values: dict, prefix: str) -> dict:
 
 
 def section_parameters(name: str, section: Section) -> dict:
-    """A typed section's values, flattened, with secrets masked (``tuning.storage``'s password)."""
-    flat = flattened(section.model_dump(), name)
-    if f"{name}.storage" in flat and isinstance(flat[f"{name}.storage"], str):
-        flat[f"{name}.storage"] = masked_url(flat[f"{name}.storage"])
-    return flat
+    """A typed section's values, flattened, with secrets masked (a URL's password or signed query:
+    ``tuning.storage``, ``corpus.path`` ...; :func:`bert_mlm.core.redaction.redact`)."""
+    return redact(flattened(section.model_dump(), name))
 
 
 class TensorBoardHook:
@@ -235,12 +233,11 @@ def mlflow_artifacts(conf_catalog: dict, variants, save_version: str, load_versi
 
 class MlflowTrackingHook:
     """With MLflow tracking on (kedro-mlflow installed and ``BERT_MLM_MLFLOW=1``), kedro-mlflow's
-    own hook opens the run and logs the parameters, and its ``MlflowArtifactDataset`` logs the
+    own hook opens the run and logs the parameters (flat and redacted: ``hooks.RedactedForPlugins``
+    hands it the typed sections as plain mappings), and its ``MlflowArtifactDataset`` logs the
     report and the metrics file (:func:`mlflow_artifacts`, put in the catalog here). What
     kedro-mlflow cannot do stays in this hook:
 
-    - the typed sections as flat parameters: kedro-mlflow flattens dictionaries only, and the
-      nodes' sections reach it as pydantic models, which it records whole as one long string;
     - the numbers of ``metrics`` and ``training_summary`` as MLflow metrics: its metric datasets
       take node outputs shaped ``{name: {"value", "step"}}``, and these outputs are the project's
       JSON files (strings, lists and numbers) that the report and kedro-viz read;
@@ -262,15 +259,6 @@ class MlflowTrackingHook:
 
         for name, arguments in mlflow_artifacts(conf_catalog, VARIANTS, save_version, load_versions or {}).items():
             catalog[name] = MlflowArtifactDataset(**arguments)
-
-    @hook_impl
-    def before_node_run(self, node, inputs: dict) -> None:
-        mlflow = sys.modules.get("mlflow")  # imported by kedro-mlflow when it is active
-        if mlflow is None or mlflow.active_run() is None:
-            return
-        for name, value in inputs.items():
-            if name.startswith("params:") and isinstance(value, Section):
-                mlflow.log_params(section_parameters(name.removeprefix("params:"), value))
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data) -> None:

@@ -354,6 +354,15 @@ def comparison_figure(histories: Mapping[str, pd.DataFrame], comparison: pd.Data
 
 
 # ----------------------------------------------------------------------------- reports
+def mixture_section(mixture: Mapping | None) -> list[tuple[str, str]]:
+    """A mixture's sources: setting, stored sequences and each source's share of an epoch, counted
+    on the drawn index (the weights apply when training samples, not in the stored data)."""
+    if not mixture:
+        return []
+    frame = pd.DataFrame([{"source": name, **values} for name, values in mixture.items()])
+    return [("Mixture: each source's share of a training epoch (counted on the drawn index)", table(frame))]
+
+
 def run_report(
     metrics: Mapping,
     training_history: pd.DataFrame,
@@ -378,6 +387,7 @@ def run_report(
         ("Corpus", table(corpus_stats)),
         ("Tokenizer", table(tokenization_stats)),
         ("Sequences and padding efficiency", table(sequence_stats)),
+        *mixture_section(metrics.get("mixture")),
         ("Training", image(training_curves(training_history), "training curves")),
         (
             "Tuning of the mask probability",
