@@ -3,16 +3,12 @@ labelled task, paired seed by seed."""
 
 from __future__ import annotations
 
-import logging
-
 import pandas as pd
 
 from bert_mlm.config import FinetuneConfig, ModelConfig, TrainingConfig
 from bert_mlm.core.finetune import evaluate_finetuning, starting_point
 from bert_mlm.core.results import NOT_RUN
 from bert_mlm.datasets.pretrained import Classifier, MaskedLM
-
-logger = logging.getLogger(__name__)
 
 
 def finetune_classifier(
@@ -24,13 +20,12 @@ def finetune_classifier(
     (``finetune_model_version``). Without ``finetune.train_path`` nothing is produced (``NOT_RUN``):
     no version is written, and the newest fine-tuning result stays the last real one."""
     if not config.enabled:
-        logger.info("finetune.train_path is not set: no fine-tuning evaluation")
         return NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN
     baseline, baseline_name = starting_point(config, trained_model.model, trained_model.tokenizer, model.init_from,
                                              training.seed)
     result = evaluate_finetuning(trained_model.model, trained_model.tokenizer, config, baseline=baseline,
                                  baseline_name=baseline_name, device=training.device, precision=training.precision)
+    # The run summary logs its sentence (bert_mlm.hooks.NodeTimingHook), once.
     metrics = {**result.metrics(), "finetune_model_version": trained_model.version}
-    logger.info("Fine-tuning: %s", metrics["finetune_summary"])
     kept = Classifier(result.classifier, trained_model.tokenizer) if result.classifier is not None else Classifier()
     return metrics, result.runs, result.prepared.task.label_mapping(), kept
