@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
+import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +19,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.experiment import open_sequences
 from bert_mlm.core.token_store import TokenStore
+from bert_mlm.core.training_config import CONTINUED_LR_FACTOR
 from bert_mlm.datasets.data import SequenceIndexDataset
 from tests.kedro_runs import latest, run_session
 
@@ -233,20 +237,94 @@ def tiny_chinese_bert(shared_data, tmp_path) -> Path:
 
 @pytest.mark.slow
 def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(
-    project_copy, monkeypatch, shared_data, tiny_chinese_bert
+    project_copy, monkeypatch, shared_data, tiny_chinese_bert, tmp_path
 ):
     """`--params model.init_from=<checkpoint>`: no vocabulary is trained; the checkpoint's own
-    tokenizer encodes the corpus (Chinese reviews here) and the trained model keeps its vocabulary."""
+    tokenizer encodes the corpus (Chinese reviews here) and the trained model keeps its vocabulary.
+    With Chinese news as `evaluation.corpus_path`, the report says how the loss moved on both, the
+    starting model scored on the same masks."""
     reviews = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
+    news = tmp_path / "新闻.txt"
+    lines = (shared_data / "corpora" / "msra-ner" / "news.txt").read_text(encoding="utf-8").splitlines()
+    news.write_text("\n\n".join(lines[:1500]), encoding="utf-8")  # a blank line between sentences: one each
     run_session(project_copy, monkeypatch, **{"corpus.path": str(reviews), "corpus.text_column": "review",
-                                              "model.init_from": str(tiny_chinese_bert), "tuning.n_trials": 0})
+                                              "model.init_from": str(tiny_chinese_bert), "tuning.n_trials": 0,
+                                              "evaluation.corpus_path": str(news)})
     data = project_copy / "data"
+    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
+    assert metrics["eval_change_summary"].startswith(
+        "continued pretraining lowered the held-out loss on the test split of ChnSentiCorp_htl_all.csv from ")
+    assert " the held-out loss on 新闻.txt from " in metrics["extra_eval_change_summary"]
+    report = latest(data / "08_reporting" / "run_report.html").read_text()
+    assert html.escape(metrics["extra_eval_change_summary"][1:]) in report
+    assert_before_equals_a_separate_evaluation(project_copy, metrics, tiny_chinese_bert, news, "smoke")
     tokenizer = AutoTokenizer.from_pretrained(latest(data / "06_models" / "tokenizer"))
     assert tokenizer.get_vocab() == AutoTokenizer.from_pretrained(tiny_chinese_bert).get_vocab()
     stats = pd.read_csv(latest(data / "08_reporting" / "tokenization_stats.csv")).set_index("split")
     assert stats.loc["all", "unknown_rate"] < 0.01
     model = AutoModelForMaskedLM.from_pretrained(latest(data / "06_models" / "masked_lm"))
     assert model.config.vocab_size == 21128 and model.config.hidden_size == 32
+
+
+def assert_before_equals_a_separate_evaluation(project: Path, metrics: dict, start: Path, extra: Path,
+                                              env: str) -> None:
+    """The starting model's numbers in ``metrics`` are its own evaluation, made apart, on the
+    stored held-out data and ``extra``: the same masked tokens, the same values."""
+    from bert_mlm.core.experiment import held_out_metrics
+    from bert_mlm.core.sources import read_corpus
+    from bert_mlm.core.tokenizer import load_tokenizer
+
+    with KedroSession.create(project_path=project, env=env) as session:
+        catalog = session.load_context().catalog
+        evaluation, sequences = catalog.load("params:evaluation"), catalog.load("params:sequences")
+    data = project / "data"
+    index = SequenceIndexDataset(str(data / "05_model_input" / "sequence_index"), version=Version(None, None)).load()
+    separate = held_out_metrics(AutoModelForMaskedLM.from_pretrained(start), load_tokenizer(start),
+                                TokenStore(latest(data / "04_feature" / "token_store")), index, evaluation.protocol,
+                                sequences, read_corpus(extra))
+    for key in ("eval_loss", "eval_accuracy", "eval_top5_accuracy", "extra_eval_loss", "extra_eval_accuracy"):
+        assert metrics[f"{key}_start"] == pytest.approx(separate[key], rel=1e-9), key
+        assert metrics[f"{key}_change"] == pytest.approx(metrics[key] - separate[key], abs=1e-7), key
+    assert metrics["eval_masked_tokens"] == separate["eval_masked_tokens"]
+    assert 0 < metrics["eval_loss_change_se"] < math.hypot(metrics["eval_loss_se"], separate["eval_loss_se"])
+
+
+@pytest.mark.slow
+def test_continued_pretraining_says_how_the_loss_moved_on_the_domain_and_on_general_text(
+    project_copy, monkeypatch, shared_data, capsys
+):
+    """A general model trained by the chain (a Gutenberg book), continued (`model.init_from`) on
+    another text with `evaluation.corpus_path` pointing at the general book: the log, metrics.json
+    and the report say in one sentence each how the held-out loss moved, and the starting model's
+    numbers are its own evaluation on the same masks."""
+    general_text = shared_data / "corpora" / "gutenberg" / "austen-persuasion.txt"
+    domain_text = shared_data / "corpora" / "wikitext-2-raw" / "wiki.valid.raw"
+    run_session(project_copy, monkeypatch, pipeline_name=["ingestion", "tokenization", "sequences", "tuning",
+                                                          "training"],
+                **{"corpus.path": str(general_text), "tuning.n_trials": 0})
+    data = project_copy / "data"
+    general = latest(data / "06_models" / "masked_lm")
+    capsys.readouterr()
+    run_session(project_copy, monkeypatch, **{"corpus.path": str(domain_text), "model.init_from": str(general),
+                                              "evaluation.corpus_path": str(general_text), "tuning.n_trials": 0})
+    log = capsys.readouterr().out
+    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
+    rate = CONTINUED_LR_FACTOR * 2e-3 * 128 / 32  # the smoke model is 32 wide
+    assert metrics["learning_rate"] == pytest.approx(rate)
+    assert f"learning rate {rate:.3g} (auto for continued pretraining" in metrics["learning_rate_schedule"]
+    held_out, extra = metrics["eval_change_summary"], metrics["extra_eval_change_summary"]
+    assert re.fullmatch(r"continued pretraining (lowered|raised) the held-out loss on the test split of "
+                        r"wiki\.valid\.raw from \d+\.\d+ to \d+\.\d+ \([+-]\d+\.\d+ ± \d+\.\d+; accuracy .*",
+                        held_out)
+    assert extra.startswith("continued pretraining ") and " the held-out loss on austen-persuasion.txt from " in extra
+    before, after = map(float, re.search(r" from (\S+) to (\S+) ", held_out).groups())
+    assert before == pytest.approx(metrics["eval_loss_start"], abs=5e-3)
+    assert after == pytest.approx(metrics["eval_loss"], abs=5e-3)
+    for sentence in (held_out, extra):
+        assert sentence in log
+    report = latest(data / "08_reporting" / "run_report.html").read_text()
+    assert html.escape(held_out[0].upper() + held_out[1:]) in report and html.escape(extra[1:]) in report
+    assert_before_equals_a_separate_evaluation(project_copy, metrics, general, general_text, "smoke")
 
 
 @pytest.mark.slow

@@ -23,13 +23,16 @@ from bert_mlm.core.evaluation import (
     AUTO,
     EvaluationConfig,
     StreamedEvaluationSet,
+    baseline_accuracy,
+    change_sentence,
     evaluate,
     most_frequent_token,
+    paired_change,
     prepare_evaluation_set,
-    protocol_metrics,
+    score_sequences,
 )
 from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.model import ModelConfig, build_model, planned_bert_config
 from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, SequenceIndex, build_sequences
 from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import TokenStore
@@ -77,6 +80,7 @@ class Experiment:
     masking: MaskingConfig
     evaluation: EvaluationConfig
     sequence_config: SequenceConfig
+    schedule_note: str = ""  # where the learning rate and warmup came from (:meth:`TrainingConfig.resolved`)
 
     @classmethod
     def from_store(
@@ -85,7 +89,9 @@ class Experiment:
         sequences: SequenceConfig,
     ) -> Experiment:
         """An experiment on the stored sequences, refused when the stored index was built for other
-        ``sequences`` parameters or lacks the word boundaries that whole-word masking needs."""
+        ``sequences`` parameters or lacks the word boundaries that whole-word masking needs. Its
+        ``auto`` learning rate and warmup are resolved for the model: continued pretraining
+        (``model.init_from``) has rules of its own (:meth:`TrainingConfig.resolved`)."""
         if (sequence_index.mode, sequence_index.max_length) != (sequences.mode, sequences.max_length):
             raise UserError(
                 f"sequences: the stored sequence_index is {sequence_index.mode} x {sequence_index.max_length}, "
@@ -94,8 +100,10 @@ class Experiment:
             )
         sequence_index.check_words(masking.whole_word, masking.word_segmenter)
         sequence_index.check_words(evaluation.whole_word, masking.word_segmenter, "evaluation.whole_word")
-        return cls(tokenizer, open_sequences(token_store, sequence_index, tokenizer), model, training, masking,
-                   evaluation, sequences)
+        opened = open_sequences(token_store, sequence_index, tokenizer)
+        hidden_size = planned_bert_config(model, len(tokenizer)).hidden_size
+        training, note = training.resolved(hidden_size, bool(model.init_from), len(opened.get("train", [])))
+        return cls(tokenizer, opened, model, training, masking, evaluation, sequences, note)
 
     @functools.cached_property
     def token_ids(self) -> TokenIds:
@@ -169,11 +177,11 @@ def train_trial(
 
 
 def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: TuningResult, model: BertForMaskedLM,
-                     stored_segmenter: str, world_size: int) -> dict:
+                     stored_segmenter: str, world_size: int, schedule_note: str = "") -> dict:
     """What a run trained and how (``metrics.json``, the report): tokens, speed, the masking
     actually used and where its probability came from (``tuning``, the result it trained with).
     ``stored_segmenter``: the sequence index's word segmenter, which ``masking.word_segmenter:
-    auto`` resolved to."""
+    auto`` resolved to. ``schedule_note``: where the learning rate and warmup came from."""
     history = result.history
     return {
         "train_tokens": result.train_tokens,
@@ -193,6 +201,7 @@ def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: Tun
         "word_segmenter": stored_segmenter if masking.word_segmenter == "auto" else masking.word_segmenter,
         "mask_probability_source": tuning.probability_origin.value,
         "learning_rate": result.learning_rate,
+        "learning_rate_schedule": schedule_note,
         "tuning_decision": tuning.decision,
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "data_parallel_workers": world_size,
@@ -202,35 +211,67 @@ def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: Tun
 def held_out_metrics(
     model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, token_store: TokenStore, sequence_index: SequenceIndex,
     protocol: EvaluationConfig, sequences: SequenceConfig, extra_corpus: Iterable[RawText] | None = None,
-    device: torch.device | str = "cpu",
+    device: torch.device | str = "cpu", starting_model: Callable[[], BertForMaskedLM] | None = None,
+    corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path"),
 ) -> dict:
     """Fixed-protocol metrics on the test split beside the most-frequent-token reference, and the
     same metrics (prefixed ``extra_``) on an extra held-out corpus when one is given; the model
-    is moved to ``device`` (and stays there)."""
+    is moved to ``device`` (and stays there).
+
+    ``starting_model``: for continued pretraining, what builds the weights training started from
+    (:func:`starting_weights`). It is called once, after ``model`` is scored, and its model is
+    scored on the very same masked tokens of each held-out set, then freed: the metrics gain
+    :func:`~bert_mlm.core.evaluation.paired_change`'s ``eval_loss_start``, ``eval_loss_change``
+    (± its paired standard error), ... and ``eval_change_summary``, the before/after in one
+    sentence naming ``corpus_names`` (the held-out split's, the extra corpus's)."""
     model.to(device)
     ids = TokenIds.from_tokenizer(tokenizer)
     collator = ids.collator(sequences.max_length, sequences.padding)
     sequence_index.check_words(protocol.whole_word, "auto", "evaluation.whole_word")
     frequent = most_frequent_token(token_store.split("train").counts, ids.special)
-
-    def scored(held_out: Sequence[np.ndarray]) -> dict:
-        evaluation_set = prepare_evaluation_set(held_out, collator, ids.mask, ids.replacement, protocol)
-        return protocol_metrics(model, evaluation_set, frequent, protocol.batch_size)
-
-    metrics = scored(open_sequences(token_store, sequence_index, tokenizer)["test"])
+    held_out = {"": open_sequences(token_store, sequence_index, tokenizer)["test"]}
+    if extra_corpus is not None:
+        held_out["extra_"] = corpus_sequences(extra_corpus, tokenizer, sequences)
+        if not held_out["extra_"]:
+            raise UserError("evaluation.corpus_path: the extra evaluation corpus holds no text to evaluate on")
+    evaluation_sets = {
+        prefix: prepare_evaluation_set(rows, collator, ids.mask, ids.replacement, protocol)
+        for prefix, rows in held_out.items()
+    }
+    scores, metrics = {}, {}
+    for prefix, evaluation_set in evaluation_sets.items():
+        scores[prefix] = score_sequences(model, evaluation_set, protocol.batch_size)
+        scored = {**scores[prefix].metrics(), "eval_held_out_sequences": len(evaluation_set),
+                  "baseline_accuracy": baseline_accuracy(evaluation_set, frequent)}
+        metrics.update({f"{prefix}{k}": v for k, v in scored.items()})
     metrics.update(
         baseline_token=tokenizer.convert_ids_to_tokens(frequent),
         accuracy_over_baseline=metrics["eval_accuracy"] / max(metrics["baseline_accuracy"], 1e-12),
         eval_split="test", eval_mask_probability=protocol.mask_probability, eval_seed=protocol.seed,
         eval_whole_word=protocol.whole_word,
     )
-    if extra_corpus is not None:
-        extra_sequences = corpus_sequences(extra_corpus, tokenizer, sequences)
-        if not extra_sequences:
-            raise UserError("evaluation.corpus_path: the extra evaluation corpus holds no text to evaluate on")
-        extra = scored(extra_sequences)
-        metrics.update({f"extra_{k}": v for k, v in extra.items()})
+    if starting_model is not None:
+        start = starting_model().to(device)
+        for prefix, evaluation_set in evaluation_sets.items():
+            change = paired_change(scores[prefix], score_sequences(start, evaluation_set, protocol.batch_size))
+            metrics.update({f"{prefix}{k}": v for k, v in change.items()})
+        del start
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        for prefix, name in zip(("", "extra_"), corpus_names, strict=True):
+            sentence = change_sentence(metrics, name, prefix, forgetting=bool(prefix))
+            if sentence:
+                metrics[f"{prefix}eval_change_summary"] = sentence
     return metrics
+
+
+def starting_weights(model: ModelConfig, tokenizer: PreTrainedTokenizerBase) -> Callable[[], BertForMaskedLM] | None:
+    """For continued pretraining (``model.init_from``), what builds the weights training started
+    from, exactly as the training node builds them (:func:`~bert_mlm.core.model.build_model`): the
+    model the before/after compares against. None when training started from random weights."""
+    if not model.init_from:
+        return None
+    return functools.partial(build_model, model, tokenizer, 0)  # the seed draws nothing when init_from is set
 
 
 class NonMainNodeFinished(RuntimeError):

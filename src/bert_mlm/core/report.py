@@ -28,8 +28,14 @@ HEADLINE = (
     ("eval_top5_accuracy", "top-5 accuracy"),
     ("eval_loss", "masked-token loss"),
     ("eval_perplexity", "perplexity"),
+    ("eval_loss_start", "masked-token loss of the starting model (model.init_from)"),
+    ("eval_loss_change", "loss change from the starting model (paired)"),
+    ("eval_accuracy_start", "accuracy of the starting model"),
     ("extra_eval_accuracy", "accuracy on evaluation.corpus_path"),
     ("extra_baseline_accuracy", "reference on evaluation.corpus_path"),
+    ("extra_eval_loss", "loss on evaluation.corpus_path"),
+    ("extra_eval_loss_start", "loss of the starting model on evaluation.corpus_path"),
+    ("extra_eval_loss_change", "loss change on evaluation.corpus_path (paired)"),
     ("finetune_summary", "fine-tuning"),
     ("finetune_accuracy", "fine-tuned accuracy"),
     ("finetune_baseline_accuracy", "fine-tuned accuracy of the starting point"),
@@ -118,6 +124,16 @@ def headline_table(metrics: Mapping) -> pd.DataFrame:
     if "eval_masked_tokens" in metrics:
         rows.append(("masked tokens scored (± is one standard error)", format_value(metrics["eval_masked_tokens"])))
     return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def continued_pretraining_summary(metrics: Mapping) -> str:
+    """The before/after sentences of continued pretraining (``model.init_from``), when there are."""
+    sentences = [metrics[key] for key in ("eval_change_summary", "extra_eval_change_summary") if metrics.get(key)]
+    if not sentences:
+        return ""
+    items = "".join(f"<li><b>{html.escape(sentence[0].upper() + sentence[1:])}</b>.</li>" for sentence in sentences)
+    return (f"<ul>{items}</ul><p class='muted'>Both models scored on the same masked tokens; ± is the paired "
+            "standard error of the change.</p>")
 
 
 def fill_mask_list(examples: Sequence[Mapping]) -> str:
@@ -284,7 +300,7 @@ def run_report(
     by_finetuning = tuning_trials is not None and "attr_finetune_accuracy" in tuning_trials
     tuning_objective = "finetune" if by_finetuning else "eval_loss"
     sections = [
-        ("Summary", table(headline_table(metrics))),
+        ("Summary", continued_pretraining_summary(metrics) + table(headline_table(metrics))),
         ("Corpus", table(corpus_stats)),
         ("Tokenizer", table(tokenization_stats)),
         ("Sequences and padding efficiency", table(sequence_stats)),

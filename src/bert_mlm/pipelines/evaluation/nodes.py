@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+from pathlib import PurePosixPath
 
+from bert_mlm.core.corpus import CorpusConfig
 from bert_mlm.core.device import resolve_device
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.evaluation import EvaluationParameters, fill_mask_report
-from bert_mlm.core.experiment import held_out_metrics
+from bert_mlm.core.experiment import held_out_metrics, starting_weights
 from bert_mlm.core.finetune import for_metrics_json
+from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
 from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import TokenStore
@@ -27,23 +30,39 @@ def evaluate_masked_lm(
     finetune_metrics: dict,
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
+    model: ModelConfig,
+    corpus: CorpusConfig,
 ) -> dict:
     """Metrics on the test split (and on ``evaluation.corpus_path`` when given) under the fixed
     protocol, the most-frequent-token reference, the fine-tuning results, and fill-mask examples: the configured
-    sentences, else test-split sentences with one word masked and the true word beside the fills."""
-    model, tokenizer = trained_model.model, trained_model.tokenizer
+    sentences, else test-split sentences with one word masked and the true word beside the fills.
+    With ``model.init_from``, the starting model is scored on the same masked tokens too, and the
+    log says in one sentence per held-out set how continued pretraining moved the loss."""
+    trained, tokenizer = trained_model.model, trained_model.tokenizer
     extra = None if extra_eval_corpus.is_empty else (item for batch in extra_eval_corpus.batches() for item in batch)
-    metrics = held_out_metrics(model, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra,
-                               device=resolve_device("auto"))
+    names = (f"the test split of {source_name(corpus.path)}" if corpus.path else "the test split",
+             source_name(evaluation.corpus_path or ""))
+    metrics = held_out_metrics(trained, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra,
+                               device=resolve_device("auto"), starting_model=starting_weights(model, tokenizer),
+                               corpus_names=names)
     metrics.update(
         training_summary,
         **for_metrics_json(finetune_metrics),
         **({} if extra is None else {"extra_corpus_path": evaluation.corpus_path}),
     )
     held_out_texts = (text for batch in corpus_documents.iter_texts("test") for text in batch)
-    metrics["fill_mask_examples"] = fill_mask_report(model, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
+    metrics["fill_mask_examples"] = fill_mask_report(trained, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
                                                      evaluation.fill_mask_count, evaluation.seed, evaluation.top_k)
     logger.info("Eval loss %.4f, accuracy %.4f (%.2fx the most-frequent-token reference %.4f), top-5 %.4f",
                 metrics["eval_loss"], metrics["eval_accuracy"], metrics["accuracy_over_baseline"],
                 metrics["baseline_accuracy"], metrics["eval_top5_accuracy"])
+    for key in ("eval_change_summary", "extra_eval_change_summary"):
+        if key in metrics:
+            logger.info("From model.init_from %s: %s", model.init_from, metrics[key])
     return metrics
+
+
+def source_name(path: str | None) -> str:
+    """A corpus as the before/after sentence names it: its file or folder name (a full path
+    rarely reads well in a sentence)."""
+    return PurePosixPath(str(path).rstrip("/")).name or str(path)

@@ -10,7 +10,8 @@ def create_pipeline(**kwargs) -> Pipeline:
                 evaluate_masked_lm,
                 inputs=[
                     "trained_model", "corpus_documents", "token_store", "sequence_index", "extra_eval_corpus",
-                    "training_summary", "finetune_metrics", "params:evaluation", "params:sequences",
+                    "training_summary", "finetune_metrics", "params:evaluation", "params:sequences", "params:model",
+                    "params:corpus",
                 ],
                 outputs="metrics",
                 name="evaluate_masked_lm",

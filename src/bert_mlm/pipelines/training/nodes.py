@@ -47,8 +47,9 @@ def train_masked_lm(
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
                                        masking=masking, evaluation=evaluation.protocol, sequences=sequences)
     logger.info("Training with masking %s (from %s)", asdict(masking), tuning_best_params.masking_origin.value)
+    logger.info("Training with %s", experiment.schedule_note)
     trained, result = train_data_parallel(experiment, distributed)
     summary = training_summary(result, masking, tuning_best_params, trained, sequence_index.word_segmenter,
-                               distributed.world_size)
+                               distributed.world_size, experiment.schedule_note)
     trained.to("cpu")
     return MaskedLM(model=trained, tokenizer=tokenizer), result.history, training_curves(result.history), summary
