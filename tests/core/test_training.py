@@ -21,7 +21,12 @@ from bert_mlm.core.model import ModelConfig, build_model
 from bert_mlm.core.optim import parameter_groups
 from bert_mlm.core.sequences import Collator
 from bert_mlm.core.training import NonFiniteLossError, train
-from bert_mlm.core.training_config import TokenIds, TrainingConfig
+from bert_mlm.core.training_config import (
+    CONTINUED_LR_FACTOR,
+    CONTINUED_WARMUP_FRACTION,
+    TokenIds,
+    TrainingConfig,
+)
 
 VOCAB = 64
 SPECIAL = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
@@ -284,17 +289,42 @@ def test_epochs_set_the_budget():
 
 
 def test_auto_learning_rate_scales_with_width():
-    from bert_mlm.core.optim import resolve_learning_rate
-
-    assert resolve_learning_rate("auto", 128) == pytest.approx(2e-3)
-    assert resolve_learning_rate("auto", 256) == pytest.approx(1e-3)
-    assert resolve_learning_rate(3e-4, 256) == 3e-4
+    assert TrainingConfig().peak_learning_rate(128) == pytest.approx(2e-3)
+    assert TrainingConfig().peak_learning_rate(256) == pytest.approx(1e-3)
+    assert TrainingConfig(learning_rate=3e-4).peak_learning_rate(256) == 3e-4
     with pytest.raises(ValueError, match="training.learning_rate: 'fast' must be > 0 or 'auto'"):
         TrainingConfig(learning_rate="fast")
     model, ids, config, collator = setup(learning_rate="auto", max_steps=2)
     result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
     assert result.learning_rate == pytest.approx(2e-3 * 128 / 32)
     assert result.history["learning_rate"].max() <= result.learning_rate + 1e-12
+
+
+def test_auto_schedule_from_scratch_and_for_continued_pretraining():
+    """`auto` learning rate and warmup: the from-scratch rules (the loop's own, the value stays
+    `auto`), or the continued-pretraining rules when the run starts from model.init_from; given
+    values are kept; each resolution says where it came from."""
+    scratch, note = TrainingConfig().resolved(256, continued=False, train_sequences=1000)
+    assert scratch.learning_rate == "auto" and scratch.warmup_steps == 36  # 10 % of the default 360 steps
+    assert note == "learning rate 0.001 (auto: 2e-3 x 128 / hidden size 256), warmup 36 steps (auto: 10% of 360 steps)"
+    continued, note = TrainingConfig(max_steps=200).resolved(768, continued=True, train_sequences=1000)
+    assert continued.learning_rate == pytest.approx(CONTINUED_LR_FACTOR * 2e-3 * 128 / 768)
+    assert continued.warmup_steps == round(CONTINUED_WARMUP_FRACTION * 200)
+    assert "(auto for continued pretraining (model.init_from): " in note and "measured in BENCHMARKS.md" in note
+    given, note = TrainingConfig(learning_rate=3e-4, warmup_steps=5).resolved(768, True, 1000)
+    assert (given.learning_rate, given.warmup_steps) == (3e-4, 5)
+    assert note == "learning rate 0.0003 (training.learning_rate), warmup 5 steps (training.warmup_steps)"
+    by_epochs, _ = TrainingConfig(epochs=2, batch_size=10).resolved(128, False, train_sequences=95)
+    assert by_epochs.warmup_steps == 2  # 10 % of 2 passes x 10 batches
+    for bad in ("slow", -1, 1.5, True):
+        with pytest.raises(UserError, match=rf"training\.warmup_steps: {bad!r} must be an integer >= 0 or 'auto'"):
+            TrainingConfig(warmup_steps=bad)
+
+
+def test_the_loop_warms_up_for_auto_steps():
+    model, ids, config, collator = setup(warmup_steps="auto", max_steps=20, learning_rate=1e-3)
+    rates = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator).history["learning_rate"]
+    assert rates.idxmax() == 1 and rates.iloc[0] == pytest.approx(5e-4)  # 2 warmup steps (10 % of 20), then decay
 
 
 def test_training_on_the_memory_mapped_store_equals_training_on_arrays(tmp_path):

@@ -62,7 +62,7 @@ def tune_masking(experiment: Experiment, config: TuningConfig,
     trial_training = replace(
         experiment.training,
         max_steps=config.trial_steps,
-        warmup_steps=min(experiment.training.warmup_steps, config.trial_steps // 5),
+        warmup_steps=min(experiment.training.warmup_for(experiment.training.max_steps), config.trial_steps // 5),
         checkpoint_every=0,
         resume=False,
         progress=False,

@@ -8,7 +8,6 @@ itself (unscale, clip, step: ``core.optim``), where and in which precision the m
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -34,7 +33,7 @@ from bert_mlm.core.masking import (
     mask_tokens,
 )
 from bert_mlm.core.model import MaskedPositionsMLM, check_step_memory, masked_lm_loss
-from bert_mlm.core.optim import Optimisation, resolve_learning_rate
+from bert_mlm.core.optim import Optimisation
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
 from bert_mlm.core.training_config import TokenIds, TrainingConfig
@@ -208,7 +207,7 @@ def train(
         seconds=float(sum(r["seconds"] for r in position.records)),
         device=str(device),
         precision=precision,
-        learning_rate=resolve_learning_rate(config.learning_rate, model.config.hidden_size),
+        learning_rate=config.peak_learning_rate(model.config.hidden_size),
         resumed_from_step=resumed_from,
     )
 
@@ -239,10 +238,7 @@ def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
     """``training.epochs`` turned into ``max_steps`` (passes over the training sequences)."""
     if config.epochs is None:
         return config
-    batches_per_epoch = math.ceil(sequences / config.batch_size)
-    return replace(
-        config, max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps))
-    )
+    return replace(config, max_steps=config.step_budget(sequences))
 
 
 

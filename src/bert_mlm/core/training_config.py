@@ -5,8 +5,9 @@ loop imports the optimiser, which must not import the loop back).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from transformers import PreTrainedTokenizerBase
@@ -20,6 +21,14 @@ from bert_mlm.core.words import continuation_ids
 
 SCHEDULES = ("linear", "cosine", "constant_with_warmup")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+AUTO = "auto"
+# From scratch, "auto" is 2e-3 x 128 / hidden_size (1/width, as muP prescribes for Adam on hidden
+# weights) with a warmup of 10 % of the step budget (36 of the default 360 steps).
+AUTO_LR_BASE, AUTO_LR_WIDTH, AUTO_WARMUP_FRACTION = 2e-3, 128, 0.1
+# Continued pretraining (model.init_from): the from-scratch rule times this factor, and this share
+# of the budget as warmup, chosen by bench/continued_pretraining.py (BENCHMARKS.md, "Continued
+# pretraining"; docs/continued-pretraining.md).
+CONTINUED_LR_FACTOR, CONTINUED_WARMUP_FRACTION = 0.1, 0.1
 
 
 @dataclass(frozen=True)
@@ -29,15 +38,16 @@ class TrainingConfig:
     epochs: float | None = None
     batch_size: int = 32
     gradient_accumulation_steps: int = 1
-    # "auto": 2e-3 x 128 / hidden_size (1/width, as muP prescribes for Adam on hidden weights):
-    # 2e-3 for a 128-wide model, 1e-3 at 256. Measured here: a 4-layer 256-wide model stayed on
-    # the unigram plateau for 300 steps at 2e-3 and left it at 1e-3 (BENCHMARKS.md).
-    learning_rate: float | str = "auto"
+    # "auto": from scratch 2e-3 x 128 / hidden_size: 2e-3 for a 128-wide model, 1e-3 at 256.
+    # Measured here: a 4-layer 256-wide model stayed on the unigram plateau for 300 steps at 2e-3
+    # and left it at 1e-3 (BENCHMARKS.md). With model.init_from: CONTINUED_LR_FACTOR times that.
+    learning_rate: float | str = AUTO
     weight_decay: float = 0.01
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
     adam_epsilon: float = 1e-6
-    warmup_steps: int = 36
+    # "auto": 10 % of the step budget from scratch; CONTINUED_WARMUP_FRACTION with model.init_from.
+    warmup_steps: int | str = AUTO
     schedule: str = "linear"
     max_grad_norm: float = 1.0
     seed: int = 42
@@ -66,12 +76,15 @@ class TrainingConfig:
             _check_positive_integer("record_every", self.record_every, " or 'auto'")
         if self.epochs is not None and not self.epochs > 0:
             raise UserError(f"training.epochs: {self.epochs!r} must be > 0 (or null to use max_steps)")
-        if self.learning_rate != "auto" and not (
-            isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0
+        if self.learning_rate != AUTO and not (
+            isinstance(self.learning_rate, (int, float)) and not isinstance(self.learning_rate, bool)
+            and self.learning_rate > 0
         ):
             raise UserError(f"training.learning_rate: {self.learning_rate!r} must be > 0 or 'auto'")
-        if self.warmup_steps < 0:
-            raise UserError(f"training.warmup_steps: {self.warmup_steps!r} must be >= 0")
+        if self.warmup_steps != AUTO and (
+            not isinstance(self.warmup_steps, int) or isinstance(self.warmup_steps, bool) or self.warmup_steps < 0
+        ):
+            raise UserError(f"training.warmup_steps: {self.warmup_steps!r} must be an integer >= 0 or 'auto'")
         if self.schedule not in SCHEDULES:
             raise UserError(f"training.schedule: {self.schedule!r} is not one of {SCHEDULES}")
         if self.precision not in PRECISIONS:
@@ -85,6 +98,46 @@ class TrainingConfig:
         if not isinstance(self.compile, bool) and self.compile not in COMPILE_MODES:
             raise UserError(f"training.compile: {self.compile!r} must be true, false or a torch.compile mode "
                             f"({', '.join(COMPILE_MODES)})")
+
+    def peak_learning_rate(self, hidden_size: int, continued: bool = False) -> float:
+        """The learning rate after warmup: the configured one, or ``auto``'s rule for a model of
+        ``hidden_size`` trained from scratch or ``continued`` (``model.init_from``)."""
+        if self.learning_rate != AUTO:
+            return float(self.learning_rate)
+        return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size * (CONTINUED_LR_FACTOR if continued else 1.0)
+
+    def warmup_for(self, max_steps: int, continued: bool = False) -> int:
+        """Warmup steps of a run of ``max_steps``: the configured number, or ``auto``'s share."""
+        if self.warmup_steps != AUTO:
+            return int(self.warmup_steps)
+        return round((CONTINUED_WARMUP_FRACTION if continued else AUTO_WARMUP_FRACTION) * max_steps)
+
+    def resolved(self, hidden_size: int, continued: bool, train_sequences: int) -> tuple[TrainingConfig, str]:
+        """This configuration with ``auto`` learning rate and warmup as the numbers it trains with
+        (a ``continued`` run's learning rate; from scratch the loop's own rule applies, and the
+        value stays ``auto``), and one line that says where they came from."""
+        steps = self.step_budget(train_sequences)
+        warmup = self.warmup_for(steps, continued)
+        rate = self.peak_learning_rate(hidden_size, continued)
+        if self.learning_rate != AUTO:
+            origin = "training.learning_rate"
+        elif continued:
+            origin = (f"auto for continued pretraining (model.init_from): {CONTINUED_LR_FACTOR:g} x the from-scratch "
+                      f"rule 2e-3 x 128 / hidden size {hidden_size}, measured in BENCHMARKS.md")
+        else:
+            origin = f"auto: 2e-3 x 128 / hidden size {hidden_size}"
+        fraction = CONTINUED_WARMUP_FRACTION if continued else AUTO_WARMUP_FRACTION
+        warmup_origin = ("training.warmup_steps" if self.warmup_steps != AUTO
+                         else f"auto: {fraction:.0%} of {steps} steps")
+        resolved = replace(self, learning_rate=rate if continued else self.learning_rate, warmup_steps=warmup)
+        return resolved, f"learning rate {rate:.3g} ({origin}), warmup {warmup} steps ({warmup_origin})"
+
+    def step_budget(self, train_sequences: int) -> int:
+        """Optimizer steps of the run: ``max_steps``, or ``epochs`` passes over the training sequences."""
+        if self.epochs is None:
+            return self.max_steps
+        batches_per_epoch = math.ceil(train_sequences / self.batch_size)
+        return max(1, math.ceil(self.epochs * batches_per_epoch / self.gradient_accumulation_steps))
 
     def record_window(self, device: torch.device) -> int:
         """Steps between host reads: ``record_every``, or for ``auto`` every step on the CPU (its
