@@ -66,6 +66,20 @@ def test_run_report_without_tuning_or_history_still_renders():
     assert len(embedded_pngs(page)) == 1  # the (empty) training axes
 
 
+def test_a_continued_run_opens_with_its_before_and_after():
+    sentences = {"eval_change_summary": "continued pretraining lowered the held-out loss on the test split of "
+                                        "酒店评论.csv from 3.91 to 3.12 (-0.79 ± 0.02; accuracy 0.312 -> 0.388)",
+                 "extra_eval_change_summary": "continued pretraining raised the held-out loss on news.txt from 3.02 "
+                                              "to 3.15 (+0.13 ± 0.01; accuracy 0.402 -> 0.389): what it forgot there"}
+    changes = {"eval_loss_start": 3.91, "eval_loss_change": -0.79, "eval_loss_change_se": 0.02}
+    page = run_report({**metrics(), **sentences, **changes}, history(0))
+    summary = page[page.index("<h2>Summary</h2>"):page.index("<h2>Corpus</h2>")]
+    assert "<b>Continued pretraining lowered the held-out loss on the test split of 酒店评论.csv" in summary
+    assert "<b>Continued pretraining raised the held-out loss on news.txt" in summary
+    assert "-0.7900 ± 0.0200" in summary and "paired" in summary
+    assert "Continued pretraining" not in run_report(metrics(), history(0))  # from scratch: no such lines
+
+
 def test_tuning_curve_needs_a_probability_column():
     assert tuning_curve(None) is None
     assert tuning_curve(pd.DataFrame({"number": [0], "state": ["COMPLETE"], "value": [1.0]})) is None
