@@ -382,8 +382,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--languages", default="zh,en")
     parser.add_argument("--general-steps", type=int, default=500, help="steps of the general model from scratch")
-    parser.add_argument("--steps", type=int, default=150, help="steps of continued pretraining")
-    parser.add_argument("--learning-rates", default="2e-3,1e-3,5e-4,1e-4,5e-5")
+    parser.add_argument("--steps", type=int, default=100, help="steps of continued pretraining")
+    parser.add_argument("--learning-rates", default="2e-3,5e-4,1e-4,5e-5,1e-3",
+                        help="in the order they run (and are fine-tuned): the last ones are dropped first if cut short")
     parser.add_argument("--warmups", default="0,0.1,0.3",
                         help="warmup fractions, tried at the learning rate of the best net gain (domain + general)")
     parser.add_argument("--finetune-seeds", type=int, default=3)

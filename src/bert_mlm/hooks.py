@@ -230,6 +230,7 @@ def summary_lines(rows: list[dict], total: float, metrics: dict, written: dict[s
             f"({metrics.get('accuracy_over_baseline', nan):.2f}x the most-frequent-token reference "
             f"{metrics.get('baseline_accuracy', nan):.4f}), {metrics.get('eval_masked_tokens', 0):,} masked tokens"
         )
+    lines += [f"  {metrics[key]}" for key in ("eval_change_summary", "extra_eval_change_summary") if metrics.get(key)]
     if metrics.get("finetune_summary"):
         lines.append(f"  fine-tuning: {metrics['finetune_summary']}")
     label = max([0, *(len(k) for k in written)])
