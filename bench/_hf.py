@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from transformers import BertForMaskedLM, DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
+from bert_mlm.config import TrainingConfig
 from bert_mlm.core.device import resolve_device, resolve_precision
-from bert_mlm.core.training_config import TrainingConfig
 
 
 class StepClock(TrainerCallback):

@@ -40,7 +40,7 @@ import argparse
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -50,9 +50,17 @@ from _timing import machine_info
 from finetune_gain import write_task_files
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
+from bert_mlm.config import (
+    EvaluationConfig,
+    FinetuneConfig,
+    MaskingConfig,
+    ModelConfig,
+    SequenceConfig,
+    TokenizerConfig,
+    TrainingConfig,
+)
 from bert_mlm.core.corpus import RawText, clean_documents
 from bert_mlm.core.evaluation import (
-    EvaluationConfig,
     SequenceScores,
     baseline_accuracy,
     most_frequent_token,
@@ -61,13 +69,12 @@ from bert_mlm.core.evaluation import (
     score_sequences,
 )
 from bert_mlm.core.experiment import Experiment
-from bert_mlm.core.finetune import FinetuneConfig, PreparedTask, Runner, interval, prepare_task
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig, build_model, load_for_continued_pretraining
-from bert_mlm.core.sequences import SequenceConfig, build_sequences
+from bert_mlm.core.finetune import PreparedTask, Runner, interval, prepare_task
+from bert_mlm.core.model import build_model, load_for_continued_pretraining
+from bert_mlm.core.sequences import build_sequences
 from bert_mlm.core.sources import read_corpus
-from bert_mlm.core.tokenizer import TokenizerConfig, encode_documents, load_tokenizer, train_wordpiece
-from bert_mlm.core.training_config import TokenIds, TrainingConfig
+from bert_mlm.core.token_ids import TokenIds
+from bert_mlm.core.tokenizer import encode_documents, load_tokenizer, train_wordpiece
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "corpora"
@@ -221,7 +228,7 @@ class Case:
         self.tokenizer = tokenizer = load_tokenizer(self.directory)
         domain, task = domain_task(language.name, args.workdir / "tasks" / language.name, args.finetune_train,
                                    args.finetune_eval, args.finetune_seeds, args.tiny)
-        self.task = replace(task, max_length=args.finetune_length)
+        self.task = task.replace(max_length=args.finetune_length)
         self.domain_train = sequences_of(domain["train"], tokenizer)
         counts = np.bincount(np.concatenate(sequences_of(texts["train"], tokenizer)), minlength=len(tokenizer))
         frequent = most_frequent_token(counts, TokenIds.from_tokenizer(tokenizer).special)
@@ -413,7 +420,7 @@ def main() -> None:
     machine = args.workdir / f"machine-{args.languages.replace(',', '-')}.json"
     machine.write_text(json.dumps({
         **info, "seconds": seconds, "arguments": {k: str(v) for k, v in vars(args).items()},
-        "loadavg_end": Path("/proc/loadavg").read_text().strip(), "model": asdict(MODEL)}, indent=1))
+        "loadavg_end": Path("/proc/loadavg").read_text().strip(), "model": MODEL.model_dump()}, indent=1))
     print(f"done in {seconds / 60:.0f} min; loadavg {Path('/proc/loadavg').read_text().strip()}", flush=True)
     print(report(args.workdir))
 

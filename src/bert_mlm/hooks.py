@@ -3,7 +3,6 @@ report where a run's time went, node by node."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -14,16 +13,16 @@ from pathlib import Path
 from kedro.framework.hooks import hook_impl
 
 from bert_mlm import run_lock
-from bert_mlm.core.config import ExperimentConfig
+from bert_mlm.config import ExperimentConfig, Section
 from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.engine import close_engines
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import check_extra_corpus
 from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
-from bert_mlm.core.labelled import load_task
+from bert_mlm.core.labelled import TaskSource, load_task
 from bert_mlm.core.model import check_starting_vocabulary, check_step_memory, planned_bert_config, resolve_checkpoint
 from bert_mlm.core.tuning import check_storage, masked_url
-from bert_mlm.core.tuning_result import TuningResult
+from bert_mlm.core.tuning_record import check_saved_sections
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +32,7 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
     parameter, its value and what is allowed, before any data is read."""
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
-    config = ExperimentConfig.from_parameters(parameters, other_sections=VARIANTS)
+    config = ExperimentConfig.from_parameters(parameters, variants=VARIANTS)
     if config.model.init_from:  # a missing checkpoint fails here, before the data stages
         resolve_checkpoint(config.model.init_from)
         if config.tokenizer.vocab_path:
@@ -51,24 +50,34 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
     check_step_memory(planned_bert_config(config.model, config.tokenizer.vocab_size), config.training.batch_size,
                       config.sequences.max_length, device, precision,
                       processes=config.distributed.nproc_per_node if device.type == "cpu" else 1)
-    for variant in VARIANTS:  # each mask-rate variant's overrides, applied to the shared sections
-        name = f"{variant}.overrides"
-        overrides = TuningResult.for_variant((parameters.get(variant) or {}).get("overrides"), name)
-        try:
-            overrides.apply(config.masking, config.training)
-        except UserError as error:
-            raise UserError(f"{name}: {error}") from error
     return config
 
 
+def check_saved_tuning(config: ExperimentConfig, catalog) -> None:
+    """A run that trains without the tuning stage takes the sections that stage saved: refused
+    before any work where there are none, or where they disagree with this run's parameters."""
+    if not catalog.exists("resolved_masking"):
+        raise UserError(
+            "resolved_masking: no saved version; the tuning stage saves the masking that training takes (the "
+            "tuning_best_params.json of earlier versions holds the study's record only): add the tuning stage to "
+            "the run (kedro run --pipelines tuning,training,evaluation; with tuning.n_trials=0 it passes the "
+            "configured masking on)"
+        )
+    saved = {"masking": catalog.load("resolved_masking"), "training": catalog.load("resolved_training")}
+    check_saved_sections(catalog.load("tuning_best_params"), saved,
+                         {"masking": config.masking, "training": config.training})
+
+
 class ValidateParametersHook:
-    """Validates every section, then takes the project's run lock (one run at a time: runs in one
-    project would load each other's dataset versions) until the run ends.
+    """Validates every section once, then takes the project's run lock (one run at a time: runs in
+    one project would load each other's dataset versions) until the run ends.
 
     Nodes declare the typed sections they take (``training: TrainingConfig``) and Kedro builds
     them from ``params:<section>`` when it creates the catalog (``kedro.validation``). This hook
     runs before that, on the raw parameters, so that a bad value gets this project's one-line
-    message (unknown keys with a suggestion, true/false refused as a number) instead of Kedro's.
+    message (unknown keys with a suggestion, true/false refused as a number) instead of Kedro's,
+    and hands Kedro the sections it built: pydantic takes an instance of the model as it is, so
+    each section is validated once.
     """
 
     def __init__(self) -> None:
@@ -76,7 +85,9 @@ class ValidateParametersHook:
 
     @hook_impl
     def after_context_created(self, context) -> None:
-        self.config = validate_parameters(context.config_loader["parameters"])
+        parameters = context.config_loader["parameters"]
+        self.config = validate_parameters(parameters)
+        context.config_loader["parameters"] = {**parameters, **self.config.parameters()}
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
@@ -86,9 +97,12 @@ class ValidateParametersHook:
             check_storage(tuning)
         finetune_tuning = tuning.n_trials > 0 and tuning.objective == "finetune" and "tune_mask_probability" in names
         if config.finetune.enabled and ("finetune_classifier" in names or finetune_tuning):
-            load_task(config.finetune.source)  # a bad labelled file fails here, before any training
+            load_task(TaskSource.of(config.finetune))  # a bad labelled file fails here, before any training
         if "extra_eval_corpus" in pipeline.all_inputs():  # a bad evaluation.corpus_path too
             check_extra_corpus(catalog.load("extra_eval_corpus"))
+        nodes = {node.name for node in pipeline.nodes}  # the default chain's, not a variant's namespaced nodes
+        if "train_masked_lm" in nodes and "tune_mask_probability" not in nodes:
+            check_saved_tuning(config, catalog)
         project = Path(run_params.get("project_path") or Path.cwd())
         run_lock.acquire(project)
         self.started = time.time() - 1  # file times are coarser than the clock on some file systems
@@ -97,12 +111,11 @@ class ValidateParametersHook:
         self.explicit = run_params.get("runtime_params") or {}
 
     @hook_impl
-    def before_node_run(self, node, inputs: dict) -> None:
-        # The training node replaces masking/training values by the tuned (or variant's) ones:
-        # say so when the user had set one of them explicitly.
-        stored = next((v for k, v in inputs.items() if k.split(".")[-1] == "tuning_best_params"), None)
-        if isinstance(stored, TuningResult) and getattr(self, "explicit", None):
-            for line in stored.set_aside(self.explicit):
+    def after_node_run(self, node, outputs: dict) -> None:
+        # The study's adopted best replaces masking/training values: say so when the user had set
+        # one of them explicitly.
+        if node.name == "tune_mask_probability" and getattr(self, "explicit", None):
+            for line in outputs["tuning_best_params"].set_aside(self.explicit):
                 logger.warning("%s", line)
 
     @hook_impl
@@ -253,13 +266,13 @@ class MlflowMetricsHook:
     @hook_impl
     def before_node_run(self, node, inputs: dict) -> None:
         # kedro-mlflow flattens only dictionaries (masking.probability); the nodes' typed sections
-        # reach it as dataclasses, which it records whole. Log them flattened, under its names.
+        # reach it as models, which it records whole. Log them flattened, under its names.
         mlflow = sys.modules.get("mlflow")
         if mlflow is None or mlflow.active_run() is None:
             return
         for name, value in inputs.items():
-            if name.startswith("params:") and dataclasses.is_dataclass(value):
-                flat = flattened(dataclasses.asdict(value), name.removeprefix("params:"))
+            if name.startswith("params:") and isinstance(value, Section):
+                flat = flattened(value.model_dump(), name.removeprefix("params:"))
                 if "tuning.storage" in flat:  # its password must not reach the tracking server
                     flat["tuning.storage"] = masked_url(flat["tuning.storage"])
                 mlflow.log_params(flat)

@@ -49,11 +49,11 @@ CONFIG_LOADER_ARGS = {
     "default_run_env": "local",
     # Environments (smoke, gpu, local) override single keys of a section, e.g. only
     # training.max_steps, instead of replacing the whole section.
-    "merge_strategy": {"parameters": "soft"},
-    # "config_patterns": {
-    #     "spark" : ["spark*/"],
-    #     "parameters": ["parameters*", "parameters*/**", "**/parameters*"],
-    # }
+    "merge_strategy": {"parameters": "soft", "globals": "soft"},
+    # The parameters are the globals too: the catalog reads the corpus settings from
+    # parameters_corpus.yml (${globals:corpus.path}), so each corpus key has one home, and
+    # `--params corpus.path=...` reaches the catalog (${runtime_params:...}) and the parameters.
+    "config_patterns": {"globals": ["parameters*", "parameters*/**", "**/parameters*"]},
 }
 
 # Class that manages Kedro's library components.

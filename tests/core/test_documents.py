@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.corpus import (
     SPLITS,
     CleaningReport,
-    CorpusConfig,
     CorpusError,
     Deduplicator,
     RawText,
@@ -20,7 +20,6 @@ from bert_mlm.core.corpus import (
     stream_documents,
 )
 from bert_mlm.core.documents import DocumentShards, DocumentShardWriter, DocumentStream, sample_key
-from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.sources import CorpusSource, iter_table_rows, iter_text_file, read_corpus
 
 RATIOS = {"train": 0.8, "valid": 0.1, "test": 0.1}

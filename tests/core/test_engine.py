@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bert_mlm.core.corpus import CorpusConfig
+from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.documents import DocumentShards, DocumentStream
-from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.engine import open_engine
 from bert_mlm.core.sources import CorpusSource, read_task, read_tasks
 from bert_mlm.core.token_store import EncodingJob, TokenStore
 from bert_mlm.core.tokenizer import load_tokenizer
@@ -61,6 +61,8 @@ def test_dask_on_two_workers_writes_the_local_engines_bytes(shared_data, tmp_pat
     corpus.mkdir()
     for name in ("austen-persuasion.txt", "melville-moby_dick.txt", "blake-poems.txt"):  # CRLF and LF
         (corpus / name).symlink_to(shared_data / "corpora" / "gutenberg" / name)
+    news = (shared_data / "corpora" / "msra-ner" / "news.txt").read_bytes()[:600_000]  # one paragraph per line
+    (corpus / "news.txt").write_bytes(news[: news.rindex(b"\n") + 1])
     vocab = shared_data / "vocab" / "bert-base-uncased.vocab.txt"
     small_chunks = 256 << 10  # many work items, several per worker
     local = _write(DataConfig(engine="local", workers=2, chunk_bytes=small_chunks), corpus, vocab, tmp_path / "local")
@@ -72,6 +74,7 @@ def test_dask_on_two_workers_writes_the_local_engines_bytes(shared_data, tmp_pat
     assert store.dtype.name == "uint16"  # 30,522 entries
     assert len(DocumentShards(dask[0]).row_groups("train")) > 2  # the work was split into several items
     assert len(store.split("train")) == DocumentShards(dask[0]).documents("train")
+    assert DocumentShards(dask[0]).documents("train") > 6000  # the news file's ~5,000 lines are documents
 
 
 def test_the_dask_engine_logs_no_distributed_info(caplog):

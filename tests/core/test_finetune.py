@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
+from bert_mlm.config import FinetuneConfig, ModelConfig
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.finetune import (
     BASELINE,
     PRETRAINED,
-    FinetuneConfig,
     classifier_from,
     compare_runs,
     evaluate_finetuning,
@@ -22,7 +22,7 @@ from bert_mlm.core.finetune import (
     prepare_task,
     starting_point,
 )
-from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.model import build_model
 
 from .conftest import synthetic_sentences
 
@@ -160,7 +160,8 @@ def test_the_kept_classifier_loads_with_plain_transformers(tmp_path, tiny_tokeni
 
 
 def test_chinese_reviews_fine_tune_above_the_majority_class(shared_dir):
-    from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+    from bert_mlm.config import TokenizerConfig
+    from bert_mlm.core.tokenizer import train_wordpiece
 
     reviews = shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
     texts = pd.read_csv(reviews)["review"].dropna().astype(str).tolist()[:3000]

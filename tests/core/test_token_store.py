@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bert_mlm.core.corpus import SPLITS, CorpusConfig, CorpusError, clean_documents
+from bert_mlm.config import CorpusConfig, DataConfig, SequenceConfig
+from bert_mlm.core.corpus import SPLITS, CorpusError, clean_documents
 from bert_mlm.core.documents import DocumentShards, DocumentStream
-from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.experiment import open_sequences
-from bert_mlm.core.sequences import SequenceConfig, build_sequence_index
+from bert_mlm.core.sequences import build_sequence_index
 from bert_mlm.core.sources import CorpusSource, read_corpus
 from bert_mlm.core.token_store import (
     EncodingJob,

@@ -3,30 +3,25 @@
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from bert_mlm.config import MaskingConfig, ModelConfig, TrainingConfig
+from bert_mlm.config.training import CONTINUED_LR_FACTOR, CONTINUED_WARMUP_FRACTION
 from bert_mlm.core import checkpoints as checkpoints_module
 from bert_mlm.core import device as device_module
 from bert_mlm.core import training as training_module
 from bert_mlm.core.checkpoints import list_checkpoints, read_checkpoint, run_folders, save_checkpoint
 from bert_mlm.core.device import resolve_precision
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.model import build_model
 from bert_mlm.core.optim import parameter_groups
 from bert_mlm.core.sequences import Collator
+from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.training import NonFiniteLossError, train
-from bert_mlm.core.training_config import (
-    CONTINUED_LR_FACTOR,
-    CONTINUED_WARMUP_FRACTION,
-    TokenIds,
-    TrainingConfig,
-)
 
 VOCAB = 64
 SPECIAL = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
@@ -64,7 +59,7 @@ def setup(**overrides):
 
 def test_loss_falls_on_learnable_data():
     model, ids, config, collator = setup()
-    config = replace(config, max_steps=80, learning_rate=5e-3, schedule="constant_with_warmup")
+    config = config.replace(max_steps=80, learning_rate=5e-3, schedule="constant_with_warmup")
     result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
     history = result.history
     assert len(history) == 80
@@ -282,7 +277,7 @@ def test_cuda_requested_without_cuda_is_refused():
 
 
 def test_epochs_set_the_budget():
-    model, ids, config, collator = setup(epochs=2, batch_size=8, max_steps=1)
+    model, ids, config, collator = setup(epochs=2, batch_size=8, max_steps=None)
     result = train(model, repetitive_sequences(40), ids, MaskingConfig(), config, collator)
     assert len(result.history) == 2 * 5  # 40 sequences / 8 per batch = 5 steps per epoch
     assert list(result.history["epoch"].unique()) == [0, 1]
@@ -292,7 +287,7 @@ def test_auto_learning_rate_scales_with_width():
     assert TrainingConfig().peak_learning_rate(128) == pytest.approx(2e-3)
     assert TrainingConfig().peak_learning_rate(256) == pytest.approx(1e-3)
     assert TrainingConfig(learning_rate=3e-4).peak_learning_rate(256) == 3e-4
-    with pytest.raises(ValueError, match="training.learning_rate: 'fast' must be > 0 or 'auto'"):
+    with pytest.raises(ValueError, match="training.learning_rate: 'fast' must be a number > 0 or 'auto'"):
         TrainingConfig(learning_rate="fast")
     model, ids, config, collator = setup(learning_rate="auto", max_steps=2)
     result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
@@ -314,11 +309,13 @@ def test_auto_schedule_from_scratch_and_for_continued_pretraining():
     given, note = TrainingConfig(learning_rate=3e-4, warmup_steps=5).resolved(768, True, 1000)
     assert (given.learning_rate, given.warmup_steps) == (3e-4, 5)
     assert note == "learning rate 0.0003 (training.learning_rate), warmup 5 steps (training.warmup_steps)"
-    by_epochs, _ = TrainingConfig(epochs=2, batch_size=10).resolved(128, False, train_sequences=95)
+    by_epochs, _ = TrainingConfig(epochs=2, max_steps=None, batch_size=10).resolved(128, False, train_sequences=95)
     assert by_epochs.warmup_steps == 2  # 10 % of 2 passes x 10 batches
-    for bad in ("slow", -1, 1.5, True):
+    for bad in ("slow", -1, 1.5):
         with pytest.raises(UserError, match=rf"training\.warmup_steps: {bad!r} must be an integer >= 0 or 'auto'"):
             TrainingConfig(warmup_steps=bad)
+    with pytest.raises(UserError, match=r"training\.warmup_steps: True must be a number, not true/false"):
+        TrainingConfig(warmup_steps=True)
 
 
 def test_the_loop_warms_up_for_auto_steps():

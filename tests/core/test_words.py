@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 import torch
 
+from bert_mlm.config import DataConfig, MaskingConfig, SequenceConfig
 from bert_mlm.core.corpus import SPLITS, CleaningReport, RawText, clean_batch
 from bert_mlm.core.documents import DocumentShards, DocumentShardWriter
-from bert_mlm.core.engine import DataConfig
-from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, mask_generator, mask_tokens
-from bert_mlm.core.sequences import SequenceConfig, batch_order, build_sequence_index
+from bert_mlm.core.masking import IGNORE_INDEX, mask_generator, mask_tokens
+from bert_mlm.core.sequences import batch_order, build_sequence_index
+from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.token_store import encode_texts, write_token_store
 from bert_mlm.core.tokenizer import load_tokenizer
-from bert_mlm.core.training_config import TokenIds
 from bert_mlm.core.words import (
     BitWriter,
     WordSegmentationJob,

@@ -56,8 +56,9 @@ def test_a_mixture_of_a_gzip_file_and_a_saved_hf_dataset_through_the_smoke_chain
     datasets.Dataset.from_dict({"content": rows}).save_to_disk(tmp_path / "wiki")
     sources = {"books": {"path": str(tmp_path / "books.txt.gz"), "weight": 0.7},
                "wiki": {"hf_dataset": {"path": str(tmp_path / "wiki"), "text_column": "content"}, "weight": 0.3}}
-    globals_file = project_copy / "conf" / "smoke" / "globals.yml"
-    globals_file.write_text(yaml.safe_dump({"corpus": {"sources": sources}}))
+    # Set where a user sets it: the corpus section of the environment's parameters (the catalog reads it there).
+    corpus_file = project_copy / "conf" / "smoke" / "parameters_corpus.yml"
+    corpus_file.write_text(yaml.safe_dump({"corpus": {"sources": sources}}))
     run_session(project_copy, monkeypatch, **{"tuning.n_trials": 0})  # the mixture is the subject, not the study
     data = project_copy / "data"
     corpus = pd.read_csv(latest(data / "08_reporting" / "corpus_stats.csv")).set_index("split")

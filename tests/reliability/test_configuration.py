@@ -118,8 +118,9 @@ def test_every_shipped_environment_is_valid(project_root, env, monkeypatch):
 @pytest.fixture(scope="module")
 def starting_model(tmp_path_factory):
     """A saved model directory with its tokenizer, as continued pretraining starts from."""
-    from bert_mlm.core.model import ModelConfig, build_model
-    from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+    from bert_mlm.config import ModelConfig, TokenizerConfig
+    from bert_mlm.core.model import build_model
+    from bert_mlm.core.tokenizer import train_wordpiece
 
     words = [
         "alpha",

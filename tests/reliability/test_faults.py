@@ -15,8 +15,8 @@ import optuna
 import pytest
 import torch
 
+from bert_mlm.config import MaskingConfig
 from bert_mlm.core.checkpoints import list_checkpoints, read_checkpoint, run_folders
-from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.training import train
 from tests.kedro_runs import kedro_cli
 
@@ -73,7 +73,8 @@ def test_kill_9_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
 def test_kill_9_while_a_model_version_is_written_keeps_the_previous_version(tmp_path):
     from kedro.io.core import Version
 
-    from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+    from bert_mlm.config import TokenizerConfig
+    from bert_mlm.core.tokenizer import train_wordpiece
     from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
 
     tokenizer = train_wordpiece(["a small corpus of words"] * 20,
@@ -94,9 +95,8 @@ def _documents_and_first_store(tmp_path: Path, shared: Path, vocab: Path):
     """Document shards of two books (small chunks: several work items) and one good store version."""
     from kedro.io.core import Version
 
-    from bert_mlm.core.corpus import CorpusConfig
+    from bert_mlm.config import CorpusConfig, DataConfig
     from bert_mlm.core.documents import DocumentShards, DocumentStream
-    from bert_mlm.core.engine import DataConfig
     from bert_mlm.core.sources import CorpusSource
     from bert_mlm.core.token_store import EncodingJob
     from bert_mlm.core.tokenizer import load_tokenizer
@@ -146,9 +146,8 @@ def test_a_full_disk_while_shards_or_the_store_are_written_leaves_no_version(tmp
     from kedro.io import DatasetError
     from kedro.io.core import Version
 
-    from bert_mlm.core.corpus import CorpusConfig
+    from bert_mlm.config import CorpusConfig, DataConfig
     from bert_mlm.core.documents import DocumentStream
-    from bert_mlm.core.engine import DataConfig
     from bert_mlm.core.sources import CorpusSource
     from bert_mlm.datasets.data import DocumentShardsDataset, TokenStoreDataset
 

@@ -14,6 +14,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from test_training import repetitive_sequences, setup  # noqa: E402
 
+from bert_mlm.config import MaskingConfig  # noqa: E402
 from bert_mlm.core.checkpoints import (  # noqa: E402
     LEGACY_FILE,
     MANIFEST_FILE,
@@ -24,7 +25,6 @@ from bert_mlm.core.checkpoints import (  # noqa: E402
     run_folders,
 )
 from bert_mlm.core.errors import UserError  # noqa: E402
-from bert_mlm.core.masking import MaskingConfig  # noqa: E402
 from bert_mlm.core.training import train  # noqa: E402
 
 

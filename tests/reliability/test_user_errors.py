@@ -10,10 +10,12 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from bert_mlm.cli import user_error_in
+from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+from bert_mlm.core.tokenizer import train_wordpiece
 from tests.kedro_runs import kedro_cli
 
 CASES = [
@@ -39,6 +41,12 @@ CASES = [
         "evaluation.corpus_path=/no/such/held_out.txt",
         r"evaluation\.corpus_path: '/no/such/held_out\.txt' does not exist",
     ),
+    (
+        "corpus.path=/no/such/books.txt,corpus.hf_dataset.name=wikitext",
+        r"corpus: give one of corpus\.path, corpus\.hf_dataset or corpus\.sources, not corpus\.path and "
+        r"corpus\.hf_dataset",
+    ),
+    ("corpus.line_by_line=sometimes", r"corpus\.line_by_line: 'sometimes' must be 'auto', true or false"),
 ]
 
 
@@ -52,6 +60,31 @@ def test_a_user_error_is_one_line_before_any_work(project_copy, override, messag
     last = result.stderr.strip().splitlines()[-1]
     assert re.match(rf"Error: {message}", last), last
     assert "BERT_MLM_DEBUG=1" in last
+    assert not (project_copy / "data" / "02_intermediate").exists()  # stopped before the data stages
+
+
+HOLES = [  # values that used to pass the checks and fail late, or never; "0.8" is quoted in the file: a string
+    ("masking.mask_token_fraction", "0.8", "masking.mask_token_fraction: '0.8' must be a number in [0, 1]"),
+    ("training.weight_decay", -5, "training.weight_decay: -5 must be >= 0"),
+    ("training.adam_beta2", 7, "training.adam_beta2: 7 must be in [0, 1)"),
+    ("training.max_nonfinite_steps", 0, "training.max_nonfinite_steps: 0 must be a positive integer"),
+    ("model.hidden_dropout_prob", "0.1", "model.hidden_dropout_prob: '0.1' must be a number in [0, 1)"),
+    ("training.epochs", 2, "training.epochs: 2 and training.max_steps: 12 both set the training budget"),
+]
+
+
+@pytest.mark.parametrize(("dotted", "value", "message"), HOLES, ids=[h[0] for h in HOLES])
+def test_a_bad_value_in_a_parameters_file_is_one_line_before_any_work(project_copy, dotted, value, message):
+    path = project_copy / "conf" / "smoke" / "parameters.yml"
+    parameters = yaml.safe_load(path.read_text())
+    section, key = dotted.split(".")
+    parameters.setdefault(section, {})[key] = value
+    path.write_text(yaml.safe_dump(parameters))
+    result = kedro_cli(project_copy)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"Error: {message}"), last
     assert not (project_copy / "data" / "02_intermediate").exists()  # stopped before the data stages
 
 

@@ -25,7 +25,7 @@ import os
 import random
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -80,7 +80,7 @@ def run_fingerprint(model, sequences, masking, config, world_size: int) -> dict:
         "data": data_digest(sequences),
         "initial_weights": weights_digest(model),
         "model": {name: getattr(model.config, name, None) for name in MODEL_FIELDS},
-        "masking": asdict(masking),
+        "masking": masking.model_dump(),
         "seed": config.seed,
         "optimisation": {name: getattr(config, name) for name in OPTIMISATION_FIELDS},
         "ranks": world_size,

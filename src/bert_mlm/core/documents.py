@@ -19,7 +19,7 @@ import functools
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,16 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bert_mlm.core.corpus import (
-    SPLITS,
-    CleanedBatch,
-    CleaningReport,
-    CorpusConfig,
-    CorpusError,
-    clean_batch,
-    stream_documents,
-)
-from bert_mlm.core.engine import DaskEngine, DataConfig, open_engine
+from bert_mlm.config import CorpusConfig, DataConfig
+from bert_mlm.core.corpus import SPLITS, CleanedBatch, CleaningReport, CorpusError, clean_batch, stream_documents
+from bert_mlm.core.engine import DaskEngine, open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sources import CorpusSource, ReadTask, read_task, read_tasks
 
@@ -533,14 +526,14 @@ class DocumentStream:
         progress = Progress(total, "ingestion", unit="B")
 
         def raw_batches():
-            for batch in self.source.batches(self.data.chunk_bytes):
+            for batch in self.source.batches(self.data.chunk_bytes, config.line_by_line):
                 progress.update(sum(len(item.text.encode("utf-8", "replace")) for item in batch))
                 yield batch
 
         settings = {
             "source": self.source.describe(),
             "text_column": self.source.text_column,
-            "corpus": asdict(config),
+            "corpus": config.model_dump(),
         }
         cleaning = (config.min_words, config.max_document_chars, dict(config.split_ratios), config.split_salt)
         try:
@@ -548,9 +541,8 @@ class DocumentStream:
                 if isinstance(engine, DaskEngine):
                     # Workers read their pieces from wherever the files are: the client lists them only
                     # (local files too, on a LocalCluster; a remote scheduler's workers get their texts).
-                    tasks = read_tasks(
-                        self.source, self.data.chunk_bytes, local_files=self.data.scheduler_address is None
-                    )
+                    tasks = read_tasks(self.source, self.data.chunk_bytes, line_by_line=config.line_by_line,
+                                       local_files=self.data.scheduler_address is None)
                     cleaned = counted(engine.map_ordered(read_and_clean, tasks, *cleaning), progress)
                 else:
                     cleaned = engine.map_ordered(clean_batch, raw_batches(), *cleaning)

@@ -25,46 +25,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
+from bert_mlm.config import DataConfig
 from bert_mlm.core.errors import UserError
 
 logger = logging.getLogger(__name__)
-
-ENGINES = ("local", "dask")
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    engine: str = "local"
-    # Worker processes: local engine's cleaning pool, or the LocalCluster's workers. null: all cores.
-    workers: int | None = None
-    # A running Dask scheduler (tcp://host:8786); null starts a LocalCluster for the run.
-    scheduler_address: str | None = None
-    # Work items in flight per worker: bounds memory (each holds one chunk of text).
-    in_flight_per_worker: int = 2
-    # Text per work item: a read chunk when cleaning, a shard row group when encoding.
-    chunk_bytes: int = 8 << 20
-
-    def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise UserError(f"data.engine: {self.engine!r} is not one of {ENGINES}")
-        if self.workers is not None and (
-            not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 1
-        ):
-            raise UserError(f"data.workers: {self.workers!r} must be a positive integer (or null: all cores)")
-        if not isinstance(self.in_flight_per_worker, int) or self.in_flight_per_worker < 1:
-            raise UserError(f"data.in_flight_per_worker: {self.in_flight_per_worker!r} must be a positive integer")
-        if not isinstance(self.chunk_bytes, int) or self.chunk_bytes < 1 << 16:
-            raise UserError(f"data.chunk_bytes: {self.chunk_bytes!r} must be an integer of at least 65536")
-        if self.scheduler_address is not None and self.engine != "dask":
-            raise UserError("data.scheduler_address: set data.engine=dask to use a Dask scheduler")
-
-    @property
-    def worker_count(self) -> int:
-        return self.workers or os.cpu_count() or 1
-
 
 def _ordered(submit: Callable[..., Any], result: Callable[[Any], Any], function: Callable, items: Iterable,
              args: tuple, limit: int) -> Iterator[Any]:

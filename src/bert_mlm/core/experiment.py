@@ -9,19 +9,26 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
+from bert_mlm.config import (
+    DistributedConfig,
+    EvaluationConfig,
+    MaskingConfig,
+    ModelConfig,
+    SequenceConfig,
+    TrainingConfig,
+)
 from bert_mlm.core.corpus import RawText, clean_documents
 from bert_mlm.core.device import autocast_dtype
-from bert_mlm.core.distributed import SINGLE, DistributedConfig, Rank, launch
+from bert_mlm.core.distributed import SINGLE, Rank, launch
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import (
     AUTO,
-    EvaluationConfig,
     StreamedEvaluationSet,
     baseline_accuracy,
     change_sentence,
@@ -31,15 +38,14 @@ from bert_mlm.core.evaluation import (
     prepare_evaluation_set,
     score_sequences,
 )
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig, build_model, planned_bert_config
-from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, SequenceIndex, build_sequences
+from bert_mlm.core.model import build_model, planned_bert_config
+from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceIndex, build_sequences
 from bert_mlm.core.sources import CorpusSource
+from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.tokenizer import encode_documents
 from bert_mlm.core.training import StepCallback, TrainingResult, train
-from bert_mlm.core.training_config import TokenIds, TrainingConfig
-from bert_mlm.core.tuning_result import TuningResult
+from bert_mlm.core.tuning_record import TuningRecord
 
 
 def corpus_sequences(
@@ -120,7 +126,7 @@ class Experiment:
         return self.token_ids.collator(sequences.max_length, sequences.padding, masking.whole_word)
 
     def evaluation_set(self, split: str, max_sequences: int | None = None) -> StreamedEvaluationSet:
-        config = replace(self.evaluation, max_sequences=max_sequences or self.evaluation.max_sequences)
+        config = self.evaluation.replace(max_sequences=max_sequences or self.evaluation.max_sequences)
         return prepare_evaluation_set(
             self.sequences.get(split, []), self.collator, self.token_ids.mask, self.token_ids.replacement, config
         )
@@ -176,11 +182,11 @@ def train_trial(
     return last["loss"]
 
 
-def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: TuningResult, model: BertForMaskedLM,
+def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: TuningRecord, model: BertForMaskedLM,
                      stored_segmenter: str, world_size: int, schedule_note: str = "") -> dict:
     """What a run trained and how (``metrics.json``, the report): tokens, speed, the masking
-    actually used and where its probability came from (``tuning``, the result it trained with).
-    ``stored_segmenter``: the sequence index's word segmenter, which ``masking.word_segmenter:
+    actually used and where its probability came from (``tuning``: the record of the stage that
+    resolved it). ``stored_segmenter``: the sequence index's word segmenter, which ``masking.word_segmenter:
     auto`` resolved to. ``schedule_note``: where the learning rate and warmup came from."""
     history = result.history
     return {
@@ -199,10 +205,10 @@ def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: Tun
         "random_token_fraction": masking.random_token_fraction,
         "whole_word": masking.whole_word,
         "word_segmenter": stored_segmenter if masking.word_segmenter == "auto" else masking.word_segmenter,
-        "mask_probability_source": tuning.probability_origin.value,
+        "mask_probability_source": tuning.summary["mask_probability_source"],
         "learning_rate": result.learning_rate,
         "learning_rate_schedule": schedule_note,
-        "tuning_decision": tuning.decision,
+        "tuning_decision": tuning.summary["tuning_decision"],
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "data_parallel_workers": world_size,
     }

@@ -24,7 +24,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -32,116 +31,20 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
 
+from bert_mlm.config import FinetuneConfig, TrainingConfig
 from bert_mlm.core.checkpoints import seed_everything
 from bert_mlm.core.device import autocast_dtype, resolve_device, resolve_precision
-from bert_mlm.core.errors import UserError
 from bert_mlm.core.labelled import EncodedExamples, Task, TaskSource, encode_examples, load_task
 from bert_mlm.core.model import load_for_continued_pretraining
 from bert_mlm.core.optim import Optimisation
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.training import NonFiniteLossError, epoch_batches
-from bert_mlm.core.training_config import TrainingConfig
 
 logger = logging.getLogger(__name__)
 
-MODES = ("full", "frozen")
-POOLINGS = ("mean", "cls")
-HEAD_INITS = ("probe", "random")
-# "auto" learning rate: 5e-4 for a 128-wide encoder, scaled by 1/width as pretraining's auto rule
-# (8e-5 for BERT-base's 768, inside the 2e-5..1e-4 range BERT's fine-tuning recipes use).
-AUTO_LR_BASE, AUTO_LR_WIDTH = 5e-4, 128
 PRETRAINED, BASELINE = "pretrained", "baseline"
 RUN_COLUMNS = ("model", "seed", "epoch", "train_loss", "eval_accuracy", "eval_macro_f1", "learning_rate", "seconds",
                "data_order", "reported")
-
-
-@dataclass(frozen=True)
-class FinetuneConfig:
-    train_path: str | None = None  # a labelled CSV/TSV/Parquet/JSONL file; null: no fine-tuning evaluation
-    eval_path: str | None = None  # null: a hash split of train_path (eval_fraction of it)
-    text_column: str = "text"
-    eval_text_column: str | None = None
-    pair_column: str | None = None  # text-pair tasks: the second text
-    label_column: str = "label"
-    eval_fraction: float = 0.2
-    max_train_examples: int = 1000
-    max_eval_examples: int = 2000
-    max_length: int = 128
-    mode: str = "full"  # full: all weights | frozen: a linear head on frozen mean-pooled vectors
-    # What the classifier reads: mean: the mean of the last hidden states | cls: the [CLS] state
-    # through BERT's pooler (AutoModelForSequenceClassification as it is). A masked LM never trains
-    # its [CLS] output (no next-sentence task), so it barely varies between texts.
-    pooling: str = "mean"
-    # How the classifier layer starts: probe: a logistic regression fitted on the frozen encoder's
-    # features, then all weights fine-tuned (LP-FT, Kumar et al. 2022: a random head's first large
-    # gradients distort pretrained features) | random: as drawn from the seed. Both models get it.
-    head_init: str = "probe"
-    epochs: int = 3
-    # null: every epoch; N: stop after N epochs without a better eval accuracy
-    early_stopping_patience: int | None = None
-    batch_size: int = 16
-    learning_rate: float | str = "auto"
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    seeds: int = 3
-    seed: int = 0
-    baseline: str = "auto"  # auto: the pretraining's starting point | none | a model directory or hub id
-    save_model: bool = False  # keep the first seed's fine-tuned classifier (finetuned_classifier)
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.eval_fraction < 1.0:
-            raise UserError(f"finetune.eval_fraction: {self.eval_fraction!r} must be in (0, 1)")
-        for name in ("max_train_examples", "max_eval_examples", "max_length", "batch_size", "epochs", "seeds"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"finetune.{name}: {value!r} must be a positive integer")
-        patience = self.early_stopping_patience
-        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience < 1):
-            raise UserError(f"finetune.early_stopping_patience: {patience!r} must be a positive integer or null")
-        if self.pooling not in POOLINGS:
-            raise UserError(f"finetune.pooling: {self.pooling!r} is not one of {POOLINGS}")
-        if self.save_model and self.pooling != "cls":
-            raise UserError("finetune.save_model: a kept classifier must work in plain transformers, whose "
-                            "AutoModelForSequenceClassification reads the pooled [CLS] state; set finetune.pooling=cls")
-        if self.head_init not in HEAD_INITS:
-            raise UserError(f"finetune.head_init: {self.head_init!r} is not one of {HEAD_INITS}")
-        if self.mode not in MODES:
-            raise UserError(f"finetune.mode: {self.mode!r} is not one of {MODES}")
-        if self.learning_rate != "auto" and not (
-            isinstance(self.learning_rate, (int, float)) and not isinstance(self.learning_rate, bool)
-            and self.learning_rate > 0
-        ):
-            raise UserError(f"finetune.learning_rate: {self.learning_rate!r} must be > 0 or 'auto'")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise UserError(f"finetune.warmup_ratio: {self.warmup_ratio!r} must be in [0, 1)")
-        if not isinstance(self.baseline, str) or not self.baseline:
-            raise UserError(f"finetune.baseline: {self.baseline!r} must be auto, none, or a model directory / hub id")
-        for name in ("train_path", "eval_path"):
-            path = getattr(self, name)
-            if path is not None and not Path(path).is_file():
-                raise UserError(f"finetune.{name}: {path!r} is not a file")
-        if self.eval_path and not self.train_path:
-            raise UserError("finetune.train_path: required when finetune.eval_path is set")
-
-    @property
-    def enabled(self) -> bool:
-        return self.train_path is not None
-
-    @property
-    def source(self) -> TaskSource:
-        return TaskSource(self.train_path, self.eval_path, self.text_column, self.eval_text_column, self.pair_column,
-                          self.label_column, self.eval_fraction, self.max_train_examples, self.max_eval_examples,
-                          self.seed)
-
-    @property
-    def run_seeds(self) -> list[int]:
-        return [self.seed + offset for offset in range(self.seeds)]
-
-    def learning_rate_for(self, hidden_size: int) -> float:
-        if self.learning_rate == "auto":
-            return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size
-        return float(self.learning_rate)
 
 
 @dataclass
@@ -160,7 +63,7 @@ class PreparedTask:
 
 
 def prepare_task(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase, max_positions: int) -> PreparedTask:
-    return PreparedTask.build(load_task(config.source), tokenizer, min(config.max_length, max_positions))
+    return PreparedTask.build(load_task(TaskSource.of(config)), tokenizer, min(config.max_length, max_positions))
 
 
 def collate(examples: EncodedExamples, indices: np.ndarray, pad_id: int) -> dict[str, torch.Tensor]:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from transformers import PreTrainedTokenizerBase
 
+from bert_mlm.config import FinetuneConfig
 from bert_mlm.core.corpus import hash_unit
 from bert_mlm.core.errors import UserError
 
@@ -36,6 +37,13 @@ class TaskSource:
     max_train_examples: int = 1000
     max_eval_examples: int = 2000
     seed: int = 0  # the hash split and the example subsample
+
+    @classmethod
+    def of(cls, config: FinetuneConfig) -> TaskSource:
+        """The task the ``finetune`` section names."""
+        return cls(config.train_path, config.eval_path, config.text_column, config.eval_text_column,
+                   config.pair_column, config.label_column, config.eval_fraction, config.max_train_examples,
+                   config.max_eval_examples, config.seed)
 
 
 def read_labelled(path: str, text_columns: tuple[str, ...], label_column: str, parameter: str) -> pd.DataFrame:

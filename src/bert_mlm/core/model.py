@@ -4,50 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerBase
 
+from bert_mlm.config import ModelConfig
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import IGNORE_INDEX
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    hidden_size: int = 128
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 2
-    intermediate_size: int = 512
-    hidden_dropout_prob: float = 0.0
-    attention_probs_dropout_prob: float = 0.0
-    max_position_embeddings: int = 512
-    attn_implementation: str = "eager"
-    init_from: str | None = None
-
-    def __post_init__(self) -> None:
-        for name in (
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise UserError(f"model.{name}: {value!r} must be a positive integer")
-        if self.hidden_size % self.num_attention_heads:
-            raise UserError(
-                f"model.hidden_size: {self.hidden_size} is not divisible by "
-                f"model.num_attention_heads ({self.num_attention_heads})"
-            )
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise UserError(f"model.{name}: {getattr(self, name)!r} must be in [0, 1)")
-        if self.attn_implementation not in ("eager", "sdpa"):
-            raise UserError(f"model.attn_implementation: {self.attn_implementation!r} is not 'eager' or 'sdpa'")
 
 
 def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: int) -> BertForMaskedLM:

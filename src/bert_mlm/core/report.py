@@ -17,8 +17,8 @@ matplotlib.use("Agg")  # reports are built headless
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from bert_mlm.config.tuning import SEARCHABLE
 from bert_mlm.core.finetune import compare_runs
-from bert_mlm.core.tuning import SEARCHABLE
 
 # Headline metrics, in the order a reader looks for them.
 HEADLINE = (

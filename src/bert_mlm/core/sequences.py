@@ -16,34 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bert_mlm.config import SequenceConfig
+from bert_mlm.config.sequences import MODES
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.token_store import TokenSplit
-
-MODES = ("packed", "document")
-PADDINGS = ("static", "dynamic")
-MIN_MAX_LENGTH = 8
-
-
-@dataclass(frozen=True)
-class SequenceConfig:
-    mode: str = "packed"
-    padding: str = "dynamic"
-    max_length: int = 128
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise UserError(f"sequences.mode: {self.mode!r} is not one of {MODES}")
-        if self.padding not in PADDINGS:
-            raise UserError(f"sequences.padding: {self.padding!r} is not one of {PADDINGS}")
-        if not isinstance(self.max_length, int) or self.max_length < MIN_MAX_LENGTH:
-            raise UserError(f"sequences.max_length: {self.max_length!r} must be an integer >= {MIN_MAX_LENGTH}")
-
-    def check_fits(self, max_position_embeddings: int) -> None:
-        if self.max_length > max_position_embeddings:
-            raise UserError(
-                f"sequences.max_length: {self.max_length} exceeds model.max_position_embeddings "
-                f"({max_position_embeddings})"
-            )
 
 
 @dataclass

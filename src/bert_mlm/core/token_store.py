@@ -29,9 +29,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bert_mlm.config import DataConfig
 from bert_mlm.core.corpus import SPLITS, CorpusError
 from bert_mlm.core.documents import DocumentShards, read_manifest, write_json
-from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.engine import open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.tokenizer import encoding_backend
 

@@ -22,6 +22,7 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
 
+from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.corpus import cjk_characters
 from bert_mlm.core.errors import UserError
 
@@ -58,52 +59,6 @@ BASE_ALPHABET = (
         (0xFFE0, 0xFFE6),
     )  # and ￠￡￢￣￤￥￦
 )
-
-
-@dataclass(frozen=True)
-class TokenizerConfig:
-    vocab_size: int = 8192
-    min_frequency: int = 2
-    lowercase: bool = True
-    # None: strip when lowercasing, as BERT uncased does, unless the training text is mostly CJK
-    # (stripping drops the voicing marks of kana: が -> か).
-    strip_accents: bool | None = None
-    chinese_chars: bool = True
-    limit_alphabet: int | None = None  # None: every character that occurs min_frequency times
-    # An existing vocabulary (vocab.txt or a tokenizer directory) instead of training one.
-    vocab_path: str | None = None
-    # Train the vocabulary on an evenly spread sample of about this many bytes of the train
-    # split when it is larger (null: all of it). Word counts, the trainer's memory, grow with
-    # the text it sees; a vocabulary of a few ten thousand pieces is settled long before 100 MB.
-    training_sample_bytes: int | None = 100_000_000
-    # Characters a trained vocabulary always holds (and their ## forms where they can continue a
-    # word), whatever min_frequency says: "default" (printable ASCII, common Unicode punctuation,
-    # symbols and currency signs, CJK full-width punctuation), "none", or the characters themselves.
-    base_alphabet: str | None = "default"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.vocab_size, int) or self.vocab_size <= len(SPECIAL_TOKENS):
-            raise UserError(
-                f"tokenizer.vocab_size: {self.vocab_size!r} must be an integer larger than the "
-                f"{len(SPECIAL_TOKENS)} special tokens"
-            )
-        if not isinstance(self.min_frequency, int) or self.min_frequency < 1:
-            raise UserError(f"tokenizer.min_frequency: {self.min_frequency!r} must be a positive integer")
-        if self.limit_alphabet is not None and (not isinstance(self.limit_alphabet, int) or self.limit_alphabet < 1):
-            raise UserError(
-                f"tokenizer.limit_alphabet: {self.limit_alphabet!r} must be a positive integer (or null: no cap)"
-            )
-        if self.base_alphabet is not None and not (isinstance(self.base_alphabet, str) and self.base_alphabet):
-            raise UserError(
-                f"tokenizer.base_alphabet: {self.base_alphabet!r} must be 'default', 'none' or a string of characters"
-            )
-        if self.training_sample_bytes is not None and (
-            not isinstance(self.training_sample_bytes, int) or self.training_sample_bytes < 1_000_000
-        ):
-            raise UserError(
-                f"tokenizer.training_sample_bytes: {self.training_sample_bytes!r} must be an integer of at least "
-                "1000000 (or null: train on the whole train split)"
-            )
 
 
 class VocabularyError(UserError):

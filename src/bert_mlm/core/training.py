@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -19,24 +19,17 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from transformers import BertForMaskedLM
 
+from bert_mlm.config import MaskingConfig, TrainingConfig
 from bert_mlm.core.checkpoints import Position, RunCheckpoints, rng_states, run_fingerprint, seed_everything
 from bert_mlm.core.device import autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.distributed import SINGLE, Rank, all_reduce_sum, gather_objects
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.masking import (
-    DROPOUT_STREAM,
-    IGNORE_INDEX,
-    ORDER_STREAM,
-    MaskingConfig,
-    mask_generator,
-    mask_seed,
-    mask_tokens,
-)
+from bert_mlm.core.masking import DROPOUT_STREAM, IGNORE_INDEX, ORDER_STREAM, mask_generator, mask_seed, mask_tokens
 from bert_mlm.core.model import MaskedPositionsMLM, check_step_memory, masked_lm_loss
 from bert_mlm.core.optim import Optimisation
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
-from bert_mlm.core.training_config import TokenIds, TrainingConfig
+from bert_mlm.core.token_ids import TokenIds
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +186,7 @@ def train(
             if checkpoint_due and nonfinite_streak == 0:
                 rng = gather_objects(rng_states(), rank)  # a collective: every rank takes part
                 if rank.is_main:  # one writer
-                    checkpoints.save(position, stateful, rng, asdict(config))
+                    checkpoints.save(position, stateful, rng, config.model_dump())
             if on_step is not None:
                 on_step(position.step, last)
                 model.train()
@@ -238,7 +231,7 @@ def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
     """``training.epochs`` turned into ``max_steps`` (passes over the training sequences)."""
     if config.epochs is None:
         return config
-    return replace(config, max_steps=config.step_budget(sequences))
+    return config.replace(max_steps=config.step_budget(sequences))
 
 
 

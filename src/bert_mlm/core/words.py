@@ -26,22 +26,18 @@ from pathlib import Path
 
 import numpy as np
 
+from bert_mlm.config import DataConfig
+from bert_mlm.config.masking import SEGMENTERS
 from bert_mlm.core.corpus import SPLITS, cjk_characters
 from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.engine import open_engine
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
 
 logger = logging.getLogger(__name__)
 
-SEGMENTERS = ("auto", "wordpiece", "jieba")
 WORDS_SUFFIX = "words.bits"
-
-
-def validate_segmenter(segmenter: str, prefix: str = "masking") -> None:
-    if segmenter not in SEGMENTERS:
-        raise UserError(f"{prefix}.word_segmenter: {segmenter!r} is not one of {SEGMENTERS}")
 
 
 def cjk_share(texts: Iterable[str]) -> float:
@@ -55,7 +51,8 @@ def cjk_share(texts: Iterable[str]) -> float:
 
 def resolve_segmenter(segmenter: str, sample: Iterable[str]) -> str:
     """``auto`` -> ``jieba`` when most letters of ``sample`` are CJK, else ``wordpiece``."""
-    validate_segmenter(segmenter)
+    if segmenter not in SEGMENTERS:  # a library caller's value (the parameters' is checked by its type)
+        raise UserError(f"masking.word_segmenter: {segmenter!r} is not one of {SEGMENTERS}")
     if segmenter != "auto":
         return segmenter
     return "jieba" if cjk_share(sample) > CJK_MAJORITY else "wordpiece"

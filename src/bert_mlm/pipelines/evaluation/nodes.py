@@ -5,14 +5,13 @@ from __future__ import annotations
 import logging
 from pathlib import PurePosixPath
 
-from bert_mlm.core.corpus import CorpusConfig
+from bert_mlm.config import CorpusConfig, EvaluationParameters, ModelConfig, SequenceConfig
 from bert_mlm.core.device import resolve_device
 from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.evaluation import EvaluationParameters, fill_mask_report
+from bert_mlm.core.evaluation import fill_mask_report
 from bert_mlm.core.experiment import held_out_metrics, starting_weights
 from bert_mlm.core.finetune import for_metrics_json
-from bert_mlm.core.model import ModelConfig
-from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
+from bert_mlm.core.sequences import SequenceIndex
 from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.datasets.pretrained import MaskedLM

@@ -6,9 +6,8 @@ import logging
 
 import pandas as pd
 
-from bert_mlm.core.corpus import CorpusConfig
+from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.documents import DocumentShards, DocumentStream
-from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.sources import CorpusSource, as_corpus_source
 
 logger = logging.getLogger(__name__)

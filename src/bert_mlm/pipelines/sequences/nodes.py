@@ -7,17 +7,21 @@ import logging
 import pandas as pd
 from transformers import PreTrainedTokenizerFast
 
-from bert_mlm.core.config import whole_word_requested
+from bert_mlm.config import (
+    DataConfig,
+    EvaluationParameters,
+    MaskingConfig,
+    SequenceConfig,
+    TrainingConfig,
+    TuningConfig,
+    whole_word_requested,
+)
 from bert_mlm.core.corpus import SPLITS
 from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.evaluation import EvaluationParameters
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.sequences import SequenceConfig, SequenceIndex, build_sequence_index, sequence_stats
+from bert_mlm.core.sequences import SequenceIndex, build_sequence_index, sequence_stats
+from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.training_config import TokenIds, TrainingConfig
-from bert_mlm.core.tuning import TuningConfig
 from bert_mlm.core.words import WordSegmentationJob, resolve_segmenter
 
 SEGMENTER_SAMPLE_CHARS = 200_000

@@ -7,11 +7,11 @@ import logging
 import pandas as pd
 from transformers import PreTrainedTokenizerFast
 
+from bert_mlm.config import DataConfig, ModelConfig, TokenizerConfig
 from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.engine import DataConfig
-from bert_mlm.core.model import ModelConfig, resolve_checkpoint
+from bert_mlm.core.model import resolve_checkpoint
 from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
-from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordpiece
+from bert_mlm.core.tokenizer import load_tokenizer, train_wordpiece
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "token_store", "sequence_index", "tokenizer", "params:tuning", "params:model", "params:training",
                     "params:masking", "params:evaluation", "params:sequences", "params:finetune",
                 ],
-                outputs=["tuning_best_params", "tuning_trials", "tuning_objective_plot", "tuning_history_plot"],
+                outputs=["resolved_masking", "resolved_training", "tuning_best_params", "tuning_trials",
+                         "tuning_objective_plot", "tuning_history_plot"],
                 name="tune_mask_probability",
                 tags=["tuning", "model"],
             )
