@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import html
+import io
 import json
+import logging
 import math
 import re
 from pathlib import Path
@@ -301,7 +303,7 @@ def assert_before_equals_a_separate_evaluation(project: Path, metrics: dict, sta
 
 @pytest.mark.slow
 def test_continued_pretraining_says_how_the_loss_moved_on_the_domain_and_on_general_text(
-    project_copy, monkeypatch, shared_data, capsys
+    project_copy, monkeypatch, shared_data
 ):
     """A general model trained by the chain (a Gutenberg book), continued (`model.init_from`) on
     another text with `evaluation.corpus_path` pointing at the general book: the log, metrics.json
@@ -314,10 +316,18 @@ def test_continued_pretraining_says_how_the_loss_moved_on_the_domain_and_on_gene
                 **{"corpus.path": str(general_text), "tuning.n_trials": 0})
     data = project_copy / "data"
     general = latest(data / "06_models" / "masked_lm")
-    capsys.readouterr()
-    run_session(project_copy, monkeypatch, **{"corpus.path": str(domain_text), "model.init_from": str(general),
-                                              "evaluation.corpus_path": str(general_text), "tuning.n_trials": 0})
-    log = capsys.readouterr().out
+    # The evaluation node's own logger: the project's logging configuration (applied at every
+    # session) leaves a logger it does not name alone, and with it this handler.
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    node_logger = logging.getLogger("bert_mlm.pipelines.evaluation.nodes")
+    node_logger.addHandler(handler)
+    try:
+        run_session(project_copy, monkeypatch, **{"corpus.path": str(domain_text), "model.init_from": str(general),
+                                                  "evaluation.corpus_path": str(general_text), "tuning.n_trials": 0})
+    finally:
+        node_logger.removeHandler(handler)
+    log = log.getvalue()
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
     rate = CONTINUED_LR_FACTOR * 2e-3 * 128 / 32  # the smoke model is 32 wide
     assert metrics["learning_rate"] == pytest.approx(rate)
