@@ -372,7 +372,7 @@ def report(workdir: Path) -> str:
             domain, general_change = run["domain"], run["general"]
             tuned = run.get("finetune")
             gain = (f"{tuned['accuracy']:.4f} | {100 * tuned['gain_mean']:+.1f} [{100 * tuned['gain_low']:+.1f}, "
-                    f"{100 * tuned['gain_high']:+.1f}]" if tuned else "| ")
+                    f"{100 * tuned['gain_high']:+.1f}]" if tuned else "not yet | not yet")
             lines.append(
                 f"| {run['learning_rate']:g} | {round(run['warmup'] * run['steps'])} ({100 * run['warmup']:.0f} %) "
                 f"| {interval_text(domain['eval_loss_change'], domain['eval_loss_change_se'])} "
