@@ -15,13 +15,16 @@ from tests.kedro_runs import run_session
 pytest.importorskip("kedro_mlflow", reason="the mlflow extra is not installed (pip install -e '.[mlflow]')")
 
 KEDRO = str(Path(sys.executable).with_name("kedro"))
+PASSWORD = "Sesame-mlflow-5"
+STORAGE = f"postgresql://optuna:{PASSWORD}@db.example/studies"  # not opened: no study runs
 
 
 def tracked_kedro_run(project: Path) -> subprocess.CompletedProcess:
     """``BERT_MLM_MLFLOW=1 kedro run --env smoke`` as a process of its own: settings read the
     switch when they are imported. The study is not what is tracked here: skipped."""
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "BERT_MLM_MLFLOW": "1"}
-    command = [KEDRO, "run", "--env", "smoke", "--params", "tuning.n_trials=0"]
+    # A password in a parameter: kedro-mlflow logs every parameter and tags the run with --params.
+    command = [KEDRO, "run", "--env", "smoke", "--params", f"tuning.n_trials=0,tuning.storage={STORAGE}"]
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -49,3 +52,7 @@ def test_tracking_is_off_by_default_and_logs_a_full_run_when_on(project_copy, mo
     assert [m.step for m in loss_curve] == list(range(1, 13))
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"run_report.html", "metrics.json"} <= artifacts
+    assert run.data.params["tuning.storage"] == "postgresql://optuna:***@db.example/studies"
+    assert "optuna:***@db.example" in run.data.tags["runtime_params"]
+    for path in (project_copy / "data").rglob("*"):  # the tracking database and artifacts among them
+        assert not path.is_file() or PASSWORD.encode() not in path.read_bytes(), path

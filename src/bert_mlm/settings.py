@@ -7,7 +7,7 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 import os
 import warnings
 
-from bert_mlm.hooks import MLFLOW_ENV, MlflowMetricsHook, NodeTimingHook, ValidateParametersHook
+from bert_mlm.hooks import MLFLOW_ENV, MlflowMetricsHook, NodeTimingHook, RedactedForPlugins, ValidateParametersHook
 from bert_mlm.logs import configure_logging
 
 # Plain one-line records in log files, Rich in a terminal (conf/logging.yml, bert_mlm/logs.py).
@@ -16,7 +16,7 @@ configure_logging()
 # Raised inside Kedro's own config loader on every run; nothing a user of this project can act on.
 warnings.filterwarnings("ignore", message=r"register_new_resolver\(\) is deprecated", category=UserWarning)
 
-HOOKS = (ValidateParametersHook(), NodeTimingHook(), MlflowMetricsHook())
+HOOKS = (ValidateParametersHook(), NodeTimingHook(), MlflowMetricsHook(), RedactedForPlugins())
 
 # MLflow tracking through kedro-mlflow (`pip install -e ".[mlflow]"`) is off by default, also
 # when installed: `BERT_MLM_MLFLOW=1 kedro run` turns it on (configuration: conf/base/mlflow.yml).

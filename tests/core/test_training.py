@@ -110,6 +110,41 @@ def test_resume_after_a_crash_gives_the_same_weights(tmp_path):
         assert torch.equal(uninterrupted[key], resumed[key]), key
 
 
+class MixedSequences(list):
+    """In-memory sequences with a mixture plan, as the stored train split carries one."""
+
+    mixture = None
+
+
+def test_a_mixture_resumes_exactly_across_its_epochs(tmp_path):
+    """Epochs drawn by a 0.8/0.2 mixture (the small source repeated 4.8x, the large one thinned):
+    a run that crashed and resumed, across an epoch boundary, ends with the uninterrupted run's weights."""
+    from bert_mlm.core.mixture import SourceSpan, plan_mixture, source_settings
+
+    sequences = MixedSequences(repetitive_sequences())
+    sequences.mixture = plan_mixture([SourceSpan("small", 0, 16), SourceSpan("large", 16, 96)],
+                                     source_settings({"small": {"weight": 0.8}, "large": {"weight": 0.2}}))
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(tmp_path / "straight"))
+    straight = train(model, sequences, ids, MaskingConfig(), config.model_copy(update={"max_steps": 16}), collator)
+    assert straight.history["epoch"].max() == 1  # 96 drawn sequences a epoch: 12 batches of 8
+    uninterrupted = model.state_dict()
+
+    crash_dir = str(tmp_path / "crashed")
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, max_steps=16)
+
+    def crash(step, _record):
+        if step == 14:
+            raise KeyboardInterrupt("simulated crash")
+
+    with pytest.raises(KeyboardInterrupt):
+        train(model, sequences, ids, MaskingConfig(), config, collator, on_step=crash)
+    fresh, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True, max_steps=16)
+    resumed = train(fresh, sequences, ids, MaskingConfig(), config, collator)
+    assert resumed.resumed_from_step == 12
+    for key, value in fresh.state_dict().items():
+        assert torch.equal(uninterrupted[key], value), key
+
+
 def test_a_linear_mask_schedule_reaches_its_end_and_resumes_exactly(tmp_path):
     sequences = repetitive_sequences()
     schedule = MaskingConfig(0.4, schedule="linear", final_probability=0.1)

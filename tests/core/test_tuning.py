@@ -347,3 +347,20 @@ def test_a_study_by_fine_tuning_scores_trials_by_their_fine_tuned_accuracy(tmp_p
         assert len(accuracies) == 2 and value == pytest.approx(1 - sum(accuracies) / 2)
     assert trials["last_step"].isna().all(), "no intermediate values: nothing to prune by"
     assert "fine-tuning error" in objective_plot.axes[0].get_ylabel()
+
+
+def test_a_user_error_in_a_trial_stops_the_study_in_its_own_line(tmp_path):
+    """A setting the user must change (here: a step that cannot fit) failed every trial and ended as "tuning: 2
+    consecutive trials failed; see the log", after 218-238 lines."""
+    from bert_mlm.core.errors import UserError
+
+    config = TuningConfig(n_trials=3, storage=f"sqlite:///{tmp_path}/s.db")
+    calls = []
+
+    def refused(trial, values, report):
+        calls.append(trial.number)
+        raise UserError("sequences.max_length: one training step ... needs about 40 GB")
+
+    with pytest.raises(UserError, match=r"^sequences\.max_length: one training step"):
+        run_study(config, refused)
+    assert calls == [0]

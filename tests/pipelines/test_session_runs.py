@@ -373,9 +373,10 @@ def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monk
     index = SequenceIndexDataset(
         filepath=str(data / "05_model_input" / "sequence_index"), version=Version(None, None)
     ).load()
-    assert index.word_segmenter == "jieba" and set(index.words) == {"train", "valid", "test"}
+    assert index.word_segmenter == "rjieba" and set(index.words) == {"train", "valid", "test"}
+    assert index.word_scheme == 2  # rjieba's own scheme: never read as jieba's bits
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
-    assert metrics["whole_word"] is True and metrics["word_segmenter"] == "jieba"
+    assert metrics["whole_word"] is True and metrics["word_segmenter"] == "rjieba"
     trials = pd.read_csv(latest(data / "07_model_output" / "tuning_trials.csv"))
     assert "params_whole_word" in trials
     examples = metrics["fill_mask_examples"]

@@ -46,7 +46,8 @@ class CorpusConfig(Section):
     hf_dataset: dict[str, Any] | str | None = Field(
         None, description="a Hugging Face dataset: {name, config, split, text_column} or {path: <save_to_disk dir>}")
     sources: dict[str, Any] | list[Any] | None = Field(
-        None, description="a mixture: {name: {path or hf_dataset, weight or repeat, credentials, text_column}, ...}")
+        None, description="a mixture: {name: {path or hf_dataset, weight or repeat, credentials, text_column}, ...}; "
+                          "the weights apply per training epoch (changing one re-runs no data stage)")
     min_words: int = Field(
         4, ge=1, description="drop text-file paragraphs with fewer words (headings, page numbers); a CJK character is "
                              "a word; table rows are kept unless empty")

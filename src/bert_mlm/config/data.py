@@ -28,6 +28,9 @@ class DataConfig(Section):
     chunk_bytes: int = Field(
         8 << 20, ge=1 << 16,
         description="text per work item (a read chunk, a shard row group): memory vs per-task overhead")
+    reuse: bool = Field(
+        True, description="skip a data stage whose inputs, settings and code match a stored version (logged; hard "
+                          "links); false: recompute")
 
     @model_validator(mode="after")
     def _scheduler_needs_dask(self) -> DataConfig:

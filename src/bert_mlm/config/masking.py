@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from bert_mlm.config.base import Probability, Section
 from bert_mlm.core.errors import UserError
 
-SEGMENTERS = ("auto", "wordpiece", "jieba")
+SEGMENTERS = ("auto", "wordpiece", "rjieba", "jieba")
 SCHEDULES = ("constant", "linear")
 
 
@@ -24,8 +24,8 @@ class MaskingConfig(Section):
         0.1, ge=0, le=1, description="of those, replaced by a random token (the rest are kept)")
     whole_word: bool = Field(False, description="true: select whole words; all pieces of a word share one fate")
     word_segmenter: Literal[SEGMENTERS] = Field(
-        "auto", description="auto | wordpiece (## pieces) | jieba (Chinese words); auto: jieba when the text is "
-                            "mostly CJK")
+        "auto", description="auto | wordpiece (## pieces) | rjieba | jieba (Chinese words); auto: rjieba (jieba's "
+                            "words, 15x faster) on mostly-CJK text")
     # Ankner et al. 2023: a decreasing rate beat every constant one.
     schedule: Literal[SCHEDULES] = Field(
         "constant", description="constant | linear: from probability at the first step to final_probability at "

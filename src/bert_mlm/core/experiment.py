@@ -38,7 +38,9 @@ from bert_mlm.core.evaluation import (
     prepare_evaluation_set,
     score_sequences,
 )
+from bert_mlm.core.mixture import plan_mixture, source_settings
 from bert_mlm.core.model import build_model, planned_bert_config
+from bert_mlm.core.redaction import redact
 from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceIndex, build_sequences
 from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_ids import TokenIds
@@ -62,7 +64,7 @@ def check_extra_corpus(source: CorpusSource) -> None:
     """An extra evaluation corpus whose files hold no byte is refused before any training."""
     if not source.is_empty and source.total_bytes() == 0:
         files = source.files()
-        raise UserError(f"evaluation.corpus_path: {source.path!r} is empty ({len(files)} file(s), 0 bytes)")
+        raise UserError(f"evaluation.corpus_path: {redact(source.path)!r} is empty ({len(files)} file(s), 0 bytes)")
 
 
 def open_sequences(
@@ -92,12 +94,14 @@ class Experiment:
     def from_store(
         cls, token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase, *,
         model: ModelConfig, training: TrainingConfig, masking: MaskingConfig, evaluation: EvaluationConfig,
-        sequences: SequenceConfig,
+        sequences: SequenceConfig, mixture: dict | list | None = None,
     ) -> Experiment:
         """An experiment on the stored sequences, refused when the stored index was built for other
         ``sequences`` parameters or lacks the word boundaries that whole-word masking needs. Its
         ``auto`` learning rate and warmup are resolved for the model: continued pretraining
-        (``model.init_from``) has rules of its own (:meth:`TrainingConfig.resolved`)."""
+        (``model.init_from``) has rules of its own (:meth:`TrainingConfig.resolved`).
+        ``mixture``: ``corpus.sources``, whose weights (or repeats) the training epochs draw a
+        mixture's stored sources by (:mod:`bert_mlm.core.mixture`)."""
         if (sequence_index.mode, sequence_index.max_length) != (sequences.mode, sequences.max_length):
             raise UserError(
                 f"sequences: the stored sequence_index is {sequence_index.mode} x {sequence_index.max_length}, "
@@ -107,8 +111,14 @@ class Experiment:
         sequence_index.check_words(masking.whole_word, masking.word_segmenter)
         sequence_index.check_words(evaluation.whole_word, masking.word_segmenter, "evaluation.whole_word")
         opened = open_sequences(token_store, sequence_index, tokenizer)
+        settings, train = source_settings(mixture), opened.get("train")
+        if train is not None and train.sources:
+            train.mixture = plan_mixture(train.sources, settings)
+        elif settings is not None:
+            raise UserError(f"corpus.sources: names the sources {sorted(settings)}, but the token store holds one "
+                            "corpus, not a mixture; run the data stages with these sources")
         hidden_size = planned_bert_config(model, len(tokenizer)).hidden_size
-        training, note = training.resolved(hidden_size, bool(model.init_from), len(opened.get("train", [])))
+        training, note = training.resolved(hidden_size, bool(model.init_from), len(train) if train is not None else 0)
         return cls(tokenizer, opened, model, training, masking, evaluation, sequences, note)
 
     @functools.cached_property
@@ -182,8 +192,18 @@ def train_trial(
     return last["loss"]
 
 
+def mixture_shares(sequences, seed: int = 0) -> dict | None:
+    """A mixture's per-source sequences and tokens in epoch 0 of ``seed``, counted on the drawn
+    index (not estimated); ``None`` without a mixture."""
+    plan = getattr(sequences, "mixture", None)
+    if plan is None:
+        return None
+    return plan.shares(plan.sample(seed, 0), sequences.lengths)
+
+
 def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: TuningRecord, model: BertForMaskedLM,
-                     stored_segmenter: str, world_size: int, schedule_note: str = "") -> dict:
+                     stored_segmenter: str, world_size: int, sequences=None, seed: int = 0,
+                     schedule_note: str = "") -> dict:
     """What a run trained and how (``metrics.json``, the report): tokens, speed, the masking
     actually used and where its probability came from (``tuning``: the record of the stage that
     resolved it). ``stored_segmenter``: the sequence index's word segmenter, which ``masking.word_segmenter:
@@ -211,6 +231,7 @@ def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: Tun
         "tuning_decision": tuning.summary["tuning_decision"],
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "data_parallel_workers": world_size,
+        "mixture": mixture_shares(sequences, seed),
     }
 
 

@@ -277,6 +277,15 @@ def comparison_figure(histories: Mapping[str, pd.DataFrame], comparison: pd.Data
 
 
 # ----------------------------------------------------------------------------- reports
+def mixture_section(mixture: Mapping | None) -> list[tuple[str, str]]:
+    """A mixture's sources: setting, stored sequences and each source's share of an epoch, counted
+    on the drawn index (the weights apply when training samples, not in the stored data)."""
+    if not mixture:
+        return []
+    frame = pd.DataFrame([{"source": name, **values} for name, values in mixture.items()])
+    return [("Mixture: each source's share of a training epoch (counted on the drawn index)", table(frame))]
+
+
 def run_report(
     metrics: Mapping,
     training_history: pd.DataFrame,
@@ -289,7 +298,8 @@ def run_report(
     """The report of one `kedro run`: data, tokenizer, sequences (padding efficiency), training
     curves, tuning, fine-tuning, evaluation metrics and fill-mask examples."""
     all_metrics = pd.DataFrame(
-        [(k, format_value(v)) for k, v in metrics.items() if k != "fill_mask_examples" and not isinstance(v, list)],
+        [(k, format_value(v)) for k, v in metrics.items()
+         if k not in ("fill_mask_examples", "mixture") and not isinstance(v, list)],
         columns=["metric", "value"]
     )
     trial_columns = [c for c in ("number", "state", "params_probability", "value", "attr_seed_spread",
@@ -304,6 +314,7 @@ def run_report(
         ("Corpus", table(corpus_stats)),
         ("Tokenizer", table(tokenization_stats)),
         ("Sequences and padding efficiency", table(sequence_stats)),
+        *mixture_section(metrics.get("mixture")),
         ("Training", image(training_curves(training_history), "training curves")),
         (
             "Tuning of the mask probability",

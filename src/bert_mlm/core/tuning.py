@@ -26,6 +26,8 @@ from optuna.trial import FrozenTrial, TrialState
 from bert_mlm.config import MaskingConfig, TuningConfig
 from bert_mlm.config.tuning import SEARCHABLE
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.progress import clock
+from bert_mlm.core.redaction import redact
 from bert_mlm.core.tuning_record import TuningRecord
 
 logger = logging.getLogger(__name__)
@@ -68,21 +70,6 @@ DRIVER_PACKAGES = {
 }
 
 
-def masked_url(url: str) -> str:
-    """``url`` as it may be shown in messages, logs and artifacts: the password replaced by ``***``.
-    A value SQLAlchemy cannot parse (``journal:...``, a typo) holds no recognisable password and
-    is shown as it is."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    if url.startswith("journal:"):
-        return url
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return url
-
-
 def _password(url: str) -> str | None:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
@@ -109,7 +96,7 @@ def check_storage(config: TuningConfig) -> None:
     or an unwritable path stops the run before the data stages, with the parameter named."""
     _quiet_experimental()
     storage = None
-    shown = masked_url(config.storage)
+    shown = redact(config.storage)
     try:
         storage = make_storage(config)
         storage.get_all_studies()
@@ -120,6 +107,7 @@ def check_storage(config: TuningConfig) -> None:
         password = _password(config.storage)
         if password:
             reason = reason.replace(password, "***")
+        reason = redact(reason)
         module = _missing_driver(error)
         if module is not None:
             package = DRIVER_PACKAGES.get(module, module)
@@ -203,6 +191,25 @@ class _StopAtTrials:
         self.counted(study, trial)
 
 
+class _TrialLines:
+    """One log line per finished trial, with the trials the study still needs and an ETA from the
+    trials this worker finished (a study of minutes printed nothing between its first and last line)."""
+
+    def __init__(self, n_trials: int) -> None:
+        self.n_trials, self.durations = n_trials, []
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if trial.user_attrs.get("surplus"):
+            return
+        seconds = (trial.duration.total_seconds() if trial.duration is not None else 0.0)
+        self.durations.append(seconds)
+        left = max(0, self.n_trials - count_trials(study, ACTIVE))
+        eta = left * sum(self.durations) / len(self.durations)
+        value = f" value {trial.value:.4f}" if trial.value is not None else ""
+        logger.info("tuning: trial %d %s%s in %s; %d of %d trial(s) left, ETA %s", trial.number,
+                    trial.state.name.lower(), value, clock(seconds), left, self.n_trials, clock(eta))
+
+
 class _FailureGuard:
     """Stops this worker after ``limit`` consecutive failed trials (a broken configuration, not
     bad luck); a surplus trial, refused before it ran, is no failure."""
@@ -232,9 +239,12 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
     """Run trials until the study holds ``config.n_trials`` finished trials.
 
     A trial that raises is recorded as FAIL and the study goes on; after ``n_trials``
-    consecutive failures the last error is raised (a broken configuration, not bad luck).
+    consecutive failures the last error is raised (a broken configuration, not bad luck). A
+    ``UserError`` (a setting the user must change: a step that cannot fit in memory, a broken
+    starting model) stops the study at once and is raised as it is, in its one line.
     """
     study = open_study(config)
+    user_errors: list[UserError] = []
 
     def objective(trial: optuna.Trial) -> float:
         # Two workers may both start a trial when one is missing: the later one does not run.
@@ -249,7 +259,12 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at step {step} with eval loss {value:.4f}")
 
-        value = run_trial(trial, values, report)
+        try:
+            value = run_trial(trial, values, report)
+        except UserError as error:
+            user_errors.append(error)
+            study.stop()
+            raise
         if not math.isfinite(value):
             raise RuntimeError(f"trial {trial.number}: non-finite evaluation loss {value}")
         return value
@@ -259,7 +274,9 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
     if count_trials(study, ACTIVE) < config.n_trials:
         guard = _FailureGuard(max(config.n_trials, 1))
         study.optimize(objective, catch=(Exception,), gc_after_trial=True,
-                       callbacks=[guard, _StopAtTrials(config.n_trials)])
+                       callbacks=[guard, _TrialLines(config.n_trials), _StopAtTrials(config.n_trials)])
+        if user_errors:
+            raise user_errors[0]
         guard.check()
     # Other workers may still be finishing their trials; this worker's share is done.
     return study
@@ -295,7 +312,7 @@ def best_parameters(study: optuna.Study, config: TuningConfig) -> TuningRecord:
         overrides[SEARCHABLE[name][0]][name] = value
     return TuningRecord(
         "tuning", overrides["masking"], overrides["training"], study_name=config.study_name,
-        storage=masked_url(config.storage), objective=config.objective, best_trial=best.number, best_value=best.value,
+        storage=redact(config.storage), objective=config.objective, best_trial=best.number, best_value=best.value,
         finished_trials=sum(1 for t in study.get_trials(deepcopy=False) if t.state in FINISHED),
     )
 

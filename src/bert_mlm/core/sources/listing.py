@@ -7,13 +7,14 @@ from __future__ import annotations
 import glob
 import logging
 import os
-import re
 from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
 
 import fsspec
 import fsspec.utils
 
 from bert_mlm.core.corpus import SUPPORTED_SUFFIXES, CorpusError
+from bert_mlm.core.redaction import redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +46,10 @@ def as_corpus_file(file: CorpusFile | os.PathLike) -> CorpusFile:
 
 
 def without_userinfo(text: str) -> str:
-    """Text fit for messages and manifests: every URL's user info masked
-    (``https://user:secret@host/x`` -> ``https://***@host/x``)."""
-    return re.sub(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s'\"]+@", r"\1***@", text)
+    """Text fit for messages and manifests, through the project's one redaction: every URL's
+    password (``https://user:secret@host/x`` -> ``https://user:***@host/x``) and secret query
+    parameters (signatures, tokens, keys) masked."""
+    return redact_text(text)
 
 
 def printable(path: str | os.PathLike) -> str:
@@ -64,16 +66,21 @@ def first_line(error: BaseException) -> str:
     return text[0][:300] if text else type(error).__name__
 
 
+def _path_part(name: str) -> PurePosixPath:
+    """The path of ``name``; a URL's query is no suffix (a signed URL ends in ``?X-Amz-Signature=...``)."""
+    return PurePosixPath(urlsplit(name).path if "://" in name else name)
+
+
 def format_suffix(name: str) -> str:
     """The format of ``name`` under its compression: ``books.jsonl.gz`` -> ``.jsonl``."""
-    suffixes = [s.lower() for s in PurePosixPath(name).suffixes]
+    suffixes = [s.lower() for s in _path_part(name).suffixes]
     if suffixes and suffixes[-1] in COMPRESSIONS:
         suffixes = suffixes[:-1]
     return suffixes[-1] if suffixes else ""
 
 
 def compression_of(name: str) -> str | None:
-    return COMPRESSIONS.get(PurePosixPath(name).suffix.lower())
+    return COMPRESSIONS.get(_path_part(name).suffix.lower())
 
 
 def skip_reason(name: str) -> str | None:

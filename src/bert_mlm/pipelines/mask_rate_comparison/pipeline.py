@@ -20,7 +20,7 @@ VARIANTS = ("mask_015", "mask_030", "mask_045")
 SHARED_INPUTS = {"corpus_documents", "token_store", "sequence_index", "tokenizer", "extra_eval_corpus"}
 SHARED_PARAMETERS = {
     "params:model", "params:training", "params:masking", "params:evaluation", "params:sequences", "params:distributed",
-    "params:finetune",
+    "params:finetune", "params:corpus",
 }
 
 

@@ -11,32 +11,26 @@ from bert_mlm.config import DataConfig, ModelConfig, TokenizerConfig
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.model import resolve_checkpoint
 from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
-from bert_mlm.core.tokenizer import load_tokenizer, train_wordpiece
+from bert_mlm.core.tokenizer import TokenizerJob, load_tokenizer
 
 logger = logging.getLogger(__name__)
 
 
 def build_tokenizer(
-    corpus_documents: DocumentShards, config: TokenizerConfig, model: ModelConfig
-) -> PreTrainedTokenizerFast:
+    corpus_documents: DocumentShards, config: TokenizerConfig, model: ModelConfig, data: DataConfig | None = None,
+) -> PreTrainedTokenizerFast | TokenizerJob:
     """Train a WordPiece vocabulary on the train split (streamed; on an evenly spread sample of
     ``tokenizer.training_sample_bytes`` when the split is larger), or load ``tokenizer.vocab_path``,
-    or, for continued pretraining (``model.init_from``), the checkpoint's own tokenizer."""
+    or, for continued pretraining (``model.init_from``), the checkpoint's own tokenizer.
+
+    The training is returned as a job that the ``tokenizer`` dataset runs when it saves, unless a
+    stored version was trained on the same documents with the same settings (``data.reuse``)."""
     source = config.vocab_path or (resolve_checkpoint(model.init_from) if model.init_from else None)
     if source:
         tokenizer = load_tokenizer(source, config.lowercase, config.strip_accents, config.chinese_chars)
         logger.info("Loaded a vocabulary of %d tokens from %s", len(tokenizer), config.vocab_path or model.init_from)
         return tokenizer
-    train_bytes = corpus_documents.utf8_bytes("train")
-    fraction = None
-    if config.training_sample_bytes and train_bytes > config.training_sample_bytes:
-        fraction = config.training_sample_bytes / train_bytes
-    tokenizer = train_wordpiece(lambda: corpus_documents.iter_texts("train", fraction), config)
-    logger.info(
-        "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
-        len(tokenizer), f"{fraction:.1%}" if fraction else "all", train_bytes / 1e6,
-    )
-    return tokenizer
+    return TokenizerJob(corpus_documents, config, data or DataConfig())
 
 
 def encode_corpus(

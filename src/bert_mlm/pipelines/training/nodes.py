@@ -9,6 +9,7 @@ import pandas as pd
 from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.config import (
+    CorpusConfig,
     DistributedConfig,
     EvaluationParameters,
     MaskingConfig,
@@ -38,6 +39,7 @@ def train_masked_lm(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     distributed: DistributedConfig,
+    corpus: CorpusConfig | None = None,
 ) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, dict]:
     """Train with per-epoch dynamic masking.
 
@@ -45,15 +47,19 @@ def train_masked_lm(
     ``resolved_training``: the training section it resolved when the study chose training values,
     else ``{}`` and the run trains with ``training`` (its parameters); ``tuning_record``: the
     stage's record, for the summary. Returns the model with its tokenizer, the per-step history, a
-    loss/accuracy plot and a summary (tokens, throughput, the masking used and where it came from).
+    loss/accuracy plot and a summary (tokens, throughput, the masking used and where it came from, and
+    a mixture's per-source shares counted on the drawn epoch). ``corpus.sources``' weights are applied
+    here, per epoch: changing one re-runs no data stage.
     """
     training = resolved_training or training
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
-                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences)
+                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences,
+                                       mixture=corpus.sources if corpus is not None else None)
     logger.info("Training with masking %s (from %s)", masking.model_dump(), tuning_record.source)
     logger.info("Training with %s", experiment.schedule_note)
     trained, result = train_data_parallel(experiment, distributed)
     summary = training_summary(result, masking, tuning_record, trained, sequence_index.word_segmenter,
-                               distributed.world_size, experiment.schedule_note)
+                               distributed.world_size, experiment.sequences.get("train"), training.seed,
+                               experiment.schedule_note)
     trained.to("cpu")
     return MaskedLM(model=trained, tokenizer=tokenizer), result.history, training_curves(result.history), summary

@@ -20,6 +20,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "params:evaluation",
                     "params:sequences",
                     "params:distributed",
+                    "params:corpus",
                 ],
                 outputs=["trained_model", "training_history", "training_curves", "training_summary"],
                 name="train_masked_lm",

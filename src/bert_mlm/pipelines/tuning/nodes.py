@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.config import (
+    CorpusConfig,
     EvaluationParameters,
     FinetuneConfig,
     MaskingConfig,
@@ -41,6 +42,7 @@ def tune_mask_probability(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     finetune: FinetuneConfig,
+    corpus: CorpusConfig | None = None,
 ) -> tuple[MaskingConfig, TrainingConfig | dict, TuningRecord, pd.DataFrame, plt.Figure, go.Figure]:
     """Run (or continue) the study; return the masking to train with (the configured one, or the
     study's best when it was adopted), the training section when the study chose training values
@@ -50,7 +52,8 @@ def tune_mask_probability(
     With ``tuning.n_trials: 0`` the study is skipped and the configured masking is passed on.
     """
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
-                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences)
+                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences,
+                                       mixture=corpus.sources if corpus is not None else None)
     if True in (config.search_space.get("whole_word") or ()):
         sequence_index.check_words(True, masking.word_segmenter, "tuning.search_space.whole_word")
     if config.n_trials == 0:
