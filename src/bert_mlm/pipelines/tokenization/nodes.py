@@ -7,11 +7,20 @@ import logging
 import pandas as pd
 from transformers import PreTrainedTokenizerFast
 
-from bert_mlm.config import DataConfig, ModelConfig, TokenizerConfig
+from bert_mlm.config import (
+    DataConfig,
+    EvaluationParameters,
+    MaskingConfig,
+    ModelConfig,
+    TokenizerConfig,
+    TuningConfig,
+    whole_word_requested,
+)
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.model import resolve_checkpoint
 from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
 from bert_mlm.core.tokenizer import TokenizerJob, load_tokenizer
+from bert_mlm.core.words import SEGMENTER_SAMPLE_CHARS, stored_word_segmenter
 
 logger = logging.getLogger(__name__)
 
@@ -34,16 +43,24 @@ def build_tokenizer(
 
 
 def encode_corpus(
-    corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data: DataConfig
+    corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data: DataConfig,
+    masking: MaskingConfig, evaluation: EvaluationParameters, tuning: TuningConfig,
 ) -> EncodingJob:
     """Encode every split into the token store. Returns the work: the ``token_store`` dataset
-    runs it while writing, shard by shard on all cores (or on ``data.engine: dask``)."""
+    runs it while writing, shard by shard on all cores (or on ``data.engine: dask``).
+
+    When some part of the run masks whole Chinese words (``masking.word_segmenter`` rjieba or
+    jieba, or ``auto`` on CJK text), their boundaries are found in the same pass over the text
+    and stored beside the tokens: one encoding, where a separate stage encoded it all again."""
+    _, stored = stored_word_segmenter(masking.word_segmenter, whole_word_requested(masking, evaluation, tuning),
+                                      corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS))
     return EncodingJob(
         documents=corpus_documents,
         tokenizer_json=tokenizer.backend_tokenizer.to_str(),
         vocabulary=tokenizer.get_vocab(),
         separator_id=tokenizer.sep_token_id,
         data=data,
+        word_segmenter=stored,
     )
 
 

@@ -15,7 +15,9 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 encode_corpus,
-                inputs=["corpus_documents", "tokenizer", "params:data"],
+                inputs=["corpus_documents", "tokenizer", "params:data",
+                        # whole-word masking on Chinese words: the boundaries are stored while encoding
+                        "params:masking", "params:evaluation", "params:tuning"],
                 outputs="token_store",
                 name="encode_corpus",
                 tags=["tokenization", "data"],
