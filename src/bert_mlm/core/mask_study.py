@@ -130,7 +130,7 @@ def confirm(best: TuningRecord, experiment, trial_training, seed_losses, tuned: 
 # Training settings that do not change what a trial measures (its budget is tuning.trial_steps;
 # how often the host reads the loss and whether the encoder is compiled are speed, not results).
 NOT_COMPARED_TRAINING = ("progress", "resume", "checkpoint_every", "checkpoint_dir", "keep_checkpoints", "max_steps",
-                         "epochs", "record_every", "compile")
+                         "epochs", "record_every", "compile", "threads")
 
 
 def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None) -> str:

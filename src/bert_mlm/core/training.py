@@ -31,6 +31,7 @@ from bert_mlm.core.optim import Optimisation, resolve_learning_rate
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
 from bert_mlm.core.token_ids import TokenIds
+from bert_mlm.core.tracking import publish
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +194,8 @@ def train(
             pending, window_start = [], now
             train_tokens += sum(r["tokens"] for r in records)
             position.records.extend(records)
+            if rank.is_main:
+                publish(records)  # live curves (TensorBoard) while the run goes
             last = records[-1]
             window_tokens, window_seconds = sum(r["tokens"] for r in records), sum(r["seconds"] for r in records)
             run_tokens, run_seconds = run_tokens + window_tokens, run_seconds + window_seconds
