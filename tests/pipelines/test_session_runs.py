@@ -300,6 +300,12 @@ def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monk
     # The whole-word-masked Chinese model, fine-tuned on the reviews' sentiment against its start.
     finetune = json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text())
     assert FINETUNE_KEYS <= set(finetune) and finetune["finetune_classes"] == 2
+    # The word bits were stored by the encoding pass: asking the sequences stage alone for another
+    # segmenter's words is one line that says which stage makes them.
+    with pytest.raises(ValueError, match=r"^masking\.whole_word: whole-word masking on jieba words needs the token "
+                                         r"store to hold them, and .* holds rjieba words .* run the tokenization"):
+        run_session(project_copy, monkeypatch, env="smoke_zh", pipeline_name="sequences", **{
+            "corpus.path": str(reviews), "corpus.text_column": "review", "masking.word_segmenter": "jieba"})
 
 
 def test_nodes_receive_typed_sections_with_runtime_overrides(project_copy, monkeypatch):
