@@ -48,8 +48,8 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
     device = resolve_device(config.training.device)
     precision = resolve_precision(config.training.precision, device)
     # Before the data stages: a step that cannot fit is otherwise killed by the OOM killer, silently.
-    check_step_memory(planned_bert_config(config.model, config.tokenizer.vocab_size), config.training.batch_size,
-                      config.sequences.max_length, device, precision,
+    planned = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
+    check_step_memory(planned, config.training.batch_size, config.sequences.max_length, device, precision,
                       processes=config.distributed.nproc_per_node if device.type == "cpu" else 1)
     for variant in VARIANTS:  # each mask-rate variant's overrides, applied to the shared sections
         name = f"{variant}.overrides"

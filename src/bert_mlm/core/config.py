@@ -71,6 +71,11 @@ class ExperimentConfig:
 
     def __post_init__(self) -> None:
         self.sequences.check_fits(self.model.max_position_embeddings)
+        if self.tokenizer.extend_vocabulary and not (self.model.init_from or self.tokenizer.vocab_path):
+            raise UserError(
+                "tokenizer.extend_vocabulary: extends an inherited vocabulary (model.init_from or "
+                "tokenizer.vocab_path); a vocabulary trained on this corpus covers it already"
+            )
         if self.tuning.objective == "finetune" and self.tuning.n_trials > 0 and not self.finetune.enabled:
             raise UserError("tuning.objective: finetune needs a labelled task: set finetune.train_path")
 

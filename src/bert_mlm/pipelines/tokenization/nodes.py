@@ -12,31 +12,38 @@ from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.model import ModelConfig, resolve_checkpoint
 from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
 from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordpiece
+from bert_mlm.core.vocabulary import adapt_vocabulary
 
 logger = logging.getLogger(__name__)
 
 
 def build_tokenizer(
     corpus_documents: DocumentShards, config: TokenizerConfig, model: ModelConfig
-) -> PreTrainedTokenizerFast:
+) -> tuple[PreTrainedTokenizerFast, dict]:
     """Train a WordPiece vocabulary on the train split (streamed; on an evenly spread sample of
     ``tokenizer.training_sample_bytes`` when the split is larger), or load ``tokenizer.vocab_path``,
-    or, for continued pretraining (``model.init_from``), the checkpoint's own tokenizer."""
+    or, for continued pretraining (``model.init_from``), the checkpoint's own tokenizer. An
+    inherited vocabulary is measured on the same text (its ``[UNK]`` rate, a warning above
+    ``tokenizer.unk_warning_rate``) and extended by ``tokenizer.extend_vocabulary`` tokens; the
+    second output says what was found and added (empty for a trained vocabulary)."""
     source = config.vocab_path or (resolve_checkpoint(model.init_from) if model.init_from else None)
-    if source:
-        tokenizer = load_tokenizer(source, config.lowercase, config.strip_accents, config.chinese_chars)
-        logger.info("Loaded a vocabulary of %d tokens from %s", len(tokenizer), config.vocab_path or model.init_from)
-        return tokenizer
+    inherited = load_tokenizer(source, config.lowercase, config.strip_accents, config.chinese_chars) if source else None
     train_bytes = corpus_documents.utf8_bytes("train")
     fraction = None
     if config.training_sample_bytes and train_bytes > config.training_sample_bytes:
         fraction = config.training_sample_bytes / train_bytes
+    if inherited is not None:
+        origin = config.vocab_path or model.init_from
+        logger.info("Loaded a vocabulary of %d tokens from %s", len(inherited), origin)
+        tokenizer, report = adapt_vocabulary(inherited, lambda: corpus_documents.iter_texts("train", fraction),
+                                             config, str(origin), fraction)
+        return tokenizer, report.as_dict()
     tokenizer = train_wordpiece(lambda: corpus_documents.iter_texts("train", fraction), config)
     logger.info(
         "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
         len(tokenizer), f"{fraction:.1%}" if fraction else "all", train_bytes / 1e6,
     )
-    return tokenizer
+    return tokenizer, {}
 
 
 def encode_corpus(
