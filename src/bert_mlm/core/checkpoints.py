@@ -244,13 +244,38 @@ def refuse_other_runs(root: str | os.PathLike, fingerprint: dict) -> None:
 
 
 @dataclass
+class BestWeights:
+    """The step with the lowest validation loss so far (``training.keep_best``) and a CPU copy of
+    its weights."""
+
+    step: int
+    valid_loss: float
+    weights: dict
+
+    def stored(self, at_step: int) -> dict:
+        """As a checkpoint written at ``at_step`` holds it: no second copy of the weights when the
+        best step is that checkpoint's own."""
+        return {"step": self.step, "valid_loss": self.valid_loss,
+                "weights": None if self.step == at_step else self.weights}
+
+    @classmethod
+    def restored(cls, stored: dict | None, model: torch.nn.Module) -> BestWeights | None:
+        if stored is None:
+            return None
+        weights = stored["weights"] or {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        return cls(stored["step"], stored["valid_loss"], weights)
+
+
+@dataclass
 class Position:
-    """Where a run is: optimizer steps done, epoch, next micro-batch of the epoch, history."""
+    """Where a run is: optimizer steps done, epoch, next micro-batch of the epoch, history, and
+    the best validated weights when the run keeps them."""
 
     step: int = 0
     epoch: int = 0
     next_batch: int = 0
     records: list = field(default_factory=list)
+    best: BestWeights | None = None
 
 
 class RunCheckpoints:
@@ -270,7 +295,8 @@ class RunCheckpoints:
     def save(self, position: Position, stateful: dict, rng: list, config: dict) -> Path:
         state = {name: part.state_dict() for name, part in stateful.items()}
         state.update(rng=rng, step=position.step, epoch=position.epoch, next_batch=position.next_batch,
-                     history=position.records, config=config)
+                     history=position.records, config=config,
+                     best=position.best.stored(position.step) if position.best else None)
         return save_checkpoint(self.folder, position.step, state, keep=self.keep, fingerprint=self.fingerprint)
 
     def resume(self, stateful: dict, rank: int, max_steps: int) -> Position:
@@ -293,7 +319,8 @@ class RunCheckpoints:
             part.load_state_dict(state[name])
         restore_rng_states(state["rng"][rank])
         logger.info("Resumed from %s (step %d, epoch %d)", path, state["step"], state["epoch"])
-        return Position(state["step"], state["epoch"], state["next_batch"], state["history"])
+        return Position(state["step"], state["epoch"], state["next_batch"], state["history"],
+                        BestWeights.restored(state.get("best"), stateful["model"]))
 
 
 def rng_states() -> dict:

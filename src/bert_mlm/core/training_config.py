@@ -58,12 +58,33 @@ class TrainingConfig:
     # each): the history still has every step; a non-finite streak is seen at the next read.
     # ``auto``: 10 on an accelerator, every step on the CPU, where reading a value costs no sync.
     record_every: int | str = "auto"
+    # Validation during training: every this many optimizer steps (and at the last), the fixed
+    # evaluation protocol on a bounded subset of the valid split, written to the history
+    # (valid_loss, valid_accuracy, ...) and drawn beside the training loss. 0 or null: off.
+    eval_every: int | None = 0
+    # Each validation scores about this many masked tokens (whole blocks of 256 sequences): its
+    # cost, about 1.6 training steps of 32 x 128 tokens at 4,096 (BENCHMARKS.md "Validation during
+    # training"). Every validation scores the same masks, so the curve's steps are paired.
+    eval_masked_tokens: int = 4096
+    # Keep the weights of the step with the lowest validation loss as the trained model (the
+    # training summary's kept_step); needs eval_every.
+    keep_best: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "batch_size", "gradient_accumulation_steps"):
             _check_positive_integer(name, getattr(self, name))
         if self.record_every != "auto":
             _check_positive_integer("record_every", self.record_every, " or 'auto'")
+        if self.eval_every is not None and (
+            not isinstance(self.eval_every, int) or isinstance(self.eval_every, bool) or self.eval_every < 0
+        ):
+            raise UserError(f"training.eval_every: {self.eval_every!r} must be an integer >= 0 (0 or null: off)")
+        _check_positive_integer("eval_masked_tokens", self.eval_masked_tokens)
+        if not isinstance(self.keep_best, bool):
+            raise UserError(f"training.keep_best: {self.keep_best!r} must be true or false")
+        if self.keep_best and not self.eval_every:
+            raise UserError("training.keep_best: picks the step with the best validation loss; set training.eval_every "
+                            "(e.g. 100) to validate during training")
         if self.epochs is not None and not self.epochs > 0:
             raise UserError(f"training.epochs: {self.epochs!r} must be > 0 (or null to use max_steps)")
         if self.learning_rate != "auto" and not (

@@ -49,6 +49,7 @@ def train_masked_lm(
     logger.info("Training with masking %s (from %s)", asdict(masking), tuning_best_params.masking_origin.value)
     trained, result = train_data_parallel(experiment, distributed)
     summary = training_summary(result, masking, tuning_best_params, trained, sequence_index.word_segmenter,
-                               distributed.world_size)
+                               distributed.world_size, training.eval_every)
     trained.to("cpu")
-    return MaskedLM(model=trained, tokenizer=tokenizer), result.history, training_curves(result.history), summary
+    curves = training_curves(result.history, summary["kept_step"])
+    return MaskedLM(model=trained, tokenizer=tokenizer), result.history, curves, summary
