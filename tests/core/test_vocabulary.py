@@ -34,14 +34,17 @@ def batches(texts: list[str], size: int = 500):
     return lambda: (texts[start : start + size] for start in range(0, len(texts), size))
 
 
-def save_starting_model(directory, tokenizer, seed: int = 0):
-    """A tiny BertForMaskedLM for ``tokenizer``, saved with it (decoder biases made distinct)."""
+def save_starting_model(directory, tokenizer, seed: int = 0, tied: bool = True):
+    """A tiny BertForMaskedLM for ``tokenizer``, saved with it (decoder biases, and an untied
+    decoder's rows, made distinct)."""
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64, pad_token_id=0)
+                        intermediate_size=32, max_position_embeddings=64, pad_token_id=0, tie_word_embeddings=tied)
     torch.manual_seed(seed)
     model = BertForMaskedLM(config)
     with torch.no_grad():
-        model.cls.predictions.bias.copy_(torch.randn(len(tokenizer)))
+        model.cls.predictions.decoder.bias.copy_(torch.randn(len(tokenizer)))  # tied: cls.predictions.bias too
+        if not tied:
+            model.cls.predictions.decoder.weight.copy_(0.02 * torch.randn(len(tokenizer), 16))
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return model
@@ -54,29 +57,34 @@ def hand_made(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the grown model
-def test_new_rows_are_the_exact_mean_of_the_old_pieces_rows(hand_made, tmp_path):
-    start = save_starting_model(tmp_path / "start", hand_made)
+@pytest.mark.parametrize("tied", [True, False], ids=["tied decoder", "untied decoder"])
+def test_new_rows_are_the_exact_mean_of_the_old_pieces_rows(hand_made, tmp_path, tied):
+    start = save_starting_model(tmp_path / "start", hand_made, tied=tied)
     extended = extend_tokenizer(hand_made, ["abc", "##abc", "cab", "中"], TokenizerConfig())
     assert [extended.convert_tokens_to_ids(t) for t in ("abc", "##abc", "cab", "中")] == [13, 14, 15, 16]
     grown = build_model(ModelConfig(**{**TINY.__dict__, "init_from": str(tmp_path / "start")}), extended, seed=0)
 
     old_rows = start.bert.embeddings.word_embeddings.weight.detach()
-    old_bias = start.cls.predictions.bias.detach()
+    old_decoder = start.cls.predictions.decoder.weight.detach()
+    old_bias = start.cls.predictions.decoder.bias.detach()
     ids = {token: HAND_MADE.index(token) for token in HAND_MADE}
     expected = {  # under the old vocabulary: abc = ab ##c, ##abc = ##a ##bc, cab = c ##a ##b, 中 = [UNK]
         13: [ids["ab"], ids["##c"]], 14: [ids["##a"], ids["##bc"]], 15: [ids["c"], ids["##a"], ids["##b"]],
         16: list(range(len(HAND_MADE))),  # [UNK]: the mean of every old row
     }
     rows = grown.bert.embeddings.word_embeddings.weight.detach()
-    bias = grown.cls.predictions.bias.detach()
-    assert rows.shape == (17, 16) and grown.config.vocab_size == 17
+    decoder = grown.cls.predictions.decoder.weight.detach()
+    bias = grown.cls.predictions.decoder.bias.detach()
+    assert rows.shape == decoder.shape == (17, 16) and grown.config.vocab_size == 17
     assert torch.equal(rows[:13], old_rows) and torch.equal(bias[:13], old_bias)  # the old rows are untouched
     for index, pieces in expected.items():
         assert torch.allclose(rows[index], old_rows[pieces].mean(dim=0), atol=0, rtol=1e-6), index
+        assert torch.allclose(decoder[index], old_decoder[pieces].mean(dim=0), atol=0, rtol=1e-6), index
         assert torch.allclose(bias[index], old_bias[pieces].mean(), atol=0, rtol=1e-6), index
-    # BertForMaskedLM ties the decoder to the word embeddings: it grew with them, bias included.
-    assert grown.cls.predictions.decoder.weight.data_ptr() == grown.bert.embeddings.word_embeddings.weight.data_ptr()
-    assert grown.cls.predictions.decoder.bias.shape == (17,)
+    # BertForMaskedLM ties the decoder to the word embeddings (it grew with them), unless told not to.
+    assert (decoder.data_ptr() == rows.data_ptr()) == tied and tied == torch.equal(old_rows, old_decoder)
+    if tied:  # its output-only bias is the decoder's
+        assert grown.cls.predictions.bias.data_ptr() == grown.cls.predictions.decoder.bias.data_ptr()
     # A function of the checkpoint and the tokenizer: no random draw, whatever the seed.
     again = build_model(ModelConfig(**{**TINY.__dict__, "init_from": str(tmp_path / "start")}), extended, seed=5)
     assert all(torch.equal(a, b) for a, b in zip(grown.state_dict().values(), again.state_dict().values(), strict=True))

@@ -207,26 +207,23 @@ def grow_embeddings(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) 
     added = sorted((index, token) for token, index in vocab.items() if index >= old_size)
     with torch.random.fork_rng(devices=[]):  # resizing draws the new rows we overwrite: keep the caller's RNG
         model.resize_token_embeddings(new_size, mean_resizing=False)
+    pieces = {}
+    for index, token in added:
+        continuation = token.startswith("##") and len(token) > 2
+        split = wordpiece_ids(token[2:] if continuation else token, old_vocab, unk, continuation)
+        pieces[index] = None if split == [unk] else torch.tensor(split)
     embeddings = model.get_input_embeddings().weight
     output = model.get_output_embeddings()
-    bias = getattr(output, "bias", None)
+    grown = [embeddings]
+    if output is not None and output.weight is not embeddings:  # an untied head: its own rows, the same rule
+        grown.append(output.weight)
+    if getattr(output, "bias", None) is not None:
+        grown.append(output.bias)
     with torch.no_grad():
-        mean_row, mean_bias = embeddings[:old_size].mean(dim=0), bias[:old_size].mean() if bias is not None else None
-        for index, token in added:
-            continuation = token.startswith("##") and len(token) > 2
-            pieces = wordpiece_ids(token[2:] if continuation else token, old_vocab, unk, continuation)
-            if pieces == [unk]:
-                embeddings[index] = mean_row
-                if bias is not None:
-                    bias[index] = mean_bias
-            else:
-                rows = torch.tensor(pieces)
-                embeddings[index] = embeddings[rows].mean(dim=0)
-                if bias is not None:
-                    bias[index] = bias[rows].mean()
-    if output is not None and output.weight is not embeddings:  # untied heads get the same rows
-        with torch.no_grad():
-            output.weight[old_size:] = embeddings[old_size:]
+        for parameter in grown:
+            mean = parameter[:old_size].mean(dim=0)
+            for index, rows in pieces.items():
+                parameter[index] = mean if rows is None else parameter[rows].mean(dim=0)
     return [index for index, _ in added]
 
 
