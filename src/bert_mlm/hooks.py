@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -283,8 +284,11 @@ class MlflowMetricsHook:
             from mlflow.entities import Metric
 
             now = int(time.time() * 1000)
-            series = [Metric(key.format(f"train_{column}"), float(row[column]), now, int(row["step"]))
-                      for row in data.to_dict("records") for column in ("loss", "accuracy")]
+            columns = {"loss": "train_loss", "accuracy": "train_accuracy", "valid_loss": "valid_loss",
+                       "valid_accuracy": "valid_accuracy"}  # validation on its steps only (training.eval_every)
+            series = [Metric(key.format(name), float(row[column]), now, int(row["step"]))
+                      for row in data.to_dict("records") for column, name in columns.items()
+                      if column in row and not math.isnan(row[column])]
             client = mlflow.MlflowClient()
             for start in range(0, len(series), 1000):  # MLflow's batch limit
                 client.log_batch(mlflow.active_run().info.run_id, metrics=series[start : start + 1000])

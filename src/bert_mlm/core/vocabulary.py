@@ -256,7 +256,9 @@ def adapt_vocabulary(tokenizer: PreTrainedTokenizerBase, texts: Callable[[], Ite
     sample), warn above ``tokenizer.unk_warning_rate`` naming what is missing and the remedy, and
     with ``tokenizer.extend_vocabulary`` > 0 extend it by the domain's commonest missing tokens."""
     coverage = measure_coverage(tokenizer, texts())
-    chinese = mostly_cjk(raw_character_counts(texts())) if coverage.tokens else False
+    warn = coverage.rate > config.unk_warning_rate and not config.extend_vocabulary
+    # Another pass over the text, only where its language decides something.
+    chinese = bool(coverage.tokens) and (warn or config.extend_vocabulary) and mostly_cjk(raw_character_counts(texts()))
     report = VocabularyReport(
         source=source, inherited_tokens=len(tokenizer), measured_tokens=coverage.tokens,
         sample_fraction=sample_fraction, unknown_rate=coverage.rate, unknown_tokens=coverage.unknown,
@@ -267,7 +269,7 @@ def adapt_vocabulary(tokenizer: PreTrainedTokenizerBase, texts: Callable[[], Ite
     sample = f" (a {sample_fraction:.1%} sample of the train split)" if sample_fraction else ""
     logger.info("The vocabulary of %s (%d tokens) turns %.4f%% of the training text's %d tokens%s into %s",
                 source, len(tokenizer), 100 * coverage.rate, coverage.tokens, sample, UNK)
-    if coverage.rate > config.unk_warning_rate and not config.extend_vocabulary:
+    if warn:
         words = "" if chinese else f"; words: {coverage.commonest(coverage.words)}"
         logger.warning(
             "tokenizer: the inherited vocabulary of %s turns %.2f%% of the training text's tokens into %s (%s of %s), "
