@@ -154,12 +154,12 @@ def training_curves(history: pd.DataFrame, kept_step: int | None = None) -> plt.
     validation loss and accuracy (fixed protocol, the same masks at every step) where the run
     validated (``training.eval_every``), with the step whose weights were kept marked."""
     figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(11, 4))
+    validated = history.dropna(subset=["valid_loss"]) if "valid_loss" in history else history.iloc[:0]
     if len(history):
         window = max(1, len(history) // 50)
         loss_axis.plot(history["step"], history["loss"], alpha=0.3, label="training, per step")
         loss_axis.plot(history["step"], history["loss"].rolling(window).mean(), label=f"training, mean of {window}")
         accuracy_axis.plot(history["step"], history["accuracy"].rolling(window).mean(), label="training")
-        validated = history.dropna(subset=["valid_loss"]) if "valid_loss" in history else history.iloc[:0]
         if len(validated):
             tokens = int(validated["valid_masked_tokens"].iloc[-1])
             label = f"validation ({tokens:,} masked tokens, fixed masks)"
@@ -170,8 +170,9 @@ def training_curves(history: pd.DataFrame, kept_step: int | None = None) -> plt.
                     axis.axvline(kept_step, color="grey", linestyle="--", linewidth=1, label=f"kept: step {kept_step}")
             accuracy_axis.legend()
         loss_axis.legend()
-    loss_axis.set(xlabel="step", ylabel="masked-token loss", title="Training loss")
-    accuracy_axis.set(xlabel="step", ylabel="masked-token accuracy", title="Training accuracy")
+    both = " and validation" if len(validated) else ""
+    loss_axis.set(xlabel="step", ylabel="masked-token loss", title=f"Training{both} loss")
+    accuracy_axis.set(xlabel="step", ylabel="masked-token accuracy", title=f"Training{both} accuracy")
     figure.tight_layout()
     return figure
 

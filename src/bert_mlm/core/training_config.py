@@ -63,8 +63,8 @@ class TrainingConfig:
     # (valid_loss, valid_accuracy, ...) and drawn beside the training loss. 0 or null: off.
     eval_every: int | None = 0
     # Each validation scores about this many masked tokens (whole blocks of 256 sequences): its
-    # cost, about 1.6 training steps of 32 x 128 tokens at 4,096 (BENCHMARKS.md "Validation during
-    # training"). Every validation scores the same masks, so the curve's steps are paired.
+    # cost. At 4,096, 1.2 training steps of 32 x 128 tokens (CPU, 4 x 256 model: every 20 steps is
+    # 6 % of the time; BENCHMARKS.md). Every validation scores the same masks: the curve is paired.
     eval_masked_tokens: int = 4096
     # Keep the weights of the step with the lowest validation loss as the trained model (the
     # training summary's kept_step); needs eval_every.
