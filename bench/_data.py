@@ -8,15 +8,20 @@ from dataclasses import dataclass
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from bert_mlm.core.corpus import CorpusConfig, assign_splits, clean_documents
-from bert_mlm.core.evaluation import EvaluationConfig
+from bert_mlm.config import (
+    CorpusConfig,
+    EvaluationConfig,
+    MaskingConfig,
+    ModelConfig,
+    SequenceConfig,
+    TokenizerConfig,
+    TrainingConfig,
+)
+from bert_mlm.core.corpus import assign_splits, clean_documents
 from bert_mlm.core.experiment import Experiment
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig
-from bert_mlm.core.sequences import SequenceConfig, build_sequences
+from bert_mlm.core.sequences import build_sequences
 from bert_mlm.core.sources import read_corpus
-from bert_mlm.core.tokenizer import TokenizerConfig, encode_documents, train_wordpiece
-from bert_mlm.core.training_config import TrainingConfig
+from bert_mlm.core.tokenizer import encode_documents, train_wordpiece
 
 
 @dataclass

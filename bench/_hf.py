@@ -10,9 +10,9 @@ import numpy as np
 import torch
 from transformers import BertForMaskedLM, DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
+from bert_mlm.config import TrainingConfig
 from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.optim import resolve_learning_rate
-from bert_mlm.core.training_config import TrainingConfig
 
 
 class StepClock(TrainerCallback):

@@ -129,7 +129,8 @@ def run_measured(
 
     ``peak_rss_gb``: the largest resident set of any one process (what ``/usr/bin/time -v``
     reports). ``peak_pss_gb``: the peak of the whole process tree's proportional set size, sampled
-    every ``sample_seconds`` (shared pages counted once: worker pools are not double-counted).
+    every ``sample_seconds`` (shared pages counted once: worker pools are not double-counted);
+    ``peak_rss_tree_gb``: the peak of the tree's summed resident sets (shared pages counted in each).
     A fresh Python wrapper runs the command, so that ``RUSAGE_CHILDREN`` holds only its peak.
     """
     wrapper = (
@@ -140,24 +141,28 @@ def run_measured(
         "tail = []\n"
         "reader = threading.Thread(target=lambda: tail.append(process.stderr.read()), daemon=True)\n"
         "reader.start()\n"
-        "peak = 0\n"
+        "peak = peak_rss = 0\n"
         "root = psutil.Process(process.pid)\n"
         "while process.poll() is None:\n"
-        "    total = 0\n"
+        "    total = rss = 0\n"
         "    try:\n"
         "        for p in [root, *root.children(recursive=True)]:\n"
         "            try:\n"
-        "                total += p.memory_full_info().pss\n"
+        "                info = p.memory_full_info()\n"
+        "                total += info.pss\n"
+        "                rss += info.rss\n"
         "            except (psutil.NoSuchProcess, psutil.AccessDenied):\n"
         "                pass\n"
         "    except psutil.NoSuchProcess:\n"
         "        pass\n"
         "    peak = max(peak, total)\n"
+        "    peak_rss = max(peak_rss, rss)\n"
         "    time.sleep(float(sys.argv[1]))\n"
         "reader.join()\n"
         "print(json.dumps({'seconds': time.perf_counter() - started, 'returncode': process.returncode,\n"
         "    'peak_rss_gb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20,\n"
-        "    'peak_pss_gb': peak / 2**30, 'stderr_tail': ''.join(tail)[-4000:]}))\n"
+        "    'peak_pss_gb': peak / 2**30, 'peak_rss_tree_gb': peak_rss / 2**30,\n"
+        "    'stderr_tail': ''.join(tail)[-4000:]}))\n"
     )
     output = subprocess.run([sys.executable, "-c", wrapper, str(sample_seconds), *command], cwd=cwd, env=env,
                             capture_output=True, text=True, check=True)

@@ -15,14 +15,17 @@ from dataclasses import replace
 import numpy as np
 from _timing import alternate_rates, rate_table
 
-from bert_mlm.core.distributed import DistributedConfig
-from bert_mlm.core.evaluation import EvaluationConfig
+from bert_mlm.config import (
+    DistributedConfig,
+    EvaluationConfig,
+    MaskingConfig,
+    ModelConfig,
+    SequenceConfig,
+    TokenizerConfig,
+    TrainingConfig,
+)
 from bert_mlm.core.experiment import Experiment, train_data_parallel
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig
-from bert_mlm.core.sequences import SequenceConfig
-from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
-from bert_mlm.core.training_config import TrainingConfig
+from bert_mlm.core.tokenizer import train_wordpiece
 
 
 def main() -> None:
@@ -54,7 +57,7 @@ def main() -> None:
     )
     setups = {
         "1 process": (experiment.training, DistributedConfig()),
-        "2 processes (gloo)": (replace(experiment.training, batch_size=args.global_batch // 2),
+        "2 processes (gloo)": (experiment.training.replace(batch_size=args.global_batch // 2),
                                DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29551")),
     }
     def rate(training: TrainingConfig, distributed: DistributedConfig):

@@ -34,7 +34,7 @@ class StepSystem:
 
     def build(self) -> None:
         setup = replace(
-            self.base, model_config=replace(self.base.model_config, attn_implementation=self.options["attention"])
+            self.base, model_config=self.base.model_config.replace(attn_implementation=self.options["attention"])
         )
         self.model = setup.new_model()
         self.model.train()
@@ -110,7 +110,7 @@ def bucketing_table(prepared: Prepared, layers: int, hidden: int, steps: int, re
 
     def run(bucketed: bool):
         def rate() -> float:
-            setup = replace(base, training=replace(base.training, bucketing=bucketed))
+            setup = replace(base, training=base.training.replace(bucketing=bucketed))
             result = setup.train(setup.new_model())
             history = result.history.iloc[2:]
             return history["tokens"].sum() / history["seconds"].sum()

@@ -38,11 +38,10 @@ import torch
 from _data import Prepared, experiment, prepare
 from _timing import Table, machine_info
 
-from bert_mlm.core.evaluation import EvaluationConfig
+from bert_mlm.config import EvaluationConfig, FinetuneConfig, MaskingConfig, TuningConfig
 from bert_mlm.core.experiment import Experiment
-from bert_mlm.core.finetune import FinetuneConfig, PreparedTask, Runner, prepare_task
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.tuning import TuningConfig, best_parameters, open_study, paired_interval, run_study
+from bert_mlm.core.finetune import PreparedTask, Runner, prepare_task
+from bert_mlm.core.tuning import best_parameters, open_study, paired_interval, run_study
 
 CLASSIC = 0.15
 METRICS = (  # (label, key, higher is better)
@@ -118,7 +117,7 @@ def main() -> None:
 
 
 def with_seed(base: Experiment, seed: int, args) -> Experiment:
-    return replace(base, training=replace(base.training, seed=seed),
+    return replace(base, training=base.training.replace(seed=seed),
                    evaluation=EvaluationConfig(mask_draws=args.eval_draws))
 
 
@@ -166,7 +165,7 @@ def score(
     scored: Experiment, model, prepared: Prepared, probe_config: FinetuneConfig, probe_examples: PreparedTask
 ) -> dict:
     test = scored.evaluate(model, scored.evaluation_set("test"))
-    extra_experiment = replace(scored, evaluation=replace(scored.evaluation, mask_draws=1))
+    extra_experiment = replace(scored, evaluation=scored.evaluation.replace(mask_draws=1))
     extra = extra_experiment.evaluate(model, extra_experiment.evaluation_set("extra"))
     labels = probe_examples.evaluation.labels
     predictions = Runner.create(probe_examples, probe_config, "cpu", "fp32").run(model, "pretrained", 0).predictions

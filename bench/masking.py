@@ -19,9 +19,10 @@ from _data import Prepared, prepare  # bench/ is on sys.path: these scripts run 
 from _timing import Table, alternate, rate_table
 from transformers import DataCollatorForLanguageModeling
 
-from bert_mlm.core.masking import MaskingConfig, mask_generator, mask_tokens
+from bert_mlm.config import MaskingConfig
+from bert_mlm.core.masking import mask_generator, mask_tokens
 from bert_mlm.core.sequences import Collator
-from bert_mlm.core.training_config import TokenIds
+from bert_mlm.core.token_ids import TokenIds
 
 
 def run(prepared: Prepared, repeats: int = 5, batches: int = 100, batch_size: int = 32) -> list[Table]:

@@ -32,9 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT / "src"))
 
+from bert_mlm.config import TokenizerConfig  # noqa: E402
 from bert_mlm.core.corpus import split_paragraphs  # noqa: E402
 from bert_mlm.core.finetune import compare_runs  # noqa: E402
-from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordpiece  # noqa: E402
+from bert_mlm.core.tokenizer import load_tokenizer, train_wordpiece  # noqa: E402
 from bert_mlm.core.vocabulary import adapt_vocabulary, measure_coverage  # noqa: E402
 from bert_mlm.scratch import scratch_project  # noqa: E402
 

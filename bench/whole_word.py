@@ -26,16 +26,24 @@ import numpy as np
 from _timing import Table, alternate, rate_table
 from transformers import DataCollatorForLanguageModeling
 
-from bert_mlm.core.corpus import SPLITS, CorpusConfig, clean_documents
-from bert_mlm.core.evaluation import EvaluationConfig, evaluate, prepare_evaluation_set
+from bert_mlm.config import (
+    CorpusConfig,
+    EvaluationConfig,
+    MaskingConfig,
+    ModelConfig,
+    SequenceConfig,
+    TokenizerConfig,
+    TrainingConfig,
+)
+from bert_mlm.core.corpus import SPLITS, clean_documents
+from bert_mlm.core.evaluation import evaluate, prepare_evaluation_set
 from bert_mlm.core.experiment import Experiment
-from bert_mlm.core.masking import MaskingConfig, mask_generator, mask_tokens
-from bert_mlm.core.model import ModelConfig
-from bert_mlm.core.sequences import SequenceConfig, build_sequence_index
+from bert_mlm.core.masking import mask_generator, mask_tokens
+from bert_mlm.core.sequences import build_sequence_index
 from bert_mlm.core.sources import read_corpus
+from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.token_store import write_token_store
-from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
-from bert_mlm.core.training_config import TokenIds, TrainingConfig
+from bert_mlm.core.tokenizer import train_wordpiece
 from bert_mlm.core.words import BitWriter, resolve_segmenter, segment_texts, words_path
 
 MAX_LENGTH = 128

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.config import MaskingConfig, TrainingConfig
 from bert_mlm.core.sequences import Collator
+from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.training import train
-from bert_mlm.core.training_config import TokenIds, TrainingConfig
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 

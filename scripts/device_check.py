@@ -58,11 +58,11 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "scripts")]
 from _hf import train_with_hf_trainer  # noqa: E402  (bench/, on the path above)
 from cuda_checks import matmul_peak_flops  # noqa: E402
 
-from bert_mlm.core.masking import MaskingConfig  # noqa: E402
+from bert_mlm.config import MaskingConfig, TrainingConfig  # noqa: E402
 from bert_mlm.core.model import training_flops_per_token  # noqa: E402
 from bert_mlm.core.sequences import Collator  # noqa: E402
+from bert_mlm.core.token_ids import TokenIds  # noqa: E402
 from bert_mlm.core.training import train  # noqa: E402
-from bert_mlm.core.training_config import TokenIds, TrainingConfig  # noqa: E402
 
 SYSTEMS = ("project", "project-compiled", "hf", "hf-compiled")
 LABELS = {

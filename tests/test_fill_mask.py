@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from kedro.io.core import Version
 from transformers import BertConfig, BertForMaskedLM
 
-from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+from bert_mlm.config import TokenizerConfig
+from bert_mlm.core.tokenizer import train_wordpiece
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
 from bert_mlm.fill_mask import fill_mask, fill_mask_command
 
@@ -71,7 +72,66 @@ def test_clear_errors(project_with_models, tmp_path):
     assert no_mask.returncode == 2 and "fill-mask SENTENCES: 'no mask here' has no [MASK]" in no_mask.stderr
     assert "evaluation." not in no_mask.stderr  # the command's own argument, not a configuration key
     missing = fill_mask_cli("a [MASK]", "--model", str(tmp_path / "nope"))
-    assert missing.returncode == 2 and "is not a model directory" in missing.stderr
+    assert missing.returncode == 2 and f"--model: '{tmp_path / 'nope'}' does not exist" in missing.stderr
+
+
+def test_variant_or_version_with_a_model_directory_is_refused(project_with_models):
+    model = str(latest_model(project_with_models))
+    for option, value in (("--variant", "mask_030"), ("--version", "2026-01-01T00.00.00.000Z")):
+        result = fill_mask_cli("the [MASK] sat", "--model", model, option, value)
+        assert result.returncode == 2
+        assert (f"--model: a model directory is one model; {option} chooses among the project's trained models: "
+                "give one or the other") in result.stderr
+
+
+def test_outside_the_project_the_folder_looked_in_is_absolute(project_with_models, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = fill_mask_cli("the [MASK] sat")
+    assert result.returncode == 2
+    message = " ".join(result.stderr.split())  # click wraps nothing, but be independent of it
+    assert (f"no trained model under '{elsewhere}/data/06_models/masked_lm', relative to the current folder "
+            f"'{elsewhere}': run this in the project's folder") in message
+
+
+@pytest.mark.parametrize("damage", ["truncated safetensors", "pickled bin", "truncated bin", "config not json"])
+def test_a_broken_model_directory_is_one_line(project_with_models, tmp_path, damage):
+    import shutil
+
+    import torch
+
+    broken = tmp_path / "broken"
+    shutil.copytree(latest_model(project_with_models), broken)
+    weights = broken / "model.safetensors"
+    if damage == "truncated safetensors":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    elif damage == "config not json":
+        (broken / "config.json").write_text("{ not json")
+    else:
+        state = BertForMaskedLM.from_pretrained(str(broken)).state_dict()
+        weights.unlink()
+        if damage == "pickled bin":
+            state = {**state, "extra": Ellipsis.__class__}  # a class: the weights-only loader refuses it
+        torch.save(state, broken / "pytorch_model.bin")
+        if damage == "truncated bin":
+            data = (broken / "pytorch_model.bin").read_bytes()
+            (broken / "pytorch_model.bin").write_bytes(data[: len(data) // 2])
+    result = fill_mask_cli("the [MASK] sat", "--model", str(broken))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    expected = {"truncated safetensors": f"the weights '{weights}' are unreadable",
+                "pickled bin": f"'{broken / 'pytorch_model.bin'}' is a pickle that names code or objects other than "
+                               "tensors, which the weights-only loader refuses",
+                "truncated bin": f"the weights '{broken / 'pytorch_model.bin'}' are unreadable",
+                "config not json": f"'{broken / 'config.json'}' is not a readable model config"}[damage]
+    assert last.startswith(f"Error: --model: {expected}"), last
+
+
+def latest_model(project):
+    folder = project / "data" / "06_models" / "masked_lm"
+    return sorted(folder.iterdir())[-1] / "masked_lm"
 
 
 def test_every_mask_of_a_sentence_is_filled(project_with_models):

@@ -15,6 +15,8 @@ from tests.kedro_runs import run_session
 pytest.importorskip("kedro_mlflow", reason="the mlflow extra is not installed (pip install -e '.[mlflow]')")
 
 KEDRO = str(Path(sys.executable).with_name("kedro"))
+PASSWORD = "Sesame-mlflow-5"
+STORAGE = f"postgresql://optuna:{PASSWORD}@db.example/studies"  # not opened: no study runs
 
 
 def tracked_kedro_run(project: Path) -> subprocess.CompletedProcess:
@@ -22,7 +24,9 @@ def tracked_kedro_run(project: Path) -> subprocess.CompletedProcess:
     switch when they are imported. The study is not what is tracked here: skipped; the run validates
     every 6 steps."""
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "BERT_MLM_MLFLOW": "1"}
-    command = [KEDRO, "run", "--env", "smoke", "--params", "tuning.n_trials=0,training.eval_every=6"]
+    # A password in a parameter: kedro-mlflow logs every parameter and tags the run with --params.
+    command = [KEDRO, "run", "--env", "smoke", "--params",
+               f"tuning.n_trials=0,tuning.storage={STORAGE},training.eval_every=6"]
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -51,3 +55,7 @@ def test_tracking_is_off_by_default_and_logs_a_full_run_when_on(project_copy, mo
     assert [m.step for m in client.get_metric_history(run.info.run_id, "valid_loss")] == [6, 12]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"run_report.html", "metrics.json"} <= artifacts
+    assert run.data.params["tuning.storage"] == "postgresql://optuna:***@db.example/studies"
+    assert "optuna:***@db.example" in run.data.tags["runtime_params"]
+    for path in (project_copy / "data").rglob("*"):  # the tracking database and artifacts among them
+        assert not path.is_file() or PASSWORD.encode() not in path.read_bytes(), path

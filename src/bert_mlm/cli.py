@@ -11,11 +11,14 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from pathlib import Path
 
 import click
 from kedro.framework.cli.project import run as kedro_run
 
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.redaction import redact
+from bert_mlm.kedro_checks import check_environment, check_pipeline_names, check_selection, kedro_mistake
 
 DEBUG_ENV = "BERT_MLM_DEBUG"
 
@@ -24,13 +27,17 @@ def user_errors_in_one_line(callback):
     @functools.wraps(callback)
     def wrapper(*args, **kwargs):
         try:
-            check_namespaces(kwargs.get("namespaces"), kwargs.get("pipelines") or [kwargs.get("pipeline")])
+            names = kwargs.get("pipelines") or [kwargs.get("pipeline")]
+            check_pipeline_names(names)
+            check_selection(names, kwargs)
+            check_environment(kwargs.get("env"), kwargs.get("conf_source"), Path.cwd())
+            check_namespaces(kwargs.get("namespaces"), names)
             return callback(*args, **kwargs)
         except Exception as error:
-            cause = user_error_in(error)
+            cause = user_error_in(error) or kedro_mistake(error)
             if cause is None or os.environ.get(DEBUG_ENV, "").strip() not in ("", "0"):
                 raise
-            click.echo(f"Error: {cause}  ({DEBUG_ENV}=1 shows the traceback)", err=True)
+            click.echo(f"Error: {redact(str(cause))}  ({DEBUG_ENV}=1 shows the traceback)", err=True)
             sys.exit(2)
 
     return wrapper

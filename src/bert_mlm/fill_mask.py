@@ -13,7 +13,9 @@ from pathlib import Path
 import click
 from kedro.io.core import Version
 
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import fill_mask_examples
+from bert_mlm.core.model import open_model
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
 
 DEFAULT_MODELS = "data/06_models/masked_lm"
@@ -21,18 +23,32 @@ DEFAULT_MODELS = "data/06_models/masked_lm"
 
 def load_masked_lm(model: str | None = None, version: str | None = None, models_dir: str = DEFAULT_MODELS) -> MaskedLM:
     if model:
-        directory = Path(model)
-        if not (directory / "config.json").is_file():
-            raise click.UsageError(f"--model: {model!r} is not a model directory (no config.json)")
-        return MaskedLMDataset(str(directory)).load()
+        try:  # its config and weights opened first: a broken folder is one line, not a traceback
+            directory = open_model(model, "--model")
+        except UserError as error:
+            raise click.UsageError(str(error)) from error
+        return MaskedLMDataset(directory).load()
     dataset = MaskedLMDataset(models_dir, version=Version(version, None))
     try:
         return dataset.load()
     except Exception as error:
+        where = Path(models_dir).absolute()
+        relative = "" if Path(models_dir).is_absolute() else f", relative to the current folder {str(Path.cwd())!r}"
+        hint = ("run `kedro run` first" if _in_a_project()
+                else "run this in the project's folder (or run `kedro run` there first)")
         raise click.UsageError(
-            f"no trained model {'version ' + repr(version) + ' ' if version else ''}under {models_dir!r}: "
-            f"run `kedro run` first, or pass --model DIR ({error})"
+            f"no trained model {'version ' + repr(version) + ' ' if version else ''}under {str(where)!r}{relative}: "
+            f"{hint}, or pass --model DIR ({_first_line(error)})"
         ) from error
+
+
+def _in_a_project() -> bool:
+    return (Path.cwd() / "pyproject.toml").is_file() and (Path.cwd() / "conf").is_dir()
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0][:200] if lines else type(error).__name__
 
 
 def models_dir_of(variant: str | None) -> str:
@@ -53,6 +69,9 @@ def fill_mask(
     top_k: int = 5,
     variant: str | None = None,
 ) -> list[dict]:
+    if model and (variant or version):
+        raise ValueError(f"--model: a model directory is one model; {'--variant' if variant else '--version'} "
+                         "chooses among the project's trained models: give one or the other")
     bundle = load_masked_lm(model, version, models_dir_of(variant))
     return fill_mask_examples(bundle.model, bundle.tokenizer, sentences, top_k, parameter="fill-mask SENTENCES")
 

@@ -15,61 +15,96 @@ from pathlib import Path
 from kedro.framework.hooks import hook_impl
 
 from bert_mlm import run_lock
-from bert_mlm.core.config import ExperimentConfig
+from bert_mlm.config import ExperimentConfig
+from bert_mlm.core.checkpoints import check_checkpoint_dir, checkpoint_bytes
 from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.engine import close_engines
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import check_extra_corpus
 from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
-from bert_mlm.core.labelled import load_task
-from bert_mlm.core.model import check_starting_vocabulary, check_step_memory, planned_bert_config, resolve_checkpoint
-from bert_mlm.core.tuning import check_storage, masked_url
-from bert_mlm.core.tuning_result import TuningResult
+from bert_mlm.core.labelled import TaskSource, load_task
+from bert_mlm.core.mixture import source_settings
+from bert_mlm.core.model import (
+    check_starting_tokenizer,
+    check_starting_vocabulary,
+    check_step_memory_early,
+    open_model,
+    planned_bert_config,
+)
+from bert_mlm.core.redaction import redact
+from bert_mlm.core.tuning import check_storage
+from bert_mlm.core.tuning_record import check_saved_sections
+from bert_mlm.kedro_checks import (
+    check_credentials,
+    check_inputs_written,
+    check_load_versions,
+    check_no_globals_file,
+    described_run,
+)
 
 logger = logging.getLogger(__name__)
 
 
 def validate_parameters(parameters: dict) -> ExperimentConfig:
     """The run's typed configuration; raises one clear ``UserError`` naming the first bad
-    parameter, its value and what is allowed, before any data is read."""
+    parameter, its value and what is allowed, before any data is read: the values, the starting
+    model's files, the memory of a step and the checkpoint folder."""
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
-    config = ExperimentConfig.from_parameters(parameters, other_sections=VARIANTS)
-    if config.model.init_from:  # a missing checkpoint fails here, before the data stages
-        resolve_checkpoint(config.model.init_from)
-        if config.tokenizer.vocab_path:
-            tokenizer = config.tokenizer
+    config = ExperimentConfig.from_parameters(parameters, variants=VARIANTS)
+    source_settings(config.corpus.sources)  # a mixture's weights: one line now, not at the training node
+    if config.model.init_from:  # a missing or broken checkpoint fails here, before the data stages
+        open_model(config.model.init_from, "model.init_from")
+        tokenizer = config.tokenizer
+        if tokenizer.vocab_path:
             check_starting_vocabulary(config.model.init_from, tokenizer.vocab_path, tokenizer.lowercase,
                                       tokenizer.strip_accents, tokenizer.chinese_chars)
+        else:
+            check_starting_tokenizer(config.model.init_from, tokenizer.lowercase, tokenizer.strip_accents,
+                                     tokenizer.chinese_chars)
     if config.finetune.enabled and config.finetune.baseline not in ("auto", "none"):
-        try:
-            resolve_checkpoint(config.finetune.baseline)
-        except (UserError, FileNotFoundError) as error:
-            raise UserError(f"finetune.baseline: {error}") from error
+        open_model(config.finetune.baseline, "finetune.baseline")
     device = resolve_device(config.training.device)
     precision = resolve_precision(config.training.precision, device)
-    # Before the data stages: a step that cannot fit is otherwise killed by the OOM killer, silently.
     planned = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
-    check_step_memory(planned, config.training.batch_size, config.sequences.max_length, device, precision,
-                      processes=config.distributed.nproc_per_node if device.type == "cpu" else 1)
-    for variant in VARIANTS:  # each mask-rate variant's overrides, applied to the shared sections
-        name = f"{variant}.overrides"
-        overrides = TuningResult.for_variant((parameters.get(variant) or {}).get("overrides"), name)
-        try:
-            overrides.apply(config.masking, config.training)
-        except UserError as error:
-            raise UserError(f"{name}: {error}") from error
+    # Before the data stages: a step that cannot fit is otherwise killed by the OOM killer, silently.
+    # How many sequences a step holds is known once they are counted: core.training checks it exactly.
+    deferred = check_step_memory_early(planned, config.training.batch_size, config.sequences.max_length, device,
+                                       precision,
+                                       processes=config.distributed.nproc_per_node if device.type == "cpu" else 1)
+    if deferred:
+        logger.warning("%s", deferred)
+    training = config.training
+    if training.checkpoint_dir and (training.checkpoint_every or training.resume):
+        check_checkpoint_dir(training.checkpoint_dir, checkpoint_bytes(planned, training.keep_best))
     return config
 
 
+def check_saved_tuning(config: ExperimentConfig, catalog) -> None:
+    """A run that trains without the tuning stage takes the sections that stage saved: refused
+    before any work where there are none, or where they disagree with this run's parameters."""
+    if not catalog.exists("resolved_masking"):
+        raise UserError(
+            "resolved_masking: no saved version; the tuning stage saves the masking that training takes (the "
+            "tuning_best_params.json of earlier versions holds the study's record only): add the tuning stage to "
+            "the run (kedro run --pipelines tuning,training,evaluation; with tuning.n_trials=0 it passes the "
+            "configured masking on)"
+        )
+    saved = {"masking": catalog.load("resolved_masking"), "training": catalog.load("resolved_training")}
+    check_saved_sections(catalog.load("tuning_best_params"), saved,
+                         {"masking": config.masking, "training": config.training})
+
+
 class ValidateParametersHook:
-    """Validates every section, then takes the project's run lock (one run at a time: runs in one
-    project would load each other's dataset versions) until the run ends.
+    """Validates every section once, then takes the project's run lock (one run at a time: runs in
+    one project would load each other's dataset versions) until the run ends.
 
     Nodes declare the typed sections they take (``training: TrainingConfig``) and Kedro builds
     them from ``params:<section>`` when it creates the catalog (``kedro.validation``). This hook
     runs before that, on the raw parameters, so that a bad value gets this project's one-line
-    message (unknown keys with a suggestion, true/false refused as a number) instead of Kedro's.
+    message (unknown keys with a suggestion, true/false refused as a number) instead of Kedro's,
+    and hands Kedro the sections it built: pydantic takes an instance of the model as it is, so
+    each section is validated once.
     """
 
     def __init__(self) -> None:
@@ -77,19 +112,31 @@ class ValidateParametersHook:
 
     @hook_impl
     def after_context_created(self, context) -> None:
-        self.config = validate_parameters(context.config_loader["parameters"])
+        parameters = context.config_loader["parameters"]
+        self.config = validate_parameters(parameters)
+        context.config_loader["parameters"] = {**parameters, **self.config.parameters()}
+        check_no_globals_file(context.config_loader.conf_source, context.env)
+        check_credentials(context.config_loader["catalog"], _section(context.config_loader, "credentials"),
+                          context.env)
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
+        from kedro.framework.project import pipelines
+
         config = self.config or validate_parameters(catalog.load("parameters"))
+        check_load_versions(catalog, run_params.get("load_versions"))
+        check_inputs_written(pipeline, catalog, pipelines, described_run(run_params))
         tuning, names = config.tuning, {node.name.split(".")[-1] for node in pipeline.nodes}
         if tuning.n_trials > 0 and "tune_mask_probability" in names:
             check_storage(tuning)
         finetune_tuning = tuning.n_trials > 0 and tuning.objective == "finetune" and "tune_mask_probability" in names
         if config.finetune.enabled and ("finetune_classifier" in names or finetune_tuning):
-            load_task(config.finetune.source)  # a bad labelled file fails here, before any training
+            load_task(TaskSource.of(config.finetune))  # a bad labelled file fails here, before any training
         if "extra_eval_corpus" in pipeline.all_inputs():  # a bad evaluation.corpus_path too
             check_extra_corpus(catalog.load("extra_eval_corpus"))
+        nodes = {node.name for node in pipeline.nodes}  # the default chain's, not a variant's namespaced nodes
+        if "train_masked_lm" in nodes and "tune_mask_probability" not in nodes:
+            check_saved_tuning(config, catalog)
         project = Path(run_params.get("project_path") or Path.cwd())
         run_lock.acquire(project)
         self.started = time.time() - 1  # file times are coarser than the clock on some file systems
@@ -98,12 +145,11 @@ class ValidateParametersHook:
         self.explicit = run_params.get("runtime_params") or {}
 
     @hook_impl
-    def before_node_run(self, node, inputs: dict) -> None:
-        # The training node replaces masking/training values by the tuned (or variant's) ones:
-        # say so when the user had set one of them explicitly.
-        stored = next((v for k, v in inputs.items() if k.split(".")[-1] == "tuning_best_params"), None)
-        if isinstance(stored, TuningResult) and getattr(self, "explicit", None):
-            for line in stored.set_aside(self.explicit):
+    def after_node_run(self, node, outputs: dict) -> None:
+        # The study's adopted best replaces masking/training values: say so when the user had set
+        # one of them explicitly.
+        if node.name == "tune_mask_probability" and getattr(self, "explicit", None):
+            for line in outputs["tuning_best_params"].set_aside(self.explicit):
                 logger.warning("%s", line)
 
     @hook_impl
@@ -118,6 +164,51 @@ class ValidateParametersHook:
         if getattr(self, "started", None) is not None:
             remove_empty_versions(project / "data", self.started)
         run_lock.release(project)
+
+
+def _section(config_loader, key: str) -> dict:
+    """The credentials Kedro reads for this environment; {} where there is no credentials file."""
+    from kedro.config import MissingConfigException
+
+    try:
+        return dict(config_loader[key] or {})
+    except (MissingConfigException, KeyError):
+        return {}
+
+
+class RedactedForPlugins:
+    """Plugins see no secret: kedro-mlflow logs every node's parameters and tags the MLflow run
+    with the run's parameters (``--params corpus.path=https://user:PASSWORD@...`` among them).
+    These wrappers hand every other implementation of the two hooks redacted copies
+    (:func:`bert_mlm.core.redaction.redact`; typed sections as plain mappings, which kedro-mlflow
+    flattens into ``training.batch_size`` ...) and put the real values back before Kedro uses them."""
+
+    @hook_impl(hookwrapper=True)
+    def before_pipeline_run(self, run_params: dict):
+        original = dict(run_params)
+        run_params.update(redact(original))
+        try:
+            yield
+        finally:
+            run_params.clear()
+            run_params.update(original)
+
+    @hook_impl(hookwrapper=True)
+    def before_node_run(self, inputs: dict):
+        original = {name: value for name, value in inputs.items() if name.startswith("params:") or name == "parameters"}
+        inputs.update({name: redact(plain_settings(value)) for name, value in original.items()})
+        try:
+            yield
+        finally:
+            inputs.update(original)
+
+
+def plain_settings(value):
+    """A typed section (a dataclass, or a pydantic model) as the plain mapping it was built from."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)
+    return dump() if callable(dump) else value
 
 
 NODE_TIMINGS_ENV = "BERT_MLM_NODE_TIMINGS"
@@ -243,26 +334,12 @@ MLFLOW_ENV = "BERT_MLM_MLFLOW"
 
 class MlflowMetricsHook:
     """With MLflow tracking on (kedro-mlflow installed and ``BERT_MLM_MLFLOW=1``; it logs the
-    parameters), log what kedro-mlflow cannot know how to: every numeric value of ``metrics`` and
-    ``training_summary`` as MLflow metrics, the training loss and accuracy per step, and the run
-    report and metrics as artifacts. Variant outputs (``mask_030.metrics``) keep their prefix.
-    Does nothing when no MLflow run is active."""
+    parameters, redacted by :class:`RedactedForPlugins`), log what kedro-mlflow cannot know how
+    to: every numeric value of ``metrics`` and ``training_summary`` as MLflow metrics, the
+    training loss and accuracy per step, and the run report and metrics as artifacts. Variant
+    outputs (``mask_030.metrics``) keep their prefix. Does nothing when no MLflow run is active."""
 
     LOGGED = ("metrics", "training_summary", "training_history", "run_report", "mask_rate_comparison_report")
-
-    @hook_impl
-    def before_node_run(self, node, inputs: dict) -> None:
-        # kedro-mlflow flattens only dictionaries (masking.probability); the nodes' typed sections
-        # reach it as dataclasses, which it records whole. Log them flattened, under its names.
-        mlflow = sys.modules.get("mlflow")
-        if mlflow is None or mlflow.active_run() is None:
-            return
-        for name, value in inputs.items():
-            if name.startswith("params:") and dataclasses.is_dataclass(value):
-                flat = flattened(dataclasses.asdict(value), name.removeprefix("params:"))
-                if "tuning.storage" in flat:  # its password must not reach the tracking server
-                    flat["tuning.storage"] = masked_url(flat["tuning.storage"])
-                mlflow.log_params(flat)
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data, node) -> None:
@@ -279,7 +356,7 @@ class MlflowMetricsHook:
             }
             mlflow.log_metrics(numbers)
         if name == "metrics":
-            mlflow.log_dict(data, f"{key.format('metrics')}.json")
+            mlflow.log_dict(redact(data), f"{key.format('metrics')}.json")
         if name == "training_history" and len(data):
             from mlflow.entities import Metric
 
@@ -294,14 +371,3 @@ class MlflowMetricsHook:
                 client.log_batch(mlflow.active_run().info.run_id, metrics=series[start : start + 1000])
         if name in ("run_report", "mask_rate_comparison_report"):
             mlflow.log_text(data, f"{key.format(name)}.html")
-
-
-def flattened(values: dict, prefix: str) -> dict:
-    """``{"a": {"b": 1}}`` -> ``{"<prefix>.a.b": 1}``, as kedro-mlflow names parameters."""
-    flat = {}
-    for key, value in values.items():
-        if isinstance(value, dict):
-            flat.update(flattened(value, f"{prefix}.{key}"))
-        else:
-            flat[f"{prefix}.{key}"] = value
-    return flat

@@ -62,6 +62,29 @@ class OneLineRecords(logging.Filter):
         return True
 
 
+class RedactedRecords(logging.Filter):
+    """No secret in a log: every record's message (and its traceback text) through
+    :func:`bert_mlm.core.redaction.redact`, so a URL with a password or a signed query string that
+    reaches a message (ours, Kedro's, a library's error text) is masked in every handler."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from bert_mlm.core.redaction import redact
+
+        message = record.getMessage()
+        shown = redact(message)
+        if shown != message:
+            record.msg, record.args = shown, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+def redact_every_handler() -> None:
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactedRecords) for f in handler.filters):
+            handler.addFilter(RedactedRecords())
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 WARNING_CHARS = 200
 
@@ -86,10 +109,12 @@ def configure_logging() -> None:
         pass
     style = wanted_style()
     if style is None:
+        redact_every_handler()  # the user's own logging configuration: still no secret in it
         return
     from kedro.framework.project import LOGGING
 
     LOGGING.configure(RICH if style == "rich" else PLAIN)
+    redact_every_handler()
     if style == "plain":
         for handler in logging.getLogger().handlers:
             handler.addFilter(OneLineRecords())

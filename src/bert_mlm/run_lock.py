@@ -3,61 +3,113 @@
 Kedro loads the newest version of each dataset, so two runs in one project load each other's
 outputs (a report showed one run's corpus beside the other run's metrics). A run therefore holds
 an exclusive lock on ``data/.bert-mlm-run.lock`` from its first node to its end; a second run
-stops at once with a message naming the first. The lock is ``flock``: the kernel drops it when
-the holder exits, a kill -9 included, so it never goes stale.
+stops at once with a message naming the first.
+
+The lock is ``filelock``'s (``flock`` on Unix, ``msvcrt`` on Windows, so the project imports
+everywhere): the kernel drops it when the holder exits, a kill -9 included, so it never goes
+stale. Who holds it (pid, start, the command line with its secrets redacted) is written to
+``data/.bert-mlm-run.holder.json``, readable by its owner only (mode 0600): filelock owns the lock
+file's contents. Both files are removed when the run ends; the lock file is unlinked while it is
+still locked, which filelock >= 4 makes safe (a contender that opened the old file finds it
+unlinked once it gets the lock, and starts again on a fresh one).
 """
 
 from __future__ import annotations
 
-import fcntl
+import atexit
 import json
+import logging
 import os
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.redaction import redact
+
+logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".bert-mlm-run.lock"
-_held: dict[Path, int] = {}  # lock path -> open descriptor, this process's
+HOLDER_NAME = ".bert-mlm-run.holder.json"
+PRIVATE = 0o600
+# A contender waits this long: enough to step over a lock file its holder is removing as it ends.
+CONTENTION_SECONDS = 0.5
+_held: dict[Path, tuple[FileLock, int]] = {}  # lock path -> the held lock and the pid that took it
 
 
 def lock_path(project_path: str | os.PathLike) -> Path:
     return Path(project_path) / "data" / LOCK_NAME
 
 
+def holder_path(project_path: str | os.PathLike) -> Path:
+    return Path(project_path) / "data" / HOLDER_NAME
+
+
 def acquire(project_path: str | os.PathLike) -> Path:
     path = lock_path(project_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     release(project_path)  # a run of this process that ended without its release hook
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = FileLock(path, mode=PRIVATE, timeout=CONTENTION_SECONDS)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _describe(path)
-        os.close(descriptor)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except Timeout:  # before OSError: filelock's Timeout is a TimeoutError
         raise UserError(
-            f"another kedro run is using this project ({holder}); runs in one project would load each "
-            f"other's dataset versions. Wait for it to finish, or run the second one from a copy of the "
-            f"project (lock: {path})"
+            f"another kedro run is using this project ({_describe(holder_path(project_path))}); runs in one project "
+            "would load each other's dataset versions. Wait for it to finish, or run the second one from a copy "
+            f"of the project (lock: {path})"
         ) from None
-    os.ftruncate(descriptor, 0)
-    os.write(descriptor, json.dumps({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-                                     "command": " ".join(sys.argv)[:300]}).encode())
-    _held[path] = descriptor
+    except OSError as error:  # a read-only or full project folder: no run could write its outputs there either
+        raise UserError(f"data: cannot take the run lock {str(path)!r} ({error.strerror or error}); a run writes "
+                        "its outputs under data/, which must be writable") from error
+    _held[path] = (lock, os.getpid())
+    holder = {"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "command": redact(" ".join(sys.argv))[:300]}
+    try:
+        _write_private(holder_path(project_path), json.dumps(holder))
+    except OSError as error:  # a full disk: the lock holds all the same; a contender says "holder unknown"
+        logger.warning("run lock: could not write %s (%s)", holder_path(project_path), error)
     return path
 
 
 def release(project_path: str | os.PathLike) -> None:
-    descriptor = _held.pop(lock_path(project_path), None)
-    if descriptor is not None:
-        fcntl.flock(descriptor, fcntl.LOCK_UN)
-        os.close(descriptor)
+    """Remove the holder file and the lock file, then unlock (see the module's docstring)."""
+    path = lock_path(project_path)
+    held = _held.pop(path, None)
+    if held is None:
+        return
+    lock, owner = held
+    if owner != os.getpid():  # a forked child: the lock and its files are its parent's
+        return
+    with suppress(OSError):
+        holder_path(project_path).unlink()
+    with suppress(OSError):  # Windows cannot remove an open file: filelock removes it after unlocking
+        path.unlink()
+    lock.release()
+
+
+def _release_all() -> None:  # an exit without the release hook (an interrupt between hooks)
+    for path in list(_held):
+        release(path.parent.parent)
+
+
+atexit.register(_release_all)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """``text`` into ``path``, readable and writable by this user only, whatever the umask."""
+    with suppress(FileNotFoundError):
+        path.unlink()  # a file left by a killed run keeps its old mode when opened: start afresh
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
 
 
 def _describe(path: Path) -> str:
     try:
         holder = json.loads(path.read_text() or "{}")
-        return f"pid {holder['pid']}, started {holder['started']}: {holder['command']}"
+        return f"pid {holder['pid']}, started {holder['started']}: {redact(holder['command'])}"
     except (OSError, ValueError, KeyError):
         return "holder unknown"

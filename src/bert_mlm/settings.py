@@ -7,7 +7,7 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 import os
 import warnings
 
-from bert_mlm.hooks import MLFLOW_ENV, MlflowMetricsHook, NodeTimingHook, ValidateParametersHook
+from bert_mlm.hooks import MLFLOW_ENV, MlflowMetricsHook, NodeTimingHook, RedactedForPlugins, ValidateParametersHook
 from bert_mlm.logs import configure_logging
 
 # Plain one-line records in log files, Rich in a terminal (conf/logging.yml, bert_mlm/logs.py).
@@ -16,7 +16,7 @@ configure_logging()
 # Raised inside Kedro's own config loader on every run; nothing a user of this project can act on.
 warnings.filterwarnings("ignore", message=r"register_new_resolver\(\) is deprecated", category=UserWarning)
 
-HOOKS = (ValidateParametersHook(), NodeTimingHook(), MlflowMetricsHook())
+HOOKS = (ValidateParametersHook(), NodeTimingHook(), MlflowMetricsHook(), RedactedForPlugins())
 
 # MLflow tracking through kedro-mlflow (`pip install -e ".[mlflow]"`) is off by default, also
 # when installed: `BERT_MLM_MLFLOW=1 kedro run` turns it on (configuration: conf/base/mlflow.yml).
@@ -49,11 +49,11 @@ CONFIG_LOADER_ARGS = {
     "default_run_env": "local",
     # Environments (smoke, gpu, local) override single keys of a section, e.g. only
     # training.max_steps, instead of replacing the whole section.
-    "merge_strategy": {"parameters": "soft"},
-    # "config_patterns": {
-    #     "spark" : ["spark*/"],
-    #     "parameters": ["parameters*", "parameters*/**", "**/parameters*"],
-    # }
+    "merge_strategy": {"parameters": "soft", "globals": "soft"},
+    # The parameters are the globals too: the catalog reads the corpus settings from
+    # parameters_corpus.yml (${globals:corpus.path}), so each corpus key has one home, and
+    # `--params corpus.path=...` reaches the catalog (${runtime_params:...}) and the parameters.
+    "config_patterns": {"globals": ["parameters*", "parameters*/**", "**/parameters*"]},
 }
 
 # Class that manages Kedro's library components.

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
+from bert_mlm.config import CorpusConfig
 from bert_mlm.core.corpus import (
-    CorpusConfig,
     RawText,
     assign_splits,
     clean_documents,
@@ -63,6 +63,11 @@ def test_split_paragraphs_joins_wrapped_lines_and_blank_line_ends_paragraph():
 
 def test_split_paragraphs_single_newline_does_not_split():
     assert split_paragraphs("line one\nline two\nline three") == ["line one line two line three"]
+
+
+def test_wrapped_chinese_and_japanese_lines_join_without_a_space_but_korean_and_latin_keep_it():
+    text = "房间很\n干净，服务\n也好。\n使用Python\n语言\n\n今日は\nいい天気\n\n오늘은\n날씨가 좋다"
+    assert split_paragraphs(text) == ["房间很干净，服务也好。使用Python 语言", "今日はいい天気", "오늘은 날씨가 좋다"]
 
 
 # ----------------------------------------------------------------------------- cleaning

@@ -9,16 +9,21 @@ import pytest
 import torch
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+from bert_mlm.config import (
+    DistributedConfig,
+    EvaluationConfig,
+    MaskingConfig,
+    ModelConfig,
+    SequenceConfig,
+    TokenizerConfig,
+    TrainingConfig,
+)
 from bert_mlm.core.checkpoints import RUN_FILE, list_checkpoints, read_checkpoint, run_folders
-from bert_mlm.core.distributed import DistributedConfig, Rank, launch
-from bert_mlm.core.evaluation import EvaluationConfig
+from bert_mlm.core.distributed import Rank, launch
 from bert_mlm.core.experiment import Experiment, train_data_parallel
-from bert_mlm.core.masking import MaskingConfig, mask_seed
-from bert_mlm.core.model import ModelConfig
-from bert_mlm.core.sequences import SequenceConfig
-from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+from bert_mlm.core.masking import mask_seed
+from bert_mlm.core.tokenizer import train_wordpiece
 from bert_mlm.core.training import epoch_batches
-from bert_mlm.core.training_config import TrainingConfig
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +58,7 @@ def experiment() -> Experiment:
 @pytest.mark.slow
 def test_two_gloo_processes_match_one_process_with_the_same_global_batch(experiment, tmp_path):
     _, single = train_data_parallel(experiment, DistributedConfig())
-    per_rank = replace(experiment.training, batch_size=8, checkpoint_every=10, checkpoint_dir=str(tmp_path))
+    per_rank = experiment.training.replace(batch_size=8, checkpoint_every=10, checkpoint_dir=str(tmp_path))
     model, double = train_data_parallel(
         replace(experiment, training=per_rank), DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29531")
     )
@@ -76,7 +81,7 @@ def test_two_gloo_processes_match_one_process_with_the_same_global_batch(experim
 
 def test_ranks_see_disjoint_data_and_different_masks(experiment):
     lengths = [len(s) for s in experiment.sequences["train"]]
-    config = replace(experiment.training, batch_size=8)
+    config = experiment.training.replace(batch_size=8)
     shards = [epoch_batches(lengths, config, epoch=0, rank=Rank(r, 2)) for r in range(2)]
     seen = [{i for batch in shard for i in batch} for shard in shards]
     assert seen[0].isdisjoint(seen[1])

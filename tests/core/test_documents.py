@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.corpus import (
     SPLITS,
     CleaningReport,
-    CorpusConfig,
     CorpusError,
     Deduplicator,
     RawText,
@@ -20,7 +20,6 @@ from bert_mlm.core.corpus import (
     stream_documents,
 )
 from bert_mlm.core.documents import DocumentShards, DocumentShardWriter, DocumentStream, sample_key
-from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.sources import CorpusSource, iter_table_rows, iter_text_file, read_corpus
 
 RATIOS = {"train": 0.8, "valid": 0.1, "test": 0.1}
@@ -230,51 +229,50 @@ def test_no_chinese_review_is_dropped_as_short(shared_data, tmp_path):
 
 
 # ----------------------------------------------------------------------------- mixtures (corpus.sources)
-def _mixture(tmp_path, parts: dict) -> tuple[DocumentShards, list[str]]:
+def _mixture(tmp_path, parts: dict) -> DocumentShards:
     from bert_mlm.core.sources import mixture_source
 
     stream = DocumentStream(
         mixture_source(parts), CorpusConfig(split_ratios=RATIOS), DataConfig(workers=1, chunk_bytes=1 << 16)
     )
     stream.write(tmp_path / "shards")
-    shards = DocumentShards(tmp_path / "shards")
-    origins: list[str] = []
-    batches = list(shards.iter_texts("train", origins=origins))
-    return shards, [name for name, texts in zip(origins, batches, strict=True) for _ in texts]
+    return DocumentShards(tmp_path / "shards")
+
+
+def _shard_bytes(shards: DocumentShards) -> dict[str, bytes]:
+    return {str(p.relative_to(shards.directory)): p.read_bytes() for p in sorted(shards.directory.rglob("*.parquet"))}
 
 
 @pytest.mark.parametrize("second", ["english", "chinese"])
-def test_a_weighted_mixture_gives_each_source_its_share_of_the_training_stream(tmp_path, shared_data, second):
+def test_a_mixture_stores_each_sources_documents_once_whatever_its_weight(tmp_path, shared_data, second):
+    """The weights are training's (each epoch draws the sources by them), not the data's: the shards of
+    a 0.7/0.3 mixture and of a 0.5/0.5 one are the same bytes, each source's documents once, in order."""
     books = shared_data / "corpora" / "gutenberg"
     other = (books / "melville-moby_dick.txt") if second == "english" else (
         shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")
     parts = {"small": {"path": str(books / "austen-persuasion.txt"), "weight": 0.7},
              "large": {"path": str(other), "weight": 0.3, "text_column": "review"}}
-    shards, stream = _mixture(tmp_path, parts)
-    plan = shards.mixture
-    assert plan["factors"]["small"] > 1 > plan["factors"]["large"]  # the small book is repeated, the large one thinned
-    for name, weight in (("small", 0.7), ("large", 0.3)):
-        assert plan["stream"][name]["share_of_characters"] == pytest.approx(weight, abs=0.01)
-        assert stream.count(name) == plan["stream"][name]["documents"]
-    assert shards.documents("train") == len(stream)
-    assert shards.characters("train") == sum(plan["stream"][n]["characters"] for n in plan["stream"])
-    assert shards.documents("valid") == shards.manifest["splits"]["valid"]["documents"]  # held-out splits as they are
+    shards = _mixture(tmp_path / "a", parts)
+    sources = shards.sources
+    assert list(sources) == ["small", "large"]
+    assert sum(s["train_documents"] for s in sources.values()) == shards.documents("train")
+    assert sum(s["train_characters"] for s in sources.values()) == shards.characters("train")
+    runs = [(name, len(texts)) for name, texts in shards.iter_source_texts("train")]
+    names = [name for name, _ in runs]
+    assert names == sorted(names, key=list(sources).index)  # each source's documents together, in order
+    assert {name: sum(n for m, n in runs if m == name) for name in sources} == {
+        name: s["train_documents"] for name, s in sources.items()}
+    evened = {name: {**spec, "weight": 0.5} for name, spec in parts.items()}
+    assert _shard_bytes(_mixture(tmp_path / "b", evened)) == _shard_bytes(shards)
     stats = shards.source_stats().set_index("source")
-    assert stats.loc["small", "weight"] == 0.7
+    assert stats.loc["small", "train_documents"] == sources["small"]["train_documents"]
 
 
-def test_repeat_reads_a_source_that_many_times_and_is_deterministic(tmp_path, shared_data):
+def test_a_source_without_training_documents_is_named(tmp_path, shared_data):
     book = shared_data / "corpora" / "gutenberg" / "austen-persuasion.txt"
-    other = shared_data / "corpora" / "gutenberg" / "chesterton-ball.txt"
-    shards, stream = _mixture(tmp_path / "a", {"twice": {"path": str(book), "repeat": 2},
-                                               "part": {"path": str(other), "repeat": 0.5}})
-    plan, stream_counts = shards.mixture["sources"], shards.mixture["stream"]
-    assert stream_counts["twice"]["documents"] == 2 * plan["twice"]["train_documents"]
-    assert abs(stream_counts["part"]["documents"] - 0.5 * plan["part"]["train_documents"]) <= 2
-    again, stream_again = _mixture(tmp_path / "b", {"twice": {"path": str(book), "repeat": 2},
-                                                    "part": {"path": str(other), "repeat": 0.5}})
-    assert stream == stream_again
-    assert list(again.iter_texts("train")) == list(shards.iter_texts("train"))
+    with pytest.raises(CorpusError, match=r"corpus\.sources\.again: none of its documents landed in the train split.*"
+                                          "corpus.deduplicate"):
+        _mixture(tmp_path, {"book": {"path": str(book)}, "again": {"path": str(book)}})
 
 
 @pytest.mark.parametrize(("parts", "message"), [

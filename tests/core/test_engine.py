@@ -4,13 +4,16 @@ byte for byte, as the local one."""
 from __future__ import annotations
 
 import hashlib
+import logging
+import time
 from pathlib import Path
 
 import pytest
 
-from bert_mlm.core.corpus import CorpusConfig
+from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.documents import DocumentShards, DocumentStream
-from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.engine import Finished, open_engine
+from bert_mlm.core.progress import Progress
 from bert_mlm.core.sources import CorpusSource, read_task, read_tasks
 from bert_mlm.core.token_store import EncodingJob, TokenStore
 from bert_mlm.core.tokenizer import load_tokenizer
@@ -25,6 +28,41 @@ def test_local_engine_keeps_the_input_order(workers):
     with open_engine(DataConfig(workers=workers, in_flight_per_worker=1)) as engine:
         assert list(engine.map_ordered(_square, range(50), 3)) == [x * x + 3 for x in range(50)]
         assert list(engine.map_ordered(_square, range(5), 0, python_bound=False)) == [0, 1, 4, 9, 16]
+
+
+def _slow_item(item: list[int]) -> float:
+    """A slow worker: a tenth of a second per item; returns when it finished (wall clock)."""
+    time.sleep(0.1)
+    return time.time()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_progress_never_runs_ahead_of_the_finished_work(workers, caplog):
+    """A stage's progress counts an item when its result is back, not when it is handed to a worker:
+    every line's share is at most the share of items finished by then (the first line included;
+    counted at hand-out, the first line said 40 % with nothing finished yet)."""
+    items = [[0] * size for size in (5, 1, 3, 8, 2, 2, 6, 1, 4, 3)]
+    total = sum(map(len, items))
+    progress = Progress(total, "slow stage", unit="item", every_seconds=0.0, terminal=False)
+    lines = []
+    progress.line = lambda now=None, line=progress.line: lines.append((time.time(), progress.done)) or line(now)
+    with caplog.at_level(logging.INFO, logger="bert_mlm.progress"), \
+            open_engine(DataConfig(workers=workers, in_flight_per_worker=2)) as engine:
+        finished_at = list(engine.map_ordered(_slow_item, items, finished=Finished(progress, len)))
+    progress.close()
+    assert len(lines) >= len(items) and progress.done == total
+    for logged_at, done in lines:
+        finished = sum(len(item) for item, at in zip(items, finished_at, strict=True) if at <= logged_at)
+        assert done <= finished
+    assert f"slow stage: item 5/{total} (14%)" in caplog.text.splitlines()[0]  # the first item, once finished
+
+
+def test_progress_rate_and_eta_come_from_the_finished_works_own_time():
+    progress = Progress(10, "fine-tuning", unit="epoch", terminal=False)
+    progress.started -= 100  # 100 s of set-up before the first epoch
+    progress.update(2, seconds=4.0)
+    line = progress.line()
+    assert "0.50 epoch/s" in line and "ETA 0:16" in line  # 8 epochs left at 2 s each
 
 
 @pytest.mark.parametrize(
@@ -61,6 +99,8 @@ def test_dask_on_two_workers_writes_the_local_engines_bytes(shared_data, tmp_pat
     corpus.mkdir()
     for name in ("austen-persuasion.txt", "melville-moby_dick.txt", "blake-poems.txt"):  # CRLF and LF
         (corpus / name).symlink_to(shared_data / "corpora" / "gutenberg" / name)
+    news = (shared_data / "corpora" / "msra-ner" / "news.txt").read_bytes()[:600_000]  # one paragraph per line
+    (corpus / "news.txt").write_bytes(news[: news.rindex(b"\n") + 1])
     vocab = shared_data / "vocab" / "bert-base-uncased.vocab.txt"
     small_chunks = 256 << 10  # many work items, several per worker
     local = _write(DataConfig(engine="local", workers=2, chunk_bytes=small_chunks), corpus, vocab, tmp_path / "local")
@@ -72,6 +112,7 @@ def test_dask_on_two_workers_writes_the_local_engines_bytes(shared_data, tmp_pat
     assert store.dtype.name == "uint16"  # 30,522 entries
     assert len(DocumentShards(dask[0]).row_groups("train")) > 2  # the work was split into several items
     assert len(store.split("train")) == DocumentShards(dask[0]).documents("train")
+    assert DocumentShards(dask[0]).documents("train") > 6000  # the news file's ~5,000 lines are documents
 
 
 def test_the_dask_engine_logs_no_distributed_info(caplog):

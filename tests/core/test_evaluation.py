@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from bert_mlm.config import EvaluationConfig, ModelConfig
 from bert_mlm.core.evaluation import (
     MASK_BLOCK,
-    EvaluationConfig,
     EvaluationSet,
     baseline_accuracy,
     evaluate,
@@ -20,7 +20,7 @@ from bert_mlm.core.evaluation import (
     prepare_evaluation_set,
 )
 from bert_mlm.core.masking import IGNORE_INDEX, replacement_vocabulary
-from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.model import build_model
 from bert_mlm.core.sequences import Collator, pack_documents, split_documents
 from bert_mlm.core.tokenizer import encode_documents, special_token_ids
 

@@ -4,17 +4,18 @@ seeds, head and batches, is deterministic, and its intervals say what they shoul
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from bert_mlm.config import FinetuneConfig, ModelConfig
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.finetune import (
     BASELINE,
     PRETRAINED,
-    FinetuneConfig,
     classifier_from,
     compare_runs,
     evaluate_finetuning,
@@ -22,7 +23,7 @@ from bert_mlm.core.finetune import (
     prepare_task,
     starting_point,
 )
-from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.model import build_model
 
 from .conftest import synthetic_sentences
 
@@ -160,7 +161,8 @@ def test_the_kept_classifier_loads_with_plain_transformers(tmp_path, tiny_tokeni
 
 
 def test_chinese_reviews_fine_tune_above_the_majority_class(shared_dir):
-    from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+    from bert_mlm.config import TokenizerConfig
+    from bert_mlm.core.tokenizer import train_wordpiece
 
     reviews = shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
     texts = pd.read_csv(reviews)["review"].dropna().astype(str).tolist()[:3000]
@@ -223,3 +225,52 @@ def test_a_bad_task_fails_before_any_training(tmp_path, tiny_tokenizer, model):
     one_class = labelled_file(tmp_path, [(1, f"sentence {i}") for i in range(40)])
     with pytest.raises(UserError, match="one class only"):
         prepare_task(config_for(one_class), tiny_tokenizer, 128)
+
+
+def test_a_model_at_the_majority_rate_is_said_to_be_no_better_than_always_answering_it(tmp_path, tiny_tokenizer,
+                                                                                      model):
+    """An English model on Chinese reviews headlined "+10.0 accuracy points gained" at the majority-class rate, with
+    macro-F1 down by 0.18. The headline now gives accuracy and macro-F1 and says when the majority answer is as good."""
+    rng = random.Random(1)
+    rows = [("1" if rng.random() < 0.8 else "0", s) for s in synthetic_sentences(400, seed=9)]  # labels without signal
+    path = labelled_file(tmp_path, rows, "skewed.csv")
+    baseline, name = starting_point(config_for(path), model, tiny_tokenizer, init_from=None, init_seed=11)
+    config = config_for(path, mode="frozen", seeds=2)
+    metrics = evaluate_finetuning(model, tiny_tokenizer, config, baseline=baseline, baseline_name=name,
+                                  device="cpu").metrics()
+    summary = metrics["finetune_summary"]
+    assert re.search(r"accuracy points \[95 % CI .*\] and [+-]\d\.\d{3} macro-F1 over .* \(fine-tuned accuracy "
+                     r"0\.\d{4}, macro-F1 0\.\d{4};", summary), summary
+    assert metrics["finetune_no_better_than_majority"]
+    assert re.search(r"WARNING: the fine-tuned model is (no better than|not distinguishable from) always answering "
+                     r"'1' \(0\.\d{4} of the eval examples", summary), summary
+    signal = evaluate_finetuning(model, tiny_tokenizer, config_for(tmp_path_signal(tmp_path), mode="frozen", seeds=1),
+                                 device="cpu").metrics()
+    assert not signal["finetune_no_better_than_majority"] and "WARNING" not in signal["finetune_summary"]
+    assert signal["finetune_summary"].startswith("fine-tuned accuracy 0.")
+    assert "macro-F1 0." in signal["finetune_summary"]
+
+
+def tmp_path_signal(tmp_path) -> str:
+    sentences = synthetic_sentences(300, seed=5)
+    marked = [s + (" error error" if i % 2 else " value value") for i, s in enumerate(sentences)]
+    return labelled_file(tmp_path, [(["bad", "good"][i % 2], s) for i, s in enumerate(marked)], "signal.csv")
+
+
+def test_labelled_text_unknown_to_the_vocabulary_is_warned_about(tmp_path, tiny_tokenizer, model, shared_dir, caplog):
+    """An English vocabulary on Chinese reviews: most tokens are [UNK], so the result says little about pretraining."""
+    reviews = pd.read_csv(shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv").dropna()
+    reviews = reviews.groupby("label").head(150)  # the file is sorted by label
+    path = labelled_file(tmp_path, reviews[["label", "review"]].values.tolist(), "reviews.csv")
+    with caplog.at_level("WARNING", logger="bert_mlm.core.finetune"):
+        prepared = prepare_task(config_for(path), tiny_tokenizer, 128)
+    assert prepared.unknown_rate > 0.5
+    assert re.search(r"finetune: \d+\.\d % of the labelled text's tokens are \[UNK\] under the model's vocabulary "
+                     r"\(more than 5 %\)", caplog.text)
+    metrics = evaluate_finetuning(model, tiny_tokenizer, config_for(path, mode="frozen", seeds=1), device="cpu",
+                                  prepared=prepared).metrics()
+    assert metrics["finetune_unknown_rate"] == prepared.unknown_rate
+    assert re.search(r"WARNING: \d+ % of the labelled text's tokens are unknown to the model's vocabulary",
+                     metrics["finetune_summary"])
+    english = prepare_task(config_for(tmp_path_signal(tmp_path)), tiny_tokenizer, 128)
+    assert english.unknown_rate < 0.05

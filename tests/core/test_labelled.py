@@ -131,3 +131,37 @@ def test_bad_inputs_get_one_message_that_names_the_parameter(tmp_path, case):
     source, message = _bad_inputs(tmp_path)[case]
     with pytest.raises(UserError, match=message):
         load_task(source)
+
+
+@pytest.mark.parametrize("language", ["English", "Chinese"])
+def test_rows_without_a_label_or_a_text_are_counted_and_logged_when_dropped(tmp_path, caplog, language):
+    text = "a fine stay" if language == "English" else "房间很大，床很舒服"
+    rows = [(i % 2, f"{text} {i}") for i in range(50)] + [(None, f"{text} x"), (None, None), (1, None), (0, "")]
+    path = labelled_csv(tmp_path, rows)
+    with caplog.at_level("WARNING", logger="bert_mlm.core.labelled"):
+        frame = read_labelled(path, ("review",), "label", "finetune.train_path")
+    assert len(frame) == 50
+    assert (f"finetune.train_path: 4 of 54 rows of '{path}' dropped: 2 without a label (column 'label'), 2 without "
+            "a text ('review')") in caplog.text
+
+
+@pytest.mark.parametrize("written", ["1.0/0.0 in a CSV", "floats in JSONL", "floats in Parquet"])
+def test_labels_that_are_whole_numbers_read_as_integers(tmp_path, written):
+    """Float labels became the classes "0.0"/"1.0" (a CSV of 1.0/0.0, as pandas writes a column that had a NaN)."""
+    rows = {"text": [f"review {i}" for i in range(40)], "label": [float(i % 2) for i in range(40)]}
+    if written == "1.0/0.0 in a CSV":
+        path = tmp_path / "labels.csv"
+        pd.DataFrame(rows).to_csv(path, index=False)
+        assert "1.0" in path.read_text()
+    elif written == "floats in JSONL":
+        path = tmp_path / "labels.jsonl"
+        pd.DataFrame(rows).to_json(path, orient="records", lines=True)
+    else:
+        path = tmp_path / "labels.parquet"
+        pd.DataFrame(rows).to_parquet(path)
+    task = load_task(TaskSource(str(path), eval_fraction=0.3))
+    assert task.labels == ["0", "1"]
+    # A column of real fractions keeps them.
+    pd.DataFrame({"text": rows["text"], "label": [[0.5, 1.5][i % 2] for i in range(40)]}).to_csv(
+        tmp_path / "fractions.csv", index=False)
+    assert load_task(TaskSource(str(tmp_path / "fractions.csv"), eval_fraction=0.3)).labels == ["0.5", "1.5"]

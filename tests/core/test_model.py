@@ -8,10 +8,11 @@ import pytest
 import torch
 from transformers import BertForMaskedLM
 
-from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, mask_tokens, replacement_vocabulary
-from bert_mlm.core.model import MaskedPositionsMLM, ModelConfig, build_model, masked_lm_loss
+from bert_mlm.config import MaskingConfig, ModelConfig, TokenizerConfig
+from bert_mlm.core.masking import IGNORE_INDEX, mask_tokens, replacement_vocabulary
+from bert_mlm.core.model import MaskedPositionsMLM, build_model, masked_lm_loss
 from bert_mlm.core.sequences import Collator, split_documents
-from bert_mlm.core.tokenizer import TokenizerConfig, encode_documents, special_token_ids, train_wordpiece
+from bert_mlm.core.tokenizer import encode_documents, special_token_ids, train_wordpiece
 
 from .conftest import synthetic_sentences
 

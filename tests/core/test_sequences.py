@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from bert_mlm.config import SequenceConfig
 from bert_mlm.core.sequences import (
     Collator,
     IndexedSequences,
-    SequenceConfig,
     batch_order,
     build_sequence_index,
     build_sequences,
@@ -213,12 +213,13 @@ def test_sequence_config_rejects_bad_values(kwargs, parameter):
         SequenceConfig(**kwargs)
 
 
-def test_sequence_config_accepts_valid_values_and_check_fits():
-    config = SequenceConfig(mode="document", padding="static", max_length=8)
-    config.check_fits(8)
-    SequenceConfig(max_length=512).check_fits(512)
+def test_sequence_config_accepts_valid_values_and_must_fit_the_model():
+    from bert_mlm.config import ExperimentConfig
+
+    SequenceConfig(mode="document", padding="static", max_length=8)
+    ExperimentConfig.from_parameters({"sequences": {"max_length": 512}, "model": {"max_position_embeddings": 512}})
     with pytest.raises(ValueError, match=r"sequences\.max_length.*model\.max_position_embeddings"):
-        SequenceConfig(max_length=513).check_fits(512)
+        ExperimentConfig.from_parameters({"sequences": {"max_length": 513}, "model": {"max_position_embeddings": 512}})
 
 
 # ----------------------------------------------------------------------------- the index over a token store

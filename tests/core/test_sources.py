@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 import pytest
 
 from bert_mlm.core.corpus import BUILTIN_SOURCE, CorpusError, clean_documents
-from bert_mlm.core.sources import builtin_corpus, decode_text, read_corpus, resolve_corpus_files
+from bert_mlm.core.sources import builtin_corpus, decode_text, list_corpus_files, read_corpus
+
+
+def resolve_corpus_files(path):
+    return [file for file, _ in list_corpus_files(path)]
 
 
 # ----------------------------------------------------------------------------- decoding and reading
@@ -159,3 +165,77 @@ def test_decode_text_counts_bytes_of_truncated_sequences():
     raw = decode_text(b"ab\xf0\x9f\x98", "cut.txt")  # the first 3 of the 4 bytes of an emoji
     assert raw.text == "ab\ufffd"
     assert raw.replaced_bytes == 3
+
+
+# ----------------------------------------------------------------------------- one paragraph per line
+def texts_of(path, line_by_line="auto", chunk_bytes=1 << 16) -> list[str]:
+    from bert_mlm.core.sources import CorpusSource
+
+    items = [item for batch in CorpusSource(str(path)).batches(chunk_bytes, line_by_line) for item in batch]
+    return clean_documents(items, deduplicate=False)[0]["text"].tolist()
+
+
+def _wrapped(paragraphs: list[str], width: int) -> str:
+    """Paragraphs hard-wrapped at ``width`` characters, a blank line between them (as books are)."""
+    return "\n\n".join("\n".join(p[i:i + width] for i in range(0, len(p), width)) for p in paragraphs) + "\n"
+
+
+def test_line_by_line_auto_reads_chinese_news_one_paragraph_per_line_and_wrapped_chinese_joined(
+        tmp_path, shared_dir, caplog):
+    lines = (shared_dir / "corpora" / "msra-ner" / "news.txt").read_text(encoding="utf-8").splitlines()[:3000]
+    (tmp_path / "news.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with caplog.at_level(logging.INFO, logger="bert_mlm.core.sources"):
+        per_line = texts_of(tmp_path / "news.txt", chunk_bytes=1 << 16)  # several chunks
+    assert per_line == texts_of(tmp_path / "news.txt", True) and len(per_line) > 2900
+    assert per_line[:2] == [line.strip() for line in lines[:2]]
+    assert len(texts_of(tmp_path / "news.txt", False)) < 10  # joined: the 21-document corpus of issue 34
+    decided = [r.getMessage() for r in caplog.records if "line_by_line=auto" in r.getMessage()]
+    assert len(decided) == 1 and "news.txt' is read one paragraph per line" in decided[0]
+    # The same sentences hard-wrapped at 35 characters, 10 to a paragraph: joined (most lines end mid-sentence).
+    paragraphs = ["".join(lines[i:i + 10]) for i in range(0, 300, 10)]
+    (tmp_path / "novel.txt").write_text(_wrapped(paragraphs, 35), encoding="utf-8")
+    joined = texts_of(tmp_path / "novel.txt")
+    assert joined == texts_of(tmp_path / "novel.txt", False) and len(joined) == len(paragraphs)
+
+
+def test_line_by_line_auto_joins_hard_wrapped_english_books_and_splits_wikitext(shared_dir, tmp_path):
+    book = shared_dir / "corpora" / "gutenberg" / "austen-persuasion.txt"
+    assert texts_of(book) == texts_of(book, False)
+    assert len(texts_of(book, True)) > 3 * len(texts_of(book))  # every wrapped line would be a document
+    wiki = shared_dir / "corpora" / "wikitext-2-raw" / "wiki.valid.raw"  # one paragraph per line, some adjacent
+    assert texts_of(wiki) == texts_of(wiki, True) and len(texts_of(wiki)) > len(texts_of(wiki, False))
+
+
+def test_line_by_line_decision_and_setting_are_checked():
+    from bert_mlm.config import CorpusConfig
+    from bert_mlm.core.errors import UserError
+    from bert_mlm.core.sources.streams import lines_are_paragraphs
+
+    assert lines_are_paragraphs("第一句话。\n第二句话！\n第三句？\n第四句。\n".encode())[0]
+    assert lines_are_paragraphs(b"A line that ends.\nAnother one here.\nAnd a third one.\nFourth.\n")[0]
+    assert not lines_are_paragraphs(b"The wrapped line of\na paragraph that goes\non and on until it\nends.\n")[0]
+    assert not lines_are_paragraphs(b"One.\n\nTwo.\n\nThree.\n")[0]  # blank lines: nothing to decide
+    for value in ("auto", True, False):
+        assert CorpusConfig(line_by_line=value).line_by_line == value
+    for value in ("yes", 1, "true"):  # strict: a quoted "true" is not true
+        with pytest.raises(UserError, match=rf"corpus\.line_by_line: {value!r} must be 'auto', true or false"):
+            CorpusConfig(line_by_line=value)
+
+
+@pytest.mark.parametrize("line_by_line", ["auto", True, False])
+def test_byte_ranges_read_by_workers_give_the_documents_of_the_whole_file(tmp_path, shared_dir, line_by_line):
+    """The Dask path cuts text files into byte ranges that both neighbours end alike: one paragraph
+    per line or blank-line paragraphs, CRLF or LF, the documents are those of reading the file whole."""
+    from bert_mlm.core.sources import CorpusSource, read_task, read_tasks
+
+    news = (shared_dir / "corpora" / "msra-ner" / "news.txt").read_bytes()[:300_000]
+    news = news[: news.rindex(b"\n") + 1]
+    book = (shared_dir / "corpora" / "gutenberg" / "melville-moby_dick.txt").read_bytes()[:300_000]  # CRLF
+    for name, data in (("news.txt", news.replace(b"\n", b"\r\n", 500)), ("book.txt", book)):
+        if name == "news.txt" and line_by_line is False:
+            continue  # one 300 KB paragraph, cut where the read limit falls: engines may cut it elsewhere
+        (tmp_path / name).write_bytes(data)
+        tasks = list(read_tasks(CorpusSource(str(tmp_path / name)), 1 << 16, line_by_line=line_by_line))
+        assert [t.kind for t in tasks] == ["range"] * len(tasks) and len(tasks) >= 4
+        ranged = clean_documents([item for task in tasks for item in read_task(task)], deduplicate=False)[0]
+        assert ranged["text"].tolist() == texts_of(tmp_path / name, line_by_line)

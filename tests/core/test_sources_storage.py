@@ -6,32 +6,46 @@ from __future__ import annotations
 import bz2
 import csv
 import gzip
+import http.server
+import io
 import logging
 import lzma
 import os
+import re
+import tarfile
+import threading
+import time
 
 import pandas as pd
 import pytest
-import zstandard
 
-from bert_mlm.core.corpus import CorpusConfig, CorpusError, clean_documents
+from bert_mlm.config import CorpusConfig, DataConfig
+from bert_mlm.core.corpus import CorpusError, clean_documents
 from bert_mlm.core.documents import DocumentShards, DocumentStream
-from bert_mlm.core.engine import DataConfig
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.sources import (
     CorpusSource,
     HFDataset,
     as_corpus_source,
     iter_text_file,
     list_corpus_files,
+    mixture_source,
     read_corpus,
+    read_task,
+    read_tasks,
 )
+
+try:
+    from compression import zstd  # Python 3.14
+except ImportError:
+    from backports import zstd
 
 RATIOS = {"train": 0.8, "valid": 0.1, "test": 0.1}
 COMPRESSORS = {
     ".gz": gzip.compress,
     ".bz2": bz2.compress,
     ".xz": lzma.compress,
-    ".zst": lambda data: zstandard.ZstdCompressor().compress(data),
+    ".zst": zstd.compress,
 }
 
 
@@ -72,7 +86,7 @@ def test_compressed_text_reads_as_the_plain_file_in_bounded_chunks(tmp_path, boo
     ("rows.csv.bz2", lambda f, p: p.write_bytes(bz2.compress(f.to_csv(index=False).encode()))),
     ("rows.tsv.xz", lambda f, p: p.write_bytes(lzma.compress(  # TSV as GLUE writes it: no quoting
         f.to_csv(index=False, sep="\t", quoting=csv.QUOTE_NONE).encode()))),
-    ("rows.json.zst", lambda f, p: p.write_bytes(zstandard.ZstdCompressor().compress(
+    ("rows.json.zst", lambda f, p: p.write_bytes(zstd.compress(
         f.to_json(orient="records", lines=True, force_ascii=False).encode()))),
 ])
 def test_compressed_tables_of_chinese_reviews_read_as_the_plain_table(tmp_path, reviews, name, write):
@@ -131,6 +145,10 @@ def test_files_with_a_byte_order_mark_are_decoded_not_called_binary(tmp_path, en
     path.write_bytes(data)
     got = texts_of(CorpusSource(str(path)))
     assert got == ["The first paragraph of English text here.", "第二段：这家酒店的服务很好，房间干净。"]
+    rows = pd.DataFrame({"text": got * 2000})  # a table read through buffered text: exact read sizes
+    table = rows.to_json(orient="records", lines=True, force_ascii=False).encode(encoding)
+    (tmp_path / "rows.jsonl").write_bytes(b"\xfe\xff" + table if encoding == "utf-16-be" else table)
+    assert texts_of(CorpusSource(str(tmp_path / "rows.jsonl"))) == got
 
 
 def test_many_links_to_one_directory_are_one_warning_not_a_loop(tmp_path, caplog):
@@ -181,7 +199,7 @@ def test_a_protocol_without_its_package_names_the_extra_to_install():
 
 def test_a_corpus_in_s3_reads_with_credentials_and_a_wrong_key_is_one_line(s3_server, tmp_path, book, reviews):
     s3, credentials = s3_server
-    s3.put_object(Bucket="corpora", Key="mixed/book.txt.zst", Body=zstandard.ZstdCompressor().compress(book))
+    s3.put_object(Bucket="corpora", Key="mixed/book.txt.zst", Body=zstd.compress(book))
     s3.put_object(Bucket="corpora", Key="mixed/reviews.jsonl.gz",
                   Body=gzip.compress(reviews.to_json(orient="records", lines=True, force_ascii=False).encode()))
     (tmp_path / "local").mkdir()
@@ -257,3 +275,203 @@ def test_read_corpus_of_a_compressed_file_names_the_source_as_given(tmp_path):
     path = tmp_path / "x.txt.gz"
     path.write_bytes(gzip.compress(b"Some words in a paragraph here.\n"))
     assert [i.source for i in read_corpus(path)] == [str(path)]
+
+
+# ----------------------------------------------------------------------------- what a reader meets (issue 39)
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # a client that hung up (a refused range probe)
+        pass
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Serves ``files``: with ``token``, only to its bearer; with ``ranges``, byte ranges (206);
+    with ``cut`` (a fraction), it promises the whole file and dies after that share of it."""
+
+    files: dict[str, bytes] = {}
+    token: str | None = None
+    ranges = False
+    cut: float | None = None
+
+    def log_message(self, *args):
+        pass
+
+    def _file(self) -> bytes | None:
+        if self.token and self.headers.get("Authorization") != f"Bearer {self.token}":
+            self.send_error(401)
+        elif self.path.split("?")[0] not in self.files:  # a signed URL's query is no part of the path
+            self.send_error(404)
+        else:
+            return self.files[self.path.split("?")[0]]
+        return None
+
+    def do_HEAD(self):
+        data = self._file()
+        if data is not None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Accept-Ranges", "bytes" if self.ranges else "none")
+            self.end_headers()
+
+    def do_GET(self):
+        data = self._file()
+        if data is None:
+            return
+        wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", "")) if self.ranges else None
+        if wanted:
+            start, stop = int(wanted[1]), min(len(data), int(wanted[2] or len(data) - 1) + 1)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
+            data = data[start:stop]
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Type", "text/plain" if self.path.endswith(".txt") else "application/octet-stream")
+        self.end_headers()
+        if not self.cut:
+            self.wfile.write(data)
+            return
+        for start in range(0, int(len(data) * self.cut), 16384):  # in pieces, as a network delivers them
+            self.wfile.write(data[start:min(start + 16384, int(len(data) * self.cut))])
+            self.wfile.flush()
+            time.sleep(0.01)
+        self.close_connection = True
+
+
+@pytest.fixture
+def serve():
+    """Start an HTTP server of the given files and settings (``_Handler``); returns its URL."""
+    servers = []
+
+    def start(files: dict[str, bytes], **settings) -> str:
+        handler = type("Handler", (_Handler,), {"files": files, **settings})
+        server = _Server(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_http_server_that_dies_mid_transfer_is_one_line_naming_the_url_and_the_bytes_read(serve, book):
+    url = serve({"/book.txt": book, "/book.txt.gz": gzip.compress(book)}, cut=0.5)
+    for name in ("book.txt", "book.txt.gz"):
+        with pytest.raises(CorpusError) as info:
+            texts_of(CorpusSource(url.replace("http://", "http://reader:SECRET@") + f"/{name}"))
+        message = str(info.value)
+        assert message.startswith(f"corpus file '{url.replace('http://', 'http://reader:***@')}/{name}' ")
+        assert re.search(r"broke after [1-9][\d,]* bytes|broke after [\d,]+ uncompressed bytes \([1-9][\d,]* bytes of "
+                         r"the file read\)", message), message
+        assert "SECRET" not in message and "\n" not in message
+
+
+def test_a_signed_url_is_read_by_the_suffix_of_its_path_not_of_its_query(serve, book, tmp_path):
+    url = serve({"/book.txt.gz": gzip.compress(book)})
+    signed = CorpusSource(f"{url}/book.txt.gz?X-Amz-Credential=AKIA&X-Amz-Signature=SECRET")
+    (tmp_path / "book.txt").write_bytes(book)
+    assert texts_of(signed) == texts_of(CorpusSource(str(tmp_path / "book.txt")))
+
+
+def test_an_authenticated_http_corpus_is_read_in_byte_ranges_with_its_credentials(serve, book, tmp_path):
+    url = serve({"/book.txt": book}, token="SECRET-TOKEN", ranges=True)
+    credentials = {"headers": {"Authorization": "Bearer SECRET-TOKEN"}}
+    remote = CorpusSource(f"{url}/book.txt", storage_options=credentials)
+    tasks = list(read_tasks(remote, 1 << 16))  # the range probe carries the credentials (urllib's did not)
+    assert [t.kind for t in tasks] == ["range"] * len(tasks) and len(tasks) >= 4
+    (tmp_path / "book.txt").write_bytes(book)
+    expected = texts_of(CorpusSource(str(tmp_path / "book.txt")))
+    assert clean_documents([item for task in tasks for item in read_task(task)])[0]["text"].tolist() == expected
+    assert texts_of(remote) == expected
+    with pytest.raises(CorpusError, match=r"could not be listed \(ClientResponseError: 401"):
+        CorpusSource(f"{url}/book.txt").check()
+
+
+def test_a_large_file_on_a_server_without_byte_ranges_is_read_whole(http_root):
+    """fsspec's random-access HTTP file asks for a range past its first 5 MB block, which such a
+    server answers with the whole file: a sequential read streams one GET instead."""
+    root, url = http_root
+    (root / "big.txt").write_text("".join(f"Paragraph {i} of a long corpus, wrapped\nover two lines.\n\n"
+                                          for i in range(96_000)))  # 5.5 MB: past fsspec's first 5 MiB block
+    assert texts_of(CorpusSource(f"{url}/big.txt")) == texts_of(CorpusSource(str(root / "big.txt")))
+
+
+@pytest.mark.parametrize("suffix", list(COMPRESSORS))
+def test_compressed_data_named_txt_is_known_by_its_magic_bytes_and_read(tmp_path, book, suffix):
+    (tmp_path / "plain.txt").write_bytes(book)
+    (tmp_path / "packed.txt").write_bytes(COMPRESSORS[suffix](book))
+    assert texts_of(CorpusSource(str(tmp_path / "packed.txt"))) == texts_of(CorpusSource(str(tmp_path / "plain.txt")))
+    tasks = list(read_tasks(CorpusSource(str(tmp_path / "packed.txt")), 1 << 16))
+    assert [t.kind for t in tasks] == ["file"]  # one worker decompresses it; never byte ranges of compressed bytes
+    assert [i.text for i in read_task(tasks[0])] == [c.text for c in iter_text_file(tmp_path / "plain.txt", 1 << 16)]
+
+
+def test_an_archive_is_said_to_be_one_whether_named_so_or_not(tmp_path, book):
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        info = tarfile.TarInfo("book.txt")
+        info.size = len(book)
+        tar.addfile(info, io.BytesIO(book))
+    (tmp_path / "corpus.tar.gz").write_bytes(gzip.compress(archive.getvalue()))
+    (tmp_path / "corpus.txt.gz").write_bytes(gzip.compress(archive.getvalue()))
+    reason = r"\(\.tar is an archive of files: unpack it and give its folder\)"
+    with pytest.raises(CorpusError, match=rf"^corpus\.path: .*corpus\.tar\.gz {reason} is not read; supported are"):
+        list_corpus_files(tmp_path / "corpus.tar.gz")  # the reason a folder's warning gives
+    with pytest.raises(CorpusError, match=r"corpus file '.*corpus\.txt\.gz' is a tar archive, not text"):
+        texts_of(CorpusSource(str(tmp_path / "corpus.txt.gz")))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.docx").write_bytes(b"PK\x03\x04")
+    with pytest.raises(CorpusError, match=r"holds no corpus file: it holds .*notes\.docx \(\.docx is not a corpus"):
+        list_corpus_files(tmp_path / "docs")
+
+
+def test_a_hugging_face_column_of_numbers_and_a_split_of_a_splitless_dataset_are_one_line(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    review = "房间很干净，服务也很周到，下次还来。"
+    datasets.Dataset.from_dict({"text": [1, 2, 3], "review": [review] * 3}).save_to_disk(tmp_path / "flat")
+    with pytest.raises(CorpusError) as info:
+        CorpusSource(hf_dataset=HFDataset.from_mapping({"path": str(tmp_path / "flat")})).check()
+    assert re.fullmatch(r"corpus\.hf_dataset\.text_column: column 'text' of 'hf-disk:.*flat' holds int64 values, "
+                        r"not text", str(info.value))
+    with pytest.raises(CorpusError, match=r"corpus\.hf_dataset\.split: 'train' was given, but .*flat' holds one "
+                                          r"dataset without splits; remove corpus\.hf_dataset\.split"):
+        HFDataset.from_mapping({"path": str(tmp_path / "flat"), "split": "train", "text_column": "review"}).open()
+    assert texts_of(CorpusSource(hf_dataset=HFDataset.from_mapping({"path": str(tmp_path / "flat"),
+                                                                    "text_column": "review"}))) == [review]
+
+
+def test_corpus_path_and_hf_dataset_together_are_one_line(tmp_path):
+    from kedro.io import DatasetError
+
+    from bert_mlm.cli import user_error_in
+    from bert_mlm.datasets import CorpusDataset
+
+    message = r"^corpus: give one of corpus\.path, corpus\.hf_dataset or corpus\.sources, not corpus\.path and " \
+              r"corpus\.hf_dataset$"
+    with pytest.raises(UserError, match=message):  # --params: when the parameters are validated
+        CorpusConfig(path="books.txt", hf_dataset={"name": "wikitext"})
+    with pytest.raises(DatasetError) as info:  # globals.yml: when the catalog loads the corpus, one line
+        CorpusDataset(path=str(tmp_path / "books.txt"), hf_dataset={"name": "wikitext"}).load()
+    assert re.match(message, str(user_error_in(info.value)))
+
+
+def test_the_same_mixture_source_twice_is_named_a_duplicate(tmp_path, book):
+    (tmp_path / "books").mkdir()
+    (tmp_path / "books" / "a.txt").write_bytes(book)
+    (tmp_path / "link.txt").symlink_to(tmp_path / "books" / "a.txt")
+    twice = {"a": {"path": str(tmp_path / "books" / "a.txt"), "weight": 0.5},
+             "b": {"path": str(tmp_path / "books" / "a.txt"), "weight": 0.5}}
+    inside = {"a": {"path": str(tmp_path / "books")}, "b": {"path": str(tmp_path / "link.txt")}}
+    for parts in (twice, inside):
+        with pytest.raises(CorpusError, match=r"^corpus\.sources\.b: '.*(a|link)\.txt' is also a source of "
+                                              r"corpus\.sources\.a \(a duplicate"):
+            mixture_source(parts).check()
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset.from_dict({"text": ["一段中文文本，足够长了。"]}).save_to_disk(tmp_path / "saved")
+    saved = {"hf_dataset": {"path": str(tmp_path / "saved")}}
+    with pytest.raises(CorpusError, match=r"corpus\.sources\.second: 'hf-disk:.*saved' is also a source of "
+                                          r"corpus\.sources\.first"):
+        mixture_source({"first": saved, "second": saved}).check()

@@ -3,17 +3,18 @@ and the same token ids as encoding the corpus in memory (English and Chinese).""
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from bert_mlm.core.corpus import SPLITS, CorpusConfig, CorpusError, clean_documents
+from bert_mlm.config import CorpusConfig, DataConfig, SequenceConfig
+from bert_mlm.core.corpus import SPLITS, CorpusError, clean_documents
 from bert_mlm.core.documents import DocumentShards, DocumentStream
-from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.experiment import open_sequences
-from bert_mlm.core.sequences import SequenceConfig, build_sequence_index
+from bert_mlm.core.sequences import build_sequence_index
 from bert_mlm.core.sources import CorpusSource, read_corpus
 from bert_mlm.core.token_store import (
     EncodingJob,
@@ -165,3 +166,23 @@ def test_a_changed_token_is_refused_before_training_reads_it(store, tiny_tokeniz
     tokens.tofile(store.directory / "train.bin")  # same size: the open-time checks pass
     with pytest.raises(TokenStoreError, match=message):
         open_sequences(TokenStore(store.directory), index, tiny_tokenizer)
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["with its digest", "a store from before the digest"])
+def test_changed_document_offsets_are_one_line_before_anything_indexes_by_them(store, tiny_tokenizer, legacy):
+    """The .idx offsets are covered too: a changed offset was a 98-line traceback in sequences.mode=document."""
+    store, _ = store
+    if legacy:  # stores written before the offsets' digest: their offsets are checked for order
+        manifest = json.loads((store.directory / "manifest.json").read_text())
+        del manifest["splits"]["train"]["offsets_digest"]
+        (store.directory / "manifest.json").write_text(json.dumps(manifest))
+    TokenStore(store.directory).verify_offsets("train")  # intact: passes
+    offsets = np.fromfile(store.directory / "train.idx", dtype=np.int64)
+    offsets[len(offsets) // 2] = offsets[-1] + 1000  # past the stream, out of order
+    offsets.tofile(store.directory / "train.idx")
+    message = r"'.*train\.idx' \(the train split's document offsets\) does not match its manifest"
+    with pytest.raises(TokenStoreError, match=message):
+        TokenStore(store.directory).verify_offsets("train")
+    with pytest.raises(TokenStoreError, match=message):
+        open_sequences(TokenStore(store.directory), build_sequence_index(store, SequenceConfig(max_length=32), SPLITS),
+                       tiny_tokenizer)

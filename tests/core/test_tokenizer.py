@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.corpus import split_paragraphs
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.tokenizer import (
     SPECIAL_TOKENS,
-    TokenizerConfig,
     VocabularyError,
     encode_documents,
     load_tokenizer,
@@ -238,7 +236,8 @@ def test_missing_vocab_path_raises(tmp_path):
 
 # ----------------------------------------------------------------------------- the whole alphabet (English and Chinese)
 def _held_out_unknown_rate(shared_dir, corpus, column, **train):
-    from bert_mlm.core.corpus import CorpusConfig, clean_documents
+    from bert_mlm.config import CorpusConfig
+    from bert_mlm.core.corpus import clean_documents
     from bert_mlm.core.sources import read_corpus
 
     documents, _ = clean_documents(read_corpus(shared_dir / "corpora" / corpus, column), min_words=1,
@@ -296,7 +295,8 @@ def test_the_same_corpus_gives_the_same_vocabulary_every_time():
 def test_the_base_alphabet_covers_encyclopedic_english(shared_dir):
     """Gutenberg books, the project's default tokenizer settings, WikiText-2 valid held out: without
     the base alphabet 1.2 % [UNK] ("=" occurs once in the books, then dashes, curly quotes, "°")."""
-    from bert_mlm.core.corpus import CorpusConfig, clean_documents
+    from bert_mlm.config import CorpusConfig
+    from bert_mlm.core.corpus import clean_documents
     from bert_mlm.core.sources import read_corpus
 
     config = TokenizerConfig()
@@ -308,7 +308,7 @@ def test_the_base_alphabet_covers_encyclopedic_english(shared_dir):
     ]
     rates = {}
     for setting in (config.base_alphabet, "none"):
-        tokenizer = train_wordpiece(books, replace(config, base_alphabet=setting))
+        tokenizer = train_wordpiece(books, config.replace(base_alphabet=setting))
         rates[setting] = unknown_token_rate(tokenizer, wiki)
     assert rates["default"] < 0.005 < 0.01 < rates["none"], rates
 

@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from bert_mlm.config import EvaluationConfig, MaskingConfig, ModelConfig, TrainingConfig
 from bert_mlm.core import checkpoints as checkpoints_module
 from bert_mlm.core import device as device_module
 from bert_mlm.core import training as training_module
 from bert_mlm.core.checkpoints import list_checkpoints, read_checkpoint, run_folders, save_checkpoint
 from bert_mlm.core.device import resolve_precision
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.evaluation import EvaluationConfig, evaluate, prepare_evaluation_set
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig, build_model
+from bert_mlm.core.evaluation import evaluate, prepare_evaluation_set
+from bert_mlm.core.model import build_model
 from bert_mlm.core.optim import parameter_groups
 from bert_mlm.core.sequences import Collator
+from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.training import NonFiniteLossError, Validation, train
-from bert_mlm.core.training_config import TokenIds, TrainingConfig
 
 VOCAB = 64
 SPECIAL = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
@@ -60,7 +59,7 @@ def setup(**overrides):
 
 def test_loss_falls_on_learnable_data():
     model, ids, config, collator = setup()
-    config = replace(config, max_steps=80, learning_rate=5e-3, schedule="constant_with_warmup")
+    config = config.replace(max_steps=80, learning_rate=5e-3, schedule="constant_with_warmup")
     result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
     history = result.history
     assert len(history) == 80
@@ -109,6 +108,41 @@ def test_resume_after_a_crash_gives_the_same_weights(tmp_path):
     resumed = fresh.state_dict()
     for key in uninterrupted:
         assert torch.equal(uninterrupted[key], resumed[key]), key
+
+
+class MixedSequences(list):
+    """In-memory sequences with a mixture plan, as the stored train split carries one."""
+
+    mixture = None
+
+
+def test_a_mixture_resumes_exactly_across_its_epochs(tmp_path):
+    """Epochs drawn by a 0.8/0.2 mixture (the small source repeated 4.8x, the large one thinned):
+    a run that crashed and resumed, across an epoch boundary, ends with the uninterrupted run's weights."""
+    from bert_mlm.core.mixture import SourceSpan, plan_mixture, source_settings
+
+    sequences = MixedSequences(repetitive_sequences())
+    sequences.mixture = plan_mixture([SourceSpan("small", 0, 16), SourceSpan("large", 16, 96)],
+                                     source_settings({"small": {"weight": 0.8}, "large": {"weight": 0.2}}))
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(tmp_path / "straight"))
+    straight = train(model, sequences, ids, MaskingConfig(), config.model_copy(update={"max_steps": 16}), collator)
+    assert straight.history["epoch"].max() == 1  # 96 drawn sequences a epoch: 12 batches of 8
+    uninterrupted = model.state_dict()
+
+    crash_dir = str(tmp_path / "crashed")
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, max_steps=16)
+
+    def crash(step, _record):
+        if step == 14:
+            raise KeyboardInterrupt("simulated crash")
+
+    with pytest.raises(KeyboardInterrupt):
+        train(model, sequences, ids, MaskingConfig(), config, collator, on_step=crash)
+    fresh, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True, max_steps=16)
+    resumed = train(fresh, sequences, ids, MaskingConfig(), config, collator)
+    assert resumed.resumed_from_step == 12
+    for key, value in fresh.state_dict().items():
+        assert torch.equal(uninterrupted[key], value), key
 
 
 def test_a_linear_mask_schedule_reaches_its_end_and_resumes_exactly(tmp_path):
@@ -281,7 +315,7 @@ def test_cuda_requested_without_cuda_is_refused():
 
 
 def test_epochs_set_the_budget():
-    model, ids, config, collator = setup(epochs=2, batch_size=8, max_steps=1)
+    model, ids, config, collator = setup(epochs=2, batch_size=8, max_steps=None)
     result = train(model, repetitive_sequences(40), ids, MaskingConfig(), config, collator)
     assert len(result.history) == 2 * 5  # 40 sequences / 8 per batch = 5 steps per epoch
     assert list(result.history["epoch"].unique()) == [0, 1]
@@ -293,7 +327,7 @@ def test_auto_learning_rate_scales_with_width():
     assert resolve_learning_rate("auto", 128) == pytest.approx(2e-3)
     assert resolve_learning_rate("auto", 256) == pytest.approx(1e-3)
     assert resolve_learning_rate(3e-4, 256) == 3e-4
-    with pytest.raises(ValueError, match="training.learning_rate: 'fast' must be > 0 or 'auto'"):
+    with pytest.raises(ValueError, match="training.learning_rate: 'fast' must be a number > 0 or 'auto'"):
         TrainingConfig(learning_rate="fast")
     model, ids, config, collator = setup(learning_rate="auto", max_steps=2)
     result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)

@@ -12,11 +12,9 @@ import optuna
 import pytest
 import torch
 
+from bert_mlm.config import SECTIONS, MaskingConfig, TuningConfig
 from bert_mlm.core import experiment as experiment_module
-from bert_mlm.core.config import build_section
-from bert_mlm.core.masking import MaskingConfig
 from bert_mlm.core.tuning import (
-    TuningConfig,
     adoption,
     best_parameters,
     masking_for,
@@ -25,7 +23,6 @@ from bert_mlm.core.tuning import (
     run_study,
     trials_table,
 )
-from bert_mlm.core.tuning_result import Origin
 from bert_mlm.pipelines.tuning.nodes import tune_mask_probability
 
 WORKER = Path(__file__).with_name("tuning_worker.py")
@@ -63,7 +60,7 @@ def test_rerun_continues_the_study_without_redoing_trials(tmp_path):
     assert calls == [3, 4]
     assert [(t.number, t.params["probability"]) for t in study.trials][:3] == first
     best = best_parameters(study, bigger)
-    assert best.origin is Origin.TUNING and 0.1 <= best.masking["probability"] <= 0.5
+    assert best.source == "tuning" and 0.1 <= best.masking["probability"] <= 0.5
     assert best.finished_trials == 5
 
 
@@ -129,9 +126,10 @@ def test_two_workers_share_one_study_and_finish_exactly_n_trials(tmp_path, kind)
 # ----------------------------------------------------------------------------- the node
 def tiny_inputs(directory: Path):
     """A real token store and sequence index (one document per sequence) of 200 short texts."""
-    from bert_mlm.core.sequences import SequenceConfig, build_sequence_index
+    from bert_mlm.config import SequenceConfig, TokenizerConfig
+    from bert_mlm.core.sequences import build_sequence_index
     from bert_mlm.core.token_store import write_token_store
-    from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+    from bert_mlm.core.tokenizer import train_wordpiece
 
     rng = np.random.default_rng(0)
     words = ["alpha", "beta", "gamma", "delta", "omega", "theta", "kappa", "sigma"]
@@ -160,9 +158,9 @@ PARAMS = {
 def tune(store, index, tokenizer, tuning: dict, **sections):
     """The tuning node on the typed sections (one seed per trial unless ``tuning`` says more)."""
     values = {**PARAMS, **sections}
-    typed = (build_section(name, values[name]) for name in ("model", "training", "masking", "evaluation", "sequences"))
-    return tune_mask_probability(store, index, tokenizer, build_section("tuning", {"seeds": 1, **tuning}), *typed,
-                                 build_section("finetune", values.get("finetune")))
+    typed = (SECTIONS[name].build(values[name]) for name in ("model", "training", "masking", "evaluation", "sequences"))
+    return tune_mask_probability(store, index, tokenizer, SECTIONS["tuning"].build({"seeds": 1, **tuning}), *typed,
+                                 SECTIONS["finetune"].build(values.get("finetune")))
 
 
 def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, monkeypatch):
@@ -183,7 +181,7 @@ def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, mon
         "storage": f"sqlite:///{tmp_path}/s.db",
         "pruner": "none",
     }
-    best, trials, objective_plot, history_plot = tune(store, index, tokenizer, tuning)
+    masking, training, best, trials, objective_plot, history_plot = tune(store, index, tokenizer, tuning)
     probabilities = trials["params_probability"].tolist()
     assert len(probabilities) == 2 and probabilities[0] != probabilities[1]
     # Two evaluations per trial, then the confirmation (adopt: if_better) trains the configured
@@ -194,14 +192,19 @@ def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, mon
     masked_rate = (seen[0][1] != -100).sum() / (seen[0][1] != -100).numel()
     assert 0 < masked_rate < 0.15  # 15 % of real tokens; padding and specials never masked
     assert best.masking["probability"] in [*probabilities, PARAMS["masking"]["probability"]]
+    # The section training takes: the study's best when it was adopted, else the configured one.
+    assert masking.probability == best.masking["probability"] and training == {}
+    assert masking.replace(probability=0.15) == SECTIONS["masking"].build(PARAMS["masking"])
     assert len(objective_plot.axes[0].collections) == 2  # complete and pruned trials
 
 
 def test_zero_trials_bypasses_tuning(tmp_path):
     store, index, tokenizer = tiny_inputs(tmp_path)
     tuning = {"n_trials": 0, "storage": f"sqlite:///{tmp_path}/never.db"}
-    best, trials, _, _ = tune(store, index, tokenizer, tuning, masking={"probability": 0.2})
+    masking, training, best, trials, _, _ = tune(store, index, tokenizer, tuning,
+                                                 masking={"probability": 0.2, "whole_word": False})
     assert best.to_json() == {"masking": {"probability": 0.2}, "source": "parameters"}
+    assert masking == SECTIONS["masking"].build({"probability": 0.2}) and training == {}
     assert trials.empty
     assert not (tmp_path / "never.db").exists()
 
@@ -232,11 +235,11 @@ def test_node_reruns_continue_and_a_changed_setup_starts_a_new_study(tmp_path):
         "storage": f"sqlite:///{tmp_path}/s.db",
         "pruner": "none",
     }
-    first, trials_first, _, _ = tune(store, index, tokenizer, tuning)
-    again, trials_again, _, _ = tune(store, index, tokenizer, tuning)
+    _, _, first, trials_first, _, _ = tune(store, index, tokenizer, tuning)
+    _, _, again, trials_again, _, _ = tune(store, index, tokenizer, tuning)
     assert again.study_name == first.study_name and first.study_name.startswith("mask-probability-")
     assert trials_again["number"].tolist() == trials_first["number"].tolist() == [0, 1]
-    changed, trials_changed, _, _ = tune(store, index, tokenizer, {**tuning, "trial_steps": 3})
+    _, _, changed, trials_changed, _, _ = tune(store, index, tokenizer, {**tuning, "trial_steps": 3})
     assert changed.study_name != first.study_name
     assert trials_changed["number"].tolist() == [0, 1]
     assert len(optuna.get_all_study_names(f"sqlite:///{tmp_path}/s.db")) == 2
@@ -245,11 +248,8 @@ def test_node_reruns_continue_and_a_changed_setup_starts_a_new_study(tmp_path):
 def test_speed_settings_keep_the_study_and_a_training_setting_changes_it():
     from types import SimpleNamespace
 
-    from bert_mlm.core.evaluation import EvaluationConfig
+    from bert_mlm.config import EvaluationConfig, ModelConfig, SequenceConfig, TrainingConfig
     from bert_mlm.core.mask_study import study_fingerprint
-    from bert_mlm.core.model import ModelConfig
-    from bert_mlm.core.sequences import SequenceConfig
-    from bert_mlm.core.training_config import TrainingConfig
 
     def fingerprint(**training) -> str:
         experiment = SimpleNamespace(model_config=ModelConfig(), training=TrainingConfig(**training),
@@ -305,7 +305,7 @@ def test_seeds_per_trial_and_a_paired_confirmation(tmp_path):
         "seeds": 2,
         "adopt": "if_better",
     }
-    best, trials, _, _ = tune(store, index, tokenizer, tuning)
+    masking, _, best, trials, _, _ = tune(store, index, tokenizer, tuning)
     assert all(len(json.loads(v) if isinstance(v, str) else v) == 2 for v in trials["attr_seed_losses"])
     assert (trials["attr_seed_spread"] >= 0).all()
     confirmation = best.confirmation
@@ -313,8 +313,8 @@ def test_seeds_per_trial_and_a_paired_confirmation(tmp_path):
     assert confirmation.ci_low <= confirmation.difference <= confirmation.ci_high
     assert confirmation.adopted == (confirmation.ci_low > 0)
     if not confirmation.adopted:
-        assert best.origin is Origin.PARAMETERS
-        assert best.masking["probability"] == PARAMS["masking"]["probability"]
+        assert best.source == "parameters"
+        assert best.masking["probability"] == PARAMS["masking"]["probability"] == masking.probability
     # The tuned setting's first-seed loss in the confirmation is that trial's own first seed:
     # the same model, data order and evaluation masks.
     best_trial = trials.set_index("number").loc[best.best_trial]
@@ -340,10 +340,27 @@ def test_a_study_by_fine_tuning_scores_trials_by_their_fine_tuned_accuracy(tmp_p
     finetune = {"train_path": str(task), "seeds": 2, "epochs": 2, "max_length": 32, "progress": False}
     tuning = {"n_trials": 2, "trial_steps": 4, "eval_every": 2, "storage": f"sqlite:///{tmp_path}/f.db",
               "objective": "finetune", "seeds": 2}
-    best, trials, objective_plot, _ = tune(store, index, tokenizer, tuning, finetune=finetune)
+    _, _, best, trials, objective_plot, _ = tune(store, index, tokenizer, tuning, finetune=finetune)
     assert best.objective == "finetune" and "best_finetune_accuracy" in best.score
     assert "fine-tuning error" in best.confirmation.reason
     for value, accuracies in zip(trials["value"], trials["attr_finetune_accuracy"], strict=True):
         assert len(accuracies) == 2 and value == pytest.approx(1 - sum(accuracies) / 2)
     assert trials["last_step"].isna().all(), "no intermediate values: nothing to prune by"
     assert "fine-tuning error" in objective_plot.axes[0].get_ylabel()
+
+
+def test_a_user_error_in_a_trial_stops_the_study_in_its_own_line(tmp_path):
+    """A setting the user must change (here: a step that cannot fit) failed every trial and ended as "tuning: 2
+    consecutive trials failed; see the log", after 218-238 lines."""
+    from bert_mlm.core.errors import UserError
+
+    config = TuningConfig(n_trials=3, storage=f"sqlite:///{tmp_path}/s.db")
+    calls = []
+
+    def refused(trial, values, report):
+        calls.append(trial.number)
+        raise UserError("sequences.max_length: one training step ... needs about 40 GB")
+
+    with pytest.raises(UserError, match=r"^sequences\.max_length: one training step"):
+        run_study(config, refused)
+    assert calls == [0]

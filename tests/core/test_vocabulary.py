@@ -10,9 +10,10 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM, pipeline
 
+from bert_mlm.config import ModelConfig, TokenizerConfig
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.model import ModelConfig, build_model
-from bert_mlm.core.tokenizer import TokenizerConfig, load_tokenizer, train_wordpiece
+from bert_mlm.core.model import build_model
+from bert_mlm.core.tokenizer import load_tokenizer, train_wordpiece
 from bert_mlm.core.vocabulary import (
     adapt_vocabulary,
     extend_tokenizer,
@@ -62,7 +63,7 @@ def test_new_rows_are_the_exact_mean_of_the_old_pieces_rows(hand_made, tmp_path,
     start = save_starting_model(tmp_path / "start", hand_made, tied=tied)
     extended = extend_tokenizer(hand_made, ["abc", "##abc", "cab", "中"], TokenizerConfig())
     assert [extended.convert_tokens_to_ids(t) for t in ("abc", "##abc", "cab", "中")] == [13, 14, 15, 16]
-    grown = build_model(ModelConfig(**{**TINY.__dict__, "init_from": str(tmp_path / "start")}), extended, seed=0)
+    grown = build_model(TINY.replace(init_from=str(tmp_path / "start")), extended, seed=0)
 
     old_rows = start.bert.embeddings.word_embeddings.weight.detach()
     old_decoder = start.cls.predictions.decoder.weight.detach()
@@ -86,7 +87,7 @@ def test_new_rows_are_the_exact_mean_of_the_old_pieces_rows(hand_made, tmp_path,
     if tied:  # its output-only bias is the decoder's
         assert grown.cls.predictions.bias.data_ptr() == grown.cls.predictions.decoder.bias.data_ptr()
     # A function of the checkpoint and the tokenizer: no random draw, whatever the seed.
-    again = build_model(ModelConfig(**{**TINY.__dict__, "init_from": str(tmp_path / "start")}), extended, seed=5)
+    again = build_model(TINY.replace(init_from=str(tmp_path / "start")), extended, seed=5)
     assert all(torch.equal(a, b) for a, b in zip(grown.state_dict().values(), again.state_dict().values(), strict=True))
 
 
@@ -101,7 +102,7 @@ def test_wordpiece_ids_split_whole_words_as_the_library_does(tiny_tokenizer):
 
 def test_a_foreign_vocabulary_is_refused_and_an_extension_accepted(tiny_tokenizer, tmp_path):
     save_starting_model(tmp_path / "start", tiny_tokenizer)
-    config = ModelConfig(**{**TINY.__dict__, "init_from": str(tmp_path / "start")})
+    config = TINY.replace(init_from=str(tmp_path / "start"))
     # The same size, other tokens at the same ids: refused (it would train on meaningless rows).
     vocab = sorted(tiny_tokenizer.get_vocab(), key=tiny_tokenizer.get_vocab().get)
     swapped = vocab[:5] + vocab[6:7] + vocab[5:6] + vocab[7:]
@@ -154,7 +155,7 @@ def test_a_grown_chinese_model_saves_and_fills_masks_in_plain_transformers(news_
     news, reviews = news_and_reviews
     save_starting_model(tmp_path / "start", news)
     extended, report = adapt_vocabulary(news, batches(reviews), TokenizerConfig(extend_vocabulary=50), "news")
-    grown = build_model(ModelConfig(**{**TINY.__dict__, "init_from": str(tmp_path / "start")}), extended, seed=0)
+    grown = build_model(TINY.replace(init_from=str(tmp_path / "start")), extended, seed=0)
     grown.save_pretrained(tmp_path / "grown")
     extended.save_pretrained(tmp_path / "grown")
     new = report.added[0]
@@ -199,8 +200,8 @@ def test_missing_forms_name_the_word_start_and_continuations():
     ("values", "message"),
     [
         ({"extend_vocabulary": -1}, r"tokenizer\.extend_vocabulary: -1 must be an integer >= 0"),
-        ({"extend_vocabulary": True}, r"tokenizer\.extend_vocabulary: True"),
-        ({"unk_warning_rate": 2}, r"tokenizer\.unk_warning_rate: 2 must be a rate in \[0, 1\]"),
+        ({"extend_vocabulary": True}, r"tokenizer\.extend_vocabulary: True must be a number, not true/false"),
+        ({"unk_warning_rate": 2}, r"tokenizer\.unk_warning_rate: 2 must be in \[0, 1\]"),
     ],
 )
 def test_bad_vocabulary_parameters_are_named(values, message):
@@ -209,7 +210,7 @@ def test_bad_vocabulary_parameters_are_named(values, message):
 
 
 def test_extending_a_trained_vocabulary_is_refused():
-    from bert_mlm.core.config import ExperimentConfig
+    from bert_mlm.config import ExperimentConfig
 
     with pytest.raises(UserError, match=r"tokenizer\.extend_vocabulary: extends an inherited vocabulary"):
         ExperimentConfig.from_parameters({"tokenizer": {"extend_vocabulary": 100}})

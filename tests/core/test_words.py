@@ -3,26 +3,30 @@ whole-word masks over a Chinese corpus's jieba words."""
 
 from __future__ import annotations
 
+import sys
+
 import jieba
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from bert_mlm.config import DataConfig, MaskingConfig, SequenceConfig
 from bert_mlm.core.corpus import SPLITS, CleaningReport, RawText, clean_batch
 from bert_mlm.core.documents import DocumentShards, DocumentShardWriter
-from bert_mlm.core.engine import DataConfig
-from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, mask_generator, mask_tokens
-from bert_mlm.core.sequences import SequenceConfig, batch_order, build_sequence_index
+from bert_mlm.core.masking import IGNORE_INDEX, mask_generator, mask_tokens
+from bert_mlm.core.sequences import batch_order, build_sequence_index
+from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.token_store import encode_texts, write_token_store
 from bert_mlm.core.tokenizer import load_tokenizer
-from bert_mlm.core.training_config import TokenIds
 from bert_mlm.core.words import (
     BitWriter,
     WordSegmentationJob,
     continuation_ids,
+    jieba_ascii_starts,
     resolve_segmenter,
     segment_texts,
+    word_starts,
     words_path,
 )
 
@@ -38,13 +42,39 @@ def reviews(shared_dir) -> list[str]:
     return frame["review"].dropna().astype(str).tolist()
 
 
-def test_auto_picks_jieba_for_chinese_and_wordpiece_otherwise(reviews):
-    assert resolve_segmenter("auto", reviews[:50]) == "jieba"
+def test_auto_picks_rjieba_for_chinese_and_wordpiece_otherwise(reviews, monkeypatch):
+    assert resolve_segmenter("auto", reviews[:50]) == "rjieba"
     assert resolve_segmenter("auto", ["The hotel was clean, 房间 small."] * 3) == "wordpiece"
     assert resolve_segmenter("auto", []) == "wordpiece"
     assert resolve_segmenter("jieba", ["English only"]) == "jieba"  # an explicit choice stands
     with pytest.raises(ValueError, match=r"masking\.word_segmenter: 'spaces'"):
         resolve_segmenter("spaces", [])
+    monkeypatch.setitem(sys.modules, "rjieba", None)  # not installed: auto falls back to jieba
+    assert resolve_segmenter("auto", reviews[:50]) == "jieba"
+
+
+@pytest.fixture(scope="module")
+def news(shared_dir) -> list[str]:
+    lines = (shared_dir / "corpora" / "msra-ner" / "news.txt").read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip()]
+
+
+def test_rjieba_gives_jiebas_word_starts_on_both_chinese_corpora(reviews, news):
+    """rjieba's starts equal jieba's (bench/word_segmenters.py measures every text; here a spread
+    sample of each corpus, with the reviews that hold ASCII runs such as "24-26" or "xxx.com")."""
+    ascii_runs = [t for t in reviews if any(mark in t for mark in ("-", ".com", "%"))][:200]
+    for texts in (reviews[::40], ascii_runs, news[::200]):
+        assert len(texts) > 100
+        for text in texts:
+            assert word_starts(text, "rjieba") == word_starts(text, "jieba"), text
+
+
+@pytest.mark.parametrize(("word", "starts"), [
+    ("24-26", [10, 12, 13]), ("hotel.com", [10, 15, 16]), ("3.5%", [10]), ("C++", [10]), ("...", [10]),
+    ("non-smokers", [10, 13, 14]), ("abc", [10]),
+])
+def test_ascii_runs_are_cut_where_jieba_cuts_them(word, starts):
+    assert jieba_ascii_starts(word, 10) == starts
 
 
 def test_continuation_ids_are_the_hash_pieces():
@@ -67,11 +97,12 @@ def test_bits_round_trip_whatever_the_chunk_sizes(tmp_path, chunks):
     assert np.array_equal(np.unpackbits(bits, bitorder="little")[: len(flags)].astype(bool), flags)
 
 
-def test_jieba_flags_follow_its_words_and_keep_the_store_tokens(chinese_tokenizer):
+@pytest.mark.parametrize("segmenter", ["rjieba", "jieba"])
+def test_word_flags_follow_jiebas_words_and_keep_the_store_tokens(chinese_tokenizer, segmenter):
     texts = ["我们住的酒店很干净, unbelievable 好！", "", "早餐不错"]
     serialised = chinese_tokenizer.backend_tokenizer.to_str()
     sep = chinese_tokenizer.sep_token_id
-    flags, ids = segment_texts(texts, serialised, sep, "uint16")
+    flags, ids = segment_texts(texts, serialised, sep, "uint16", segmenter)
     tokens, _ = encode_texts(texts, serialised, sep, "uint16")
     assert ids == tokens.tobytes()  # the same stream as the token store's (the empty text left out)
     assert len(flags) == len(tokens)
@@ -96,21 +127,16 @@ def _store_and_shards(tmp_path, texts, tokenizer, ratios):
 
 
 def _job(store, shards, tokenizer, workers=2):
-    return WordSegmentationJob(
-        documents=shards, tokenizer_json=tokenizer.backend_tokenizer.to_str(),
-        separator_id=tokenizer.sep_token_id, dtype=store.dtype.name,
-        store_digests={s: store.digest(s) for s in SPLITS}, store_tokens={s: store.split(s).num_tokens for s in SPLITS},
-        data=DataConfig(workers=workers),
-    )
+    return WordSegmentationJob.for_store(shards, tokenizer, store, DataConfig(workers=workers), "rjieba")
 
 
 @pytest.fixture(scope="module")
 def segmented(tmp_path_factory, reviews, chinese_tokenizer):
-    """ChnSentiCorp (every non-empty review) as a token store, sequences and jieba word bits."""
+    """ChnSentiCorp (every non-empty review) as a token store, sequences and rjieba word bits."""
     tmp_path = tmp_path_factory.mktemp("segmented")
     store, shards = _store_and_shards(tmp_path, reviews, chinese_tokenizer, {"train": 0.8, "valid": 0.1, "test": 0.1})
     job = _job(store, shards, chinese_tokenizer)
-    index = build_sequence_index(store, SequenceConfig(max_length=128), SPLITS, "jieba", job)
+    index = build_sequence_index(store, SequenceConfig(max_length=128), SPLITS, "rjieba", job)
     directory = tmp_path / "index"
     directory.mkdir()
     counts = job.write(directory)
@@ -172,3 +198,19 @@ def test_a_foreign_corpus_is_refused(tmp_path, chinese_tokenizer, reviews):
 
 def test_jieba_works_offline():
     assert jieba.lcut("我们住的酒店很干净") == ["我们", "住", "的", "酒店", "很", "干净"]
+
+
+def test_stored_bits_name_their_segmenter_and_scheme(segmented, chinese_tokenizer):
+    """Bits of one segmenter are never taken for another's: asking for jieba words on an rjieba
+    index is refused, and the sequences' fingerprint (tuning studies, checkpoints) holds the scheme."""
+    store, index, _ = segmented
+    index.check_words(True, "auto")
+    index.check_words(True, "rjieba")
+    with pytest.raises(ValueError, match="whole-word masking on jieba words needs word boundaries that sequence_index "
+                                         "holds rjieba words"):
+        index.check_words(True, "jieba")
+    index.word_scheme = 2
+    ids = chinese_tokenizer.cls_token_id, chinese_tokenizer.sep_token_id
+    rjieba_bits = index.sequences(store, "train", *ids).fingerprint
+    index.word_scheme = 1
+    assert index.sequences(store, "train", *ids).fingerprint != rjieba_bits

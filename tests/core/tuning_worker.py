@@ -7,7 +7,8 @@ real Optuna storage, heartbeats and the n_trials bookkeeping, not training.
 import sys
 import time
 
-from bert_mlm.core.tuning import TuningConfig, run_study
+from bert_mlm.config import TuningConfig
+from bert_mlm.core.tuning import run_study
 
 storage, n_trials, sleep = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 hang_at = int(sys.argv[4]) if len(sys.argv) > 4 else -1

@@ -6,7 +6,8 @@ import pytest
 from kedro.io.core import Version
 from transformers import BertConfig, BertForMaskedLM
 
-from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+from bert_mlm.config import TokenizerConfig
+from bert_mlm.core.tokenizer import train_wordpiece
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset, TokenizerDataset
 
 

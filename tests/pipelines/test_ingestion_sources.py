@@ -5,11 +5,15 @@ through the whole smoke chain, and a corpus declared as another Kedro dataset in
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import logging
 
 import pandas as pd
 import pytest
 import yaml
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
 
 from bert_mlm.core.corpus import CorpusError
 from bert_mlm.core.documents import DocumentShards
@@ -56,19 +60,78 @@ def test_a_mixture_of_a_gzip_file_and_a_saved_hf_dataset_through_the_smoke_chain
     datasets.Dataset.from_dict({"content": rows}).save_to_disk(tmp_path / "wiki")
     sources = {"books": {"path": str(tmp_path / "books.txt.gz"), "weight": 0.7},
                "wiki": {"hf_dataset": {"path": str(tmp_path / "wiki"), "text_column": "content"}, "weight": 0.3}}
-    globals_file = project_copy / "conf" / "smoke" / "globals.yml"
-    globals_file.write_text(yaml.safe_dump({"corpus": {"sources": sources}}))
+    # Set where a user sets it: the corpus section of the environment's parameters (the catalog reads it there).
+    corpus_file = project_copy / "conf" / "smoke" / "parameters_corpus.yml"
+    corpus_file.write_text(yaml.safe_dump({"corpus": {"sources": sources}}))
     run_session(project_copy, monkeypatch, **{"tuning.n_trials": 0})  # the mixture is the subject, not the study
     data = project_copy / "data"
     corpus = pd.read_csv(latest(data / "08_reporting" / "corpus_stats.csv")).set_index("split")
     tokens = pd.read_csv(latest(data / "08_reporting" / "tokenization_stats.csv")).set_index("split")
-    for name, weight in (("books", 0.7), ("wiki", 0.3)):
-        assert corpus.loc[f"train:{name}", "stream_share_of_characters"] == pytest.approx(weight, abs=0.01)
-        assert tokens.loc[f"train:{name}", "share"] == pytest.approx(weight, abs=0.02)
+    sequences = pd.read_csv(latest(data / "08_reporting" / "sequence_stats.csv")).set_index("split")
+    # Stored once each, unweighted: the sources' rows add up to the train split.
+    assert corpus.loc["train:books", "train_documents"] + corpus.loc["train:wiki", "train_documents"] == corpus.loc[
+        "train", "documents"]
     assert tokens.loc["train:books", "tokens"] + tokens.loc["train:wiki", "tokens"] == tokens.loc["train", "tokens"]
+    assert sequences.loc["train:books", "sequences"] + sequences.loc["train:wiki", "sequences"] == sequences.loc[
+        "train", "sequences"]
+    # The weights are an epoch's shares, counted on the drawn index: within one sequence of each weight.
+    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
+    epoch = sum(source["epoch_sequences"] for source in metrics["mixture"].values())
+    assert epoch == sequences.loc["train", "sequences"]
+    for name, weight in (("books", 0.7), ("wiki", 0.3)):
+        assert abs(metrics["mixture"][name]["epoch_sequences"] - weight * epoch) < 1
     report = latest(data / "08_reporting" / "run_report.html").read_text()
-    assert "train:books" in report and "train:wiki" in report
-    assert json.loads(latest(data / "08_reporting" / "metrics.json").read_text())["eval_loss"] > 0
+    assert "train:books" in report and "train:wiki" in report and "share of a training epoch" in report
+    assert metrics["eval_loss"] > 0
+
+
+def _mixture_run(project, monkeypatch, sources: dict) -> tuple[dict, str]:
+    """The data stages, tuning (no trials) and 2 training steps on a mixture; the summary and the log."""
+    # Where a user sets it: the corpus section of the environment's parameters (the catalog reads it there).
+    (project / "conf" / "smoke" / "parameters_corpus.yml").write_text(yaml.safe_dump({"corpus": {"sources": sources}}))
+    monkeypatch.chdir(project)
+    bootstrap_project(project)  # configures the project's logging: the handler comes after
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    logging.getLogger().addHandler(handler)
+    try:
+        runtime = {"tuning": {"n_trials": 0}, "training": {"max_steps": 2, "checkpoint_every": 0}}
+        with KedroSession.create(project_path=project, env="smoke", runtime_params=runtime) as session:
+            session.run(pipeline_names=["ingestion", "tokenization", "sequences", "tuning", "training"])
+    finally:
+        logging.getLogger().removeHandler(handler)
+    data = project / "data"
+    return json.loads(latest(data / "07_model_output" / "training_summary.json").read_text()), log.getvalue()
+
+
+@pytest.mark.slow
+def test_a_changed_mixture_weight_reruns_no_data_stage(project_copy, monkeypatch, shared_data):
+    """0.7/0.3 -> 0.5/0.5: every data stage is reused (logged, hard links, the same digests), and the
+    training epoch draws the new shares, within one sequence; a changed file re-runs the stages."""
+    books = shared_data / "corpora" / "gutenberg"
+    reviews = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
+    corpus = project_copy / "corpus"
+    corpus.mkdir()
+    (corpus / "book.txt").write_bytes((books / "austen-persuasion.txt").read_bytes()[:300_000])
+    sources = {"book": {"path": str(corpus / "book.txt"), "weight": 0.7},
+               "reviews": {"path": str(reviews), "text_column": "review", "weight": 0.3}}
+    first, log = _mixture_run(project_copy, monkeypatch, sources)
+    assert "reused it" not in log and "encoding:" in log
+    even = {name: {**spec, "weight": 0.5} for name, spec in sources.items()}
+    second, log = _mixture_run(project_copy, monkeypatch, even)
+    reused = [line for line in log.splitlines() if "reused it (hard links)" in line]
+    assert {line.split(":")[0] for line in reused} == {"corpus_documents", "tokenizer", "token_store", "sequence_index"}
+    assert "encoding:" not in log and "ingestion:" not in log and "Trained a WordPiece" not in log
+    data = project_copy / "data"
+    stores = sorted((data / "04_feature" / "token_store").glob("*/token_store/train.bin"))
+    assert len(stores) == 2 and stores[0].stat().st_ino == stores[1].stat().st_ino  # the same bytes, not a copy
+    epoch = sum(s["epoch_sequences"] for s in first["mixture"].values())
+    for summary, weights in ((first, {"book": 0.7, "reviews": 0.3}), (second, {"book": 0.5, "reviews": 0.5})):
+        for name, weight in weights.items():
+            assert abs(summary["mixture"][name]["epoch_sequences"] - weight * epoch) < 1
+    (corpus / "book.txt").write_bytes((books / "austen-persuasion.txt").read_bytes()[:250_000])  # the corpus changed
+    _, log = _mixture_run(project_copy, monkeypatch, even)
+    assert "corpus_documents: this run's inputs" not in log and "encoding:" in log
 
 
 def test_a_corpus_declared_as_another_kedro_dataset(project_copy, monkeypatch, shared_data):

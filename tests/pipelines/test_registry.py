@@ -79,7 +79,7 @@ def test_mask_rate_comparison_is_one_namespace_per_variant(project_root):
     assert len(VARIANTS) >= 2
     for variant in VARIANTS:
         names = {n.name for n in comparison.only_nodes_with_namespaces([variant]).nodes}
-        assert names == {f"{variant}.variant_overrides", f"{variant}.train_masked_lm", f"{variant}.finetune_classifier",
+        assert names == {f"{variant}.variant_sections", f"{variant}.train_masked_lm", f"{variant}.finetune_classifier",
                          f"{variant}.evaluate_masked_lm"}
     # The variants share the data stages, the model/training parameters and the evaluation corpus;
     # only their own overrides are namespaced.

@@ -122,6 +122,13 @@ def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_
     assert "finetune_example_accuracy" not in metrics and "finetune_example_accuracy" in finetune
     with pytest.raises(Exception, match=r"sequences: the stored sequence_index is packed x 64.*x 32"):
         run_session(project_copy, monkeypatch, pipeline_name="training", **{"sequences.max_length": 32})
+    # The training stage trains with the masking the tuning stage saved: a masking value changed
+    # without that stage would be ignored in silence, so it is refused, before any work.
+    models = sorted((data / "06_models" / "masked_lm").iterdir())
+    with pytest.raises(ValueError, match=r"^masking\.whole_word: this run's parameters say True, but the training "
+                                         r"stage takes its masking from resolved_masking"):
+        run_session(project_copy, monkeypatch, pipeline_name="training", **{"masking.whole_word": True})
+    assert sorted((data / "06_models" / "masked_lm").iterdir()) == models
 
 
 @pytest.mark.slow
@@ -137,6 +144,9 @@ def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch, labelled_task):
     assert metrics["mask_probability_source"] == "tuning"
     best = json.loads(latest(data / "07_model_output" / "tuning_best_params.json").read_text())
     assert metrics["mask_probability"] == pytest.approx(best["masking"]["probability"])
+    # The masking the model trained with is a dataset of its own, the tuning stage's output.
+    masking = json.loads(latest(data / "07_model_output" / "resolved_masking.json").read_text())
+    assert masking["probability"] == metrics["mask_probability"] and masking["mask_token_fraction"] == 0.8
     trials = pd.read_csv(latest(data / "07_model_output" / "tuning_trials.csv"))
     assert (trials["state"].isin(["COMPLETE", "PRUNED"])).sum() == 2
     # Each trial's score is its model's fine-tuning error; the accuracies are stored with it.
@@ -302,9 +312,10 @@ def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monk
     index = SequenceIndexDataset(
         filepath=str(data / "05_model_input" / "sequence_index"), version=Version(None, None)
     ).load()
-    assert index.word_segmenter == "jieba" and set(index.words) == {"train", "valid", "test"}
+    assert index.word_segmenter == "rjieba" and set(index.words) == {"train", "valid", "test"}
+    assert index.word_scheme == 2  # rjieba's own scheme: never read as jieba's bits
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
-    assert metrics["whole_word"] is True and metrics["word_segmenter"] == "jieba"
+    assert metrics["whole_word"] is True and metrics["word_segmenter"] == "rjieba"
     trials = pd.read_csv(latest(data / "07_model_output" / "tuning_trials.csv"))
     assert "params_whole_word" in trials
     examples = metrics["fill_mask_examples"]
@@ -319,16 +330,31 @@ def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monk
 
 def test_nodes_receive_typed_sections_with_runtime_overrides(project_copy, monkeypatch):
     """Kedro builds each section a node declares (``training: TrainingConfig``) from the merged
-    parameters, --params included."""
-    from bert_mlm.core.evaluation import EvaluationParameters
-    from bert_mlm.core.training_config import TrainingConfig
+    parameters, --params included; it takes the section the project's hook built, so each
+    section is validated once."""
+    from bert_mlm.config import EvaluationParameters, TrainingConfig
 
+    validator = TrainingConfig.__pydantic_validator__
+    built = []
+
+    class Counting:  # counts the validations of values that are not a built TrainingConfig yet
+        def validate_python(self, value, *args, **kwargs):
+            built.extend([] if isinstance(value, TrainingConfig) else [value])
+            return validator.validate_python(value, *args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(validator, name)
+
+    monkeypatch.setattr(TrainingConfig, "__pydantic_validator__", Counting())
     monkeypatch.chdir(project_copy)
     bootstrap_project(project_copy)
     with KedroSession.create(project_path=project_copy, env="smoke",
                              runtime_params={"training": {"max_steps": 5}, "evaluation": {"top_k": 2}}) as session:
         catalog = session.load_context().catalog
         training, evaluation = catalog.load("params:training"), catalog.load("params:evaluation")
+    # Once for the section; the mask-rate variants' sections (their own checkpoint_dir) are checked beside it.
+    main = [values for values in built if "mask_0" not in str(values.get("checkpoint_dir"))]
+    assert len(main) == 1 and main[0]["max_steps"] == 5
     assert isinstance(training, TrainingConfig) and training.max_steps == 5
     assert isinstance(evaluation, EvaluationParameters) and evaluation.top_k == 2
     assert evaluation.protocol.mask_draws == evaluation.mask_draws

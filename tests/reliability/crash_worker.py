@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 import torch  # noqa: E402
 from test_training import repetitive_sequences, setup  # noqa: E402
 
+from bert_mlm.config import MaskingConfig  # noqa: E402
 from bert_mlm.core import checkpoints as checkpoints_module  # noqa: E402
 from bert_mlm.core import training as training_module  # noqa: E402
-from bert_mlm.core.masking import MaskingConfig  # noqa: E402
 
 torch.set_num_threads(1)
 mode, directory = sys.argv[1], sys.argv[2]
@@ -35,9 +35,9 @@ if mode == "train":
 elif mode == "store":
     from kedro.io.core import Version
 
+    from bert_mlm.config import DataConfig
     from bert_mlm.core import token_store as store_module
     from bert_mlm.core.documents import DocumentShards
-    from bert_mlm.core.engine import DataConfig
     from bert_mlm.core.tokenizer import load_tokenizer
     from bert_mlm.datasets.data import TokenStoreDataset
 
@@ -56,7 +56,8 @@ elif mode == "store":
     store_module.TokenStoreWriter.write_split = stalling_write_split
     tokenizer = load_tokenizer(sys.argv[3])
     job = store_module.EncodingJob(DocumentShards(Path(directory) / "documents"), tokenizer.backend_tokenizer.to_str(),
-                                   tokenizer.get_vocab(), tokenizer.sep_token_id, DataConfig(workers=1))
+                                   tokenizer.get_vocab(), tokenizer.sep_token_id,
+                                   DataConfig(workers=1, reuse=False))  # the same job again: written, not reused
     TokenStoreDataset(str(Path(directory) / "token_store"), version=Version(None, "2026-01-02T00.00.00.000Z")).save(job)
 elif mode == "model":
     from kedro.io.core import Version

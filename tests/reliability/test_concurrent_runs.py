@@ -47,3 +47,50 @@ def test_the_lock_is_per_project(tmp_path):
         run_lock.release(second)
     finally:
         run_lock.release(first)
+
+
+def test_the_run_lock_imports_without_fcntl_and_nothing_else_needs_it():
+    """run_lock imported fcntl at import time, so settings.py (through the hooks) could not load on Windows; it is
+    on filelock now. Here fcntl is made unimportable, as on Windows, and no module of the package imports it."""
+    from pathlib import Path
+
+    code = "import sys; sys.modules['fcntl'] = None\nimport bert_mlm.run_lock\nprint('imported')"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip().endswith("imported"), result.stderr[-2000:]
+    source = Path(run_lock.__file__).parent
+    assert [p for p in source.rglob("*.py") if "import fcntl" in p.read_text()] == []
+
+
+def test_a_read_only_project_folder_is_one_line(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(data)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        with pytest.raises(UserError, match=rf"^data: cannot take the run lock '{data}/\.bert-mlm-run\.lock' "
+                                            r"\(Read-only file system\); a run writes its outputs under data/"):
+            run_lock.acquire(tmp_path)
+    finally:
+        subprocess.run(["umount", str(data)], capture_output=True)
+
+
+def test_a_forked_child_leaves_its_parents_lock_alone(tmp_path):
+    """A forked worker (a data loader, an engine's process) that exits through the release path must not remove or
+    unlock the lock of the run that forked it: a second run would then start beside the first."""
+    import os
+
+    lock = run_lock.acquire(tmp_path)
+    try:
+        child = os.fork()
+        if child == 0:  # the child: what an exit without the hooks runs
+            run_lock._release_all()
+            os._exit(0)
+        os.waitpid(child, 0)
+        assert lock.exists() and run_lock.holder_path(tmp_path).exists()
+        contender = subprocess.run([sys.executable, "-c", "import sys; from bert_mlm import run_lock\n"
+                                    "try:\n    run_lock.acquire(sys.argv[1])\nexcept ValueError as e:\n    print(e)",
+                                    str(tmp_path)], capture_output=True, text=True, timeout=120)
+        assert contender.stdout.startswith(f"another kedro run is using this project (pid {os.getpid()}, started ")
+    finally:
+        run_lock.release(tmp_path)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -118,8 +121,9 @@ def test_every_shipped_environment_is_valid(project_root, env, monkeypatch):
 @pytest.fixture(scope="module")
 def starting_model(tmp_path_factory):
     """A saved model directory with its tokenizer, as continued pretraining starts from."""
-    from bert_mlm.core.model import ModelConfig, build_model
-    from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+    from bert_mlm.config import ModelConfig, TokenizerConfig
+    from bert_mlm.core.model import build_model
+    from bert_mlm.core.tokenizer import train_wordpiece
 
     words = [
         "alpha",
@@ -232,3 +236,199 @@ def test_the_step_estimate_follows_a_measured_step():
     assert estimate(8, 1024) == pytest.approx(0.77e9, rel=0.25)
     assert estimate(32, 128) == pytest.approx(0.24e9, rel=0.25)
     assert estimate(1, 100000) > 50 * estimate(1, 10000) > 0
+
+
+def _damaged_copy(directory, tmp_path, damage):
+    """A copy of the model at ``directory`` with one kind of damage."""
+    import shutil
+
+    from transformers import BertForMaskedLM
+
+    broken = tmp_path / damage.replace(" ", "_")
+    shutil.copytree(directory, broken)
+    weights = broken / "model.safetensors"
+    if damage == "truncated safetensors":
+        weights.write_bytes(weights.read_bytes()[:-100])
+    elif damage == "config of another size":
+        config = json.loads((broken / "config.json").read_text())
+        (broken / "config.json").write_text(json.dumps({**config, "hidden_size": 64, "intermediate_size": 128}))
+    elif damage == "config not json":
+        (broken / "config.json").write_text('{"model_type": "bert",')
+    elif damage == "tokenizer truncated":
+        (broken / "tokenizer.json").write_text((broken / "tokenizer.json").read_text()[:200])
+    elif damage == "no tokenizer":
+        for path in broken.iterdir():
+            if path.name.startswith(("tokenizer", "vocab", "special_tokens")):
+                path.unlink()
+    elif damage in ("pickled bin", "truncated bin", "sharded index missing a shard"):
+        state = BertForMaskedLM.from_pretrained(str(broken)).state_dict()
+        weights.unlink()
+        if damage == "sharded index missing a shard":
+            (broken / "model.safetensors.index.json").write_text(json.dumps(
+                {"weight_map": {key: "model-00001-of-00002.safetensors" for key in state}}))
+            return broken
+        if damage == "pickled bin":
+            state["cls.predictions.extra"] = Exploit()
+        torch.save(state, broken / "pytorch_model.bin")
+        if damage == "truncated bin":
+            data = (broken / "pytorch_model.bin").read_bytes()
+            (broken / "pytorch_model.bin").write_bytes(data[: len(data) // 3])
+    return broken
+
+
+class Exploit:
+    """What a planted pickle holds: unpickling it would run a shell command."""
+
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/bert-mlm-exploited",))
+
+
+BROKEN_MODELS = {
+    "truncated safetensors": r"the weights '.*model\.safetensors' are unreadable \(.*; truncated, or not a safetensors "
+                             r"file\?\)",
+    "pickled bin": r"'.*pytorch_model\.bin' is a pickle that names code or objects other than tensors, which the "
+                   r"weights-only loader refuses",
+    "truncated bin": r"the weights '.*pytorch_model\.bin' are unreadable \(.*; truncated\?\)",
+    "config not json": r"'.*config\.json' is not a readable model config",
+    "config of another size": r"the weights of '.*' do not fit its config\.json: '.*' has shape \[(\d+, )?32\], "
+                              r"the config makes it \[(\d+, )?64\]",
+    "sharded index missing a shard": r"'.*model\.safetensors\.index\.json' lists 1 weight file\(s\), of which "
+                                     r"'model-00001-of-00002\.safetensors' is missing",
+    "tokenizer truncated": r"the tokenizer files of '.*' are unreadable \(.*\); restore them, or give the model's "
+                           r"vocabulary as tokenizer\.vocab_path",
+    "no tokenizer": r"'.*' has no usable tokenizer \(.*neither a tokenizer\.json nor a vocab\.txt\); give the "
+                    r"model's vocabulary as tokenizer\.vocab_path",
+}
+
+
+@pytest.mark.parametrize("damage", list(BROKEN_MODELS))
+def test_a_broken_starting_model_is_one_line_before_the_data_stages(base_parameters, starting_model, tmp_path,
+                                                                     damage):
+    """Before: ingestion, tokenization and sequences ran, then "tuning: 2 consecutive trials failed" (218-238 lines)."""
+    broken = _damaged_copy(starting_model[0], tmp_path, damage)
+    with pytest.raises(UserError, match=rf"^model\.init_from: {BROKEN_MODELS[damage]}") as info:
+        validate_parameters(with_override(base_parameters, "model.init_from", str(broken)))
+    assert "\n" not in str(info.value)
+    assert not Path("/tmp/bert-mlm-exploited").exists()
+    validate_parameters(with_override(base_parameters, "model.init_from", str(starting_model[0])))  # the intact one
+
+
+def test_a_broken_starting_model_stops_the_run_before_any_data_stage(project_copy, starting_model, tmp_path):
+    from tests.kedro_runs import kedro_cli
+
+    broken = _damaged_copy(starting_model[0], tmp_path, "truncated safetensors")
+    result = kedro_cli(project_copy, "--params", f"model.init_from={broken}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"Error: model.init_from: the weights '{broken}")
+    assert not (project_copy / "data" / "02_intermediate").exists()
+
+
+def test_an_unwritable_checkpoint_folder_is_refused_before_training(base_parameters, tmp_path):
+    parameters = with_override(base_parameters, "training.checkpoint_every", 5)
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    with pytest.raises(UserError, match=rf"^training\.checkpoint_dir: '{file}/checkpoints' cannot be a folder: "
+                                        rf"'{file}' is a file$"):
+        validate_parameters(with_override(parameters, "training.checkpoint_dir", str(file / "checkpoints")))
+    read_only = read_only_folder(tmp_path / "ro")
+    with pytest.raises(UserError, match=rf"^training\.checkpoint_dir: '{read_only}/run' cannot be written "
+                                        rf"\((Read-only file system|Permission denied) in '{read_only}'\); point "
+                                        r"training\.checkpoint_dir to a writable folder, or set "
+                                        r"training\.checkpoint_every=0"):
+        validate_parameters(with_override(parameters, "training.checkpoint_dir", str(read_only / "run")))
+    # Without checkpoints (and no resume) the folder is not used, so not checked.
+    without = with_override(base_parameters, "training.checkpoint_every", 0)
+    validate_parameters(with_override(without, "training.checkpoint_dir", str(read_only / "run")))
+
+
+def read_only_folder(path):
+    """A folder this process cannot write: its permission bits, or (as root, whom they do not stop) a
+    read-only tmpfs mounted there."""
+    import subprocess
+
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o500)
+        return path
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(path)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
+    READ_ONLY_MOUNTS.append(path)
+    return path
+
+
+READ_ONLY_MOUNTS: list = []
+
+
+@pytest.fixture(autouse=True)
+def _unmount_read_only_folders():
+    yield
+    import subprocess
+
+    while READ_ONLY_MOUNTS:
+        subprocess.run(["umount", str(READ_ONLY_MOUNTS.pop())], capture_output=True)
+
+
+def test_a_checkpoint_folder_without_room_or_under_a_file_size_limit_is_refused(tmp_path):
+    """The estimate (fp32 weights and AdamW's two moments) against the free space, and against ulimit -f (set on
+    this process for the length of the check)."""
+    import resource
+    import shutil
+
+    from transformers import BertConfig, BertForMaskedLM
+
+    from bert_mlm.core.checkpoints import check_checkpoint_dir, checkpoint_bytes
+
+    config = BertConfig(vocab_size=8192, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=512)
+    needed = checkpoint_bytes(config)
+    parameters = sum(p.numel() for p in BertForMaskedLM(config).parameters())
+    assert needed == pytest.approx(16 * parameters, rel=0.2)  # 4 bytes of weights (tied: twice) + 8 of moments
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(UserError, match=rf"^training\.checkpoint_dir: '{tmp_path}' has [\d,.]+ GB free, but one "
+                                        r"checkpoint of this model needs about [\d,.]+ GB"):
+        check_checkpoint_dir(tmp_path, free * 2)
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, limits[1]))
+    try:
+        with pytest.raises(UserError) as info:
+            check_checkpoint_dir(tmp_path, needed)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+    assert str(info.value).startswith(
+        "training.checkpoint_dir: the file-size limit of this process (ulimit -f) is 1.0 MB, but a checkpoint of this "
+        f"model writes a file of about {needed / 1e6:,.1f} MB")
+    check_checkpoint_dir(tmp_path, needed)
+
+
+def test_a_batch_larger_than_memory_allows_is_left_to_the_count_of_sequences(base_parameters, caplog, monkeypatch):
+    """training.batch_size=100000 on the smoke corpus (748 training sequences: 1.3 GB) was refused up front with
+    "needs about 38.8 GB": before the data exist, only what one sequence needs is a reason to stop; the rest is
+    warned about and checked exactly once the sequences are counted (core.training)."""
+    import logging
+
+    from bert_mlm.core import model
+
+    monkeypatch.setattr(model, "available_memory", lambda device: (int(20e9), "available RAM"))
+    parameters = with_override(base_parameters, "training.batch_size", 100000)
+    for dotted, value in (("sequences.max_length", 64), ("model.hidden_size", 32), ("model.intermediate_size", 64),
+                          ("model.max_position_embeddings", 64), ("model.num_hidden_layers", 1),
+                          ("tokenizer.vocab_size", 1000)):
+        parameters = with_override(parameters, dotted, value)  # the smoke environment's model
+    with caplog.at_level(logging.WARNING, logger="bert_mlm.hooks"):
+        validate_parameters(parameters)
+    assert re.search(r"training\.batch_size=100000: a step of that many sequences of 64 tokens would need about "
+                     r"38\.8 GB but 20\.0 GB is left \(available RAM\); a step holds at most the train split's "
+                     r"sequences, so this is checked again once they are counted, before training", caplog.text)
+    # Once counted: 748 sequences fit; 200,000 would not, and the message says what the step holds.
+    from transformers import BertConfig
+
+    config = BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    assert model.check_step_memory(config, 100000, 64, torch.device("cpu"), sequences=748) < 2e9
+    with pytest.raises(UserError, match=r"one training step of training\.batch_size=100000 sequences of 64 tokens "
+                                        r"needs about 38\.8 GB"):
+        model.check_step_memory(config, 100000, 64, torch.device("cpu"), sequences=200000)
+    with pytest.raises(UserError, match=r"one training step of 90000 sequences \(all of the train split; "
+                                        r"training\.batch_size=100000\) of 64 tokens needs about 3\d\.\d GB"):
+        model.check_step_memory(config, 100000, 64, torch.device("cpu"), sequences=90000)

@@ -15,8 +15,9 @@ import optuna
 import pytest
 import torch
 
+from bert_mlm.config import MaskingConfig
 from bert_mlm.core.checkpoints import list_checkpoints, read_checkpoint, run_folders
-from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.errors import UserError
 from bert_mlm.core.training import train
 from tests.kedro_runs import kedro_cli
 
@@ -73,7 +74,8 @@ def test_kill_9_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
 def test_kill_9_while_a_model_version_is_written_keeps_the_previous_version(tmp_path):
     from kedro.io.core import Version
 
-    from bert_mlm.core.tokenizer import TokenizerConfig, train_wordpiece
+    from bert_mlm.config import TokenizerConfig
+    from bert_mlm.core.tokenizer import train_wordpiece
     from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
 
     tokenizer = train_wordpiece(["a small corpus of words"] * 20,
@@ -94,9 +96,8 @@ def _documents_and_first_store(tmp_path: Path, shared: Path, vocab: Path):
     """Document shards of two books (small chunks: several work items) and one good store version."""
     from kedro.io.core import Version
 
-    from bert_mlm.core.corpus import CorpusConfig
+    from bert_mlm.config import CorpusConfig, DataConfig
     from bert_mlm.core.documents import DocumentShards, DocumentStream
-    from bert_mlm.core.engine import DataConfig
     from bert_mlm.core.sources import CorpusSource
     from bert_mlm.core.token_store import EncodingJob
     from bert_mlm.core.tokenizer import load_tokenizer
@@ -107,7 +108,7 @@ def _documents_and_first_store(tmp_path: Path, shared: Path, vocab: Path):
     corpus.mkdir()
     for book in books:
         (corpus / book.name).symlink_to(book)
-    data = DataConfig(workers=1, chunk_bytes=1 << 16)
+    data = DataConfig(workers=1, chunk_bytes=1 << 16, reuse=False)  # saved again by the tests: written, not reused
     DocumentStream(CorpusSource(str(corpus)), CorpusConfig(), data).write(tmp_path / "documents")
     tokenizer = load_tokenizer(vocab)
     job = EncodingJob(
@@ -146,9 +147,8 @@ def test_a_full_disk_while_shards_or_the_store_are_written_leaves_no_version(tmp
     from kedro.io import DatasetError
     from kedro.io.core import Version
 
-    from bert_mlm.core.corpus import CorpusConfig
+    from bert_mlm.config import CorpusConfig, DataConfig
     from bert_mlm.core.documents import DocumentStream
-    from bert_mlm.core.engine import DataConfig
     from bert_mlm.core.sources import CorpusSource
     from bert_mlm.datasets.data import DocumentShardsDataset, TokenStoreDataset
 
@@ -398,3 +398,52 @@ def test_a_full_disk_while_the_store_is_written_is_one_line_and_leaves_nothing(t
     assert [p.name for p in (tmp_path / "token_store" / "2026-01-03T00.00.00.000Z").iterdir()] == []
     latest = TokenStoreDataset(str(tmp_path / "token_store"), version=Version(None, None))
     assert str(latest._get_load_path()).endswith("2026-01-01T00.00.00.000Z/token_store")
+
+
+def test_a_checkpoint_write_cut_by_a_file_size_limit_is_one_line(tmp_path):
+    """Before: a ~100-line traceback from safetensors mid-training (outputs already got one line). A real limit
+    (ulimit -f) on this process for the length of the run; Python ignores SIGXFSZ, so the write fails with EFBIG."""
+    import resource
+    import signal
+
+    assert signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN
+    folder = tmp_path / "checkpoints"
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(folder), max_steps=8)
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, limits[1]))
+    try:
+        with pytest.raises(UserError) as info:
+            train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+    message = str(info.value)
+    assert re.match(r"training\.checkpoint_dir \(the checkpoint of step 4; the previous one is kept\): file too large "
+                    r"\(the file-size limit, ulimit -f\) writing .*/run-[0-9a-f]+/step-00000004 \([\d.]+ MB needed, "
+                    r"[\d.]+ MB written when it stopped, [\d,.]+ MB free there\); nothing of it was kept$",
+                    message), message
+    assert not list(folder.rglob("*.tmp-*")) and not list(folder.rglob("step-*"))
+
+
+@pytest.mark.parametrize("fault", ["read-only", "full"])
+def test_a_checkpoint_folder_that_turns_read_only_or_full_mid_run_is_one_line(tmp_path, fault):
+    """A real file system (a tmpfs mounted read-only, or one too small for a checkpoint): the run stops with
+    one line naming the checkpoint and the reason, and the checkpoint before stays (none here: the first fails)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    options = "size=1m,ro" if fault == "read-only" else "size=64k"
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(disk), max_steps=8)
+        with pytest.raises(UserError) as info:
+            train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+    message = str(info.value)
+    assert "\n" not in message
+    expected = (r"cannot write .*/step-00000004: Read-only file system \(.*\): a read-only file system; nothing of "
+                r"it was kept" if fault == "read-only" else
+                r"No space left on device writing .*/step-00000004 \([\d.]+ MB needed, ")
+    assert re.match(rf"training\.checkpoint_dir \(the checkpoint of step 4; the previous one is kept\): {expected}",
+                    message), message

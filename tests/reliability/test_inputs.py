@@ -14,7 +14,7 @@ import pytest
 from kedro.io import DatasetError
 from kedro.io.core import Version
 
-from bert_mlm.core.config import build_section
+from bert_mlm.config import SECTIONS
 from bert_mlm.core.corpus import CorpusError, RawText, clean_documents
 from bert_mlm.core.sources import read_corpus
 from bert_mlm.datasets.corpus import CorpusDataset
@@ -29,8 +29,8 @@ def ingest(path: Path, corpus: dict | None = None, **params) -> tuple[pd.DataFra
     """The ingestion node and its catalog dataset, as a run does them: documents and stats."""
     stream = clean_and_split_corpus(
         CorpusDataset(path=str(path), **params).load(),
-        build_section("corpus", {**PARAMS, **(corpus or {})}),
-        build_section("data", {"workers": 1}),
+        SECTIONS["corpus"].build({**PARAMS, **(corpus or {})}),
+        SECTIONS["data"].build({"workers": 1}),
     )
     dataset = DocumentShardsDataset(
         filepath=str(path.parent / f"shards-{time.monotonic_ns()}"), version=Version(None, None)
@@ -52,9 +52,12 @@ def test_empty_file(tmp_path):
 
 
 def test_binary_file_is_named(tmp_path):
-    (tmp_path / "model.txt").write_bytes(b"PK\x03\x04\x00\x00binary" * 100)
-    with pytest.raises((CorpusError, DatasetError), match=r"corpus file '.*model\.txt' looks binary"):
+    (tmp_path / "model.txt").write_bytes(b"PK\x03\x04\x00\x00binary" * 100)  # a zip archive: said so
+    with pytest.raises((CorpusError, DatasetError), match=r"corpus file '.*model\.txt' is a zip archive, not text"):
         ingest(tmp_path / "model.txt")
+    (tmp_path / "data.txt").write_bytes(b"\x00\x01\x02\x03binary" * 100)
+    with pytest.raises((CorpusError, DatasetError), match=r"corpus file '.*data\.txt' looks binary"):
+        ingest(tmp_path / "data.txt")
 
 
 def test_non_utf8_text_is_recovered_and_counted(tmp_path):
@@ -108,8 +111,8 @@ def test_resume_from_a_checkpoint_of_another_shape(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
     from test_training import repetitive_sequences, setup
 
-    from bert_mlm.core.masking import MaskingConfig
-    from bert_mlm.core.model import ModelConfig, build_model
+    from bert_mlm.config import MaskingConfig, ModelConfig
+    from bert_mlm.core.model import build_model
     from bert_mlm.core.training import train
 
     model, ids, config, collator = setup(checkpoint_every=2, checkpoint_dir=str(tmp_path), max_steps=2)
@@ -151,7 +154,7 @@ def test_bad_vocabulary_files(tmp_path, lines, message):
     vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(VocabularyError, match=r"tokenizer\.vocab_path: .*" + message):
         build_tokenizer(
-            None, build_section("tokenizer", {"vocab_path": str(vocab)}), build_section("model", {})
+            None, SECTIONS["tokenizer"].build({"vocab_path": str(vocab)}), SECTIONS["model"].build({})
         )  # no documents are read for a given vocabulary
 
 

@@ -15,6 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from test_training import repetitive_sequences, setup, validation_on  # noqa: E402
 
+from bert_mlm.config import MaskingConfig  # noqa: E402
 from bert_mlm.core.checkpoints import (  # noqa: E402
     LEGACY_FILE,
     MANIFEST_FILE,
@@ -25,7 +26,6 @@ from bert_mlm.core.checkpoints import (  # noqa: E402
     run_folders,
 )
 from bert_mlm.core.errors import UserError  # noqa: E402
-from bert_mlm.core.masking import MaskingConfig  # noqa: E402
 from bert_mlm.core.training import train  # noqa: E402
 
 
@@ -51,8 +51,9 @@ def test_a_finished_run_is_not_resumed_into_a_new_version(tmp_path):
         ({"seed": 7}, r"seed 42 -> 7"),
         ({"sequences": repetitive_sequences(seed=1)}, r"data '[0-9a-f]+' -> '[0-9a-f]+'"),
         ({"learning_rate": 1e-3}, r"optimisation\.learning_rate 0\.003 -> 0\.001"),
+        ({"precision": "bf16"}, r"precision 'fp32' -> 'bf16'"),  # fp32 and bf16 steps give other weights
     ],
-    ids=["mask probability", "seed", "corpus", "learning rate"],
+    ids=["mask probability", "seed", "corpus", "learning rate", "precision"],
 )
 def test_resume_refuses_another_runs_checkpoint_and_says_what_differs(tmp_path, change, named):
     model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(tmp_path), max_steps=12)
@@ -196,6 +197,51 @@ def test_a_truncated_newest_checkpoint_is_named_and_the_previous_one_resumed(tmp
     assert result.resumed_from_step == 4
     assert str(newest / damaged) in caplog.text and "resuming from the previous complete one" in caplog.text
     for key, value in straight.state_dict().items():  # the exact resume holds from the older checkpoint too
+        assert torch.equal(value, resumed.state_dict()[key]), key
+
+
+def _edit(manifest: dict, change: str) -> object:
+    """One way an edited or foreign checkpoint.json differs from what was written."""
+    if change == "files as a list":
+        manifest["files"] = list(manifest["files"])
+    elif change == "no step":
+        del manifest["state"]["step"]
+    elif change == "step as text":
+        manifest["state"]["step"] = "eight"
+    elif change == "size missing":
+        del manifest["files"][TENSORS_FILE]["bytes"]
+    elif change == "model weights left out":
+        manifest["state"]["model"] = {}
+    elif change == "a list, not a mapping":
+        return [manifest]
+    elif change == "a tensor reference to nowhere":
+        manifest["state"]["model"][next(iter(manifest["state"]["model"]))] = {"__tensor__": "99999"}
+    return manifest
+
+
+@pytest.mark.parametrize("change", ["files as a list", "no step", "step as text", "size missing",
+                                    "model weights left out", "a list, not a mapping", "a tensor reference to nowhere"])
+def test_an_altered_checkpoint_json_is_named_and_the_previous_one_resumed(tmp_path, caplog, change):
+    """A truncated checkpoint.json fell back; one whose structure was altered gave a traceback that did not name the
+    file. Any unreadable manifest is now named in a warning, and the previous checkpoint resumes exactly."""
+    straight, _ = run(tmp_path / "straight", max_steps=12)
+    checkpoints = tmp_path / "checkpoints"
+    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(checkpoints), max_steps=12)
+
+    def crash(step, _record):
+        if step == 10:
+            raise KeyboardInterrupt("simulated crash")
+
+    with pytest.raises(KeyboardInterrupt):  # leaves step 4 and step 8
+        train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, on_step=crash)
+    newest = list_checkpoints(run_folders(checkpoints)[-1])[-1]
+    manifest = newest / MANIFEST_FILE
+    manifest.write_text(json.dumps(_edit(json.loads(manifest.read_text()), change)))
+    resumed, result = run(checkpoints, max_steps=12, resume=True)
+    assert result.resumed_from_step == 4
+    warning = next(m for m in caplog.messages if "resuming from the previous complete one" in m)
+    assert str(newest) in warning, warning
+    for key, value in straight.state_dict().items():
         assert torch.equal(value, resumed.state_dict()[key]), key
 
 

@@ -25,7 +25,7 @@ import os
 import random
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -74,16 +74,73 @@ def data_digest(sequences: Sequence[np.ndarray]) -> str:
     return digest.hexdigest()
 
 
-def run_fingerprint(model, sequences, masking, config, world_size: int) -> dict:
-    """What defines a run, readable: a resume is refused when any of it differs."""
+def checkpoint_bytes(bert_config, keep_best: bool = False) -> int:
+    """About what one checkpoint of a model of ``bert_config`` (a ``BertConfig``) takes: every
+    entry of its state dict in fp32 (tied weights are stored twice) and AdamW's two moments per
+    parameter, with ``keep_best`` a second copy of the weights (the best validated step's); the
+    RNG states and the history are small beside them."""
+    from transformers import BertForMaskedLM
+
+    with torch.device("meta"):  # shapes only: nothing allocated, nothing initialised
+        model = BertForMaskedLM(bert_config)
+    weights = sum(t.numel() for t in model.state_dict().values())
+    return 4 * weights * (2 if keep_best else 1) + 8 * sum(p.numel() for p in model.parameters())
+
+
+def check_checkpoint_dir(directory: str | os.PathLike, needed: int) -> None:
+    """Before training: ``training.checkpoint_dir`` can be written and has room for one
+    checkpoint of ``needed`` bytes (and the file-size limit lets it be written), or one line
+    saying what to change. A real write (a file created and removed in the nearest existing
+    folder) decides, not the permission bits: a read-only mount or an ACL shows only then."""
+    import tempfile
+
+    path = Path(directory).expanduser()
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise UserError(f"training.checkpoint_dir: {str(directory)!r} cannot be a folder: {str(existing)!r} is a file")
+    try:
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".bert-mlm-write-test-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise UserError(
+            f"training.checkpoint_dir: {str(directory)!r} cannot be written ({error.strerror} in {str(existing)!r}); "
+            "point training.checkpoint_dir to a writable folder, or set training.checkpoint_every=0 to train "
+            "without checkpoints"
+        ) from error
+    free = shutil.disk_usage(existing).free
+    if free < needed:
+        raise UserError(
+            f"training.checkpoint_dir: {str(directory)!r} has {free / 1e9:,.2f} GB free, but one checkpoint of this "
+            f"model needs about {needed / 1e9:,.2f} GB (fp32 weights and AdamW's two moments); free space there, "
+            "point training.checkpoint_dir to a larger disk, or set training.checkpoint_every=0"
+        )
+    try:
+        import resource
+    except ImportError:  # Windows: no file-size limit to read
+        return
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and limit < needed:
+        raise UserError(
+            f"training.checkpoint_dir: the file-size limit of this process (ulimit -f) is {limit / 1e6:,.1f} MB, "
+            f"but a checkpoint of this model writes a file of about {needed / 1e6:,.1f} MB; raise the limit "
+            "(ulimit -f unlimited) or set training.checkpoint_every=0"
+        )
+
+
+def run_fingerprint(model, sequences, masking, config, world_size: int, precision: str | None = None) -> dict:
+    """What defines a run, readable: a resume is refused when any of it differs. ``precision`` is
+    the resolved one (``auto`` is fp32 on a CPU, bf16 on a recent GPU): fp32 and bf16 steps give
+    other weights, so a run does not change precision half way."""
     return {
         "data": data_digest(sequences),
         "initial_weights": weights_digest(model),
         "model": {name: getattr(model.config, name, None) for name in MODEL_FIELDS},
-        "masking": asdict(masking),
+        "masking": masking.model_dump(),
         "seed": config.seed,
         "optimisation": {name: getattr(config, name) for name in OPTIMISATION_FIELDS},
         "ranks": world_size,
+        "precision": precision or config.precision,
     }
 
 
@@ -131,9 +188,13 @@ def _as_json(value) -> object:
 
 def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: int,
                     fingerprint: dict | None = None) -> Path:
-    """Write to a temporary directory, fsync, then rename: a crash leaves the previous one intact."""
+    """Write to a temporary directory, fsync, then rename: a crash leaves the previous one intact.
+    A full disk, a file-size limit or a folder that refuses the write is one ``UserError`` naming
+    the checkpoint, as for every output (the previous checkpoint stays)."""
     structure, tensors = flatten(state)
-    with written_then_renamed(checkpoint_path(directory, step)) as temporary:
+    needed = sum(t.numel() * t.element_size() for t in tensors.values())
+    artifact = f"training.checkpoint_dir (the checkpoint of step {step}; the previous one is kept)"
+    with written_then_renamed(checkpoint_path(directory, step), artifact=artifact, needed=needed) as temporary:
         temporary.mkdir()
         save_file(tensors, temporary / TENSORS_FILE)
         manifest = {
@@ -145,7 +206,7 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: 
         }
         (temporary / MANIFEST_FILE).write_text(json.dumps(manifest, sort_keys=True))
     if fingerprint is not None and not (Path(directory) / RUN_FILE).is_file():
-        with written_then_renamed(Path(directory) / RUN_FILE) as temporary:
+        with written_then_renamed(Path(directory) / RUN_FILE, artifact="training.checkpoint_dir") as temporary:
             temporary.write_text(json.dumps(fingerprint, indent=2, sort_keys=True, default=str))
     for old in list_checkpoints(directory)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
@@ -164,11 +225,12 @@ def read_checkpoint(folder: str | os.PathLike, fingerprint: dict | None = None) 
             "which is not loaded because unpickling a file can run any code in it; set training.resume=false "
             "to start fresh (or move that folder away)."
         )
+    manifest_file = folder / MANIFEST_FILE
     try:
-        manifest = json.loads((folder / MANIFEST_FILE).read_text())
-        files, structure = manifest["files"], manifest["state"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise DamagedCheckpoint(f"{str(folder / MANIFEST_FILE)!r} is unreadable ({error})") from error
+        manifest = json.loads(manifest_file.read_text())
+        files, structure = _manifest_parts(manifest)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise DamagedCheckpoint(f"{str(manifest_file)!r} is unreadable ({type(error).__name__}: {error})") from error
     if fingerprint is not None and manifest.get("fingerprint") != _as_json(fingerprint):
         changed = "; ".join(differences(manifest.get("fingerprint") or {}, _as_json(fingerprint)))
         raise UserError(f"training.resume: {str(folder)!r} is another run's checkpoint; what differs: {changed}")
@@ -185,16 +247,46 @@ def read_checkpoint(folder: str | os.PathLike, fingerprint: dict | None = None) 
         tensors = load_file(folder / TENSORS_FILE)
     except (OSError, SafetensorError) as error:
         raise DamagedCheckpoint(f"{str(folder / TENSORS_FILE)!r} is unreadable ({error})") from error
-    return {**unflatten(structure, tensors), "fingerprint": manifest.get("fingerprint")}
+    try:
+        state = unflatten(structure, tensors)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as error:
+        raise DamagedCheckpoint(f"{str(manifest_file)!r} does not describe a checkpoint's state "
+                                f"({type(error).__name__}: {error})") from error
+    return {**state, "fingerprint": manifest.get("fingerprint")}
 
 
-def load_checkpoint(directory: str | os.PathLike, fingerprint: dict | None = None) -> tuple[Path, dict] | None:
-    """The newest intact checkpoint of a run folder, or None when there is none. A damaged one is
-    named in a warning and the previous one is used; none intact is a ``UserError``."""
+def _manifest_parts(manifest) -> tuple[dict, dict]:
+    """The manifest's file list and state structure, or a ``TypeError``/``KeyError`` saying
+    which part is not what :func:`save_checkpoint` writes (an edited or foreign file)."""
+    files, structure = manifest["files"], manifest["state"]
+    if set(files) != {TENSORS_FILE} or not isinstance(structure, dict):
+        raise TypeError(f"its files are {sorted(files)!r} and its state a {type(structure).__name__}, not "
+                        f"[{TENSORS_FILE!r}] and a mapping")
+    entry = files[TENSORS_FILE]
+    if not isinstance(entry.get("bytes"), int) or not isinstance(entry.get("blake2b"), str):
+        raise TypeError(f"the entry of {TENSORS_FILE} lacks its size or digest: {entry!r}")
+    return files, structure
+
+
+def load_checkpoint(directory: str | os.PathLike, fingerprint: dict | None = None,
+                    apply=None) -> tuple[Path, dict] | None:
+    """The newest intact checkpoint of a run folder, or None when there is none. A damaged one
+    (a file truncated or altered, a manifest that is not what was written, a state that
+    ``apply(path, state)`` cannot restore) is named in a warning and the previous one is used; none
+    intact is a ``UserError``."""
     damaged = []
     for path in reversed(list_checkpoints(directory)):
         try:
             state = read_checkpoint(path, fingerprint)
+            if apply is not None:
+                try:
+                    apply(path, state)
+                except UserError:
+                    raise
+                except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as error:
+                    reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+                    raise DamagedCheckpoint(f"{str(path)!r} cannot be restored ({type(error).__name__}: "
+                                            f"{reason})") from error
         except DamagedCheckpoint as error:
             logger.warning("training.resume: the checkpoint %s; resuming from the previous complete one", error)
             damaged.append(str(error))
@@ -302,22 +394,28 @@ class RunCheckpoints:
     def resume(self, stateful: dict, rank: int, max_steps: int) -> Position:
         """Restore this run's newest checkpoint into ``stateful`` and this process's RNGs; a fresh
         position when there is none (and no other run's checkpoint is waiting to be resumed)."""
-        found = load_checkpoint(self.folder, self.fingerprint)
+        def apply(path: Path, state: dict) -> None:
+            position = [state[key] for key in ("step", "epoch", "next_batch")]
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in position) or not isinstance(
+                    state["history"], list):
+                raise TypeError(f"its position (step, epoch, next_batch: {position}) is not three integers")
+            if state["step"] >= max_steps:
+                raise UserError(
+                    f"training.resume: the checkpoint {str(path)!r} already completed this run's {state['step']} "
+                    f"steps (training.max_steps={max_steps}); nothing is left to train and no new model version is "
+                    "written. Raise training.max_steps to train longer, or set training.resume=false to train again "
+                    "from scratch."
+                )
+            for name, part in stateful.items():
+                part.load_state_dict(state[name])
+            restore_rng_states(state["rng"][rank])
+
+        found = load_checkpoint(self.folder, self.fingerprint, apply)
         if found is None:
             refuse_other_runs(self.root, self.fingerprint)
             logger.info("training.resume: no checkpoint in %s, starting fresh", self.root)
             return Position()
         path, state = found
-        if state["step"] >= max_steps:
-            raise UserError(
-                f"training.resume: the checkpoint {str(path)!r} already completed this run's {state['step']} "
-                f"steps (training.max_steps={max_steps}); nothing is left to train and no new model "
-                "version is written. Raise training.max_steps to train longer, or set training.resume=false "
-                "to train again from scratch."
-            )
-        for name, part in stateful.items():
-            part.load_state_dict(state[name])
-        restore_rng_states(state["rng"][rank])
         logger.info("Resumed from %s (step %d, epoch %d)", path, state["step"], state["epoch"])
         return Position(state["step"], state["epoch"], state["next_batch"], state["history"],
                         BestWeights.restored(state.get("best"), stateful["model"]))

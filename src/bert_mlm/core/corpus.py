@@ -4,8 +4,8 @@ Everything here is Kedro-free. A *document* is one cleaned paragraph of running 
 blank-line separated block of a text file, one row of a table, one docstring paragraph of the
 built-in corpus). Documents are the unit of de-duplication and of the train/valid/test split.
 
-The corpus streams: :func:`bert_mlm.core.sources.iter_raw_batches` reads files and tables in bounded chunks (text files
-are cut at paragraph boundaries, tables by rows), :func:`clean_batch` turns one chunk into
+The corpus streams: :meth:`bert_mlm.core.sources.CorpusSource.batches` reads files and tables in bounded chunks (text
+files are cut at paragraph boundaries, tables by rows), :func:`clean_batch` turns one chunk into
 documents (a pure function, so it runs on worker processes or Dask workers), and
 :func:`stream_documents` de-duplicates and splits them in input order. Memory is bounded by a
 chunk, plus 8 bytes per distinct document for exact de-duplication.
@@ -22,47 +22,19 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from bert_mlm.config.corpus import SPLITS, validate_split_ratios
 from bert_mlm.core.errors import UserError
 
 TEXT_SUFFIXES = (".txt", ".raw", ".text", ".md")
 # .json: JSON Lines (one object per line), as most dumps named .json are.
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".jsonl", ".json")
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES + TABLE_SUFFIXES
-SPLITS = ("train", "valid", "test")
 BUILTIN_SOURCE = "builtin:python-stdlib-docstrings"
 
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _SPACES = re.compile(r"[^\S\n]+")
 # Control characters other than newline and tab mark binary data (or mojibake), not text.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-@dataclass(frozen=True)
-class CorpusConfig:
-    # ``path``, ``text_column``, ``credentials``, ``hf_dataset`` and ``sources`` are read by the
-    # catalog's ``raw_corpus`` dataset (from ``--params corpus.path=...`` or globals.yml, and checked
-    # there); they are listed here so that those overrides validate.
-    path: str | None = None
-    text_column: str = "text"
-    credentials: str | None = None
-    hf_dataset: dict | str | None = None
-    sources: dict | list | None = None
-    # Paragraphs of text files with fewer words are dropped (headings, page numbers); a CJK
-    # character counts as a word. Table rows are documents as they are: dropped only when empty.
-    min_words: int = 4
-    # Longer paragraphs (a file without blank lines, a 100 MB line) are cut at whitespace into
-    # documents of at most this many characters, so one giant line cannot exhaust memory later.
-    max_document_chars: int = 100_000
-    deduplicate: bool = True
-    split_ratios: dict = field(default_factory=lambda: {"train": 0.9, "valid": 0.05, "test": 0.05})
-    split_salt: str = ""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.min_words, int) or isinstance(self.min_words, bool) or self.min_words < 1:
-            raise UserError(f"corpus.min_words: {self.min_words!r} must be a positive integer")
-        if not isinstance(self.max_document_chars, int) or self.max_document_chars < 100:
-            raise UserError(f"corpus.max_document_chars: {self.max_document_chars!r} must be an integer >= 100")
-        validate_split_ratios(dict(self.split_ratios))
 
 
 class CorpusError(UserError):
@@ -82,6 +54,8 @@ class RawText:
     starts_source: bool = True
     # The source's name in a mixture (corpus.sources); "" otherwise.
     origin: str = ""
+    # A text file whose every non-empty line is a paragraph (corpus.line_by_line).
+    line_by_line: bool = False
 
 
 @dataclass
@@ -102,14 +76,24 @@ def normalise(text: str) -> str:
     return _SPACES.sub(" ", text)
 
 
+# Han, kana and their full-width punctuation are written without spaces: a line break between two
+# of them inside a hard-wrapped Chinese or Japanese paragraph is no space (Korean spaces its words).
+_UNSPACED = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f"
+_UNSPACED_BREAK = re.compile(f"(?<=[{_UNSPACED}])\n(?=[{_UNSPACED}])")
+
+
 def join_paragraph(block: str) -> str:
-    """Join hard-wrapped lines of one paragraph into one line of text."""
-    return " ".join(line.strip() for line in block.split("\n") if line.strip())
+    """Join hard-wrapped lines of one paragraph into one line of text: with a space, except between
+    two characters of a script written without spaces."""
+    joined = "\n".join(line.strip() for line in block.split("\n") if line.strip())
+    return _UNSPACED_BREAK.sub("", joined).replace("\n", " ")
 
 
-def split_paragraphs(text: str) -> list[str]:
-    """Cleaned paragraphs of a text: a blank line ends a paragraph, wrapped lines are joined."""
-    return [p for p in (join_paragraph(b) for b in _BLANK_LINE.split(normalise(text))) if p]
+def split_paragraphs(text: str, line_by_line: bool = False) -> list[str]:
+    """Cleaned paragraphs of a text: a blank line ends a paragraph and wrapped lines are joined,
+    or with ``line_by_line`` every non-empty line is one."""
+    blocks = normalise(text).split("\n") if line_by_line else _BLANK_LINE.split(normalise(text))
+    return [p for p in (join_paragraph(b) for b in blocks) if p]
 
 
 def chunk_text(text: str, max_chars: int) -> list[str]:
@@ -196,7 +180,8 @@ def clean_batch(
     dropped_short = replaced = 0
     for item in items:
         replaced += item.replaced_bytes
-        paragraphs = [join_paragraph(normalise(item.text))] if item.is_document else split_paragraphs(item.text)
+        paragraphs = ([join_paragraph(normalise(item.text))] if item.is_document
+                      else split_paragraphs(item.text, item.line_by_line))
         for paragraph in (piece for p in paragraphs for piece in chunk_text(p, max_chars)):
             if not paragraph if item.is_document else not has_words(paragraph, min_words):
                 dropped_short += 1  # a table row only when it is empty
@@ -314,21 +299,6 @@ def clean_documents(
 # ----------------------------------------------------------------------------- splitting
 def document_hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
-
-
-def validate_split_ratios(ratios: dict[str, float]) -> dict[str, float]:
-    unknown = set(ratios) - set(SPLITS)
-    if unknown:
-        raise UserError(f"corpus.split_ratios: unknown split(s) {sorted(unknown)}; use {SPLITS}")
-    values = {name: float(ratios.get(name, 0.0)) for name in SPLITS}
-    if any(v < 0 for v in values.values()) or abs(sum(values.values()) - 1.0) > 1e-6:
-        raise UserError(
-            f"corpus.split_ratios: {values} must be non-negative and sum to 1 "
-            f"(they sum to {sum(values.values()):.4f})"
-        )
-    if values["train"] <= 0:
-        raise UserError("corpus.split_ratios: train must be > 0")
-    return values
 
 
 def _split_edges(ratios: dict[str, float]) -> tuple[float, float]:

@@ -10,9 +10,6 @@ from bert_mlm.core.errors import UserError
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-
-
 def resolve_device(requested: str) -> torch.device:
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -28,7 +25,7 @@ def resolve_device(requested: str) -> torch.device:
 def resolve_precision(requested: str, device: torch.device) -> str:
     """``auto``: bf16 on CUDA GPUs that support it, fp16 (with GradScaler) on older GPUs, fp32 on
     CPUs (most CPUs have no native bf16 and run bf16 matmuls far slower than fp32). ``requested``
-    is one of :data:`PRECISIONS` (``TrainingConfig`` refuses any other)."""
+    is one of ``training.precision``'s choices (``TrainingConfig`` refuses any other)."""
     if device.type == "cuda":
         bf16 = torch.cuda.is_bf16_supported()
         if requested == "auto":

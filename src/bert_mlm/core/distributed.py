@@ -18,32 +18,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from bert_mlm.core.errors import UserError
+from bert_mlm.config import DistributedConfig
 from bert_mlm.core.state_codec import from_bytes, to_bytes
-
-
-@dataclass(frozen=True)
-class DistributedConfig:
-    nproc_per_node: int = 1
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str = "127.0.0.1:29517"
-    backend: str = "auto"
-    timeout_seconds: int = 600
-
-    def __post_init__(self) -> None:
-        for name in ("nproc_per_node", "nnodes", "timeout_seconds"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise UserError(f"distributed.{name}: {value!r} must be a positive integer")
-        if not 0 <= self.node_rank < self.nnodes:
-            raise UserError(f"distributed.node_rank: {self.node_rank!r} must be in [0, distributed.nnodes)")
-        if self.backend not in ("auto", "gloo", "nccl"):
-            raise UserError(f"distributed.backend: {self.backend!r} is not one of auto, gloo, nccl")
-
-    @property
-    def world_size(self) -> int:
-        return self.nproc_per_node * self.nnodes
 
 
 @dataclass(frozen=True)

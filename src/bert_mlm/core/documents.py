@@ -15,30 +15,24 @@ here holds the corpus.
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bert_mlm.core.corpus import (
-    SPLITS,
-    CleanedBatch,
-    CleaningReport,
-    CorpusConfig,
-    CorpusError,
-    clean_batch,
-    stream_documents,
-)
-from bert_mlm.core.engine import DaskEngine, DataConfig, open_engine
+from bert_mlm.config import CorpusConfig, DataConfig
+from bert_mlm.core.corpus import SPLITS, CleanedBatch, CleaningReport, CorpusError, clean_batch, stream_documents
+from bert_mlm.core.engine import DaskEngine, Finished, open_engine
 from bert_mlm.core.progress import Progress
+from bert_mlm.core.redaction import redact
+from bert_mlm.core.reuse import code_digest, recipe_identity, source_fingerprint
 from bert_mlm.core.sources import CorpusSource, ReadTask, read_task, read_tasks
 
 MANIFEST = "manifest.json"
@@ -80,6 +74,20 @@ class DocumentShardWriter:
         self._writers: dict[str, pq.ParquetWriter | None] = dict.fromkeys(SPLITS)
         self._part_bytes = dict.fromkeys(SPLITS, 0)
         self._parts: dict[str, list[str]] = {split: [] for split in SPLITS}
+        # A mixture's training documents per source, in the order the sources were read: each
+        # source's documents lie together, one run after the other (the token store's ranges).
+        self.train_sources: dict[str, SplitCounts] = {}
+
+    def _count_train_sources(self, part: CleanedBatch) -> None:
+        for origin, text in zip(part.origins, part.texts, strict=True):
+            if origin not in self.train_sources:
+                self.train_sources[origin] = SplitCounts()
+            elif origin != next(reversed(self.train_sources)):
+                raise CorpusError(f"corpus.sources.{origin}: its documents came back after another source's; "
+                                  "the sources of a mixture must be read one after the other")
+            counts = self.train_sources[origin]
+            counts.documents += 1
+            counts.characters += len(text)
 
     def write(self, batch: CleanedBatch) -> None:
         for code, split in enumerate(SPLITS):
@@ -87,6 +95,8 @@ class DocumentShardWriter:
             if not len(chosen):
                 continue
             part = batch.take(chosen)
+            if split == "train":
+                self._count_train_sources(part)
             counts = self.counts[split]
             counts.documents += len(chosen)
             counts.characters += sum(map(len, part.texts))
@@ -133,7 +143,9 @@ class DocumentShardWriter:
             writer.close()
             self._writers[split] = None
 
-    def close(self, report: CleaningReport, settings: dict, mixture: dict | None = None) -> dict:
+    def close(self, report: CleaningReport, settings: dict, sources: list[str] | None = None) -> dict:
+        """``sources``: a mixture's source names (``corpus.sources``), whose training documents are
+        counted in the manifest; their weights are not the data's but training's (sampled per epoch)."""
         for split in SPLITS:
             self._flush(split)
             if self._writers[split] is not None:
@@ -161,8 +173,16 @@ class DocumentShardWriter:
             },
             "settings": settings,
         }
-        if mixture is not None:
-            manifest["mixture"] = mixture_plan(self.directory, self._parts["train"], mixture)
+        if sources is not None:
+            empty = [name for name in sources if name not in self.train_sources]
+            if empty:
+                raise CorpusError(
+                    f"corpus.sources.{empty[0]}: none of its documents landed in the train split, so it cannot take "
+                    "a share of training (a source that repeats another's documents loses them to corpus.deduplicate); "
+                    "give it text or remove it")
+            manifest["sources"] = {name: {"train_documents": counts.documents, "train_characters": counts.characters}
+                                   for name, counts in self.train_sources.items()}
+        manifest = redact(manifest)  # a corpus URL's password or signature never reaches the file
         write_json(self.directory / MANIFEST, manifest)
         return manifest
 
@@ -170,98 +190,6 @@ class DocumentShardWriter:
         for writer in self._writers.values():
             if writer is not None:
                 writer.close()
-
-
-def repeat_counts(factors: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """How many times each document enters the training stream: ``floor(f)``, plus one more for an
-    evenly spread ``frac(f)`` share of its source's documents (``positions``: each document's
-    index among its source's training documents; a Weyl sequence picks them, so the share is
-    exact to a document or two, where a random pick would miss by its standard error)."""
-    whole = np.floor(factors)
-    return (whole + (sample_key(positions) < factors - whole)).astype(np.int64)
-
-
-def source_positions(codes: np.ndarray, seen: np.ndarray) -> np.ndarray:
-    """Each document's index among its source's documents so far (``seen``: per source, updated)."""
-    positions = np.empty(len(codes), dtype=np.int64)
-    for code in np.unique(codes):
-        where = np.flatnonzero(codes == code)
-        positions[where] = seen[code] + np.arange(len(where))
-        seen[code] += len(where)
-    return positions
-
-
-def train_columns(directory: Path, train_parts: list[str], names: list[str]):
-    """Per row group of the train split: each document's source code, characters and UTF-8 bytes
-    (one row group at a time: memory stays flat)."""
-    code_of = {name: code for code, name in enumerate(names)}
-    for part in train_parts:
-        parquet = pq.ParquetFile(directory / part)
-        for group in range(parquet.num_row_groups):
-            table = parquet.read_row_group(group, columns=["origin", "text"])
-            codes = np.array([code_of[o] for o in table.column("origin").to_pylist()], dtype=np.int64)
-            text = table.column("text")
-            yield (codes, pc.utf8_length(text).to_numpy(zero_copy_only=False).astype(np.int64),
-                   pc.binary_length(text).to_numpy(zero_copy_only=False).astype(np.int64))
-
-
-def mixture_plan(directory: Path, train_parts: list[str], sources: dict[str, dict]) -> dict:
-    """Each source's factor (passes over its training documents) and the training stream's counts.
-
-    With weights, a source's factor is ``weight * C / c`` (``c``: its training characters, ``C``:
-    all sources'), so its share of the stream's characters is its weight, and the stream keeps
-    about the corpus's size (the encoder then balances tokens: ``token_store.token_balanced_factors``).
-    With ``repeat``, the factor is the repeat. Passes over the train split's source and length
-    columns count the stream exactly (the rule :meth:`DocumentShards.iter_texts` applies).
-    """
-    names = list(sources)
-    row_groups = functools.partial(train_columns, directory, train_parts, names)  # read twice: memory stays flat
-
-    raw_docs, raw_chars = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
-    for codes, lengths, _ in row_groups():
-        raw_docs += np.bincount(codes, minlength=len(names))
-        raw_chars += np.bincount(codes, weights=lengths, minlength=len(names)).astype(np.int64)
-    weights = np.array([sources[n]["weight"] or 0.0 for n in names])
-    if weights.sum() > 0:
-        empty = [n for n, c in zip(names, raw_chars, strict=True) if c == 0]
-        if empty:
-            raise CorpusError(f"corpus.sources.{empty[0]}: none of its documents landed in the train split, "
-                              "so it cannot take a share of training; give it text or remove it")
-        factors = weights / weights.sum() * raw_chars.sum() / raw_chars
-    else:
-        factors = np.array([sources[n]["repeat"] or 1.0 for n in names])
-    return {
-        "sources": {
-            name: {"weight": sources[name]["weight"], "repeat": sources[name]["repeat"],
-                   "train_documents": int(raw_docs[i]), "train_characters": int(raw_chars[i])}
-            for i, name in enumerate(names)
-        },
-        **stream_plan(row_groups, names, factors),
-    }
-
-
-def stream_plan(row_groups, names: list[str], factors: np.ndarray) -> dict:
-    """The training stream's counts with these ``factors``: per source and in all."""
-    docs, chars, utf8_total = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64), 0
-    seen = np.zeros(len(names), np.int64)
-    for codes, lengths, utf8 in row_groups():
-        counts = repeat_counts(factors[codes], source_positions(codes, seen))
-        docs += np.bincount(codes, weights=counts, minlength=len(names)).astype(np.int64)
-        chars += np.bincount(codes, weights=counts * lengths, minlength=len(names)).astype(np.int64)
-        utf8_total += int((counts * utf8).sum())
-    total = max(int(chars.sum()), 1)
-    return {
-        "factors": {name: float(factors[i]) for i, name in enumerate(names)},
-        "stream": {
-            name: {
-                "documents": int(docs[i]),
-                "characters": int(chars[i]),
-                "share_of_characters": float(chars[i] / total),
-            }
-            for i, name in enumerate(names)
-        },
-        "train": {"documents": int(docs.sum()), "characters": int(chars.sum()), "utf8_bytes": utf8_total},
-    }
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -309,14 +237,12 @@ class DocumentShards:
         return (DocumentShards, (str(self.directory),))
 
     @property
-    def mixture(self) -> dict | None:
-        """The mixture's plan (``corpus.sources``): each source's factor and share; ``None`` without one."""
-        return self.manifest.get("mixture")
+    def sources(self) -> dict[str, dict] | None:
+        """A mixture's sources (``corpus.sources``) in the order their training documents lie, with
+        their training documents and characters; ``None`` without a mixture."""
+        return self.manifest.get("sources")
 
     def _counts(self, split: str) -> dict:
-        # A mixture's train split is read as its weighted stream: what tokenization sees.
-        if split == "train" and self.mixture is not None:
-            return self.mixture["train"]
         return self.manifest["splits"][split]
 
     def documents(self, split: str) -> int:
@@ -327,6 +253,19 @@ class DocumentShards:
 
     def utf8_bytes(self, split: str) -> int:
         return int(self._counts(split)["utf8_bytes"])
+
+    @property
+    def identity(self) -> str:
+        """What the next stages' recipes name this version by: the digest of the recipe it was made
+        by (two versions made alike are one input), or of its manifest (versions made before recipes)."""
+        return recipe_identity(self.directory) or hashlib.blake2b(
+            (self.directory / MANIFEST).read_bytes(), digest_size=10).hexdigest()
+
+    def check_readable(self) -> None:
+        """Every shard's Parquet footer reads (a reused version is checked first)."""
+        for split in SPLITS:
+            for part in self.manifest["splits"][split]["parts"]:
+                self._open(part)
 
     def row_groups(self, split: str) -> list[tuple[str, int]]:
         """(part, row group) pairs of a split, in document order: the unit of parallel work."""
@@ -354,86 +293,44 @@ class DocumentShards:
         return self.read(part, row_group).column("text").to_pylist()
 
     def iter_texts(self, split: str, sample_fraction: float | None = None,
-                   progress: Progress | None = None, origins: list | None = None,
-                   factors: dict[str, float] | None = None) -> Iterator[list[str]]:
-        """The texts of a split, a row group at a time (counted in characters into ``progress``).
-        With ``sample_fraction``, a fixed subset of about that share of the documents, evenly
-        spread over the whole split (not its first files): document ``j`` is taken when
-        ``frac(j * golden ratio) < sample_fraction``.
-
-        A mixture's train split is its weighted stream: pass ``r`` over the split takes the
-        documents that enter it more than ``r`` times (:func:`repeat_counts`); each yielded list
-        holds one source's documents, and ``origins`` (a list) receives that source's name.
-        ``factors`` replace the plan's (the encoder balances tokens, not characters).
-        """
-        plan = self.mixture if split == "train" else None
-        names = list(plan["sources"]) if plan else []
-        factors = factors or (plan["factors"] if plan else None)
-        factor_array = np.array([factors[n] for n in names]) if plan else None
-        passes = int(np.ceil(factor_array.max())) if plan else 1
-        code_of = {name: code for code, name in enumerate(names)}
+                   progress: Progress | None = None) -> Iterator[list[str]]:
+        """The texts of a split, a row group at a time (counted in characters into ``progress``
+        once read). With ``sample_fraction``, a fixed subset of about that share of the documents,
+        evenly spread over the whole split (not its first files): document ``j`` is taken when
+        ``frac(j * golden ratio) < sample_fraction``."""
         position = 0
-        for repetition in range(passes):
-            seen = np.zeros(len(names), np.int64)
-            for part, group in self.row_groups(split):
-                if plan:
-                    table = self.read(part, group, ("text", "origin"))
-                    codes = np.array([code_of[o] for o in table.column("origin").to_pylist()], dtype=np.int64)
-                    taken = repeat_counts(factor_array[codes], source_positions(codes, seen)) > repetition
-                    all_texts = table.column("text").to_pylist()
-                    runs = [(code, [all_texts[i] for i in np.flatnonzero(taken & (codes == code))])
-                            for code in dict.fromkeys(codes[taken].tolist())]
-                else:
-                    runs = [(None, self.texts(part, group))]
-                for code, texts in runs:
-                    count = len(texts)
-                    if progress is not None:
-                        progress.update(sum(map(len, texts)))
-                    if sample_fraction is not None and sample_fraction < 1:
-                        keys = sample_key(np.arange(position, position + count))
-                        texts = [texts[i] for i in np.flatnonzero(keys < sample_fraction)]
-                    position += count
-                    if origins is not None and code is not None:
-                        origins.append(names[code])
-                    yield texts
+        for part, group in self.row_groups(split):
+            texts = self.texts(part, group)
+            count = len(texts)
+            if sample_fraction is not None and sample_fraction < 1:
+                keys = sample_key(np.arange(position, position + count))
+                texts = [texts[i] for i in np.flatnonzero(keys < sample_fraction)]
+            position += count
+            yield texts
+            if progress is not None:
+                progress.update(characters(texts))
 
-    def source_samples(self, max_chars: int) -> dict[str, list[str]]:
-        """The first training documents of each source of a mixture, about ``max_chars`` each."""
-        names = list(self.mixture["sources"])
-        samples: dict[str, list[str]] = {name: [] for name in names}
-        sizes = dict.fromkeys(names, 0)
-        for part, group in self.row_groups("train"):
-            wanted = {
-                o for o in self.read(part, group, ("origin",)).column("origin").to_pylist() if sizes[o] < max_chars
-            }
-            if not wanted:
+    def iter_source_texts(self, split: str) -> Iterator[tuple[str, list[str]]]:
+        """The texts of a split with the source they came from (``""`` outside a mixture): each
+        item holds one source's documents, in order (a row group where two sources meet is cut there)."""
+        for part, group in self.row_groups(split):
+            if self.sources is None:
+                yield "", self.texts(part, group)
                 continue
             table = self.read(part, group, ("text", "origin"))
-            for text, origin in zip(table.column("text").to_pylist(), table.column("origin").to_pylist(), strict=True):
-                if origin in wanted and sizes[origin] < max_chars:
-                    samples[origin].append(text)
-                    sizes[origin] += len(text)
-            if all(size >= max_chars for size in sizes.values()):
-                break
-        return samples
+            texts, origins = table.column("text").to_pylist(), table.column("origin").to_pylist()
+            start = 0
+            for stop in range(1, len(texts) + 1):
+                if stop == len(texts) or origins[stop] != origins[start]:
+                    yield origins[start], texts[start:stop]
+                    start = stop
 
     def source_stats(self) -> pd.DataFrame | None:
-        """A mixture's sources: training documents and characters before and after weighting,
-        weight or repeat, factor, and share of the training stream (``None`` without a mixture)."""
-        if self.mixture is None:
+        """A mixture's sources: training documents and characters, as stored (once each; the
+        weights apply when training samples its epochs). ``None`` without a mixture."""
+        if self.sources is None:
             return None
-        plan = self.mixture
-        return pd.DataFrame(
-            [
-                {
-                    "source": name,
-                    **info,
-                    "factor": plan["factors"][name],
-                    **{f"stream_{k}": v for k, v in plan["stream"][name].items()},
-                }
-                for name, info in plan["sources"].items()
-            ]
-        )
+        return pd.DataFrame([{"source": name, **info} for name, info in self.sources.items()])
 
     def sample_texts(self, split: str, max_chars: int) -> list[str]:
         """The split's first texts, about ``max_chars`` characters (a look at its language)."""
@@ -483,11 +380,43 @@ def sample_key(positions: np.ndarray) -> np.ndarray:
     return np.modf(positions.astype(np.float64) * 0.6180339887498949)[0]
 
 
+# Characters per work item of the jobs that run on worker processes (encoding, word segmentation): a
+# row group (data.chunk_bytes, 8 MB) would give one worker a small corpus's whole train split.
+PIECE_CHARS = 1 << 20
+
+
+def in_pieces(texts: list[str], max_chars: int = PIECE_CHARS) -> Iterator[list[str]]:
+    """``texts`` in consecutive lists of about ``max_chars`` characters (at least one text each)."""
+    start = size = 0
+    for index, text in enumerate(texts):
+        size += len(text)
+        if size >= max_chars:
+            yield texts[start : index + 1]
+            start, size = index + 1, 0
+    if start < len(texts) or not texts:
+        yield texts[start:]
+
+
+def mixture_names(source: CorpusSource) -> list[str] | None:
+    """A mixture's source names, in the order they are read (``None``: not a mixture)."""
+    mixture = source.mixture()
+    return None if mixture is None else list(mixture)
+
+
+def characters(texts: list[str]) -> int:
+    return sum(map(len, texts))
+
+
+def raw_bytes(items: list) -> int:
+    """The UTF-8 size of a batch of raw texts (ingestion's progress counts what it read)."""
+    return sum(len(item.text.encode("utf-8", "replace")) for item in items)
+
+
 def read_and_clean(task: ReadTask, *cleaning) -> CleanedBatch:
     """One piece of the corpus, read and cleaned where it runs (a Dask worker)."""
     items = read_task(task)
     batch = clean_batch(items, *cleaning)
-    batch.read_bytes = sum(len(item.text.encode("utf-8", "replace")) for item in items)
+    batch.read_bytes = raw_bytes(items)
     return batch
 
 
@@ -499,14 +428,14 @@ def counted(batches: Iterable[CleanedBatch], progress: Progress) -> Iterator[Cle
 
 def write_document_shards(
     directory: str | os.PathLike, batches: Iterable[CleanedBatch], report: CleaningReport, settings: dict,
-    row_group_bytes: int = ROW_GROUP_BYTES, mixture: dict | None = None,
+    row_group_bytes: int = ROW_GROUP_BYTES, sources: list[str] | None = None,
 ) -> dict:
     """Drain ``batches`` into a new shard directory; returns the manifest."""
     writer = DocumentShardWriter(directory, row_group_bytes=row_group_bytes)
     try:
         for batch in batches:
             writer.write(batch)
-        return writer.close(report, settings, mixture)
+        return writer.close(report, settings, sources)
     except BaseException:
         writer.abort()
         raise
@@ -526,21 +455,33 @@ class DocumentStream:
     data: DataConfig
     report: CleaningReport = field(default_factory=CleaningReport)
 
+    def recipe(self) -> dict | None:
+        """What determines the shards (core/reuse.py): the corpus files (sizes and times, not read),
+        the cleaning and split settings, the chunk size (it places the row groups) and the code.
+        A mixture's weights are not in it: they are training's. ``None``: a corpus whose content
+        cannot be told without reading it (read every run)."""
+        fingerprint = source_fingerprint(self.source)
+        if fingerprint is None:
+            return None
+        read_by_catalog = ("path", "text_column", "credentials", "hf_dataset", "sources")
+        return {
+            "stage": "corpus_documents",
+            "code": code_digest("bert_mlm.core.corpus", "bert_mlm.core.documents", "bert_mlm.core.sources"),
+            "source": fingerprint,
+            "corpus": {k: v for k, v in self.config.model_dump().items() if k not in read_by_catalog},
+            "chunk_bytes": self.data.chunk_bytes,
+        }
+
     def write(self, directory: str | os.PathLike) -> dict:
         config = self.config
         self.report = CleaningReport()  # a retried write counts afresh
         total = self.source.total_bytes()
         progress = Progress(total, "ingestion", unit="B")
 
-        def raw_batches():
-            for batch in self.source.batches(self.data.chunk_bytes):
-                progress.update(sum(len(item.text.encode("utf-8", "replace")) for item in batch))
-                yield batch
-
         settings = {
             "source": self.source.describe(),
             "text_column": self.source.text_column,
-            "corpus": asdict(config),
+            "corpus": config.model_dump(),
         }
         cleaning = (config.min_words, config.max_document_chars, dict(config.split_ratios), config.split_salt)
         try:
@@ -548,15 +489,16 @@ class DocumentStream:
                 if isinstance(engine, DaskEngine):
                     # Workers read their pieces from wherever the files are: the client lists them only
                     # (local files too, on a LocalCluster; a remote scheduler's workers get their texts).
-                    tasks = read_tasks(
-                        self.source, self.data.chunk_bytes, local_files=self.data.scheduler_address is None
-                    )
+                    tasks = read_tasks(self.source, self.data.chunk_bytes, line_by_line=config.line_by_line,
+                                       local_files=self.data.scheduler_address is None)
                     cleaned = counted(engine.map_ordered(read_and_clean, tasks, *cleaning), progress)
                 else:
-                    cleaned = engine.map_ordered(clean_batch, raw_batches(), *cleaning)
+                    batches = self.source.batches(self.data.chunk_bytes, config.line_by_line)
+                    cleaned = engine.map_ordered(clean_batch, batches, *cleaning,
+                                                 finished=Finished(progress, raw_bytes))
                 manifest = write_document_shards(
                     directory, stream_documents(cleaned, config.deduplicate, self.report), self.report, settings,
-                    row_group_bytes=self.data.chunk_bytes, mixture=self.source.mixture(),
+                    row_group_bytes=self.data.chunk_bytes, sources=mixture_names(self.source),
                 )
         finally:
             progress.close()

@@ -19,73 +19,19 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase, pipeline
 
+from bert_mlm.config import EvaluationConfig, MaskingConfig
 from bert_mlm.core.corpus import cjk_characters
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.masking import IGNORE_INDEX, MaskingConfig, check_probability, mask_seed, mask_tokens
+from bert_mlm.core.masking import IGNORE_INDEX, mask_seed, mask_tokens
 from bert_mlm.core.model import MaskedPositionsMLM
 from bert_mlm.core.sequences import Collator, sequence_lengths
-
-
-@dataclass(frozen=True)
-class EvaluationConfig:
-    mask_probability: float = 0.15
-    seed: int = 20231
-    batch_size: int = 128  # larger than training's: no gradients, no optimizer state
-    max_sequences: int | None = None
-    whole_word: bool = False  # the whole-word protocol: score every piece of the selected words
-    mask_draws: int = 8  # independent fixed mask draws per sequence: more masked tokens from a small split
-    # Stop once this many masked tokens are scored (whole blocks; null: every draw of every sequence):
-    # the evaluation's cost stays bounded whatever the size of the held-out data.
-    min_masked_tokens: int | None = 20_000
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.mask_draws, int) or isinstance(self.mask_draws, bool) or self.mask_draws < 1:
-            raise UserError(f"evaluation.mask_draws: {self.mask_draws!r} must be a positive integer")
-        if self.min_masked_tokens is not None and (
-            not isinstance(self.min_masked_tokens, int) or isinstance(self.min_masked_tokens, bool)
-            or self.min_masked_tokens < 1
-        ):
-            raise UserError(
-                f"evaluation.min_masked_tokens: {self.min_masked_tokens!r} must be a positive integer "
-                "(or null to score every draw of every sequence)"
-            )
-        if not isinstance(self.whole_word, bool):
-            raise UserError(f"evaluation.whole_word: {self.whole_word!r} must be true or false")
-        check_probability(self.mask_probability, "evaluation.mask_probability")
-        if not isinstance(self.batch_size, int) or self.batch_size <= 0:
-            raise UserError(f"evaluation.batch_size: {self.batch_size!r} must be a positive integer")
-
-
-@dataclass(frozen=True)
-class EvaluationParameters(EvaluationConfig):
-    """The ``evaluation`` section: the fixed protocol (:attr:`protocol`) and what the evaluation
-    node reports beside it, which no metric depends on."""
-
-    corpus_path: str | None = None  # an extra held-out corpus (read by the catalog's extra_eval_corpus)
-    text_column: str = "text"
-    fill_mask_sentences: list[str] | None = None  # None: test-split sentences with one word masked
-    fill_mask_count: int = 3
-    top_k: int = 5
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not isinstance(self.fill_mask_count, int) or self.fill_mask_count < 0:
-            raise UserError(f"evaluation.fill_mask_count: {self.fill_mask_count!r} must be an integer >= 0")
-        if not isinstance(self.top_k, int) or self.top_k < 1:
-            raise UserError(f"evaluation.top_k: {self.top_k!r} must be a positive integer")
-
-    @property
-    def protocol(self) -> EvaluationConfig:
-        """Only the protocol's fields: what study fingerprints and evaluation sets are built from."""
-        return EvaluationConfig(**{f.name: getattr(self, f.name) for f in fields(EvaluationConfig)})
-
 
 # Sequences masked together under one generator; part of the protocol (see EVALUATION_SCHEME).
 MASK_BLOCK = 256

@@ -9,34 +9,42 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
+from bert_mlm.config import (
+    DistributedConfig,
+    EvaluationConfig,
+    MaskingConfig,
+    ModelConfig,
+    SequenceConfig,
+    TrainingConfig,
+)
 from bert_mlm.core.corpus import RawText, clean_documents
 from bert_mlm.core.device import autocast_dtype
-from bert_mlm.core.distributed import SINGLE, DistributedConfig, Rank, launch
+from bert_mlm.core.distributed import SINGLE, Rank, launch
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import (
     AUTO,
-    EvaluationConfig,
     StreamedEvaluationSet,
     evaluate,
     most_frequent_token,
     prepare_evaluation_set,
     protocol_metrics,
 )
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig, build_model
-from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceConfig, SequenceIndex, build_sequences
+from bert_mlm.core.mixture import plan_mixture, source_settings
+from bert_mlm.core.model import build_model
+from bert_mlm.core.redaction import redact
+from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceIndex, build_sequences
 from bert_mlm.core.sources import CorpusSource
+from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.tokenizer import encode_documents
 from bert_mlm.core.training import StepCallback, TrainingResult, Validation, train
-from bert_mlm.core.training_config import TokenIds, TrainingConfig
-from bert_mlm.core.tuning_result import TuningResult
+from bert_mlm.core.tuning_record import TuningRecord
 
 
 def corpus_sequences(
@@ -53,7 +61,7 @@ def check_extra_corpus(source: CorpusSource) -> None:
     """An extra evaluation corpus whose files hold no byte is refused before any training."""
     if not source.is_empty and source.total_bytes() == 0:
         files = source.files()
-        raise UserError(f"evaluation.corpus_path: {source.path!r} is empty ({len(files)} file(s), 0 bytes)")
+        raise UserError(f"evaluation.corpus_path: {redact(source.path)!r} is empty ({len(files)} file(s), 0 bytes)")
 
 
 def open_sequences(
@@ -82,10 +90,12 @@ class Experiment:
     def from_store(
         cls, token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase, *,
         model: ModelConfig, training: TrainingConfig, masking: MaskingConfig, evaluation: EvaluationConfig,
-        sequences: SequenceConfig,
+        sequences: SequenceConfig, mixture: dict | list | None = None,
     ) -> Experiment:
         """An experiment on the stored sequences, refused when the stored index was built for other
-        ``sequences`` parameters or lacks the word boundaries that whole-word masking needs."""
+        ``sequences`` parameters or lacks the word boundaries that whole-word masking needs.
+        ``mixture``: ``corpus.sources``, whose weights (or repeats) the training epochs draw a
+        mixture's stored sources by (:mod:`bert_mlm.core.mixture`)."""
         if (sequence_index.mode, sequence_index.max_length) != (sequences.mode, sequences.max_length):
             raise UserError(
                 f"sequences: the stored sequence_index is {sequence_index.mode} x {sequence_index.max_length}, "
@@ -94,8 +104,14 @@ class Experiment:
             )
         sequence_index.check_words(masking.whole_word, masking.word_segmenter)
         sequence_index.check_words(evaluation.whole_word, masking.word_segmenter, "evaluation.whole_word")
-        return cls(tokenizer, open_sequences(token_store, sequence_index, tokenizer), model, training, masking,
-                   evaluation, sequences)
+        opened = open_sequences(token_store, sequence_index, tokenizer)
+        settings, train = source_settings(mixture), opened.get("train")
+        if train is not None and train.sources:
+            train.mixture = plan_mixture(train.sources, settings)
+        elif settings is not None:
+            raise UserError(f"corpus.sources: names the sources {sorted(settings)}, but the token store holds one "
+                            "corpus, not a mixture; run the data stages with these sources")
+        return cls(tokenizer, opened, model, training, masking, evaluation, sequences)
 
     @functools.cached_property
     def token_ids(self) -> TokenIds:
@@ -113,8 +129,8 @@ class Experiment:
 
     def evaluation_set(self, split: str, max_sequences: int | None = None,
                        min_masked_tokens: int | None = None) -> StreamedEvaluationSet:
-        config = replace(self.evaluation, max_sequences=max_sequences or self.evaluation.max_sequences,
-                         min_masked_tokens=min_masked_tokens or self.evaluation.min_masked_tokens)
+        config = self.evaluation.replace(max_sequences=max_sequences or self.evaluation.max_sequences,
+                                         min_masked_tokens=min_masked_tokens or self.evaluation.min_masked_tokens)
         return prepare_evaluation_set(
             self.sequences.get(split, []), self.collator, self.token_ids.mask, self.token_ids.replacement, config
         )
@@ -165,7 +181,7 @@ def train_trial(
     the pruner can stop it), or, with ``score``, once by ``score(model)`` at the end (no pruning:
     an eval loss along the way would prune by the very proxy that ``score`` replaces)."""
     model = experiment.new_model()
-    training = replace(training, eval_every=0, keep_best=False)
+    training = training.replace(eval_every=0, keep_best=False)
     if score is not None:
         experiment.train(model, training, masking)
         value = score(model)
@@ -180,17 +196,27 @@ def train_trial(
             report(step, last["loss"])
 
     validation = Validation(lambda trained: experiment.evaluate(trained, evaluation_set))
-    experiment.train(model, replace(training, eval_every=eval_every), masking, on_step, validation=validation)
+    experiment.train(model, training.replace(eval_every=eval_every), masking, on_step, validation=validation)
     if torch.cuda.is_available():
         torch.cuda.empty_cache()  # the next trial builds a fresh model
     return last["loss"]
 
 
-def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: TuningResult, model: BertForMaskedLM,
-                     stored_segmenter: str, world_size: int, eval_every: int | None = 0) -> dict:
+def mixture_shares(sequences, seed: int = 0) -> dict | None:
+    """A mixture's per-source sequences and tokens in epoch 0 of ``seed``, counted on the drawn
+    index (not estimated); ``None`` without a mixture."""
+    plan = getattr(sequences, "mixture", None)
+    if plan is None:
+        return None
+    return plan.shares(plan.sample(seed, 0), sequences.lengths)
+
+
+def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: TuningRecord, model: BertForMaskedLM,
+                     stored_segmenter: str, world_size: int, sequences=None, seed: int = 0,
+                     eval_every: int | None = 0) -> dict:
     """What a run trained and how (``metrics.json``, the report): tokens, speed, the masking
-    actually used and where its probability came from (``tuning``, the result it trained with).
-    ``stored_segmenter``: the sequence index's word segmenter, which ``masking.word_segmenter:
+    actually used and where its probability came from (``tuning``: the record of the stage that
+    resolved it). ``stored_segmenter``: the sequence index's word segmenter, which ``masking.word_segmenter:
     auto`` resolved to."""
     history = result.history
     return {
@@ -209,11 +235,12 @@ def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: Tun
         "random_token_fraction": masking.random_token_fraction,
         "whole_word": masking.whole_word,
         "word_segmenter": stored_segmenter if masking.word_segmenter == "auto" else masking.word_segmenter,
-        "mask_probability_source": tuning.probability_origin.value,
+        "mask_probability_source": tuning.summary["mask_probability_source"],
         "learning_rate": result.learning_rate,
-        "tuning_decision": tuning.decision,
+        "tuning_decision": tuning.summary["tuning_decision"],
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "data_parallel_workers": world_size,
+        "mixture": mixture_shares(sequences, seed),
         **validation_summary(result, eval_every),
     }
 

@@ -43,12 +43,13 @@ def written_then_renamed(final: str | os.PathLike, sync: bool = True, artifact: 
 
     A full disk (or quota, or file-size limit) becomes one :class:`UserError` naming ``artifact``
     (default: the file name), ``final`` and the space: ``needed`` bytes when the caller knows
-    them, else at least what was written when the disk filled."""
+    them, else at least what was written when the disk filled. So does a folder or file system
+    that refuses the write (read-only, no permission)."""
     final = Path(final)
     temporary = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    _remove(temporary)
-    temporary.parent.mkdir(parents=True, exist_ok=True)
     try:
+        _remove(temporary)
+        temporary.parent.mkdir(parents=True, exist_ok=True)
         yield temporary
         if sync:
             _fsync_tree(temporary)
@@ -56,18 +57,40 @@ def written_then_renamed(final: str | os.PathLike, sync: bool = True, artifact: 
             shutil.rmtree(final)
         os.replace(temporary, final)
     except BaseException as error:
-        full = _out_of_space(error, temporary.parent)
+        full = None if isinstance(error, UserError) else _out_of_space(error, temporary.parent)
         written = _size(temporary) if full is not None and temporary.exists() else 0
         _remove(temporary)
         if full is None:
-            raise
+            refused = None if isinstance(error, UserError) else _refused(error)
+            if refused is None:
+                raise
+            raise UserError(f"{artifact or final.name}: cannot write {final}: {refused}; nothing of it was "
+                            "kept") from error
         reason, missing = full
-        free = shutil.disk_usage(temporary.parent).free
+        free = shutil.disk_usage(next(p for p in (temporary.parent, *temporary.parents) if p.exists())).free
         need = f"{_megabytes(needed)} needed" if needed else f"at least {_megabytes(written + missing)} needed"
         raise UserError(
             f"{artifact or final.name}: {reason} writing {final} ({need}, {_megabytes(written)} written when it "
             f"stopped, {_megabytes(free)} free there); nothing of it was kept"
         ) from error
+
+
+def _refused(error: BaseException) -> str | None:
+    """Why the file system refused the write, when it did: a read-only folder or file system."""
+    for cause in _causes(error):
+        if isinstance(cause, OSError) and cause.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            where = f" ({cause.filename})" if cause.filename else ""
+            kind = "a read-only file system" if cause.errno == errno.EROFS else "no write permission there"
+            return f"{os.strerror(cause.errno)}{where}: {kind}"
+    return None
+
+
+def _causes(error: BaseException | None) -> Iterator[BaseException]:
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
 
 
 # numpy's tofile (np.save) reports a short write without an errno.
@@ -76,24 +99,28 @@ _FULL = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "disk quota exce
          errno.EFBIG: "file too large (the file-size limit, ulimit -f)"}
 
 
+# Libraries written in Rust (safetensors, tokenizers) report the OS error in their text only.
+_FULL_TEXT = {"No space left on device": errno.ENOSPC, "StorageFull": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
+              "QuotaExceeded": errno.EDQUOT, "File too large": errno.EFBIG, "FileTooLarge": errno.EFBIG}
+
+
 def _out_of_space(error: BaseException, where: Path) -> tuple[str, int] | None:
     """(what ran out, bytes that were still to write) when ``error`` or its cause is a full disk, a
     quota or a file-size limit; ``None`` for any other error."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError):
-            if error.errno in _FULL:
-                return _FULL[error.errno], 0
-            if "No space left on device" in str(error):  # pyarrow's errors carry the text, not the errno
-                return _FULL[errno.ENOSPC], 0
-            short = _SHORT_WRITE.search(str(error))
+    for cause in _causes(error):
+        if isinstance(cause, OSError):
+            if cause.errno in _FULL:
+                return _FULL[cause.errno], 0
+            short = _SHORT_WRITE.search(str(cause))
             if short:
                 missing = int(short.group(1)) - int(short.group(2))
                 full = shutil.disk_usage(where).free < missing
                 return ("No space left on device" if full else "the file system took only part of a write "
                         "(a full disk, a quota or a file-size limit)"), missing
-        error = error.__cause__ or error.__context__
+        text = str(cause)  # pyarrow's OSErrors and safetensors' errors carry the text, not the errno
+        for marker, number in _FULL_TEXT.items():
+            if marker in text:
+                return _FULL[number], 0
     return None
 
 

@@ -24,7 +24,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -32,116 +31,26 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
 
+from bert_mlm.config import FinetuneConfig, TrainingConfig
 from bert_mlm.core.checkpoints import seed_everything
 from bert_mlm.core.device import autocast_dtype, resolve_device, resolve_precision
-from bert_mlm.core.errors import UserError
 from bert_mlm.core.labelled import EncodedExamples, Task, TaskSource, encode_examples, load_task
 from bert_mlm.core.model import load_for_continued_pretraining
 from bert_mlm.core.optim import Optimisation
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.training import NonFiniteLossError, epoch_batches
-from bert_mlm.core.training_config import TrainingConfig
 
 logger = logging.getLogger(__name__)
 
-MODES = ("full", "frozen")
-POOLINGS = ("mean", "cls")
-HEAD_INITS = ("probe", "random")
-# "auto" learning rate: 5e-4 for a 128-wide encoder, scaled by 1/width as pretraining's auto rule
-# (8e-5 for BERT-base's 768, inside the 2e-5..1e-4 range BERT's fine-tuning recipes use).
-AUTO_LR_BASE, AUTO_LR_WIDTH = 5e-4, 128
 PRETRAINED, BASELINE = "pretrained", "baseline"
 RUN_COLUMNS = ("model", "seed", "epoch", "train_loss", "eval_accuracy", "eval_macro_f1", "learning_rate", "seconds",
                "data_order", "reported")
 
 
-@dataclass(frozen=True)
-class FinetuneConfig:
-    train_path: str | None = None  # a labelled CSV/TSV/Parquet/JSONL file; null: no fine-tuning evaluation
-    eval_path: str | None = None  # null: a hash split of train_path (eval_fraction of it)
-    text_column: str = "text"
-    eval_text_column: str | None = None
-    pair_column: str | None = None  # text-pair tasks: the second text
-    label_column: str = "label"
-    eval_fraction: float = 0.2
-    max_train_examples: int = 1000
-    max_eval_examples: int = 2000
-    max_length: int = 128
-    mode: str = "full"  # full: all weights | frozen: a linear head on frozen mean-pooled vectors
-    # What the classifier reads: mean: the mean of the last hidden states | cls: the [CLS] state
-    # through BERT's pooler (AutoModelForSequenceClassification as it is). A masked LM never trains
-    # its [CLS] output (no next-sentence task), so it barely varies between texts.
-    pooling: str = "mean"
-    # How the classifier layer starts: probe: a logistic regression fitted on the frozen encoder's
-    # features, then all weights fine-tuned (LP-FT, Kumar et al. 2022: a random head's first large
-    # gradients distort pretrained features) | random: as drawn from the seed. Both models get it.
-    head_init: str = "probe"
-    epochs: int = 3
-    # null: every epoch; N: stop after N epochs without a better eval accuracy
-    early_stopping_patience: int | None = None
-    batch_size: int = 16
-    learning_rate: float | str = "auto"
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    seeds: int = 3
-    seed: int = 0
-    baseline: str = "auto"  # auto: the pretraining's starting point | none | a model directory or hub id
-    save_model: bool = False  # keep the first seed's fine-tuned classifier (finetuned_classifier)
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.eval_fraction < 1.0:
-            raise UserError(f"finetune.eval_fraction: {self.eval_fraction!r} must be in (0, 1)")
-        for name in ("max_train_examples", "max_eval_examples", "max_length", "batch_size", "epochs", "seeds"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"finetune.{name}: {value!r} must be a positive integer")
-        patience = self.early_stopping_patience
-        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience < 1):
-            raise UserError(f"finetune.early_stopping_patience: {patience!r} must be a positive integer or null")
-        if self.pooling not in POOLINGS:
-            raise UserError(f"finetune.pooling: {self.pooling!r} is not one of {POOLINGS}")
-        if self.save_model and self.pooling != "cls":
-            raise UserError("finetune.save_model: a kept classifier must work in plain transformers, whose "
-                            "AutoModelForSequenceClassification reads the pooled [CLS] state; set finetune.pooling=cls")
-        if self.head_init not in HEAD_INITS:
-            raise UserError(f"finetune.head_init: {self.head_init!r} is not one of {HEAD_INITS}")
-        if self.mode not in MODES:
-            raise UserError(f"finetune.mode: {self.mode!r} is not one of {MODES}")
-        if self.learning_rate != "auto" and not (
-            isinstance(self.learning_rate, (int, float)) and not isinstance(self.learning_rate, bool)
-            and self.learning_rate > 0
-        ):
-            raise UserError(f"finetune.learning_rate: {self.learning_rate!r} must be > 0 or 'auto'")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise UserError(f"finetune.warmup_ratio: {self.warmup_ratio!r} must be in [0, 1)")
-        if not isinstance(self.baseline, str) or not self.baseline:
-            raise UserError(f"finetune.baseline: {self.baseline!r} must be auto, none, or a model directory / hub id")
-        for name in ("train_path", "eval_path"):
-            path = getattr(self, name)
-            if path is not None and not Path(path).is_file():
-                raise UserError(f"finetune.{name}: {path!r} is not a file")
-        if self.eval_path and not self.train_path:
-            raise UserError("finetune.train_path: required when finetune.eval_path is set")
-
-    @property
-    def enabled(self) -> bool:
-        return self.train_path is not None
-
-    @property
-    def source(self) -> TaskSource:
-        return TaskSource(self.train_path, self.eval_path, self.text_column, self.eval_text_column, self.pair_column,
-                          self.label_column, self.eval_fraction, self.max_train_examples, self.max_eval_examples,
-                          self.seed)
-
-    @property
-    def run_seeds(self) -> list[int]:
-        return [self.seed + offset for offset in range(self.seeds)]
-
-    def learning_rate_for(self, hidden_size: int) -> float:
-        if self.learning_rate == "auto":
-            return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size
-        return float(self.learning_rate)
+# Above this share of [UNK] tokens in the labelled text, the classifier barely sees the text: a
+# model of another language or script (an English vocabulary on Chinese reviews: 87 %). BERT's
+# own vocabularies leave well under 1 % unknown on text of their language.
+UNKNOWN_WARNING_RATE = 0.05
 
 
 @dataclass
@@ -152,15 +61,35 @@ class PreparedTask:
     train: EncodedExamples
     evaluation: EncodedExamples
     pad_id: int
+    unknown_rate: float = 0.0  # share of the labelled text's tokens that are [UNK] (specials not counted)
 
     @classmethod
     def build(cls, task: Task, tokenizer: PreTrainedTokenizerBase, max_length: int) -> PreparedTask:
-        return cls(task, encode_examples(task, task.train, tokenizer, max_length),
-                   encode_examples(task, task.evaluation, tokenizer, max_length), tokenizer.pad_token_id)
+        train = encode_examples(task, task.train, tokenizer, max_length)
+        evaluation = encode_examples(task, task.evaluation, tokenizer, max_length)
+        rate = unknown_rate([*train.input_ids, *evaluation.input_ids], tokenizer)
+        if rate > UNKNOWN_WARNING_RATE:
+            logger.warning(
+                "finetune: %.1f %% of the labelled text's tokens are %s under the model's vocabulary (more than %.0f "
+                "%%): the classifier barely sees the text, so its result says little about pretraining. Is "
+                "finetune.train_path in the language and script the model's vocabulary was built for?",
+                100 * rate, tokenizer.unk_token, 100 * UNKNOWN_WARNING_RATE)
+        return cls(task, train, evaluation, tokenizer.pad_token_id, rate)
+
+
+def unknown_rate(input_ids: list[list[int]], tokenizer: PreTrainedTokenizerBase) -> float:
+    """The share of ``tokenizer.unk_token_id`` among the tokens of ``input_ids`` that are not
+    special tokens ([CLS], [SEP], padding)."""
+    special = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
+    counts = np.bincount(np.fromiter((i for ids in input_ids for i in ids), dtype=np.int64),
+                         minlength=max(len(tokenizer), 1))
+    text_tokens = counts.sum() - sum(int(counts[i]) for i in special if i < len(counts))
+    unknown = int(counts[tokenizer.unk_token_id]) if tokenizer.unk_token_id is not None else 0
+    return unknown / text_tokens if text_tokens else 0.0
 
 
 def prepare_task(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase, max_positions: int) -> PreparedTask:
-    return PreparedTask.build(load_task(config.source), tokenizer, min(config.max_length, max_positions))
+    return PreparedTask.build(load_task(TaskSource.of(config)), tokenizer, min(config.max_length, max_positions))
 
 
 def collate(examples: EncodedExamples, indices: np.ndarray, pad_id: int) -> dict[str, torch.Tensor]:
@@ -337,8 +266,9 @@ class Runner:
                                          fit.order.hexdigest(), started)
             history.append(row)
             accuracy = row["eval_accuracy"]
-            if self.progress is not None:
-                self.progress.update(1, model=name, seed=seed, acc=f"{accuracy:.4f}")
+            if self.progress is not None:  # the ETA from the finished epochs' own time
+                self.progress.update(1, seconds=time.perf_counter() - started, model=name, seed=seed,
+                                     acc=f"{accuracy:.4f}")
             if accuracy > best:
                 best, best_predictions, stale = accuracy, predictions, 0
                 if config.early_stopping_patience and keep_model:
@@ -347,7 +277,7 @@ class Runner:
                 stale += 1
             if config.early_stopping_patience and stale >= config.early_stopping_patience:
                 if self.progress is not None:
-                    self.progress.update(config.epochs - epoch - 1)
+                    self.progress.update(config.epochs - epoch - 1, seconds=0.0)
                 break
         # Early stopping reports the best fine-tuned epoch (its weights when kept); otherwise the last.
         tuned = [row for row in history if row["epoch"] > 0]
@@ -433,7 +363,8 @@ class Runner:
         fit_head(model, prepared.train, prepared.pad_id, device, amp_dtype, self.config.pooling, seed)
         row, predictions = self._row(model, name, seed, 1, float("nan"), float("nan"), "", started)
         if self.progress is not None:
-            self.progress.update(self.config.epochs, model=name, seed=seed, acc=f"{row['eval_accuracy']:.4f}")
+            self.progress.update(self.config.epochs, seconds=time.perf_counter() - started, model=name, seed=seed,
+                                 acc=f"{row['eval_accuracy']:.4f}")
         return RunOutcome(predictions, [{**row, "reported": True}])
 
     def seed_accuracies(self, encoder: PreTrainedModel) -> list[float]:
@@ -524,23 +455,42 @@ class FinetuneResult:
                 f"{prefix}seed_accuracy": correct.mean(1).tolist(), f"{prefix}seed_macro_f1": f1.tolist(),
             })
         metrics["finetune_example_accuracy"] = correct_of[PRETRAINED].mean(0).tolist()
+        majority_label, majority_rate = task.labels[majority], metrics["finetune_majority_accuracy"]
+        accuracy = interval(correct_of[PRETRAINED].mean(1), correct_of[PRETRAINED].mean(0))
+        metrics["finetune_unknown_rate"] = self.prepared.unknown_rate
+        metrics["finetune_no_better_than_majority"] = bool(accuracy["low"] <= majority_rate)
         if BASELINE in self.scores:
             difference = correct_of[PRETRAINED] - correct_of[BASELINE]
             gain = interval(difference.mean(1), difference.mean(0))
+            f1_gain = metrics["finetune_macro_f1"] - metrics["finetune_baseline_macro_f1"]
             metrics.update({
                 "finetune_gain": gain["mean"], "finetune_gain_se": gain["se"],
                 "finetune_gain_ci_low": gain["low"], "finetune_gain_ci_high": gain["high"],
-                "finetune_macro_f1_gain": metrics["finetune_macro_f1"] - metrics["finetune_baseline_macro_f1"],
-                "finetune_summary": (
-                    f"pretraining gained {points(gain['mean'])} accuracy points [95 % CI {points(gain['low'])}, "
-                    f"{points(gain['high'])}] over {self.baseline} ({self.config.seeds} seed(s), {len(labels):,} "
-                    f"eval examples, {self.config.mode} fine-tuning)"),
+                "finetune_macro_f1_gain": f1_gain,
             })
+            headline = (
+                f"pretraining gained {points(gain['mean'])} accuracy points [95 % CI {points(gain['low'])}, "
+                f"{points(gain['high'])}] and {f1_gain:+.3f} macro-F1 over {self.baseline} (fine-tuned accuracy "
+                f"{metrics['finetune_accuracy']:.4f}, macro-F1 {metrics['finetune_macro_f1']:.4f}; "
+                f"{self.config.seeds} seed(s), {len(labels):,} eval examples, {self.config.mode} fine-tuning)")
         else:
-            metrics["finetune_summary"] = (
-                f"fine-tuned accuracy {metrics['finetune_accuracy']:.4f} ± "
-                f"{metrics['finetune_accuracy_se']:.4f} (no baseline: finetune.baseline is none)"
-            )
+            headline = (
+                f"fine-tuned accuracy {metrics['finetune_accuracy']:.4f} ± {metrics['finetune_accuracy_se']:.4f}, "
+                f"macro-F1 {metrics['finetune_macro_f1']:.4f} (no baseline: finetune.baseline is none)")
+        cautions = []
+        if metrics["finetune_no_better_than_majority"]:
+            cautions.append(
+                f"the fine-tuned model is no better than always answering {majority_label!r} ({majority_rate:.4f} of "
+                f"the eval examples)" if accuracy["mean"] <= majority_rate else
+                f"the fine-tuned model is not distinguishable from always answering {majority_label!r} "
+                f"({majority_rate:.4f} of the eval examples lies inside its 95 % CI {accuracy['low']:.4f}-"
+                f"{accuracy['high']:.4f})")
+        if self.prepared.unknown_rate > UNKNOWN_WARNING_RATE:
+            cautions.append(f"{100 * self.prepared.unknown_rate:.0f} % of the labelled text's tokens are unknown to "
+                            "the model's vocabulary")
+        metrics["finetune_summary"] = headline + "".join(f"; WARNING: {caution}" for caution in cautions)
+        for caution in cautions:
+            logger.warning("finetune: %s", caution)
         return metrics
 
 

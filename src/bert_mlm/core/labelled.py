@@ -9,6 +9,7 @@ message that names the parameter and the file.
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,8 +17,11 @@ import numpy as np
 import pandas as pd
 from transformers import PreTrainedTokenizerBase
 
+from bert_mlm.config import FinetuneConfig
 from bert_mlm.core.corpus import hash_unit
 from bert_mlm.core.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 LABELLED_SUFFIXES = (".csv", ".tsv", ".parquet", ".jsonl", ".json")
 
@@ -37,10 +41,17 @@ class TaskSource:
     max_eval_examples: int = 2000
     seed: int = 0  # the hash split and the example subsample
 
+    @classmethod
+    def of(cls, config: FinetuneConfig) -> TaskSource:
+        """The task the ``finetune`` section names."""
+        return cls(config.train_path, config.eval_path, config.text_column, config.eval_text_column,
+                   config.pair_column, config.label_column, config.eval_fraction, config.max_train_examples,
+                   config.max_eval_examples, config.seed)
+
 
 def read_labelled(path: str, text_columns: tuple[str, ...], label_column: str, parameter: str) -> pd.DataFrame:
     """``text`` (and ``pair``) and ``label`` columns of one labelled file, rows with a missing
-    value dropped; labels as text (``1``, ``"1"`` and ``1.0`` in a CSV read alike)."""
+    value dropped (counted in a warning); labels as text (``1``, ``"1"`` and ``1.0`` read alike)."""
     suffix = Path(path).suffix.lower()
     if suffix not in LABELLED_SUFFIXES:
         raise UserError(f"{parameter}: {path!r} is not one of {', '.join(LABELLED_SUFFIXES)}")
@@ -61,18 +72,35 @@ def read_labelled(path: str, text_columns: tuple[str, ...], label_column: str, p
         if column not in frame:
             raise UserError(f"finetune.{name}: {path!r} ({parameter}) has no column {column!r}; "
                             f"its columns are {list(frame.columns)}")
-    frame = frame[[*text_columns, label_column]].dropna()
+    frame = frame[[*text_columns, label_column]]
+    no_label = frame[label_column].isna()
+    no_text = frame[list(text_columns)].isna().any(axis=1) & ~no_label
+    if no_label.any() or no_text.any():
+        logger.warning("%s: %d of %d rows of %r dropped: %d without a label (column %r), %d without a text (%s)",
+                       parameter, int(no_label.sum() + no_text.sum()), len(frame), path, int(no_label.sum()),
+                       label_column, int(no_text.sum()), ", ".join(map(repr, text_columns)))
+    frame = frame[~no_label & ~no_text]
     result = pd.DataFrame({"text": frame[text_columns[0]].astype(str)})
     if len(text_columns) > 1:
         result["pair"] = frame[text_columns[1]].astype(str)
-    result["label"] = frame[label_column].map(_label_text)
+    result["label"] = label_texts(frame[label_column])
     if result.empty:
         raise UserError(f"{parameter}: {path!r} has no labelled rows (every row lacks a text or a label)")
     return result.reset_index(drop=True)
 
 
+def label_texts(labels: pd.Series) -> pd.Series:
+    """Labels as text. A column whose every label is a whole number, however written (``1``,
+    ``1.0``, ``"1.0"`` in a CSV, a Parquet float column), reads as integers: ``"0"``/``"1"``,
+    never the classes ``"0.0"``/``"1.0"``; any other column as it is (whole floats among other
+    labels lose their ``.0`` too)."""
+    numbers = pd.to_numeric(labels, errors="coerce") if not pd.api.types.is_bool_dtype(labels) else None
+    if numbers is not None and numbers.notna().all() and len(numbers) and (numbers % 1 == 0).all():
+        return numbers.astype(np.int64).astype(str)
+    return labels.map(_label_text)
+
+
 def _label_text(value) -> str:
-    """A label as text; whole floats lose their ``.0`` (a Parquet column of 0.0/1.0 matches a CSV's 0/1)."""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)

@@ -13,18 +13,18 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, replace
 
 import optuna
 import pandas as pd
 
+from bert_mlm.config import FinetuneConfig, MaskingConfig, TrainingConfig, TuningConfig
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.evaluation import EVALUATION_SCHEME
 from bert_mlm.core.experiment import Experiment, train_trial
-from bert_mlm.core.finetune import FinetuneConfig, PreparedTask, Runner, prepare_task
+from bert_mlm.core.finetune import PreparedTask, Runner, prepare_task
 from bert_mlm.core.masking import MASKING_SCHEME
-from bert_mlm.core.tuning import TuningConfig, adoption, best_parameters, masking_for, paired_interval, run_study
-from bert_mlm.core.tuning_result import Confirmation, TuningResult
+from bert_mlm.core.tuning import adoption, best_parameters, masking_for, paired_interval, run_study
+from bert_mlm.core.tuning_record import Confirmation, TuningRecord
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def finetune_scorer(experiment: Experiment, finetune: FinetuneConfig) -> tuple[C
     """``score(model)``: 1 - the model's mean fine-tuning accuracy over ``finetune.seeds`` (the
     objective ``tuning.objective: finetune`` minimises), on the task encoded once."""
     prepared = prepare_task(finetune, experiment.tokenizer, experiment.model_config.max_position_embeddings)
-    runner = Runner.create(prepared, replace(finetune, progress=False, save_model=False),
+    runner = Runner.create(prepared, finetune.replace(progress=False, save_model=False),
                            experiment.training.device, experiment.training.precision)
 
     def score(model) -> float:
@@ -43,25 +43,28 @@ def finetune_scorer(experiment: Experiment, finetune: FinetuneConfig) -> tuple[C
     return score, prepared
 
 
-def tune_masking(experiment: Experiment, config: TuningConfig,
-                 finetune: FinetuneConfig | None = None) -> tuple[TuningResult, optuna.Study]:
-    """Run (or continue) the study; returns the best parameters (after the confirmation when
-    ``tuning.adopt`` is ``if_better``) and the study. With ``tuning.objective: finetune`` a
-    trial's score is its models' fine-tuning error on the ``finetune`` task."""
+def tune_masking(
+    experiment: Experiment, config: TuningConfig, finetune: FinetuneConfig | None = None
+) -> tuple[MaskingConfig, TrainingConfig | None, TuningRecord, optuna.Study]:
+    """Run (or continue) the study; returns the masking to train with (the study's best when it
+    was adopted: after the paired confirmation when ``tuning.adopt`` is ``if_better``), the
+    training section when the study chose training values (else ``None``), the study's record,
+    and the study. With ``tuning.objective: finetune`` a trial's score is its models' fine-tuning
+    error on the ``finetune`` task."""
     score, task_digest = None, None
     if config.objective == "finetune":
         if finetune is None or not finetune.enabled:
             raise UserError("tuning.objective: finetune needs a labelled task: set finetune.train_path")
         score, prepared = finetune_scorer(experiment, finetune)
-        task_digest = {"finetune": {k: v for k, v in asdict(finetune).items() if k not in ("progress", "save_model")},
+        task_digest = {"finetune": finetune.model_dump(exclude={"progress", "save_model"}),
                        "task": prepared.task.fingerprint()}
     # Trials are only comparable under the same data, model, trial budget and objective: the
     # study name carries a fingerprint of them, so a rerun continues its study and a changed
     # setup starts a new one instead of mixing incomparable trials.
-    config = replace(config, study_name=f"{config.study_name}-{study_fingerprint(experiment, config, task_digest)}")
-    trial_training = replace(
-        experiment.training,
+    config = config.replace(study_name=f"{config.study_name}-{study_fingerprint(experiment, config, task_digest)}")
+    trial_training = experiment.training.replace(
         max_steps=config.trial_steps,
+        epochs=None,
         warmup_steps=min(experiment.training.warmup_steps, config.trial_steps // 5),
         checkpoint_every=0,
         resume=False,
@@ -75,14 +78,14 @@ def tune_masking(experiment: Experiment, config: TuningConfig,
         """The trial's final eval loss for each of ``tuning.seeds`` training seeds; pruning
         looks at the first seed's curve."""
         return [
-            train_trial(experiment, masking, replace(training, seed=training.seed + offset), evaluation_set,
+            train_trial(experiment, masking, training.replace(seed=training.seed + offset), evaluation_set,
                         config.eval_every, report if offset == 0 and report else (lambda *_: None), score)
             for offset in range(config.seeds)
         ]
 
     def run_trial(trial: optuna.Trial, values: dict, report) -> float:
         masking = masking_for(values, experiment.masking)
-        training = replace(trial_training, learning_rate=values.get("learning_rate", trial_training.learning_rate))
+        training = trial_training.replace(learning_rate=values.get("learning_rate", trial_training.learning_rate))
         logger.info("Trial %d: %s", trial.number, values)
         losses = seed_losses(masking, training, report)
         trial.set_user_attr("seed_losses", losses)
@@ -99,20 +102,23 @@ def tune_masking(experiment: Experiment, config: TuningConfig,
         # The best trial already trained the tuned setting on these seeds, masks and weights.
         tuned_losses = study.trials[best.best_trial].user_attrs.get("seed_losses")
         best = confirm(best, experiment, trial_training, seed_losses, tuned_losses, MEASURES[config.objective])
-    return best, study
+    if best.source != "tuning":
+        return experiment.masking, None, best, study
+    training = experiment.training.updated(best.training) if best.training else None
+    return masking_for(best.masking, experiment.masking), training, best, study
 
 
 MEASURES = {"eval_loss": "eval loss", "finetune": "fine-tuning error"}
 
 
-def confirm(best: TuningResult, experiment, trial_training, seed_losses, tuned: list[float] | None = None,
-            measure: str = "eval loss") -> TuningResult:
+def confirm(best: TuningRecord, experiment, trial_training, seed_losses, tuned: list[float] | None = None,
+            measure: str = "eval loss") -> TuningRecord:
     """Pair the best setting with the configured one on the same seeds and evaluation masks
     (``tuned``: the best trial's own per-seed losses, when it recorded one for every seed); keep
     the tuned setting only when the difference is clear of seed noise."""
     configured = seed_losses(experiment.masking, trial_training)
     if tuned is None or len(tuned) != len(configured):
-        tuned = seed_losses(masking_for(best.masking, experiment.masking), replace(trial_training, **best.training))
+        tuned = seed_losses(masking_for(best.masking, experiment.masking), trial_training.replace(**best.training))
     interval = paired_interval([c - t for c, t in zip(configured, tuned, strict=True)])
     adopted, reason = adoption(interval, "if_better", measure)
     logger.info("Tuning confirmation: %s", reason)
@@ -133,14 +139,14 @@ NOT_COMPARED_TRAINING = ("progress", "resume", "checkpoint_every", "checkpoint_d
 def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None) -> str:
     digest = hashlib.blake2b(digest_size=5)
     comparable = {
-        "model": asdict(experiment.model_config),
-        "training": {k: v for k, v in asdict(experiment.training).items() if k not in NOT_COMPARED_TRAINING},
-        "masking": asdict(experiment.masking),
-        "evaluation": asdict(experiment.evaluation),
-        "sequences": asdict(experiment.sequence_config),
+        "model": experiment.model_config.model_dump(),
+        "training": experiment.training.model_dump(exclude=set(NOT_COMPARED_TRAINING)),
+        "masking": experiment.masking.model_dump(),
+        "evaluation": experiment.evaluation.model_dump(),
+        "sequences": experiment.sequence_config.model_dump(),
         "tuning": {
             k: v
-            for k, v in asdict(config).items()
+            for k, v in config.model_dump().items()
             if k in ("trial_steps", "eval_every", "search_space", "eval_max_sequences", "seeds")
         },
         "masking_scheme": MASKING_SCHEME,

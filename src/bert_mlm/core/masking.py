@@ -20,84 +20,12 @@ between data-parallel ranks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 import numpy as np
 import torch
 
-from bert_mlm.core.errors import UserError
-from bert_mlm.core.words import validate_segmenter
+from bert_mlm.config import MaskingConfig
 
 IGNORE_INDEX = -100
-
-
-@dataclass(frozen=True)
-class MaskingConfig:
-    probability: float = 0.15
-    mask_token_fraction: float = 0.8
-    random_token_fraction: float = 0.1
-    whole_word: bool = False
-    word_segmenter: str = "auto"
-    # The mask rate over training: constant, or linear from ``probability`` at the first step to
-    # ``final_probability`` at the last (Ankner et al. 2023: a decreasing rate beat every constant one).
-    schedule: str = "constant"
-    final_probability: float | None = None
-
-    def __post_init__(self) -> None:
-        validate_masking(self.probability, self.mask_token_fraction, self.random_token_fraction)
-        if not isinstance(self.whole_word, bool):
-            raise UserError(f"masking.whole_word: {self.whole_word!r} must be true or false")
-        validate_segmenter(self.word_segmenter)
-        if self.schedule not in SCHEDULES:
-            raise UserError(f"masking.schedule: {self.schedule!r} is not one of {SCHEDULES}")
-        if self.schedule == "linear":
-            if self.final_probability is None:
-                raise UserError("masking.final_probability: a linear masking.schedule needs its end value")
-            validate_masking(self.final_probability, self.mask_token_fraction, self.random_token_fraction,
-                             "masking", "final_probability")
-
-    def at_step(self, step: int, total_steps: int) -> MaskingConfig:
-        """The masking of optimizer step ``step`` (0-based) of ``total_steps``: a pure function of
-        the step, so a resumed run masks as the uninterrupted one."""
-        if self.schedule == "constant":
-            return self
-        progress = step / (total_steps - 1) if total_steps > 1 else 1.0
-        rate = self.probability + (self.final_probability - self.probability) * min(max(progress, 0.0), 1.0)
-        return replace(self, probability=rate, schedule="constant", final_probability=None)
-
-
-SCHEDULES = ("constant", "linear")
-
-
-PROBABILITY_RANGE = "the open interval (0, 1)"
-
-
-def is_probability(value) -> bool:
-    """Whether ``value`` can be a mask probability: a number strictly between 0 and 1 (at 0
-    nothing is predicted, at 1 nothing is left to predict from). The one rule for training,
-    the evaluation protocol and the tuning study's search space."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0.0 < float(value) < 1.0
-
-
-def check_probability(value, name: str) -> None:
-    """Refuse a mask probability outside :data:`PROBABILITY_RANGE`; ``name``: the parameter."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UserError(f"{name}: {value!r} must be a number in {PROBABILITY_RANGE}")
-    if not is_probability(value):
-        raise UserError(f"{name}: {value!r} must be in {PROBABILITY_RANGE}")
-
-
-def validate_masking(probability: float, mask_fraction: float, random_fraction: float, prefix: str = "masking",
-                     name: str = "probability") -> None:
-    check_probability(probability, f"{prefix}.{name}")
-    for name, value in (("mask_token_fraction", mask_fraction), ("random_token_fraction", random_fraction)):
-        if not 0.0 <= float(value) <= 1.0:
-            raise UserError(f"{prefix}.{name}: {value!r} must be in [0, 1]")
-    if float(mask_fraction) + float(random_fraction) > 1.0 + 1e-9:
-        raise UserError(
-            f"{prefix}.mask_token_fraction + {prefix}.random_token_fraction = "
-            f"{float(mask_fraction) + float(random_fraction):.3f} must not exceed 1"
-        )
 
 
 MASK_STREAM, ORDER_STREAM, DROPOUT_STREAM = 0, 1, 2

@@ -4,50 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import pickle
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerBase
 
+from bert_mlm.config import ModelConfig
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import IGNORE_INDEX
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    hidden_size: int = 128
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 2
-    intermediate_size: int = 512
-    hidden_dropout_prob: float = 0.0
-    attention_probs_dropout_prob: float = 0.0
-    max_position_embeddings: int = 512
-    attn_implementation: str = "eager"
-    init_from: str | None = None
-
-    def __post_init__(self) -> None:
-        for name in (
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise UserError(f"model.{name}: {value!r} must be a positive integer")
-        if self.hidden_size % self.num_attention_heads:
-            raise UserError(
-                f"model.hidden_size: {self.hidden_size} is not divisible by "
-                f"model.num_attention_heads ({self.num_attention_heads})"
-            )
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise UserError(f"model.{name}: {getattr(self, name)!r} must be in [0, 1)")
-        if self.attn_implementation not in ("eager", "sdpa"):
-            raise UserError(f"model.attn_implementation: {self.attn_implementation!r} is not 'eager' or 'sdpa'")
 
 
 def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: int) -> BertForMaskedLM:
@@ -111,14 +77,14 @@ def check_model_directory(text: str, what: str = "model.init_from") -> Path:
     return path
 
 
-def resolve_checkpoint(name: str | os.PathLike) -> str:
+def resolve_checkpoint(name: str | os.PathLike, what: str = "model.init_from") -> str:
     """A local model directory, or a Hugging Face Hub id (``bert-base-chinese``) found in the
     local cache or, when the Hub is reachable, downloaded into it. Offline, a missing checkpoint
     gets one message that says what to do, not a traceback; a path gets one that says what is
     missing there (never "download it")."""
     text = str(name)
     if _looks_like_a_path(text, Path(text).expanduser()):
-        return str(check_model_directory(text))
+        return str(check_model_directory(text, what))
     from huggingface_hub import snapshot_download
 
     patterns = ["*.json", "*.txt", "*.safetensors", "*.model"]
@@ -126,18 +92,129 @@ def resolve_checkpoint(name: str | os.PathLike) -> str:
         return snapshot_download(text, local_files_only=True, allow_patterns=patterns)
     except Exception as cached_error:  # noqa: BLE001 - not in the cache (or not a valid id): try the Hub
         if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
-            raise UserError(_offline_message(text)) from cached_error
+            raise UserError(_offline_message(text, what)) from cached_error
     try:
         return snapshot_download(text, allow_patterns=patterns)
     except Exception as error:  # noqa: BLE001 - network, unknown repository, gated model: one message
         raise UserError(
-            f"{_offline_message(text)} ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+            f"{_offline_message(text, what)} ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
         ) from error
 
 
-def _offline_message(name: str) -> str:
+def open_model(name: str | os.PathLike, what: str = "model.init_from") -> str:
+    """The model at ``name`` (a directory or a Hub id), opened as loading it would be but without
+    its weights: ``config.json`` read as a BERT config, and every weight file checked (a
+    safetensors header, which also proves the file is whole; a ``pytorch_model.bin`` read by the
+    weights-only loader onto the meta device, which refuses a pickle that names code), and each
+    tensor's shape against the config. A broken model fails here in one line naming the file,
+    not at its first use after the data stages. Returns the resolved directory."""
+    directory = Path(resolve_checkpoint(name, what))
+    config = _config_of(directory, what)
+    expected = _expected_shapes(config)
+    found: dict[str, tuple[int, ...]] = {}
+    for file in _weight_files(directory, what):
+        found.update(_tensor_shapes(file, what))
+    matched = 0
+    for key, shape in found.items():
+        model_key = _model_key(key, expected)
+        if model_key is None:
+            continue
+        matched += 1
+        if tuple(expected[model_key]) != tuple(shape):
+            raise UserError(
+                f"{what}: the weights of {str(directory)!r} do not fit its config.json: {key!r} has shape "
+                f"{list(shape)}, the config makes it {list(expected[model_key])} (a config.json from another model?)"
+            )
+    if found and not matched:
+        raise UserError(f"{what}: {str(directory)!r} holds no weight of a BERT model (its tensors are named "
+                        f"{', '.join(repr(k) for k in list(found)[:3])} ...)")
+    return str(directory)
+
+
+def _config_of(directory: Path, what: str) -> BertConfig:
+    path = directory / "config.json"
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+        return BertConfig.from_pretrained(str(directory))
+    except (OSError, ValueError, TypeError) as error:
+        reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+        raise UserError(f"{what}: {str(path)!r} is not a readable model config ({reason})") from error
+
+
+def _weight_files(directory: Path, what: str) -> list[Path]:
+    """The weight files loading would read: the safetensors file(s) when present, else the .bin(s);
+    a sharded index lists its shards, each of which must be there."""
+    for single, index in (("model.safetensors", "model.safetensors.index.json"),
+                          ("pytorch_model.bin", "pytorch_model.bin.index.json")):
+        if (directory / single).is_file():
+            return [directory / single]
+        if (directory / index).is_file():
+            try:
+                shards = sorted(set(json.loads((directory / index).read_text())["weight_map"].values()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+                raise UserError(f"{what}: {str(directory / index)!r} is not a readable shard index "
+                                f"({error})") from error
+            missing = [shard for shard in shards if not (directory / shard).is_file()]
+            if missing:
+                raise UserError(f"{what}: {str(directory / index)!r} lists {len(shards)} weight file(s), "
+                                f"of which {', '.join(map(repr, missing[:3]))} is missing")
+            return [directory / shard for shard in shards]
+    return []
+
+
+def _tensor_shapes(file: Path, what: str) -> dict[str, tuple[int, ...]]:
+    """Every tensor's shape, read without loading a tensor; one line for a file that cannot be."""
+    if file.suffix == ".safetensors":
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
+        except (OSError, SafetensorError) as error:
+            raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({_reason(error)}; truncated, or "
+                            "not a safetensors file?)") from error
+    try:
+        try:
+            state = torch.load(file, map_location="meta", weights_only=True, mmap=True)
+        except OSError:  # a truncated zip cannot be memory-mapped: read it plainly, for the reason
+            state = torch.load(file, map_location="meta", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise UserError(
+            f"{what}: {str(file)!r} is a pickle that names code or objects other than tensors, which the "
+            "weights-only loader refuses (unpickling it could run anything). Convert it where you trust it: "
+            "BertForMaskedLM.from_pretrained(dir).save_pretrained(dir) writes model.safetensors"
+        ) from error
+    except (OSError, RuntimeError, EOFError, ValueError) as error:
+        raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({_reason(error)}; truncated?)") from error
+    if not isinstance(state, dict):
+        raise UserError(f"{what}: {str(file)!r} holds a {type(state).__name__}, not a state dict of tensors")
+    return {key: tuple(value.shape) for key, value in state.items() if isinstance(value, torch.Tensor)}
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:200] if text else type(error).__name__
+
+
+def _expected_shapes(config: BertConfig) -> dict[str, torch.Size]:
+    with torch.device("meta"):  # no memory, no initialisation: the shapes alone
+        model = BertForMaskedLM(config)
+    return {key: value.shape for key, value in model.state_dict().items()}
+
+
+def _model_key(key: str, expected: dict) -> str | None:
+    """``key`` as BertForMaskedLM names it (a bare BertModel's keys lack ``bert.``; TF-era
+    checkpoints say gamma/beta for LayerNorm weight/bias), or None for a tensor it does not have."""
+    key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+    for candidate in (key, f"bert.{key}"):
+        if candidate in expected:
+            return candidate
+    return None
+
+
+def _offline_message(name: str, what: str = "model.init_from") -> str:
     return (
-        f"model.init_from: {name!r} is neither a local model directory nor in the Hugging Face cache, and it "
+        f"{what}: {name!r} is neither a local model directory nor in the Hugging Face cache, and it "
         f"could not be downloaded. Where the Hub is reachable, run `huggingface-cli download {name}` (or set "
         "HF_HOME to a cache that holds it), or give the path of a saved model directory"
     )
@@ -168,6 +245,28 @@ def check_starting_vocabulary(init_from: str, vocab_path: str, lowercase: bool =
             f"tokenizer.vocab_path: {vocab_path!r} has {len(given)} tokens but model.init_from {init_from!r} has a "
             f"vocabulary of {size}; {advice}"
         )
+
+
+def check_starting_tokenizer(init_from: str, lowercase: bool = True, strip_accents: bool | None = None,
+                             chinese_chars: bool = True) -> None:
+    """``model.init_from`` without ``tokenizer.vocab_path``: the starting model's own tokenizer is
+    used, so it must load and match the model's vocabulary size; checked before the data stages
+    (the tokenization node reads it after ingestion)."""
+    from bert_mlm.core.tokenizer import VocabularyError, load_tokenizer
+
+    directory = resolve_checkpoint(init_from)
+    try:
+        tokenizer = load_tokenizer(directory, lowercase, strip_accents, chinese_chars)
+    except VocabularyError as error:
+        raise UserError(f"model.init_from: {directory!r} has no usable tokenizer ({error}); give the model's "
+                        "vocabulary as tokenizer.vocab_path") from error
+    except Exception as error:  # noqa: BLE001 - tokenizers' Rust parser raises a bare Exception
+        raise UserError(f"model.init_from: the tokenizer files of {directory!r} are unreadable ({_reason(error)}); "
+                        "restore them, or give the model's vocabulary as tokenizer.vocab_path") from error
+    size = json.loads((Path(directory) / "config.json").read_text()).get("vocab_size")
+    if size is not None and size != len(tokenizer):
+        raise UserError(f"model.init_from: {directory!r} has a tokenizer of {len(tokenizer)} tokens but a model "
+                        f"vocabulary of {size}; they were not saved together")
 
 
 def load_for_continued_pretraining(
@@ -301,24 +400,55 @@ def available_memory(device: torch.device) -> tuple[int, str]:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free RAM"
 
 
-def check_step_memory(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
-                      processes: int = 1) -> int:
-    """Refuse, in one line, a training step that cannot fit (instead of the kernel's OOM killer,
-    rc 137 and no message); ``config`` is a ``BertConfig``. Returns the estimate."""
-    estimate = processes * training_step_bytes(
+def step_estimate(config, batch_size: int, length: int, precision: str = "fp32", processes: int = 1) -> int:
+    """Bytes one training step of ``batch_size`` sequences of ``length`` tokens takes (all
+    ``processes`` together); ``config`` is a ``BertConfig``."""
+    return processes * training_step_bytes(
         config.hidden_size, config.num_hidden_layers, config.num_attention_heads, config.intermediate_size,
         config.vocab_size, config.max_position_embeddings, batch_size, length,
         activation_bytes=2 if precision in ("fp16", "bf16") else 4,
         eager_attention=getattr(config, "_attn_implementation", "eager") != "sdpa",
     )
+
+
+def check_step_memory(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
+                      processes: int = 1, sequences: int | None = None) -> int:
+    """Refuse, in one line, a training step that cannot fit (instead of the kernel's OOM killer,
+    rc 137 and no message); ``config`` is a ``BertConfig``. A step holds at most the split's
+    ``sequences`` (when known), whatever ``batch_size`` says. Returns the estimate."""
+    batch = min(batch_size, sequences) if sequences else batch_size
+    estimate = step_estimate(config, batch, length, precision, processes)
     available, where = available_memory(device)
     if estimate > available:
+        held = (f"{batch} sequences (all of the train split; training.batch_size={batch_size})"
+                if batch < batch_size else f"training.batch_size={batch_size} sequences")
         raise UserError(
-            f"sequences.max_length: one training step of training.batch_size={batch_size} sequences of {length} tokens "
+            f"sequences.max_length: one training step of {held} of {length} tokens "
             f"needs about {estimate / 1e9:,.1f} GB (attention grows with the square of the length) but only "
             f"{available / 1e9:,.1f} GB is left ({where}); lower sequences.max_length or training.batch_size"
         )
     return estimate
+
+
+def check_step_memory_early(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
+                            processes: int = 1) -> str | None:
+    """The check of :func:`check_step_memory` before any data exists, when the number of training
+    sequences is unknown: a step that cannot fit even with one sequence is refused now (the
+    length or the model is the cause); one that fits with fewer sequences than
+    ``training.batch_size`` is left to the check once the sequences are counted (a step never
+    holds more than the split has: 748 sequences of the smoke corpus at batch_size=100000), and
+    the returned warning says so. None when the step fits."""
+    try:
+        check_step_memory(config, batch_size, length, device, precision, processes)
+        return None
+    except UserError:
+        if step_estimate(config, 1, length, precision, processes) > available_memory(device)[0]:
+            raise
+    estimate = step_estimate(config, batch_size, length, precision, processes)
+    available, where = available_memory(device)
+    return (f"training.batch_size={batch_size}: a step of that many sequences of {length} tokens would need about "
+            f"{estimate / 1e9:,.1f} GB but {available / 1e9:,.1f} GB is left ({where}); a step holds at most the "
+            "train split's sequences, so this is checked again once they are counted, before training")
 
 
 def planned_bert_config(config: ModelConfig, vocab_size: int, added_tokens: int = 0) -> BertConfig:

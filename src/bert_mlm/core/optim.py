@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from transformers import get_scheduler
 
-from bert_mlm.core.training_config import TrainingConfig
+from bert_mlm.config import TrainingConfig
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from tqdm.auto import tqdm
 logger = logging.getLogger("bert_mlm.progress")
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """h:mm:ss (m:ss under an hour); ``?`` for an unknown time."""
     if not math.isfinite(seconds):
         return "?"
     seconds = int(seconds)
@@ -26,16 +27,22 @@ def _clock(seconds: float) -> str:
 
 
 class Progress:
-    """``update(n, **fields)`` as work completes; ``close()`` at the end.
+    """``update(n, **fields)`` as work *completes* (never as it is handed out: the share and the
+    ETA are those of finished work); ``close()`` at the end.
 
     ``unit="B"`` shows megabytes and MB/s, ``unit="chars"`` millions of characters; any other
-    unit counts items (``step 120/360``).
+    unit counts items (``step 120/360``). The rate is the finished work per second since the
+    start, or, where ``update`` is given the ``seconds`` its work took, per second of that work
+    (fine-tuning: an ETA from finished epochs, not from the set-up before the first).
+    ``speed=False`` leaves the rate out of the line (training shows its own, in tokens/s).
     ``enabled=False`` shows nothing (e.g. data-parallel ranks other than 0).
     """
 
     def __init__(self, total: float | None, description: str, unit: str = "step", enabled: bool = True,
-                 initial: float = 0, every_seconds: float = 30.0, terminal: bool | None = None):
+                 initial: float = 0, every_seconds: float = 30.0, terminal: bool | None = None, speed: bool = True):
         self.total, self.description, self.unit, self.enabled = total, description, unit, enabled
+        self.speed = speed
+        self.busy_seconds = 0.0
         self.done = initial
         self.every_seconds = every_seconds
         self.started = self.last_line = time.monotonic()
@@ -61,10 +68,12 @@ class Progress:
             return math.inf
         return (math.floor(10 * count / self.total) + 1) * self.total / 10
 
-    def update(self, n: float = 1, **fields) -> None:
+    def update(self, n: float = 1, seconds: float | None = None, **fields) -> None:
         if not self.enabled:
             return
         self.done += n
+        if seconds is not None:
+            self.busy_seconds += seconds
         self.fields.update({k: str(v) for k, v in fields.items()})
         if self.bar is not None:
             self.bar.update(n)
@@ -81,7 +90,8 @@ class Progress:
 
     def line(self, now: float | None = None) -> str:
         elapsed = (now or time.monotonic()) - self.started
-        rate = (self.done - self.start_count) / elapsed if elapsed > 0 else 0.0
+        working = self.busy_seconds or elapsed
+        rate = (self.done - self.start_count) / working if working > 0 else 0.0
         remaining = max(0.0, self.total - self.done) / rate if self.total and rate > 0 else math.nan
         if self.unit in ("B", "chars"):
             name = "MB" if self.unit == "B" else "M chars"
@@ -98,8 +108,8 @@ class Progress:
             speed = f"{rate:.2f} {self.unit}/s"
         share = f" ({min(self.done / self.total, 1.0):.0%})" if self.total else ""
         fields = "".join(f", {k} {v}" for k, v in self.fields.items())
-        timing = f"elapsed {_clock(elapsed)}, ETA {_clock(remaining)}"
-        return f"{self.description}: {position}{share}{fields}, {speed}, {timing}"
+        timing = f"elapsed {clock(elapsed)}, ETA {clock(remaining)}"
+        return f"{self.description}: {position}{share}{fields}{f', {speed}' if self.speed else ''}, {timing}"
 
     def close(self) -> None:
         """Ends the bar; in a log, writes the final state unless the last line already did."""

@@ -17,8 +17,8 @@ matplotlib.use("Agg")  # reports are built headless
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from bert_mlm.config.tuning import SEARCHABLE
 from bert_mlm.core.finetune import compare_runs
-from bert_mlm.core.tuning import SEARCHABLE
 
 # Headline metrics, in the order a reader looks for them.
 HEADLINE = (
@@ -310,6 +310,15 @@ def vocabulary_note(coverage: Mapping | None) -> str:
 
 
 # ----------------------------------------------------------------------------- reports
+def mixture_section(mixture: Mapping | None) -> list[tuple[str, str]]:
+    """A mixture's sources: setting, stored sequences and each source's share of an epoch, counted
+    on the drawn index (the weights apply when training samples, not in the stored data)."""
+    if not mixture:
+        return []
+    frame = pd.DataFrame([{"source": name, **values} for name, values in mixture.items()])
+    return [("Mixture: each source's share of a training epoch (counted on the drawn index)", table(frame))]
+
+
 def run_report(
     metrics: Mapping,
     training_history: pd.DataFrame,
@@ -324,7 +333,8 @@ def run_report(
     sequences (padding efficiency), training curves, tuning, fine-tuning, evaluation metrics and
     fill-mask examples."""
     all_metrics = pd.DataFrame(
-        [(k, format_value(v)) for k, v in metrics.items() if k != "fill_mask_examples" and not isinstance(v, list)],
+        [(k, format_value(v)) for k, v in metrics.items()
+         if k not in ("fill_mask_examples", "mixture") and not isinstance(v, list)],
         columns=["metric", "value"]
     )
     trial_columns = [c for c in ("number", "state", "params_probability", "value", "attr_seed_spread",
@@ -339,6 +349,7 @@ def run_report(
         ("Corpus", table(corpus_stats)),
         ("Tokenizer", vocabulary_note(vocabulary_coverage) + table(tokenization_stats)),
         ("Sequences and padding efficiency", table(sequence_stats)),
+        *mixture_section(metrics.get("mixture")),
         ("Training", image(training_curves(training_history, metrics.get("kept_step")), "training curves")
          + validation_note(metrics)),
         (

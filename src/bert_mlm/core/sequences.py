@@ -16,34 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bert_mlm.config import SequenceConfig
+from bert_mlm.config.sequences import MODES
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.token_store import TokenSplit
-
-MODES = ("packed", "document")
-PADDINGS = ("static", "dynamic")
-MIN_MAX_LENGTH = 8
-
-
-@dataclass(frozen=True)
-class SequenceConfig:
-    mode: str = "packed"
-    padding: str = "dynamic"
-    max_length: int = 128
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise UserError(f"sequences.mode: {self.mode!r} is not one of {MODES}")
-        if self.padding not in PADDINGS:
-            raise UserError(f"sequences.padding: {self.padding!r} is not one of {PADDINGS}")
-        if not isinstance(self.max_length, int) or self.max_length < MIN_MAX_LENGTH:
-            raise UserError(f"sequences.max_length: {self.max_length!r} must be an integer >= {MIN_MAX_LENGTH}")
-
-    def check_fits(self, max_position_embeddings: int) -> None:
-        if self.max_length > max_position_embeddings:
-            raise UserError(
-                f"sequences.max_length: {self.max_length} exceeds model.max_position_embeddings "
-                f"({max_position_embeddings})"
-            )
 
 
 @dataclass
@@ -70,12 +46,16 @@ def _count_dtype(max_length: int) -> np.dtype:
     return np.dtype(np.uint16) if max_length <= np.iinfo(np.uint16).max else np.dtype(np.int32)
 
 
-def index_packed(split: TokenSplit, max_length: int) -> SplitIndex:
+def index_packed(split: TokenSplit, max_length: int, ranges: Sequence[tuple[int, int]] | None = None) -> SplitIndex:
     """Documents back to back, each followed by ``[SEP]``, cut into blocks of ``max_length``
-    that start with ``[CLS]``. Every token is kept: the final block is shorter."""
+    that start with ``[CLS]``. Every token is kept: the final block is shorter. ``ranges``: stretches
+    of the stream packed apart (a mixture's sources: no block holds two sources' text)."""
     body = max_length - 1
-    starts = np.arange(0, split.num_tokens, body, dtype=np.int64)
-    counts = np.minimum(body, split.num_tokens - starts).astype(_count_dtype(max_length))
+    starts = np.concatenate([np.arange(start, stop, body, dtype=np.int64)
+                             for start, stop in (ranges or [(0, split.num_tokens)])] or [np.zeros(0, np.int64)])
+    stops = np.repeat([stop for _, stop in (ranges or [(0, split.num_tokens)])],
+                      [len(range(start, stop, body)) for start, stop in (ranges or [(0, split.num_tokens)])])
+    counts = np.minimum(body, stops - starts).astype(_count_dtype(max_length))
     return SplitIndex(starts, counts, np.zeros(len(starts), dtype=bool))
 
 
@@ -105,20 +85,27 @@ def index_documents(split: TokenSplit, max_length: int, chunk_documents: int = 1
     )
 
 
-def index_split(split: TokenSplit, mode: str, max_length: int) -> SplitIndex:
+def index_split(split: TokenSplit, mode: str, max_length: int,
+                ranges: Sequence[tuple[int, int]] | None = None) -> SplitIndex:
     if mode not in MODES:
         raise UserError(f"sequences.mode: {mode!r} is not one of {MODES}")
-    return (index_packed if mode == "packed" else index_documents)(split, max_length)
+    if mode == "packed":
+        return index_packed(split, max_length, ranges)
+    return index_documents(split, max_length)  # a document never spans two sources
 
 
 class IndexedSequences(Sequence):
     """The sequences of one split, read from the token stream on access (int32 arrays).
 
-    ``words``: the split's stored word-continuation bits (jieba segmentation), when there are."""
+    ``words``: the split's stored word-continuation bits (rjieba or jieba segmentation), when there
+    are, made under the stored scheme ``word_scheme`` (:data:`bert_mlm.core.words.WORD_SCHEMES`)."""
 
-    def __init__(self, split: TokenSplit, index: SplitIndex, cls_id: int, sep_id: int, words: np.ndarray | None = None):
+    def __init__(self, split: TokenSplit, index: SplitIndex, cls_id: int, sep_id: int, words: np.ndarray | None = None,
+                 word_scheme: int | None = None, sources: list | None = None):
         self.split, self.index, self.cls_id, self.sep_id = split, index, int(cls_id), int(sep_id)
-        self.words = words
+        self.words, self.word_scheme = words, word_scheme
+        self.sources = sources  # a mixture's SourceSpans (the train split)
+        self.mixture = None  # the MixturePlan training draws its epochs by (core.mixture)
         self._lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -132,7 +119,7 @@ class IndexedSequences(Sequence):
 
     def __getitem__(self, i):
         if isinstance(i, slice):  # a view of those sequences, not their tokens
-            return IndexedSequences(self.split, self.index[i], self.cls_id, self.sep_id, self.words)
+            return IndexedSequences(self.split, self.index[i], self.cls_id, self.sep_id, self.words, self.word_scheme)
         start, count, add_sep = int(self.index.starts[i]), int(self.index.counts[i]), bool(self.index.add_sep[i])
         sequence = np.empty(1 + count + add_sep, dtype=np.int32)
         sequence[0] = self.cls_id
@@ -156,10 +143,16 @@ class IndexedSequences(Sequence):
 
     @property
     def fingerprint(self) -> str:
-        """Identifies the sequences' content: the store split's digest and the index."""
+        """Identifies the sequences' content: the store split's digest, the index, and the scheme of
+        the stored word bits (so that a tuning study or a checkpoint never mixes runs on two
+        segmentations; jieba's scheme 1, the first, adds nothing: fingerprints made before stay)."""
         digest = hashlib.blake2b(self.split.digest.encode(), digest_size=10)
         for array in (self.index.starts, self.index.counts, self.index.add_sep):
             digest.update(np.ascontiguousarray(array).tobytes())
+        if self.words is not None and self.word_scheme not in (None, 1):
+            digest.update(f"word scheme {self.word_scheme}".encode())
+        if self.mixture is not None:  # what an epoch draws: a changed weight is another run (and study)
+            digest.update(repr((self.mixture.spans, self.mixture.counts)).encode())
         return digest.hexdigest()
 
 
@@ -340,21 +333,33 @@ class SequenceIndex:
     max_length: int
     splits: dict[str, SplitIndex]
     store_digests: dict[str, str]
-    # Word boundaries: the segmenter ``masking.word_segmenter`` resolved to (``wordpiece`` or
-    # ``jieba``); for jieba, per split the stored continuation bits (None: not segmented, because
-    # no whole-word masking was asked for), or the job that writes them when the index is saved.
+    # Word boundaries: the segmenter ``masking.word_segmenter`` resolved to (``wordpiece``, ``rjieba``
+    # or ``jieba``); for the last two, per split the stored continuation bits (None: not segmented,
+    # because no whole-word masking was asked for) and their scheme, or the job that writes them
+    # when the index is saved.
     word_segmenter: str = "wordpiece"
     words: dict[str, np.ndarray] | None = None
     word_job: object | None = None
+    word_scheme: int | None = None
+    # A mixture's sources in the train split: (name, first sequence) in index order (None: one corpus).
+    sources: list[tuple[str, int]] | None = None
+    # What made this index, for reusing a stored one (core/reuse.py; None: not reused), and whether to.
+    recipe: dict | None = None
+    reuse: bool = False
 
     def check_words(self, whole_word: bool, segmenter: str, what: str = "masking.whole_word") -> None:
-        """Refuse whole-word masking that needs jieba boundaries this index does not hold."""
+        """Refuse whole-word masking that needs stored word boundaries this index does not hold
+        (none, or another segmenter's)."""
         wanted = self.word_segmenter if segmenter == "auto" else segmenter
-        if whole_word and wanted == "jieba" and self.words is None:
+        if not whole_word or wanted == "wordpiece":
+            return
+        if self.words is None or wanted != self.word_segmenter:
+            held = (f"holds {self.word_segmenter} words" if self.words is not None
+                    else "holds none (it was built without whole-word masking)")
             raise UserError(
-                f"{what}: whole-word masking on jieba words needs word boundaries that sequence_index does not "
-                "hold (it was built without whole-word masking); run the sequences pipeline with it, e.g. "
-                "`kedro run --pipelines sequences,training,evaluation --params masking.whole_word=true`"
+                f"{what}: whole-word masking on {wanted} words needs word boundaries that sequence_index {held}; "
+                "run the sequences pipeline with it, e.g. `kedro run --pipelines sequences,training,evaluation "
+                f"--params masking.whole_word=true,masking.word_segmenter={wanted}`"
             )
 
     def sequences(self, store, split: str, cls_id: int, sep_id: int) -> IndexedSequences:
@@ -365,18 +370,41 @@ class SequenceIndex:
                 "run the sequences pipeline again (or the data stages) so that both come from one run"
             )
         words = self.words.get(split) if self.words is not None else None
-        return IndexedSequences(store.split(split), self.splits[split], cls_id, sep_id, words)
+        return IndexedSequences(store.split(split), self.splits[split], cls_id, sep_id, words, self.word_scheme,
+                                self.source_spans() if split == "train" else None)
+
+    def source_spans(self) -> list | None:
+        """The train split's sources as :class:`~bert_mlm.core.mixture.SourceSpan` (None: one corpus)."""
+        from bert_mlm.core.mixture import SourceSpan
+
+        if not self.sources:
+            return None
+        stops = [first for _, first in self.sources[1:]] + [len(self.splits["train"])]
+        return [SourceSpan(name, first, stop) for (name, first), stop in zip(self.sources, stops, strict=True)]
 
 
 def build_sequence_index(store, config: SequenceConfig, splits: Sequence[str], word_segmenter: str = "wordpiece",
                          word_job=None) -> SequenceIndex:
+    """Every split's index; a mixture's train split is indexed source by source (no sequence holds
+    two sources' text), and where each source's sequences start is kept (training samples them)."""
+    ranges = store.source_ranges() if getattr(store, "sources", None) else None
+    indexes = {
+        split: index_split(store.split(split), config.mode, config.max_length,
+                           [(start, stop) for _, start, stop in ranges] if ranges and split == "train" else None)
+        for split in splits
+    }
+    sources = None
+    if ranges and "train" in indexes:
+        firsts = np.searchsorted(indexes["train"].starts, [start for _, start, _ in ranges])
+        sources = [(name, int(first)) for (name, _, _), first in zip(ranges, firsts, strict=True)]
     return SequenceIndex(
         mode=config.mode,
         max_length=config.max_length,
-        splits={split: index_split(store.split(split), config.mode, config.max_length) for split in splits},
+        splits=indexes,
         store_digests={split: store.digest(split) for split in splits},
         word_segmenter=word_segmenter,
         word_job=word_job,
+        sources=sources,
     )
 
 
@@ -401,4 +429,9 @@ def sequence_stats(index: SequenceIndex, store, collator: Collator, batch_size: 
                 "max_length": index.max_length,
             }
         )
+    for span in index.source_spans() or []:  # a mixture's stored sequences per source (weights apply per epoch)
+        lengths = index.splits["train"][span.first:span.stop].lengths
+        rows.append({"split": f"train:{span.name}", "sequences": span.stored, "tokens": int(lengths.sum()),
+                     "mean_length": float(lengths.mean()) if len(lengths) else 0.0, "mode": index.mode,
+                     "max_length": index.max_length})
     return rows

@@ -21,7 +21,6 @@ import hashlib
 import json
 import mmap
 import os
-from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +28,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bert_mlm.config import DataConfig
+from bert_mlm.core.cjk_encoding import fast_encoder
 from bert_mlm.core.corpus import SPLITS, CorpusError
-from bert_mlm.core.documents import DocumentShards, read_manifest, write_json
-from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.documents import DocumentShards, characters, in_pieces, read_manifest, write_json
+from bert_mlm.core.engine import Finished, open_engine
 from bert_mlm.core.progress import Progress
-from bert_mlm.core.tokenizer import encoding_backend
+from bert_mlm.core.reuse import code_digest
+from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
 
 FORMAT = "bert-mlm-token-store"
 FORMAT_VERSION = 1
@@ -145,6 +147,22 @@ class TokenStore:
     def digest(self, split: str) -> str:
         return self.manifest["splits"][split]["digest"]
 
+    @property
+    def sources(self) -> list[dict] | None:
+        """A mixture's sources in the train split's stream order: name, documents, stream tokens."""
+        return self.manifest.get("sources")
+
+    def source_ranges(self) -> list[tuple[str, int, int]]:
+        """Each source's [start, stop) range of the train split's token stream (one unnamed range
+        outside a mixture)."""
+        if not self.sources:
+            return [("", 0, self.split("train").num_tokens)]
+        ranges, start = [], 0
+        for source in self.sources:
+            ranges.append((source["name"], start, start + source["tokens"]))
+            start += source["tokens"]
+        return ranges
+
     def split(self, name: str) -> TokenSplit:
         if name not in self._splits:
             info = self.manifest["splits"][name]
@@ -181,6 +199,28 @@ class TokenStore:
                     f"{NAME}: {str(path)!r} (the {split} split) does not match the digest in its manifest: the file "
                     "changed after it was written; run the tokenization pipeline again"
                 )
+            self.verify_offsets(split)
+
+    def verify_offsets(self, split: str) -> None:
+        """Check the split's document offsets (``.idx``) against their digest (stores written before
+        it was kept: that they rise from 0 to the stream's end), before anything indexes by them."""
+        path = self.directory / f"{split}.idx"
+        expected = self.manifest["splits"][split].get("offsets_digest")
+        if expected is not None:
+            digest = hashlib.blake2b(digest_size=10)
+            with open(path, "rb") as handle:
+                while chunk := handle.read(1 << 23):
+                    digest.update(chunk)
+            sound = digest.hexdigest() == expected
+        else:
+            offsets = self.split(split).offsets
+            sound = (len(offsets) == 0 or int(offsets[0]) == 0) and bool(np.all(np.diff(offsets) >= 1)) and (
+                len(offsets) < 2 or int(offsets[-1]) == self.split(split).num_tokens)
+        if not sound:
+            raise TokenStoreError(
+                f"{NAME}: {str(path)!r} (the {split} split's document offsets) does not match its manifest: the file "
+                "changed after it was written; run the tokenization pipeline again"
+            )
 
     def check_tokenizer(self, vocabulary: dict[str, int]) -> None:
         if vocabulary_digest(vocabulary) != self.vocabulary_digest:
@@ -218,6 +258,7 @@ class TokenStoreWriter:
     def write_split(self, split: str, encoded: Iterator[tuple[np.ndarray, np.ndarray]]) -> dict:
         """``encoded`` yields (tokens with a separator after each document, document lengths)."""
         digest = hashlib.blake2b(digest_size=10)
+        offsets_digest = hashlib.blake2b(np.zeros(1, dtype=np.int64).tobytes(), digest_size=10)
         counts = np.zeros(self.vocab_size, dtype=np.int64)
         position = documents = 0
         with (
@@ -230,8 +271,9 @@ class TokenStoreWriter:
                 data = tokens.tobytes()
                 tokens_file.write(data)
                 digest.update(data)
-                ends = position + np.cumsum(lengths.astype(np.int64) + 1)
-                idx_file.write(ends.tobytes())
+                ends = (position + np.cumsum(lengths.astype(np.int64) + 1)).tobytes()
+                idx_file.write(ends)
+                offsets_digest.update(ends)
                 counts += np.bincount(tokens, minlength=self.vocab_size)[: self.vocab_size]
                 position += len(tokens)
                 documents += len(lengths)
@@ -244,6 +286,7 @@ class TokenStoreWriter:
             "tokens": position,
             "document_tokens": position - documents,
             "digest": digest.hexdigest(),
+            "offsets_digest": offsets_digest.hexdigest(),  # the .idx's: corrupted offsets are named, not a traceback
         }
         return self.splits[split]
 
@@ -274,6 +317,13 @@ def encode_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype
     cost ~40x the text, so larger calls only cost memory (measured: the same speed at 1,000 and
     100,000 documents per call).
     """
+    fast = fast_encoder(tokenizer_json)
+    if fast is not None:  # BERT's encoding of CJK text, vectorised (core/cjk_encoding.py): the same ids
+        ids, _, per_text = fast.encode_flat(texts)
+        kept = per_text > 0
+        ends = np.cumsum(per_text)[kept]
+        tokens = np.insert(ids, ends, separator_id).astype(dtype)
+        return tokens, per_text[kept]
     tokenizer = encoding_backend(tokenizer_json)
     pieces: list[np.ndarray] = []
     lengths: list[int] = []
@@ -296,10 +346,24 @@ def encode_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype
     return tokens, np.asarray(lengths, dtype=np.int64)
 
 
+def encode_source_texts(item: tuple[str, list[str]], tokenizer_json: str, separator_id: int,
+                        dtype: str) -> tuple[str, np.ndarray, np.ndarray, int]:
+    """:func:`encode_texts` of one source's texts (``item``: its name and texts), returning the name
+    with the tokens, the document lengths and how many texts were read: what the store writer counts
+    per source, carried with the work rather than beside it."""
+    name, texts = item
+    tokens, lengths = encode_texts(texts, tokenizer_json, separator_id, dtype)
+    return name, tokens, lengths, len(texts)
+
+
 @dataclass
 class EncodingJob:
     """Encode document shards into a token store; run by the catalog's store dataset on save,
-    so the token ids are written as they are made, never held."""
+    so the token ids are written as they are made, never held.
+
+    A mixture's train split is stored as its documents once each, source after source (no weight is
+    applied here: training samples each source in proportion to its weight, per epoch); the
+    manifest's ``sources`` gives each source's documents and tokens, so its range of the stream."""
 
     documents: DocumentShards
     tokenizer_json: str
@@ -307,82 +371,68 @@ class EncodingJob:
     separator_id: int
     data: DataConfig
 
+    def recipe(self) -> dict:
+        """What determines the store (core/reuse.py): the documents' version, the tokenizer, the code."""
+        return {
+            "stage": "token_store",
+            "code": code_digest("bert_mlm.core.token_store", "bert_mlm.core.documents"),
+            "documents": self.documents.identity,
+            "tokenizer": hashlib.blake2b(self.tokenizer_json.encode(), digest_size=10).hexdigest(),
+        }
+
+    def vectorised(self) -> bool:
+        """Whether the encoding runs on the worker processes: mostly-CJK text with a BERT-shaped
+        tokenizer is encoded by core/cjk_encoding.py, in Python and NumPy (one core each); other
+        text by ``tokenizers``, which uses every core in this process."""
+        from bert_mlm.core.words import cjk_share
+
+        return (fast_encoder(self.tokenizer_json) is not None
+                and cjk_share(self.documents.sample_texts("train", 200_000)) > CJK_MAJORITY)
+
     def write(self, directory: str | os.PathLike) -> dict:
         vocab_size = max(self.vocabulary.values()) + 1
         writer = TokenStoreWriter(directory, vocab_size, self.separator_id)
         total = sum(self.documents.characters(split) for split in SPLITS)
         progress = Progress(total, "encoding", unit="chars")
+        sources: dict[str, dict[str, int]] = {}
+        vectorised = self.vectorised()
         try:
-            source_tokens: dict[str, int] = {}
-            factors = token_balanced_factors(self.documents, self.tokenizer_json)
             with open_engine(self.data) as engine:
                 for split in SPLITS:
-                    origins: deque = deque()
-                    read = [0]  # documents sent to the encoder (a mixture's train split: its stream)
-                    texts = _counted(
-                        self.documents.iter_texts(split, progress=progress, origins=origins, factors=factors), read
-                    )
+                    read = {"texts": 0}
+                    items = self.documents.iter_source_texts(split)
+                    if vectorised:  # on the worker processes: pieces that keep every one busy
+                        items = ((name, piece) for name, texts in items for piece in in_pieces(texts))
                     encoded = engine.map_ordered(
-                        encode_texts,
-                        texts,
+                        encode_source_texts,
+                        items,
                         self.tokenizer_json,
                         self.separator_id,
                         writer.dtype.name,
-                        python_bound=False,
+                        python_bound=vectorised,
+                        finished=Finished(progress, lambda item: characters(item[1])),
                     )
-                    if split == "train" and factors is not None:
-                        encoded = _counted_by_source(encoded, origins, source_tokens)
-                    written = writer.write_split(split, encoded)
-                    written["documents_without_tokens"] = read[0] - written["documents"]
+                    counted = _per_source(encoded, read, sources if split == "train" else {})
+                    written = writer.write_split(split, counted)
+                    written["documents_without_tokens"] = read["texts"] - written["documents"]
         finally:
             progress.close()
         extra: dict = {"vocabulary_digest": vocabulary_digest(self.vocabulary)}
-        if factors is not None:
-            extra["mixture_factors"] = factors  # word segmentation reads the same stream
-            extra["train_tokens_by_source"] = source_tokens
+        if self.documents.sources is not None:
+            extra["sources"] = [{"name": name, **counts} for name, counts in sources.items()]
         return writer.close(extra)
 
 
-# Characters per source encoded to measure its tokens per character: ~0.1 s each.
-SOURCE_SAMPLE_CHARS = 1 << 20
-
-
-def token_balanced_factors(documents: DocumentShards, tokenizer_json: str) -> dict[str, float] | None:
-    """A weighted mixture's factors, so that each source's share of the training *tokens* is its
-    weight: the ingestion's factors balance characters, and sources differ in tokens per character
-    (Chinese ~1, English ~0.25, more for text the vocabulary fits less). Each source's rate is
-    measured on its first training documents. ``None`` without a weighted mixture."""
-    plan = documents.mixture
-    if plan is None or not any(info["weight"] for info in plan["sources"].values()):
-        return None
-    tokenizer = encoding_backend(tokenizer_json)
-    samples = documents.source_samples(SOURCE_SAMPLE_CHARS)
-    tokens = {}
-    for name, info in plan["sources"].items():
-        texts = samples[name]
-        rate = (sum(len(e.ids) for e in tokenizer.encode_batch_fast(texts, add_special_tokens=False))
-                / max(1, sum(map(len, texts))))
-        tokens[name] = info["train_characters"] * rate
-    total_weight = sum(info["weight"] for info in plan["sources"].values())
-    total_tokens = sum(tokens.values())
-    return {name: info["weight"] / total_weight * total_tokens / max(tokens[name], 1.0)
-            for name, info in plan["sources"].items()}
-
-
-def _counted(batches: Iterator[list[str]], read: list[int]) -> Iterator[list[str]]:
-    for batch in batches:
-        read[0] += len(batch)
-        yield batch
-
-
-def _counted_by_source(encoded: Iterator[tuple[np.ndarray, np.ndarray]], origins: deque,
-                       tokens: dict[str, int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """``encoded`` unchanged, adding each batch's document tokens to its source's count: a mixture's
-    batches each hold one source (``DocumentShards.iter_texts``), in order, as ``origins`` says."""
-    for ids, lengths in encoded:
-        name = origins.popleft()
-        tokens[name] = tokens.get(name, 0) + int(lengths.sum())
-        yield ids, lengths
+def _per_source(encoded: Iterator[tuple[str, np.ndarray, np.ndarray, int]], read: dict[str, int],
+                sources: dict[str, dict[str, int]]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The store writer's (tokens, lengths), counting the texts read and, into ``sources``, each
+    source's documents and stream tokens (separators included: its range of the stream)."""
+    for name, tokens, lengths, texts in encoded:
+        read["texts"] += texts
+        counts = sources.setdefault(name, {"documents": 0, "tokens": 0})
+        counts["documents"] += len(lengths)
+        counts["tokens"] += len(tokens)
+        yield tokens, lengths
 
 
 def token_store_stats(store: TokenStore, unk_id: int, vocab_size: int):
@@ -405,10 +455,12 @@ def token_store_stats(store: TokenStore, unk_id: int, vocab_size: int):
             "dtype": store.dtype.name,
             "store_bytes_per_token": stored * store.dtype.itemsize / tokens if tokens else 0.0,
         })
-    by_source = store.manifest.get("train_tokens_by_source") or {}
-    total = sum(by_source.values())
-    for name, tokens in by_source.items():  # a mixture: each source's share of the training tokens
-        rows.append({"split": f"train:{name}", "tokens": tokens, "share": tokens / total if total else 0.0})
+    sources = store.sources or []
+    total = sum(source["tokens"] - source["documents"] for source in sources)
+    for source in sources:  # a mixture: each source's stored training tokens (once each; weights apply per epoch)
+        tokens = source["tokens"] - source["documents"]
+        rows.append({"split": f"train:{source['name']}", "documents": source["documents"], "tokens": tokens,
+                     "stored_share": tokens / total if total else 0.0})
     return pd.DataFrame(rows)
 
 

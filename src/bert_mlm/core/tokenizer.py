@@ -22,8 +22,11 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
 
+from bert_mlm.config import TokenizerConfig
+from bert_mlm.core.cjk_encoding import SingleCharacterFilter
 from bert_mlm.core.corpus import cjk_characters
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.progress import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -58,72 +61,6 @@ BASE_ALPHABET = (
         (0xFFE0, 0xFFE6),
     )  # and ￠￡￢￣￤￥￦
 )
-
-
-@dataclass(frozen=True)
-class TokenizerConfig:
-    vocab_size: int = 8192
-    min_frequency: int = 2
-    lowercase: bool = True
-    # None: strip when lowercasing, as BERT uncased does, unless the training text is mostly CJK
-    # (stripping drops the voicing marks of kana: が -> か).
-    strip_accents: bool | None = None
-    chinese_chars: bool = True
-    limit_alphabet: int | None = None  # None: every character that occurs min_frequency times
-    # An existing vocabulary (vocab.txt or a tokenizer directory) instead of training one.
-    vocab_path: str | None = None
-    # Train the vocabulary on an evenly spread sample of about this many bytes of the train
-    # split when it is larger (null: all of it). Word counts, the trainer's memory, grow with
-    # the text it sees; a vocabulary of a few ten thousand pieces is settled long before 100 MB.
-    training_sample_bytes: int | None = 100_000_000
-    # Characters a trained vocabulary always holds (and their ## forms where they can continue a
-    # word), whatever min_frequency says: "default" (printable ASCII, common Unicode punctuation,
-    # symbols and currency signs, CJK full-width punctuation), "none", or the characters themselves.
-    base_alphabet: str | None = "default"
-    # An inherited vocabulary (model.init_from, vocab_path) is measured on the training text: a
-    # warning above this [UNK] rate. 0.1 %: inherited vocabularies measured on text in their own
-    # language gave 0.045-0.064 % (English); those lacking characters of the text 0.15-0.97 %
-    # (Chinese reviews and news under a news or the bert-base-chinese vocabulary; BENCHMARKS.md).
-    unk_warning_rate: float = 0.001
-    # Add up to this many of the training text's tokens that the inherited vocabulary lacks
-    # (Chinese: characters; otherwise the missing characters, then WordPiece pieces learned on the
-    # text), with embedding rows grown from the pieces they were split into. 0: off.
-    extend_vocabulary: int = 0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.vocab_size, int) or self.vocab_size <= len(SPECIAL_TOKENS):
-            raise UserError(
-                f"tokenizer.vocab_size: {self.vocab_size!r} must be an integer larger than the "
-                f"{len(SPECIAL_TOKENS)} special tokens"
-            )
-        if not isinstance(self.min_frequency, int) or self.min_frequency < 1:
-            raise UserError(f"tokenizer.min_frequency: {self.min_frequency!r} must be a positive integer")
-        if self.limit_alphabet is not None and (not isinstance(self.limit_alphabet, int) or self.limit_alphabet < 1):
-            raise UserError(
-                f"tokenizer.limit_alphabet: {self.limit_alphabet!r} must be a positive integer (or null: no cap)"
-            )
-        if self.base_alphabet is not None and not (isinstance(self.base_alphabet, str) and self.base_alphabet):
-            raise UserError(
-                f"tokenizer.base_alphabet: {self.base_alphabet!r} must be 'default', 'none' or a string of characters"
-            )
-        if isinstance(self.unk_warning_rate, bool) or not isinstance(self.unk_warning_rate, (int, float)) or not (
-            0 <= self.unk_warning_rate <= 1
-        ):
-            raise UserError(
-                f"tokenizer.unk_warning_rate: {self.unk_warning_rate!r} must be a rate in [0, 1] (0.001: 0.1 %)"
-            )
-        if isinstance(self.extend_vocabulary, bool) or not isinstance(self.extend_vocabulary, int) or (
-            self.extend_vocabulary < 0
-        ):
-            raise UserError(f"tokenizer.extend_vocabulary: {self.extend_vocabulary!r} must be an integer >= 0 "
-                            "(tokens to add; 0: off)")
-        if self.training_sample_bytes is not None and (
-            not isinstance(self.training_sample_bytes, int) or self.training_sample_bytes < 1_000_000
-        ):
-            raise UserError(
-                f"tokenizer.training_sample_bytes: {self.training_sample_bytes!r} must be an integer of at least "
-                "1000000 (or null: train on the whole train split)"
-            )
 
 
 class VocabularyError(UserError):
@@ -172,17 +109,34 @@ def wrap_tokenizer(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | 
     return wrapped
 
 
-def _batches(texts: Iterable[str] | Iterable[list[str]]):
+def _batches(texts: Iterable[str] | Iterable[list[str]], size: int = 1000):
+    """Lists of texts: the lists given, or the strings given grouped ``size`` at a time."""
+    pending: list[str] = []
     for item in texts:
-        yield [item] if isinstance(item, str) else item
+        if isinstance(item, str):
+            pending.append(item)
+            if len(pending) >= size:
+                yield pending
+                pending = []
+        else:
+            if pending:
+                yield pending
+                pending = []
+            yield item
+    if pending:
+        yield pending
 
 
 def raw_character_counts(texts: Iterable[str] | Iterable[list[str]]) -> Counter:
-    counts: Counter = Counter()
+    """How often each character occurs (a batch's code points counted at once: ~10x Counter.update)."""
+    counts = np.zeros(0x110000, dtype=np.int64)
     for batch in _batches(texts):
-        for text in batch:
-            counts.update(text)
-    return counts
+        codes = np.frombuffer("".join(batch).encode("utf-32-le"), dtype=np.uint32)
+        if len(codes):
+            found = np.bincount(codes)
+            counts[: len(found)] += found
+    present = np.flatnonzero(counts)
+    return Counter({chr(code): int(counts[code]) for code in present.tolist()})
 
 
 def character_counts(counts: Counter, normalizer) -> Counter:
@@ -274,17 +228,22 @@ def train_wordpiece(
                      config.chinese_chars)
     tokenizer = _backend(WordPiece(unk_token=UNK), *normalisation)
     alphabet = _Alphabet.of(raw_counts, tokenizer.normalizer, config)
+    # The characters BERT makes words of their own (CJK, punctuation) are never merged: the trainer
+    # gets them as its initial alphabet (exactly those it would keep by their counts, counted above)
+    # and reads the text without them (a tenth of a Chinese corpus; the same vocabulary).
+    without_singles = SingleCharacterFilter(tokenizer.normalizer, tokenizer.pre_tokenizer)
     trainer = WordPieceTrainer(
         vocab_size=config.vocab_size,
         min_frequency=config.min_frequency,
         special_tokens=[*SPECIAL_TOKENS, *alphabet.reserved(config.chinese_chars)],  # in this order: [PAD] gets id 0
         # The initial alphabet counts against the cap (it is kept first): the cap grows by it.
         limit_alphabet=alphabet.limit + len(alphabet.added),
-        initial_alphabet=alphabet.base,
+        initial_alphabet=sorted({*alphabet.base, *alphabet.kept}) if alphabet.counted else alphabet.base,
         continuing_subword_prefix="##",
         show_progress=show_progress,
     )
-    tokenizer.train_from_iterator(_batches(stream()), trainer=trainer)
+    batches = (without_singles(batch) for batch in _batches(stream())) if alphabet.counted else _batches(stream())
+    tokenizer.train_from_iterator(batches, trainer=trainer)
     # Renumbered (special tokens first, then by string): the token ids, and so everything
     # downstream, are a function of the corpus alone. The reserved pieces become plain tokens.
     trained = tokenizer.get_vocab()
@@ -421,6 +380,66 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
     probe = tokenizer("a")["input_ids"]
     if probe[0] != tokenizer.cls_token_id or probe[-1] != tokenizer.sep_token_id:
         raise VocabularyError("tokenizer: encodings do not start with [CLS] and end with [SEP]")
+
+
+# Settings that never change a trained vocabulary: the [UNK] warning is measured on an inherited
+# one only, so a new threshold does not train the vocabulary again (extend_vocabulary stays in the
+# recipe: it is refused without an inherited vocabulary, and would change the tokenizer if it were not).
+NOT_IN_TRAINED_VOCABULARY = frozenset({"unk_warning_rate"})
+
+
+@dataclass
+class TokenizerJob:
+    """Train the vocabulary on the train split of ``documents`` (an evenly spread sample of
+    ``tokenizer.training_sample_bytes`` when larger); run by the ``tokenizer`` dataset on save, or
+    not at all when a stored version has the same recipe (core/reuse.py)."""
+
+    documents: object  # a core.documents.DocumentShards
+    config: TokenizerConfig
+    data: object  # a core.engine.DataConfig
+
+    def recipe(self) -> dict:
+        import tokenizers
+
+        from bert_mlm.core.reuse import code_digest
+
+        return {"stage": "tokenizer", "code": code_digest("bert_mlm.core.tokenizer"),
+                "tokenizers": tokenizers.__version__, "documents": self.documents.identity,
+                "tokenizer": self.config.model_dump(exclude=NOT_IN_TRAINED_VOCABULARY)}
+
+    def build(self) -> BertTokenizerFast:
+        config, documents = self.config, self.documents
+        train_bytes = documents.utf8_bytes("train")
+        fraction = None
+        if config.training_sample_bytes and train_bytes > config.training_sample_bytes:
+            fraction = config.training_sample_bytes / train_bytes
+        tokenizer = train_wordpiece(training_passes(documents, fraction), config)
+        logger.info(
+            "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
+            len(tokenizer), f"{fraction:.1%}" if fraction else "all", train_bytes / 1e6,
+        )
+        return tokenizer
+
+
+def training_passes(documents, fraction: float | None):
+    """The train split's texts for :func:`train_wordpiece`, which reads them twice (the alphabet,
+    then the vocabulary), each pass with its progress in characters: on a large corpus each pass
+    takes minutes, and the trainer itself reports nothing."""
+    total = round(documents.characters("train") * (fraction or 1.0))
+    passes = iter(["alphabet", "vocabulary"])
+
+    def one_pass():
+        what = next(passes, "vocabulary")
+        progress = Progress(total, f"tokenizer training: {what} (pass {1 if what == 'alphabet' else 2} of 2)",
+                            unit="chars")
+        try:
+            yield from documents.iter_texts("train", fraction, progress=progress)
+        finally:
+            progress.close()
+        if what == "vocabulary":
+            logger.info("tokenizer training: text read; computing the vocabulary (no progress from the trainer)")
+
+    return one_pass
 
 
 @functools.lru_cache(maxsize=4)

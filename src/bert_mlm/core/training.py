@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from transformers import BertForMaskedLM
 
+from bert_mlm.config import MaskingConfig, TrainingConfig
 from bert_mlm.core.checkpoints import (
     BestWeights,
     Position,
@@ -31,20 +32,12 @@ from bert_mlm.core.checkpoints import (
 from bert_mlm.core.device import autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.distributed import SINGLE, Rank, all_reduce_sum, gather_objects
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.masking import (
-    DROPOUT_STREAM,
-    IGNORE_INDEX,
-    ORDER_STREAM,
-    MaskingConfig,
-    mask_generator,
-    mask_seed,
-    mask_tokens,
-)
+from bert_mlm.core.masking import DROPOUT_STREAM, IGNORE_INDEX, ORDER_STREAM, mask_generator, mask_seed, mask_tokens
 from bert_mlm.core.model import MaskedPositionsMLM, check_step_memory, masked_lm_loss
 from bert_mlm.core.optim import Optimisation, resolve_learning_rate
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
-from bert_mlm.core.training_config import TokenIds, TrainingConfig
+from bert_mlm.core.token_ids import TokenIds
 
 logger = logging.getLogger(__name__)
 
@@ -71,14 +64,22 @@ class TrainingResult:
 
 
 # ----------------------------------------------------------------------------- the loop
-def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, rank: Rank = SINGLE) -> Batches:
+def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, rank: Rank = SINGLE,
+                  mixture=None) -> Batches:
     """This rank's micro-batches of one epoch, shuffled from (seed, epoch): identical when resumed.
 
     Every rank draws the same epoch order and takes every ``world_size``-th batch (a distributed
-    sampler over batches): disjoint data, and the same number of batches on every rank.
+    sampler over batches): disjoint data, and the same number of batches on every rank. With a
+    ``mixture`` (:class:`~bert_mlm.core.mixture.MixturePlan`) the epoch is its draw of each source's
+    sequences, from (seed, epoch) too.
     """
     generator = torch.Generator().manual_seed(mask_seed(config.seed, epoch, batch_index=0, stream=ORDER_STREAM))
-    batches = batch_order(lengths, config.batch_size, generator, bucketed=config.bucketing)
+    if mixture is not None:
+        sample = mixture.sample(config.seed, epoch)
+        drawn = batch_order(np.asarray(lengths)[sample], config.batch_size, generator, bucketed=config.bucketing)
+        batches = Batches(sample[drawn.order], drawn.batch_size, drawn.picks)
+    else:
+        batches = batch_order(lengths, config.batch_size, generator, bucketed=config.bucketing)
     per_rank = len(batches) // rank.world_size
     if per_rank == 0:
         raise UserError(
@@ -166,7 +167,8 @@ def train(
                          f"masking.whole_word={masking.whole_word}; build the collator from the masking it trains")
     if config.eval_every and validation is None:
         raise ValueError("train: training.eval_every is set but no validation was given")
-    config = with_step_budget(config, len(sequences))
+    mixture = getattr(sequences, "mixture", None)
+    config = with_step_budget(config, mixture.epoch_size if mixture is not None else len(sequences))
     device = resolve_device(config.device)
     if device.type == "cuda" and rank.distributed:
         device = torch.device("cuda", rank.local_rank)
@@ -181,23 +183,27 @@ def train(
     optimisation = Optimisation.build(model, config, device, precision)
     stateful = {"model": model, **optimisation.stateful}
     lengths = sequence_lengths(sequences)
-    check_step_memory(model.config, config.batch_size, int(max(lengths)), device, precision, processes=1)
+    check_step_memory(model.config, config.batch_size, int(max(lengths)), device, precision, processes=1,
+                      sequences=len(sequences))
     # Dropout draws from the global generators: seed them, so that the same seed and config
     # give the same weights (a resumed run restores them from the checkpoint instead).
     seed_everything(mask_seed(config.seed, 0, 0, rank.rank, stream=DROPOUT_STREAM))
     checkpoints = None
     if config.checkpoint_every or config.resume:
-        fingerprint = run_fingerprint(model, sequences, masking, config, rank.world_size)
+        fingerprint = run_fingerprint(model, sequences, masking, config, rank.world_size, precision)
         checkpoints = RunCheckpoints(
             config.checkpoint_dir, fingerprint, config.checkpoint_every, config.keep_checkpoints
         )
     position = checkpoints.resume(stateful, rank.rank, config.max_steps) if config.resume else Position()
     resumed_from = position.step
-    batches = epoch_batches(lengths, config, position.epoch, rank)
+    batches = epoch_batches(lengths, config, position.epoch, rank, mixture)
     train_tokens = int(sum(r["tokens"] for r in position.records))
     nonfinite_streak = 0
+    # One rate, in tokens/s, over the last records' window and since this run started (a per-window
+    # rate beside a cumulative steps/s read as one number jumping 10x between lines).
     progress = Progress(config.max_steps, "training", unit="step", enabled=config.progress and rank.is_main,
-                        initial=position.step)
+                        initial=position.step, speed=False)
+    run_tokens = run_seconds = 0.0
     pending: list[dict] = []  # steps whose device values the host has not read yet
     record_every = config.record_window(device)
     window_start = time.perf_counter()
@@ -208,7 +214,7 @@ def train(
             for _ in range(config.gradient_accumulation_steps):
                 if position.next_batch >= len(batches):
                     position.epoch, position.next_batch = position.epoch + 1, 0
-                    batches = epoch_batches(lengths, config, position.epoch, rank)
+                    batches = epoch_batches(lengths, config, position.epoch, rank, mixture)
                 micro.append(masked_batch(sequences, batches[position.next_batch], collator, token_ids, step_masking,
                                           mask_generator(config.seed, position.epoch, position.next_batch, rank.rank)))
                 position.next_batch += 1
@@ -252,8 +258,12 @@ def train(
             train_tokens += sum(r["tokens"] for r in records)
             position.records.extend(records)
             last = records[-1]
-            progress.update(len(records), loss=f"{last['loss']:.4f}", lr=f"{last['learning_rate']:.2e}",
-                            **{"tokens/s": f"{last['tokens_per_second']:,.0f}"})
+            window_tokens, window_seconds = sum(r["tokens"] for r in records), sum(r["seconds"] for r in records)
+            run_tokens, run_seconds = run_tokens + window_tokens, run_seconds + window_seconds
+            progress.update(len(records), seconds=window_seconds, loss=f"{last['loss']:.4f}",
+                            lr=f"{last['learning_rate']:.2e}",
+                            **{"tokens/s (window)": f"{window_tokens / max(window_seconds, 1e-9):,.0f}",
+                               "tokens/s (since start)": f"{run_tokens / max(run_seconds, 1e-9):,.0f}"})
             if validation_due:
                 if rank.is_main:  # the other ranks wait for it at their next collective
                     last.update(validation.run(model, device, position.step))
@@ -263,7 +273,7 @@ def train(
             if checkpoint_due and nonfinite_streak == 0:
                 rng = gather_objects(rng_states(), rank)  # a collective: every rank takes part
                 if rank.is_main:  # one writer
-                    checkpoints.save(position, stateful, rng, asdict(config))
+                    checkpoints.save(position, stateful, rng, config.model_dump())
             if on_step is not None:
                 on_step(position.step, last)
                 model.train()
@@ -318,8 +328,8 @@ def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
     if config.epochs is None:
         return config
     batches_per_epoch = math.ceil(sequences / config.batch_size)
-    return replace(
-        config, max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps))
+    return config.replace(
+        max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps))
     )
 
 

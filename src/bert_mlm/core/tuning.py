@@ -17,97 +17,26 @@ import logging
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
+from bert_mlm.config import MaskingConfig, TuningConfig
+from bert_mlm.config.tuning import SEARCHABLE
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.masking import PROBABILITY_RANGE, SCHEDULES, MaskingConfig, is_probability
-from bert_mlm.core.tuning_result import Origin, TuningResult
+from bert_mlm.core.progress import clock
+from bert_mlm.core.redaction import redact
+from bert_mlm.core.tuning_record import TuningRecord
 
 logger = logging.getLogger(__name__)
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
-# name -> (section, how it is sampled: a float range, a log-scale range, or a list of choices)
-SEARCHABLE = {
-    "probability": ("masking", "range"),
-    "mask_token_fraction": ("masking", "range"),
-    "random_token_fraction": ("masking", "range"),
-    "whole_word": ("masking", "choice"),  # e.g. [false, true]
-    "schedule": ("masking", "choice"),  # e.g. [constant, linear]
-    "final_probability": ("masking", "range"),  # the end of a linear schedule
-    "learning_rate": ("training", "log"),
-}
-CHOICES = {
-    "whole_word": (lambda value: isinstance(value, bool), "[false, true]"),
-    "schedule": (lambda value: value in SCHEDULES, "[constant, linear]"),
-}
-SAMPLERS = ("qmc", "tpe", "random")
-ADOPT = ("if_better", "always")
-# eval_loss: fixed-protocol masked-LM loss on the validation split | finetune: 1 - the trial
-# model's mean fine-tuning accuracy on the finetune task (what pretraining is for; slower)
-OBJECTIVES = ("eval_loss", "finetune")
-PRUNERS = ("median", "hyperband", "none")
 
 
 class SurplusTrialError(RuntimeError):
     """Another worker already started the last trial this study needs."""
-
-
-@dataclass(frozen=True)
-class TuningConfig:
-    n_trials: int = 3
-    trial_steps: int = 30
-    eval_every: int = 15
-    search_space: dict = field(default_factory=lambda: {"probability": [0.10, 0.40]})
-    storage: str = "sqlite:///data/07_model_output/tuning/optuna.db"
-    study_name: str = "mask-probability"
-    sampler: str = "qmc"
-    pruner: str = "median"
-    seed: int = 0
-    heartbeat_interval: int = 30
-    grace_period: int = 90
-    eval_max_sequences: int | None = None
-    # Training seeds per trial (the score is their mean) and for the confirmation that pits the
-    # best setting against the configured one, paired seed by seed on the same evaluation masks.
-    seeds: int = 2
-    adopt: str = "if_better"  # if_better: only when the 95 % interval excludes zero in its favour | always
-    objective: str = "eval_loss"
-
-    def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise UserError(f"tuning.objective: {self.objective!r} is not one of {OBJECTIVES}")
-        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
-            raise UserError(f"tuning.seeds: {self.seeds!r} must be a positive integer")
-        if self.adopt not in ADOPT:
-            raise UserError(f"tuning.adopt: {self.adopt!r} is not one of {ADOPT}")
-        if not isinstance(self.n_trials, int) or self.n_trials < 0:
-            raise UserError(f"tuning.n_trials: {self.n_trials!r} must be an integer >= 0")
-        for name in ("trial_steps", "eval_every"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise UserError(f"tuning.{name}: {value!r} must be a positive integer")
-        if self.sampler not in SAMPLERS:
-            raise UserError(f"tuning.sampler: {self.sampler!r} is not one of {SAMPLERS}")
-        if self.pruner not in PRUNERS:
-            raise UserError(f"tuning.pruner: {self.pruner!r} is not one of {PRUNERS}")
-        if not self.search_space:
-            raise UserError("tuning.search_space: must name at least one parameter")
-        for name, bounds in self.search_space.items():
-            if name not in SEARCHABLE:
-                raise UserError(f"tuning.search_space: {name!r} is not one of {sorted(SEARCHABLE)}")
-            if SEARCHABLE[name][1] == "choice":
-                allowed, example = CHOICES[name]
-                if not (isinstance(bounds, (list, tuple)) and bounds and all(allowed(b) for b in bounds)):
-                    raise UserError(f"tuning.search_space.{name}: {bounds!r} must be a list of choices, e.g. {example}")
-                continue
-            if not (isinstance(bounds, (list, tuple)) and len(bounds) == 2 and 0 < float(bounds[0]) < float(bounds[1])):
-                raise UserError(f"tuning.search_space.{name}: {bounds!r} must be [low, high] with 0 < low < high")
-            if name in ("probability", "final_probability") and not all(is_probability(float(b)) for b in bounds):
-                raise UserError(f"tuning.search_space.{name}: {bounds!r} must lie in {PROBABILITY_RANGE}")
 
 
 def _quiet_experimental():
@@ -141,21 +70,6 @@ DRIVER_PACKAGES = {
 }
 
 
-def masked_url(url: str) -> str:
-    """``url`` as it may be shown in messages, logs and artifacts: the password replaced by ``***``.
-    A value SQLAlchemy cannot parse (``journal:...``, a typo) holds no recognisable password and
-    is shown as it is."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    if url.startswith("journal:"):
-        return url
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return url
-
-
 def _password(url: str) -> str | None:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
@@ -182,7 +96,7 @@ def check_storage(config: TuningConfig) -> None:
     or an unwritable path stops the run before the data stages, with the parameter named."""
     _quiet_experimental()
     storage = None
-    shown = masked_url(config.storage)
+    shown = redact(config.storage)
     try:
         storage = make_storage(config)
         storage.get_all_studies()
@@ -193,6 +107,7 @@ def check_storage(config: TuningConfig) -> None:
         password = _password(config.storage)
         if password:
             reason = reason.replace(password, "***")
+        reason = redact(reason)
         module = _missing_driver(error)
         if module is not None:
             package = DRIVER_PACKAGES.get(module, module)
@@ -247,8 +162,9 @@ def suggest(trial: optuna.Trial, search_space: dict) -> dict[str, float | bool]:
 
 
 def masking_for(values: dict[str, float], base: MaskingConfig) -> MaskingConfig:
-    chosen = {k: v for k, v in values.items() if SEARCHABLE[k][0] == "masking"}
-    return replace(base, **chosen)
+    """``base`` with a trial's (or the study's best) masking values in place, validated: a sampled
+    combination the rules refuse (fractions that sum above 1) fails its trial."""
+    return base.updated({k: v for k, v in values.items() if SEARCHABLE[k][0] == "masking"})
 
 
 # (trial, suggested values, report(step, eval_loss)) -> final eval loss
@@ -273,6 +189,25 @@ class _StopAtTrials:
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         optuna.storages.fail_stale_trials(study)  # a no-op for storages without heartbeats
         self.counted(study, trial)
+
+
+class _TrialLines:
+    """One log line per finished trial, with the trials the study still needs and an ETA from the
+    trials this worker finished (a study of minutes printed nothing between its first and last line)."""
+
+    def __init__(self, n_trials: int) -> None:
+        self.n_trials, self.durations = n_trials, []
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if trial.user_attrs.get("surplus"):
+            return
+        seconds = (trial.duration.total_seconds() if trial.duration is not None else 0.0)
+        self.durations.append(seconds)
+        left = max(0, self.n_trials - count_trials(study, ACTIVE))
+        eta = left * sum(self.durations) / len(self.durations)
+        value = f" value {trial.value:.4f}" if trial.value is not None else ""
+        logger.info("tuning: trial %d %s%s in %s; %d of %d trial(s) left, ETA %s", trial.number,
+                    trial.state.name.lower(), value, clock(seconds), left, self.n_trials, clock(eta))
 
 
 class _FailureGuard:
@@ -304,9 +239,12 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
     """Run trials until the study holds ``config.n_trials`` finished trials.
 
     A trial that raises is recorded as FAIL and the study goes on; after ``n_trials``
-    consecutive failures the last error is raised (a broken configuration, not bad luck).
+    consecutive failures the last error is raised (a broken configuration, not bad luck). A
+    ``UserError`` (a setting the user must change: a step that cannot fit in memory, a broken
+    starting model) stops the study at once and is raised as it is, in its one line.
     """
     study = open_study(config)
+    user_errors: list[UserError] = []
 
     def objective(trial: optuna.Trial) -> float:
         # Two workers may both start a trial when one is missing: the later one does not run.
@@ -321,7 +259,12 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at step {step} with eval loss {value:.4f}")
 
-        value = run_trial(trial, values, report)
+        try:
+            value = run_trial(trial, values, report)
+        except UserError as error:
+            user_errors.append(error)
+            study.stop()
+            raise
         if not math.isfinite(value):
             raise RuntimeError(f"trial {trial.number}: non-finite evaluation loss {value}")
         return value
@@ -331,7 +274,9 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
     if count_trials(study, ACTIVE) < config.n_trials:
         guard = _FailureGuard(max(config.n_trials, 1))
         study.optimize(objective, catch=(Exception,), gc_after_trial=True,
-                       callbacks=[guard, _StopAtTrials(config.n_trials)])
+                       callbacks=[guard, _TrialLines(config.n_trials), _StopAtTrials(config.n_trials)])
+        if user_errors:
+            raise user_errors[0]
         guard.check()
     # Other workers may still be finishing their trials; this worker's share is done.
     return study
@@ -356,8 +301,8 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
     return frame
 
 
-def best_parameters(study: optuna.Study, config: TuningConfig) -> TuningResult:
-    """The study's best complete trial as the result training adopts (before any confirmation)."""
+def best_parameters(study: optuna.Study, config: TuningConfig) -> TuningRecord:
+    """The study's best complete trial, adopted (before any confirmation)."""
     complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
     if not complete:
         raise RuntimeError(f"tuning: the study {config.study_name!r} has no complete trial")
@@ -365,9 +310,9 @@ def best_parameters(study: optuna.Study, config: TuningConfig) -> TuningResult:
     overrides: dict[str, dict] = {"masking": {}, "training": {}}
     for name, value in best.params.items():
         overrides[SEARCHABLE[name][0]][name] = value
-    return TuningResult(
-        Origin.TUNING, overrides["masking"], overrides["training"], study_name=config.study_name,
-        storage=masked_url(config.storage), objective=config.objective, best_trial=best.number, best_value=best.value,
+    return TuningRecord(
+        "tuning", overrides["masking"], overrides["training"], study_name=config.study_name,
+        storage=redact(config.storage), objective=config.objective, best_trial=best.number, best_value=best.value,
         finished_trials=sum(1 for t in study.get_trials(deepcopy=False) if t.state in FINISHED),
     )
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -22,9 +22,9 @@ from tokenizers import Tokenizer, normalizers
 from tokenizers.models import WordPiece
 from transformers import BertTokenizerFast, PreTrainedModel, PreTrainedTokenizerBase
 
+from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.tokenizer import (
     UNK,
-    TokenizerConfig,
     VocabularyError,
     encoding_backend,
     mostly_cjk,
@@ -134,8 +134,8 @@ def domain_pieces(texts: Callable[[], Iterable[list[str]]], tokenizer: PreTraine
     normalised as it normalises) that the inherited vocabulary lacks, with how often the domain's
     own tokenizer uses each on that text."""
     lowercase, strip, chinese = inherited_normalisation(tokenizer, config)
-    domain_config = replace(config, vocab_size=len(tokenizer), lowercase=lowercase, strip_accents=strip,
-                            chinese_chars=chinese, base_alphabet="none", vocab_path=None)
+    domain_config = config.replace(vocab_size=len(tokenizer), lowercase=lowercase, strip_accents=strip,
+                                   chinese_chars=chinese, base_alphabet="none", vocab_path=None)
     domain = train_wordpiece(texts, domain_config)
     counts = np.zeros(len(domain), dtype=np.int64)
     backend = encoding_backend(domain.backend_tokenizer.to_str())

@@ -5,13 +5,19 @@ A token *continues* a word when it is not the word's first piece. Two sources:
 - ``wordpiece``: a ``##`` piece continues the word before it (Google's BERT and fairseq's
   whole-word masking for space-separated text). A property of the token id, looked up per batch:
   nothing is stored.
-- ``jieba``: Chinese has no spaces and BERT gives every CJK character its own token, so the words
-  come from a segmenter (Chinese BERT-wwm, Cui et al. 2019; Hugging Face's ``run_chinese_ref.py``
-  reference files). A token continues a word when its first character is not where a jieba word
-  starts. These flags are computed once per corpus and stored beside the token stream, one bit per
-  token, so that masking a batch stays a table lookup.
+- ``rjieba`` / ``jieba``: Chinese has no spaces and BERT gives every CJK character its own token,
+  so the words come from a segmenter (Chinese BERT-wwm, Cui et al. 2019; Hugging Face's
+  ``run_chinese_ref.py`` reference files). A token continues a word when its first character is
+  not where a word starts. These flags are computed once per corpus and stored beside the token
+  stream, one bit per token, so that masking a batch stays a table lookup.
 
-``auto`` picks jieba when most of the text's letters are CJK characters.
+  ``rjieba`` (jieba-rs, the Rust port of jieba) with :func:`jieba_ascii_starts` gives jieba's word
+  starts exactly on ChnSentiCorp (7,765 reviews) and msra-ner's news (46,000 sentences), 14-22x
+  faster (bench/word_segmenters.py, BENCHMARKS.md "Chinese data path"); ``jieba`` is the Python
+  original. Each has its own stored scheme (:data:`WORD_SCHEMES`): bits of one are never read as
+  the other's.
+
+``auto`` picks rjieba (jieba when rjieba is not installed) when most of the text's letters are CJK.
 """
 
 from __future__ import annotations
@@ -20,28 +26,31 @@ import functools
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from bert_mlm.config import DataConfig
+from bert_mlm.config.masking import SEGMENTERS
+from bert_mlm.core.cjk_encoding import fast_encoder
 from bert_mlm.core.corpus import SPLITS, cjk_characters
-from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.engine import DataConfig, open_engine
+from bert_mlm.core.documents import DocumentShards, characters, in_pieces
+from bert_mlm.core.engine import Finished, open_engine
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
 
 logger = logging.getLogger(__name__)
 
-SEGMENTERS = ("auto", "wordpiece", "jieba")
+# Segmenters whose word starts are computed once and stored beside the sequence index, and the
+# scheme number stored with their bits. A scheme changes whenever the same text would get other
+# bits, so that stored bits, tuning studies and checkpoints of one are never taken for another's.
+WORD_SCHEMES = {"jieba": 1, "rjieba": 2}
+STORED_SEGMENTERS = tuple(WORD_SCHEMES)
 WORDS_SUFFIX = "words.bits"
-
-
-def validate_segmenter(segmenter: str, prefix: str = "masking") -> None:
-    if segmenter not in SEGMENTERS:
-        raise UserError(f"{prefix}.word_segmenter: {segmenter!r} is not one of {SEGMENTERS}")
 
 
 def cjk_share(texts: Iterable[str]) -> float:
@@ -54,11 +63,26 @@ def cjk_share(texts: Iterable[str]) -> float:
 
 
 def resolve_segmenter(segmenter: str, sample: Iterable[str]) -> str:
-    """``auto`` -> ``jieba`` when most letters of ``sample`` are CJK, else ``wordpiece``."""
-    validate_segmenter(segmenter)
+    """``auto`` -> ``rjieba`` (``jieba`` where rjieba is not installed) when most letters of
+    ``sample`` are CJK, else ``wordpiece``."""
+    if segmenter not in SEGMENTERS:  # a library caller's value (the parameters' is checked by its type)
+        raise UserError(f"masking.word_segmenter: {segmenter!r} is not one of {SEGMENTERS}")
     if segmenter != "auto":
         return segmenter
-    return "jieba" if cjk_share(sample) > CJK_MAJORITY else "wordpiece"
+    if cjk_share(sample) <= CJK_MAJORITY:
+        return "wordpiece"
+    if rjieba_installed():
+        return "rjieba"
+    logger.info("masking.word_segmenter: auto takes jieba: rjieba (the 15x faster Rust port) is not installed")
+    return "jieba"
+
+
+def rjieba_installed() -> bool:
+    try:
+        import rjieba  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def continuation_ids(vocabulary: dict[str, int]) -> np.ndarray:
@@ -76,33 +100,106 @@ def _jieba():
     return jieba
 
 
-def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype: str) -> tuple[np.ndarray, bytes]:
+def _rjieba():
+    try:
+        import rjieba
+    except ImportError as error:
+        raise UserError("masking.word_segmenter: rjieba is not installed; pip install rjieba, or choose jieba"
+                        ) from error
+    return rjieba
+
+
+# jieba's HMM pass (``jieba.finalseg``) cuts a run of non-Han characters into [a-zA-Z0-9]+(.digits)(%)
+# pieces and the stretches between them; jieba-rs keeps such a run whole ("24-26", "xxx.com").
+_JIEBA_ASCII_PIECE = re.compile(r"([a-zA-Z0-9]+(?:\.\d+)?%?)")
+_NOT_ALPHANUMERIC = re.compile(r"[^a-zA-Z0-9]")
+_JIEBA_DICTIONARY_ASCII = frozenset({"AT&T", "C#", "C++", "c#", "c++"})  # kept whole by jieba's dictionary
+
+
+def jieba_ascii_starts(word: str, start: int) -> list[int]:
+    """Where jieba's own words start inside an ASCII word of jieba-rs (``[start]`` when it
+    would not cut it): with this, rjieba's word starts equal jieba's on both Chinese corpora
+    (bench/word_segmenters.py), where without it 242 of 3,000 reviews' starts differed, all
+    inside runs such as "24-26" and "hotel.com"."""
+    if (len(word) < 2 or not word.isascii() or word in _JIEBA_DICTIONARY_ASCII
+            or not _NOT_ALPHANUMERIC.search(word) or not _JIEBA_ASCII_PIECE.search(word)):
+        return [start]
+    starts, position = [], start
+    for piece in _JIEBA_ASCII_PIECE.split(word):
+        if piece:
+            starts.append(position)
+            position += len(piece)
+    return starts
+
+
+# An ASCII letter or digit beside ASCII punctuation: where jieba-rs's words may need jieba's cuts.
+_ASCII_MIXED = re.compile(r"[a-zA-Z0-9][!-/:-@\[-`{-~]|[!-/:-@\[-`{-~][a-zA-Z0-9]")
+
+
+def word_starts(text: str, segmenter: str) -> list[int]:
+    """Character offsets where the words of ``text`` start, by ``segmenter`` (rjieba or jieba)."""
+    if segmenter == "jieba":
+        return [start for _, start, _ in _jieba().tokenize(text)]
+    return np.unique(word_starts_array(text)).tolist()
+
+
+def word_starts_array(text: str) -> np.ndarray:
+    """rjieba's word starts with jieba's cuts inside ASCII runs (unordered), for a whole batch of texts
+    joined by newlines at once (a newline ends jieba's blocks: no word crosses it, each text is cut
+    as alone)."""
+    words = _rjieba().cut(text)
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    starts = np.cumsum(lengths) - lengths
+    mixed = [match.start() for match in _ASCII_MIXED.finditer(text)]
+    if not mixed:
+        return starts
+    extra = []
+    for index in np.unique(np.searchsorted(starts, mixed, side="right") - 1).tolist():
+        word = words[index]
+        if word.isascii() and len(word) > 1:
+            extra.extend(jieba_ascii_starts(word, int(starts[index]))[1:])
+    return np.concatenate((starts, np.asarray(extra, dtype=np.int64))) if extra else starts
+
+
+def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype: str,
+                  segmenter: str = "jieba") -> tuple[np.ndarray, bytes]:
     """Continuation flags of every token of ``texts`` in the token store's layout (documents
     without tokens left out, a ``False`` for the separator after each document), and the token
     ids' bytes as the store holds them (so the caller can check both streams are the same).
 
-    A pure function of its arguments, run on the data engine's worker processes: jieba is
-    pure Python (~0.4 M characters per second per core, measured on ChnSentiCorp).
+    A pure function of its arguments, run on the data engine's worker processes. jieba is pure
+    Python (~0.2 M characters per second per core); rjieba ~3 M, so the encoding with character
+    offsets is most of this work with it.
     """
-    jieba = _jieba()
-    tokenizer = encoding_backend(tokenizer_json)
-    flags: list[np.ndarray] = []
-    ids: list[np.ndarray] = []
-    for text in texts:
+    if segmenter not in STORED_SEGMENTERS:
+        raise ValueError(f"segment_texts: {segmenter!r} is not one of {STORED_SEGMENTERS}")
+    fast = fast_encoder(tokenizer_json)
+    if fast is not None:  # BERT's encoding with offsets, vectorised (core/cjk_encoding.py)
+        ids, positions, per_text = fast.encode_flat(texts, offsets=True)
+    else:
+        tokenizer = encoding_backend(tokenizer_json)
         # One text at a time: ``encode_batch`` would use the Rust thread pool, which deadlocks in
-        # a forked worker when TOKENIZERS_PARALLELISM=true (jieba is the cost here anyway).
-        encoding = tokenizer.encode(text, add_special_tokens=False)
-        if not encoding.ids:
-            continue
-        word_start = np.zeros(len(text) + 1, dtype=bool)
-        word_start[[start for _, start, _ in jieba.tokenize(text)]] = True
-        token_start = np.fromiter((start for start, _ in encoding.offsets), dtype=np.int64, count=len(encoding.ids))
-        flags.append(np.append(~word_start[token_start], False))
-        ids.append(np.asarray(encoding.ids, dtype=np.int64))
-        ids.append(np.asarray([separator_id], dtype=np.int64))
-    if not flags:
-        return np.zeros(0, dtype=bool), b""
-    return np.concatenate(flags), np.concatenate(ids).astype(dtype).tobytes()
+        # a forked worker when TOKENIZERS_PARALLELISM=true.
+        encodings = [tokenizer.encode(text, add_special_tokens=False) for text in texts]
+        per_text = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        ids = np.fromiter((i for e in encodings for i in e.ids), dtype=np.int64, count=int(per_text.sum()))
+        positions = np.fromiter((o[0] for e in encodings for o in e.offsets), dtype=np.int64, count=len(ids))
+    # Word starts over all texts at once (joined by newlines): text i's characters start at text_starts[i].
+    text_starts = np.cumsum([0] + [len(text) + 1 for text in texts[:-1]]) if texts else np.zeros(0, np.int64)
+    joined = "\n".join(texts)
+    word_start = np.zeros(len(joined) + 1, dtype=bool)
+    if segmenter == "rjieba":
+        word_start[word_starts_array(joined)] = True
+    else:
+        for text, start in zip(texts, text_starts.tolist(), strict=True):
+            if text:
+                word_start[np.asarray(word_starts(text, segmenter), dtype=np.int64) + start] = True
+    continues = ~word_start[np.repeat(text_starts, per_text) + positions]
+    kept = per_text > 0
+    ends = np.cumsum(per_text)[kept]
+    flags = np.insert(continues, ends, False)  # the separator after each document starts nothing
+    tokens = np.insert(ids, ends, separator_id)
+    return flags, tokens.astype(dtype).tobytes()
 
 
 class BitWriter:
@@ -136,8 +233,9 @@ def words_path(directory: Path, split: str) -> Path:
 
 @dataclass
 class WordSegmentationJob:
-    """Segment every split with jieba and write the continuation bits beside the sequence index;
-    run by the ``sequence_index`` dataset on save, chunk by chunk on the data engine."""
+    """Segment every split with ``segmenter`` (rjieba or jieba) and write the continuation bits
+    beside the sequence index; run by the ``sequence_index`` dataset on save, chunk by chunk on
+    the data engine."""
 
     documents: DocumentShards
     tokenizer_json: str
@@ -146,10 +244,11 @@ class WordSegmentationJob:
     store_digests: dict[str, str]
     store_tokens: dict[str, int]
     data: DataConfig
-    mixture_factors: dict[str, float] | None = None  # the encoder's: the store's training stream
+    segmenter: str = "rjieba"
 
     @classmethod
-    def for_store(cls, documents: DocumentShards, tokenizer, store, data: DataConfig) -> WordSegmentationJob:
+    def for_store(cls, documents: DocumentShards, tokenizer, store, data: DataConfig,
+                  segmenter: str = "rjieba") -> WordSegmentationJob:
         """The job for ``store`` (a :class:`~bert_mlm.core.token_store.TokenStore` encoded from
         ``documents`` with ``tokenizer``); its digests make the written bits refuse another store."""
         return cls(
@@ -160,12 +259,16 @@ class WordSegmentationJob:
             store_digests={split: store.digest(split) for split in SPLITS},
             store_tokens={split: store.split(split).num_tokens for split in SPLITS},
             data=data,
-            mixture_factors=store.manifest.get("mixture_factors"),
+            segmenter=segmenter,
         )
+
+    @property
+    def scheme(self) -> int:
+        return WORD_SCHEMES[self.segmenter]
 
     def write(self, directory: Path) -> dict[str, int]:
         total = sum(self.documents.characters(split) for split in SPLITS)
-        progress = Progress(total, "word segmentation (jieba)", unit="chars")
+        progress = Progress(total, f"word segmentation ({self.segmenter})", unit="chars")
         written = {}
         try:
             with open_engine(self.data) as engine:
@@ -180,10 +283,12 @@ class WordSegmentationJob:
         digest = hashlib.blake2b(digest_size=10)  # the store's digest: the same tokens, or an error
         for flags, ids in engine.map_ordered(
             segment_texts,
-            self.documents.iter_texts(split, progress=progress, factors=self.mixture_factors),
+            (piece for texts in self.documents.iter_texts(split) for piece in in_pieces(texts)),
             self.tokenizer_json,
             self.separator_id,
             self.dtype,
+            self.segmenter,
+            finished=Finished(progress, characters),
         ):
             writer.write(flags)
             digest.update(ids)

@@ -19,6 +19,7 @@ from kedro_datasets.plotly import JSONDataset as _PlotlyJSONDataset
 from kedro_datasets.text import TextDataset as _TextDataset
 
 from bert_mlm.core.files import written_then_renamed
+from bert_mlm.core.redaction import redact
 
 
 class AtomicSave:
@@ -30,7 +31,12 @@ class AtomicSave:
     def _get_save_path(self) -> PurePosixPath:
         return self._writing_to if self._writing_to is not None else super()._get_save_path()
 
+    def _prepared(self, data):
+        """What is written for ``data`` (the data itself, unless a dataset says otherwise)."""
+        return data
+
     def save(self, data) -> None:
+        data = self._prepared(data)
         inner = self._unwrapped_parent_save()
         if self._protocol != "file":
             inner(self, data)
@@ -58,7 +64,12 @@ class CSVDataset(AtomicSave, _CSVDataset):
 
 
 class JSONDataset(AtomicSave, _JSONDataset):
-    """``json.JSONDataset``, saved atomically."""
+    """``json.JSONDataset``, saved atomically, and redacted: the metrics, summaries and study
+    results hold settings (``extra_corpus_path``, a storage URL), and none of their secrets may
+    reach the file (:func:`bert_mlm.core.redaction.redact`)."""
+
+    def _prepared(self, data):
+        return redact(data)
 
 
 class PlotlyJSONDataset(AtomicSave, _PlotlyJSONDataset):

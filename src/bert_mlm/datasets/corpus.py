@@ -7,6 +7,7 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
+from bert_mlm.core.corpus import CorpusError
 from bert_mlm.core.sources import CorpusSource, HFDataset, mixture_source, storage_options_of, without_userinfo
 
 _EMPTY = (None, "", "null", "None")
@@ -56,7 +57,8 @@ class CorpusDataset(AbstractDataset[Any, CorpusSource]):
         given = [k for k, v in (("path", self._path), ("hf_dataset", self._hf_dataset), ("sources", self._sources))
                  if v is not None]
         if len(given) > 1:
-            raise DatasetError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not {given}")
+            raise CorpusError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not "
+                              f"{' and '.join('corpus.' + key for key in given)}")
         if self._sources is not None:
             source = mixture_source(self._sources, self._text_column)
         else:

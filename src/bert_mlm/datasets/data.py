@@ -20,16 +20,17 @@ from bert_mlm.core.corpus import SPLITS, CorpusError
 from bert_mlm.core.documents import DocumentShards, DocumentStream, write_json
 from bert_mlm.core.sequences import SequenceIndex, SplitIndex
 from bert_mlm.core.token_store import EncodingJob, TokenStore
-from bert_mlm.core.words import words_path
+from bert_mlm.core.words import WORD_SCHEMES, words_path
 from bert_mlm.datasets.directory import AtomicDirectoryDataset
 
 TablePreview = dict  # kedro-viz renders a preview annotated with this name as a table
 
 
 class _JobDirectoryDataset(AtomicDirectoryDataset):
-    def _run(self, job) -> None:
+    def _run(self, job, check) -> None:
+        """Run ``job`` into a new version, or reuse a stored one made by the same recipe (``check``ed)."""
         try:
-            self._write_directory(job.write)
+            self._write_reusing(job.write, job.recipe(), job.data.reuse, check)
         except (CorpusError, ValueError) as error:
             # One line naming the parameter or file, not "Failed while saving data to dataset ...".
             raise DatasetError(str(error)) from error
@@ -42,7 +43,7 @@ class DocumentShardsDataset(_JobDirectoryDataset):
         return DocumentShards(self._load_dir())
 
     def save(self, data: DocumentStream) -> None:
-        self._run(data)
+        self._run(data, check=lambda directory: DocumentShards(directory).check_readable())
 
     def preview(self, nrows: int = 10) -> TablePreview:
         shards = self.load()
@@ -60,7 +61,11 @@ class TokenStoreDataset(_JobDirectoryDataset):
         return TokenStore(self._load_dir())
 
     def save(self, data: EncodingJob) -> None:
-        self._run(data)
+        def check(directory: Path) -> None:
+            store = TokenStore(directory)
+            store.verify(SPLITS, store.vocab_size)
+
+        self._run(data, check)
 
     def preview(self) -> TablePreview:
         store = self.load()
@@ -78,7 +83,9 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
     FIELDS = ("starts", "counts", "add_sep")
 
     def load(self) -> SequenceIndex:
-        directory = self._load_dir()
+        return self._load_from(self._load_dir())
+
+    def _load_from(self, directory: Path) -> SequenceIndex:
         try:
             manifest = json.loads((directory / "manifest.json").read_text())
             splits = {
@@ -90,16 +97,23 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
         for split, index in splits.items():
             if not len(index.starts) == len(index.counts) == len(index.add_sep) == manifest["splits"][split]:
                 raise DatasetError(f"sequence_index: the arrays of the {split} split in {str(directory)!r} disagree")
-        words = None
+        words, segmenter = None, manifest.get("word_segmenter", "wordpiece")
+        scheme = manifest.get("word_scheme", WORD_SCHEMES.get(segmenter))  # indexes before schemes: jieba's first
         if manifest.get("word_bits"):
+            if scheme != WORD_SCHEMES.get(segmenter):
+                raise DatasetError(
+                    f"sequence_index: {str(directory)!r} holds {segmenter} word bits of scheme {scheme}, which this "
+                    f"version does not read (it makes scheme {WORD_SCHEMES.get(segmenter)}); run the sequences "
+                    "pipeline again")
             words = {}
             for split, count in manifest["word_bits"].items():
                 path = words_path(directory, split)
                 if not path.is_file() or path.stat().st_size != (count + 7) // 8:
                     raise DatasetError(f"sequence_index: {str(path)!r} is missing or truncated")
                 words[split] = np.memmap(path, dtype=np.uint8, mode="r") if count else np.zeros(0, np.uint8)
+        sources = [(name, int(first)) for name, first in manifest["sources"]] if manifest.get("sources") else None
         return SequenceIndex(manifest["mode"], manifest["max_length"], splits, manifest["store_digests"],
-                             manifest.get("word_segmenter", "wordpiece"), words)
+                             segmenter, words, word_scheme=scheme if words is not None else None, sources=sources)
 
     def save(self, data: SequenceIndex) -> None:
         def fill(directory: Path) -> None:
@@ -112,7 +126,10 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
                 "mode": data.mode, "max_length": data.max_length, "store_digests": data.store_digests,
                 "splits": {split: len(index) for split, index in data.splits.items()},
                 "word_segmenter": data.word_segmenter, "word_bits": word_bits,
+                "word_scheme": data.word_job.scheme if data.word_job is not None else None,
+                "sources": data.sources,
             })
 
         arrays = sum(getattr(index, name).nbytes for index in data.splits.values() for name in self.FIELDS)
-        self._write_directory(fill, needed=arrays if data.word_job is None else None)
+        self._write_reusing(fill, data.recipe, data.reuse, self._load_from,
+                            needed=arrays if data.word_job is None else None)

@@ -7,6 +7,7 @@ would load as the latest: a version exists only once it is whole.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -14,6 +15,9 @@ from typing import Any
 from kedro.io.core import AbstractVersionedDataset, DatasetError, Version
 
 from bert_mlm.core.files import written_then_renamed
+from bert_mlm.core.reuse import find_reusable, link_tree, write_recipe
+
+logger = logging.getLogger(__name__)
 
 
 class AtomicDirectoryDataset(AbstractVersionedDataset):
@@ -28,6 +32,26 @@ class AtomicDirectoryDataset(AbstractVersionedDataset):
         # Not fsynced: token stores reach many GB, and the data stages can be rerun.
         with written_then_renamed(str(self._get_save_path()), sync=False, needed=needed) as temporary:
             return fill(temporary)
+
+    def _write_reusing(self, fill: Callable[[Path], Any], recipe: dict | None, reuse: bool,
+                       check: Callable[[Path], Any], needed: int | None = None) -> None:
+        """Write a version with ``fill``, recording ``recipe`` (what made it: core/reuse.py); when
+        ``reuse`` and a stored version has this recipe and passes ``check``, the new version is that
+        one's files hard-linked instead: the stage is not recomputed, and the log says so."""
+        versions = Path(str(self._filepath))
+        previous = find_reusable(versions, recipe, check, versions.name) if reuse and recipe is not None else None
+        if previous is not None:
+            self._write_directory(lambda directory: link_tree(previous, directory))
+            logger.info("%s: this run's inputs, settings and code are those of version %s: reused it (hard links), "
+                        "not recomputed (data.reuse=false recomputes)", versions.name, previous.parent.name)
+            return
+
+        def fill_and_record(directory: Path) -> None:
+            fill(directory)
+            if recipe is not None:
+                write_recipe(directory, recipe)
+
+        self._write_directory(fill_and_record, needed=needed)
 
     def _load_dir(self) -> Path:
         path = Path(str(self._get_load_path()))

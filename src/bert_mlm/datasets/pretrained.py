@@ -20,6 +20,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from bert_mlm.core.tokenizer import TokenizerJob
 from bert_mlm.datasets.directory import AtomicDirectoryDataset
 
 
@@ -47,8 +48,18 @@ class TokenizerDataset(_PretrainedDirectoryDataset):
     def load(self) -> PreTrainedTokenizerBase:
         return AutoTokenizer.from_pretrained(str(self._load_dir()))
 
-    def save(self, data: PreTrainedTokenizerBase) -> None:
-        self._write([data])
+    def save(self, data: PreTrainedTokenizerBase | TokenizerJob) -> None:
+        if not isinstance(data, TokenizerJob):
+            self._write([data])
+            return
+
+        def train(directory: Path) -> None:
+            tokenizer = data.build()
+            directory.mkdir(parents=True)
+            tokenizer.save_pretrained(str(directory))
+
+        self._write_reusing(train, data.recipe(), data.data.reuse,
+                            check=lambda directory: AutoTokenizer.from_pretrained(str(directory)))
 
 
 class MaskedLMDataset(_PretrainedDirectoryDataset):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 
+from bert_mlm.config import EvaluationParameters, SequenceConfig
 from bert_mlm.core.device import resolve_device
 from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.evaluation import EvaluationParameters, fill_mask_report
+from bert_mlm.core.evaluation import fill_mask_report
 from bert_mlm.core.experiment import held_out_metrics
 from bert_mlm.core.finetune import for_metrics_json
-from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
+from bert_mlm.core.redaction import redact
+from bert_mlm.core.sequences import SequenceIndex
 from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.datasets.pretrained import MaskedLM
@@ -38,7 +40,7 @@ def evaluate_masked_lm(
     metrics.update(
         training_summary,
         **for_metrics_json(finetune_metrics),
-        **({} if extra is None else {"extra_corpus_path": evaluation.corpus_path}),
+        **({} if extra is None else {"extra_corpus_path": redact(evaluation.corpus_path)}),
     )
     held_out_texts = (text for batch in corpus_documents.iter_texts("test") for text in batch)
     metrics["fill_mask_examples"] = fill_mask_report(model, tokenizer, evaluation.fill_mask_sentences, held_out_texts,

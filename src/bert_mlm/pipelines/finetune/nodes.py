@@ -7,9 +7,8 @@ import logging
 
 import pandas as pd
 
-from bert_mlm.core.finetune import RUN_COLUMNS, FinetuneConfig, evaluate_finetuning, starting_point
-from bert_mlm.core.model import ModelConfig
-from bert_mlm.core.training_config import TrainingConfig
+from bert_mlm.config import FinetuneConfig, ModelConfig, TrainingConfig
+from bert_mlm.core.finetune import RUN_COLUMNS, evaluate_finetuning, starting_point
 from bert_mlm.datasets.pretrained import Classifier, MaskedLM
 
 logger = logging.getLogger(__name__)

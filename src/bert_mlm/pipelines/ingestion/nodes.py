@@ -6,9 +6,8 @@ import logging
 
 import pandas as pd
 
-from bert_mlm.core.corpus import CorpusConfig
+from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.documents import DocumentShards, DocumentStream
-from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.sources import CorpusSource, as_corpus_source
 
 logger = logging.getLogger(__name__)
@@ -41,9 +40,9 @@ def summarise_corpus(corpus_documents: DocumentShards) -> pd.DataFrame:
     stats[totals] = stats[totals].astype("Int64")
     stats.loc[stats["split"] != "all", totals] = pd.NA
     sources = corpus_documents.source_stats()
-    if sources is not None:  # a mixture: each source's share of the training stream
+    if sources is not None:  # a mixture: each source's training documents, stored once (weights apply per epoch)
         for row in sources.itertuples():
-            logger.info("Corpus source %s: %d training documents x %.3f -> %.1f %% of the training characters",
-                        row.source, row.train_documents, row.factor, 100 * row.stream_share_of_characters)
+            logger.info("Corpus source %s: %d training documents, %d characters (stored once; training draws it by "
+                        "its weight)", row.source, row.train_documents, row.train_characters)
         stats = pd.concat([stats, sources.assign(split="train:" + sources["source"])], ignore_index=True)
     return stats

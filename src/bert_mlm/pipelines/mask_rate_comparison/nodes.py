@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bert_mlm.config import MaskingConfig, TrainingConfig, VariantOverrides
 from bert_mlm.core.report import compare_variants
-from bert_mlm.core.tuning_result import TuningResult
+from bert_mlm.core.tuning_record import TuningRecord
 
 
-def variant_overrides(overrides: dict) -> TuningResult:
-    """The variant's ``masking``/``training`` values, as the result the training node applies in
-    place of the tuning study's."""
-    return TuningResult.for_variant(overrides)
+def variant_sections(
+    masking: MaskingConfig, training: TrainingConfig, overrides: VariantOverrides
+) -> tuple[MaskingConfig, TrainingConfig, TuningRecord]:
+    """The variant's masking and training sections (the shared ones with its overrides in place),
+    which its training node takes where the default chain takes the tuning stage's, and its record."""
+    return (*overrides.sections(masking, training), TuningRecord.of_variant(overrides))
 
 
 def compare_mask_rates(**inputs) -> tuple[pd.DataFrame, str]:

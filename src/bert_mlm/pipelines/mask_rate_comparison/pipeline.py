@@ -12,7 +12,7 @@ import warnings
 from kedro.pipeline import Node, Pipeline
 
 from bert_mlm.pipelines import evaluation, finetune, training
-from bert_mlm.pipelines.mask_rate_comparison.nodes import compare_mask_rates, variant_overrides
+from bert_mlm.pipelines.mask_rate_comparison.nodes import compare_mask_rates, variant_sections
 
 # To add a variant, add its name here and its overrides to parameters_mask_rate_comparison.yml.
 VARIANTS = ("mask_015", "mask_030", "mask_045")
@@ -20,23 +20,23 @@ VARIANTS = ("mask_015", "mask_030", "mask_045")
 SHARED_INPUTS = {"corpus_documents", "token_store", "sequence_index", "tokenizer", "extra_eval_corpus"}
 SHARED_PARAMETERS = {
     "params:model", "params:training", "params:masking", "params:evaluation", "params:sequences", "params:distributed",
-    "params:finetune",
+    "params:finetune", "params:corpus",
 }
 
 
 def variant_pipeline(name: str) -> Pipeline:
     """The project's training and evaluation pipelines in namespace ``name``; the training node
-    takes the variant's overrides where the default chain passes the tuning study's result."""
-    overrides = Pipeline(
-        [Node(variant_overrides, "params:overrides", "overrides", name="variant_overrides")], namespace=name
-    )
-    trained = Pipeline(
-        [training.create_pipeline(), finetune.create_pipeline(), evaluation.create_pipeline()],
+    takes the variant's sections (``<name>.resolved_masking``, ...) where the default chain takes
+    the tuning stage's."""
+    sections = Node(variant_sections, ["params:masking", "params:training", "params:overrides"],
+                    ["resolved_masking", "resolved_training", "tuning_best_params"], name="variant_sections")
+    return Pipeline(
+        [sections, training.create_pipeline(), finetune.create_pipeline(), evaluation.create_pipeline()],
         namespace=name,
-        inputs={**{shared: shared for shared in SHARED_INPUTS}, "tuning_best_params": f"{name}.overrides"},
+        inputs={shared: shared for shared in SHARED_INPUTS},
         parameters=SHARED_PARAMETERS,
+        tags=["mask_rate_comparison"],
     )
-    return Pipeline([overrides, trained], tags=["mask_rate_comparison"])
 
 
 def create_pipeline(**kwargs) -> Pipeline:

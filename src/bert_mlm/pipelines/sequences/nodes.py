@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import pandas as pd
 from transformers import PreTrainedTokenizerFast
 
-from bert_mlm.core.config import whole_word_requested
+from bert_mlm.config import (
+    DataConfig,
+    EvaluationParameters,
+    MaskingConfig,
+    SequenceConfig,
+    TrainingConfig,
+    TuningConfig,
+    whole_word_requested,
+)
 from bert_mlm.core.corpus import SPLITS
 from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.engine import DataConfig
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.evaluation import EvaluationParameters
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.sequences import SequenceConfig, SequenceIndex, build_sequence_index, sequence_stats
+from bert_mlm.core.reuse import code_digest
+from bert_mlm.core.sequences import SequenceIndex, build_sequence_index, sequence_stats
+from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.training_config import TokenIds, TrainingConfig
-from bert_mlm.core.tuning import TuningConfig
-from bert_mlm.core.words import WordSegmentationJob, resolve_segmenter
+from bert_mlm.core.words import STORED_SEGMENTERS, WordSegmentationJob, resolve_segmenter
 
 SEGMENTER_SAMPLE_CHARS = 200_000
 
@@ -43,14 +49,24 @@ def build_model_inputs(
     masking on jieba words, the index also gets each token's word boundary (written beside it).
     """
     token_store.check_tokenizer(tokenizer.get_vocab())
+    for split in SPLITS:  # indexing follows the document offsets: damaged ones are one line, here
+        token_store.verify_offsets(split)
     segmenter = resolve_segmenter(
         masking.word_segmenter, corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS)
     )
-    segment = segmenter == "jieba" and whole_word_requested(masking, evaluation, tuning)
-    job = WordSegmentationJob.for_store(corpus_documents, tokenizer, token_store, data) if segment else None
+    segment = segmenter in STORED_SEGMENTERS and whole_word_requested(masking, evaluation, tuning)
+    job = WordSegmentationJob.for_store(corpus_documents, tokenizer, token_store, data, segmenter) if segment else None
     logger.info("Word boundaries for whole-word masking: %s%s", segmenter,
                 "" if segmenter == "wordpiece" or job else " (not segmented: no whole-word masking asked for)")
     index = build_sequence_index(token_store, config, SPLITS, segmenter, job)
+    index.reuse, index.recipe = data.reuse, {
+        "stage": "sequence_index", "code": code_digest("bert_mlm.core.sequences", "bert_mlm.core.words"),
+        "store": {split: [token_store.digest(split), token_store.manifest["splits"][split].get("offsets_digest")]
+                  for split in SPLITS},
+        "sources": token_store.sources, "mode": config.mode, "max_length": config.max_length,
+        "word_segmenter": segmenter, "words": job.scheme if job else None,
+        "tokenizer": hashlib.blake2b(tokenizer.backend_tokenizer.to_str().encode(), digest_size=10).hexdigest(),
+    }
     collator = TokenIds.from_tokenizer(tokenizer).collator(config.max_length, config.padding)
     stats = pd.DataFrame(sequence_stats(index, token_store, collator, training.batch_size, training.bucketing))
     counts = dict(zip(stats["split"], stats["sequences"], strict=True))

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from transformers import PreTrainedTokenizerBase
 
-from bert_mlm.core.distributed import DistributedConfig
-from bert_mlm.core.evaluation import EvaluationParameters
+from bert_mlm.config import (
+    CorpusConfig,
+    DistributedConfig,
+    EvaluationParameters,
+    MaskingConfig,
+    ModelConfig,
+    SequenceConfig,
+    TrainingConfig,
+)
 from bert_mlm.core.experiment import Experiment, train_data_parallel, training_summary
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.report import training_curves
-from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
+from bert_mlm.core.sequences import SequenceIndex
 from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.training_config import TrainingConfig
-from bert_mlm.core.tuning_result import TuningResult
+from bert_mlm.core.tuning_record import TuningRecord
 from bert_mlm.datasets.pretrained import MaskedLM
 
 logger = logging.getLogger(__name__)
@@ -28,28 +31,35 @@ def train_masked_lm(
     token_store: TokenStore,
     sequence_index: SequenceIndex,
     tokenizer: PreTrainedTokenizerBase,
-    tuning_best_params: TuningResult,
+    masking: MaskingConfig,
+    resolved_training: TrainingConfig | dict,
+    tuning_record: TuningRecord,
     model: ModelConfig,
     training: TrainingConfig,
-    masking: MaskingConfig,
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     distributed: DistributedConfig,
+    corpus: CorpusConfig | None = None,
 ) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, dict]:
-    """Train with per-epoch dynamic masking at the tuned (or configured) probability.
+    """Train with per-epoch dynamic masking.
 
-    ``tuning_best_params``: the tuning study's result, or a mask-rate variant's overrides in its
-    place (:class:`~bert_mlm.core.tuning_result.TuningResult`), applied here and only here.
-    Returns the model with its tokenizer, the per-step history, a loss/accuracy plot and a
-    summary (tokens, throughput, the masking actually used and where it came from).
+    ``masking``: the section the tuning stage resolved (a mask-rate variant's, in its namespace);
+    ``resolved_training``: the training section it resolved when the study chose training values,
+    else ``{}`` and the run trains with ``training`` (its parameters); ``tuning_record``: the
+    stage's record, for the summary. Returns the model with its tokenizer, the per-step history, a
+    loss/accuracy plot and a summary (tokens, throughput, the masking used and where it came from, and
+    a mixture's per-source shares counted on the drawn epoch). ``corpus.sources``' weights are applied
+    here, per epoch: changing one re-runs no data stage.
     """
-    masking, training = tuning_best_params.apply(masking, training)
+    training = resolved_training or training
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
-                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences)
-    logger.info("Training with masking %s (from %s)", asdict(masking), tuning_best_params.masking_origin.value)
+                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences,
+                                       mixture=corpus.sources if corpus is not None else None)
+    logger.info("Training with masking %s (from %s)", masking.model_dump(), tuning_record.source)
     trained, result = train_data_parallel(experiment, distributed)
-    summary = training_summary(result, masking, tuning_best_params, trained, sequence_index.word_segmenter,
-                               distributed.world_size, training.eval_every)
+    summary = training_summary(result, masking, tuning_record, trained, sequence_index.word_segmenter,
+                               distributed.world_size, experiment.sequences.get("train"), training.seed,
+                               training.eval_every)
     trained.to("cpu")
     curves = training_curves(result.history, summary["kept_step"])
     return MaskedLM(model=trained, tokenizer=tokenizer), result.history, curves, summary

@@ -10,18 +10,23 @@ import pandas as pd
 import plotly.graph_objects as go
 from transformers import PreTrainedTokenizerBase
 
-from bert_mlm.core.evaluation import EvaluationParameters
+from bert_mlm.config import (
+    CorpusConfig,
+    EvaluationParameters,
+    FinetuneConfig,
+    MaskingConfig,
+    ModelConfig,
+    SequenceConfig,
+    TrainingConfig,
+    TuningConfig,
+)
 from bert_mlm.core.experiment import Experiment
-from bert_mlm.core.finetune import FinetuneConfig
 from bert_mlm.core.mask_study import tune_masking
-from bert_mlm.core.masking import MaskingConfig
-from bert_mlm.core.model import ModelConfig
 from bert_mlm.core.report import tuning_curve
-from bert_mlm.core.sequences import SequenceConfig, SequenceIndex
+from bert_mlm.core.sequences import SequenceIndex
 from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.training_config import TrainingConfig
-from bert_mlm.core.tuning import TuningConfig, trials_table
-from bert_mlm.core.tuning_result import TuningResult
+from bert_mlm.core.tuning import trials_table
+from bert_mlm.core.tuning_record import TuningRecord
 
 logger = logging.getLogger(__name__)
 
@@ -37,25 +42,31 @@ def tune_mask_probability(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     finetune: FinetuneConfig,
-) -> tuple[TuningResult, pd.DataFrame, plt.Figure, go.Figure]:
-    """Run (or continue) the study; return the best parameters, the trials, the trials' eval loss
-    against the searched value, and Optuna's optimisation history.
+    corpus: CorpusConfig | None = None,
+) -> tuple[MaskingConfig, TrainingConfig | dict, TuningRecord, pd.DataFrame, plt.Figure, go.Figure]:
+    """Run (or continue) the study; return the masking to train with (the configured one, or the
+    study's best when it was adopted), the training section when the study chose training values
+    (else ``{}``: training takes ``params:training``), the study's record, the trials, the trials'
+    eval loss against the searched value, and Optuna's optimisation history.
 
-    With ``tuning.n_trials: 0`` the study is skipped and the configured probability is passed on.
+    With ``tuning.n_trials: 0`` the study is skipped and the configured masking is passed on.
     """
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
-                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences)
+                                       masking=masking, evaluation=evaluation.protocol, sequences=sequences,
+                                       mixture=corpus.sources if corpus is not None else None)
     if True in (config.search_space.get("whole_word") or ()):
         sequence_index.check_words(True, masking.word_segmenter, "tuning.search_space.whole_word")
     if config.n_trials == 0:
         logger.info("tuning.n_trials is 0: training with masking.probability=%s", masking.probability)
         no_trials = pd.DataFrame(columns=["number", "state", "value"])
-        return TuningResult.of_parameters(masking), no_trials, plt.figure(), go.Figure()
+        return masking, {}, TuningRecord.of_parameters(masking), no_trials, plt.figure(), go.Figure()
 
-    best, study = tune_masking(experiment, config, finetune)
+    resolved_masking, resolved_training, record, study = tune_masking(experiment, config, finetune)
     trials = trials_table(study)
     return (
-        best,
+        resolved_masking,
+        resolved_training or {},
+        record,
         trials,
         tuning_curve(trials, config.objective) or plt.figure(),
         optuna.visualization.plot_optimization_history(study),

@@ -10,9 +10,10 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tune_mask_probability,
                 inputs=[
                     "token_store", "sequence_index", "tokenizer", "params:tuning", "params:model", "params:training",
-                    "params:masking", "params:evaluation", "params:sequences", "params:finetune",
+                    "params:masking", "params:evaluation", "params:sequences", "params:finetune", "params:corpus",
                 ],
-                outputs=["tuning_best_params", "tuning_trials", "tuning_objective_plot", "tuning_history_plot"],
+                outputs=["resolved_masking", "resolved_training", "tuning_best_params", "tuning_trials",
+                         "tuning_objective_plot", "tuning_history_plot"],
                 name="tune_mask_probability",
                 tags=["tuning", "model"],
             )

@@ -1,4 +1,4 @@
-"""``tuning_best_params``: the typed tuning result through its versioned JSON file."""
+"""``tuning_best_params``: the typed tuning record through its versioned JSON file."""
 
 from __future__ import annotations
 
@@ -9,41 +9,41 @@ import pytest
 from kedro.io.core import DatasetError, Version
 
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.tuning_result import Confirmation, Origin, TuningResult
-from bert_mlm.datasets import TuningResultDataset
+from bert_mlm.core.tuning_record import Confirmation, TuningRecord
+from bert_mlm.datasets import TuningRecordDataset
 
 
-def test_a_result_saves_once_per_version_and_loads_typed(tmp_path):
-    result = TuningResult(Origin.TUNING, {"probability": 0.3}, {"learning_rate": 1e-3}, study_name="s", best_trial=1,
+def test_a_record_saves_once_per_version_and_loads_typed(tmp_path):
+    record = TuningRecord("tuning", {"probability": 0.3}, {"learning_rate": 1e-3}, study_name="s", best_trial=1,
                           best_value=4.0, objective="eval_loss", finished_trials=2,
                           confirmation=Confirmation([4.0], [4.1], 0.15, 0.1, 0.05, 0.15, True, "clear"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no save/load version mismatch: the version is resolved once
-        TuningResultDataset(filepath=str(tmp_path / "best.json"), version=Version(None, None)).save(result)
+        TuningRecordDataset(filepath=str(tmp_path / "best.json"), version=Version(None, None)).save(record)
     versions = list((tmp_path / "best.json").iterdir())
     assert len(versions) == 1 and [p.name for p in versions[0].iterdir()] == ["best.json"]
-    loaded = TuningResultDataset(filepath=str(tmp_path / "best.json"), version=Version(None, None)).load()
-    assert loaded == result and isinstance(loaded.confirmation, Confirmation)
+    loaded = TuningRecordDataset(filepath=str(tmp_path / "best.json"), version=Version(None, None)).load()
+    assert loaded == record and isinstance(loaded.confirmation, Confirmation)
 
 
-def test_a_file_written_before_the_class_loads(tmp_path):
+def test_a_file_of_an_earlier_version_loads(tmp_path):
     path = tmp_path / "best.json"
     path.write_text(json.dumps({"masking": {"probability": 0.2}, "source": "parameters"}))
-    loaded = TuningResultDataset(filepath=str(path)).load()
-    assert loaded == TuningResult(Origin.PARAMETERS, {"probability": 0.2})
-    assert loaded.probability_origin is Origin.PARAMETERS
+    loaded = TuningRecordDataset(filepath=str(path)).load()
+    assert loaded == TuningRecord("parameters", {"probability": 0.2})
+    assert loaded.summary["mask_probability_source"] == "parameters"
 
 
 def test_a_bad_source_is_one_user_error(tmp_path):
     path = tmp_path / "best.json"
     path.write_text(json.dumps({"source": "guess"}))
     with pytest.raises(DatasetError) as raised:
-        TuningResultDataset(filepath=str(path)).load()
+        TuningRecordDataset(filepath=str(path)).load()
     assert isinstance(raised.value.__cause__, UserError) and "source 'guess'" in str(raised.value.__cause__)
 
 
 def test_kedro_viz_previews_the_file(tmp_path):
     path = tmp_path / "best.json"
     path.write_text(json.dumps({"masking": {"probability": 0.2}, "source": "parameters"}))
-    assert json.loads(TuningResultDataset(filepath=str(path)).preview()) == {"masking": {"probability": 0.2},
+    assert json.loads(TuningRecordDataset(filepath=str(path)).preview()) == {"masking": {"probability": 0.2},
                                                                              "source": "parameters"}

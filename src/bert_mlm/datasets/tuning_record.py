@@ -1,6 +1,5 @@
-"""``tuning_best_params`` as a Kedro dataset: a :class:`~bert_mlm.core.tuning_result.TuningResult`
-stored as JSON (saved atomically), so that nodes hand each other the typed value, never a mapping
-to parse. Files saved before the class existed hold the same keys and load as they are."""
+"""``tuning_best_params`` as a Kedro dataset: the :class:`~bert_mlm.core.tuning_record.TuningRecord`
+stored as JSON (saved atomically). Files of earlier versions hold the same keys and load as they are."""
 
 from __future__ import annotations
 
@@ -9,19 +8,19 @@ import json
 from kedro_datasets._typing import JSONPreview
 from kedro_datasets.json import JSONDataset as _JSONDataset
 
-from bert_mlm.core.tuning_result import TuningResult
+from bert_mlm.core.tuning_record import TuningRecord
 from bert_mlm.datasets.atomic import AtomicSave, JSONDataset
 
 
-class TuningResultDataset(JSONDataset):
-    """A versioned JSON file holding a :class:`TuningResult`."""
+class TuningRecordDataset(JSONDataset):
+    """A versioned JSON file holding a :class:`TuningRecord`."""
 
     # Kedro wraps every dataset's load and save (logging, versions); these call the parents' own
     # functions, so that one save resolves its version once.
-    def load(self) -> TuningResult:
-        return TuningResult.from_json(_JSONDataset.load.__wrapped__(self))
+    def load(self) -> TuningRecord:
+        return TuningRecord.from_json(_JSONDataset.load.__wrapped__(self))
 
-    def save(self, data: TuningResult) -> None:
+    def save(self, data: TuningRecord) -> None:
         AtomicSave.save(self, data.to_json())
 
     def preview(self) -> JSONPreview:

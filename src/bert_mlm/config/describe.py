@@ -1,0 +1,102 @@
+"""Every parameter in words, from the types (``bert-mlm params``), and the JSON schema of the
+parameters files for editors (``bert-mlm params --json-schema``)."""
+
+from __future__ import annotations
+
+import json
+import types
+from typing import Any, Literal, Union, get_args, get_origin
+
+import click
+from pydantic.fields import FieldInfo
+
+from bert_mlm.config.base import Section, alternatives, requirement, worded
+from bert_mlm.config.experiment import SECTIONS, ExperimentConfig
+from bert_mlm.config.variants import VariantOverrides
+
+VARIANT_EXAMPLE = "mask_030"
+
+
+def type_name(annotation: Any) -> str:
+    """``float``, ``int | null``, ``'auto' | float``, ``str`` for a choice, ``mapping``..."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        return " | ".join(type_name(member) for member in get_args(annotation))
+    if get_origin(annotation) is Literal:
+        return "str"
+    if get_origin(annotation) is not None and getattr(annotation, "__metadata__", None):
+        return type_name(get_args(annotation)[0])
+    origin = get_origin(annotation) or annotation
+    return {type(None): "null", dict: "mapping", list: "list"}.get(origin, getattr(origin, "__name__", str(origin)))
+
+
+def default_text(field: FieldInfo) -> str:
+    return json.dumps(field.get_default(call_default_factory=True), ensure_ascii=False)
+
+
+def summary(section: type[Section]) -> str:
+    return " ".join((section.__doc__ or "").split())
+
+
+def range_text(field: FieldInfo) -> str:
+    """What ``field`` allows beyond its type (a range, the choices, non-empty), or ``""``."""
+    constrained = any(detail for kind, detail in alternatives(field) if kind is not type(None))
+    return requirement(field) if worded(field) or constrained else ""
+
+
+def parameter_rows(name: str, section: type[Section]) -> list[tuple[str, str, str, str, str]]:
+    """(parameter, type, default, allowed, help) for each field of ``section``."""
+    return [(f"{name}.{field}", type_name(info.annotation), default_text(info), range_text(info),
+             info.description or "") for field, info in section.model_fields.items()]
+
+
+def parameters_text(only: str | None = None) -> str:
+    """Every section (or ``only`` that one), its file and its parameters: type, default, what is
+    allowed and a one-line help."""
+    sections = {**SECTIONS, VARIANT_EXAMPLE: VariantOverrides}
+    if only is not None:
+        sections = {only: sections[only]}
+    blocks = []
+    for name, section in sections.items():
+        where = ("conf/base/parameters_mask_rate_comparison.yml, under each variant (mask_015, mask_030, ...)"
+                 if section is VariantOverrides else f"conf/base/parameters_{name}.yml")
+        prefix = f"{name}.overrides" if section is VariantOverrides else name
+        rows = parameter_rows(prefix, section)
+        widths = [max(len(row[column]) for row in rows) for column in range(3)]
+        lines = [f"{prefix}: {summary(section)}", f"  ({where})"]
+        for parameter, kind, default, allowed, help_text in rows:
+            lines.append(f"  {parameter:<{widths[0]}}  {kind:<{widths[1]}}  {default:<{widths[2]}}  {allowed}".rstrip())
+            lines.append(f"  {'':<{widths[0]}}  {help_text}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+def json_schema() -> dict:
+    """The JSON schema of the parameters (all files merged): each section an object whose keys are
+    checked, typed, ranged and described; the mask-rate variants hold ``overrides``."""
+    schema = ExperimentConfig.model_json_schema()
+    variants = schema["properties"].pop("variants")
+    schema["title"] = "bert-mlm parameters"
+    schema["description"] = "conf/<env>/parameters_*.yml of a bert-mlm project, merged"
+    overrides = variants["additionalProperties"]
+    schema["additionalProperties"] = {
+        "type": "object", "description": "a mask_rate_comparison variant (mask_015, mask_030, ...)",
+        "properties": {"overrides": overrides}, "additionalProperties": False,
+    }
+    return schema
+
+
+def _section_names() -> list[str]:
+    return [*SECTIONS, VARIANT_EXAMPLE]
+
+
+@click.command("params")
+@click.argument("section", required=False, type=click.Choice(_section_names()))
+@click.option("--json-schema", "schema", is_flag=True, help="Print the parameters' JSON schema (for editors) instead.")
+def params_command(section: str | None, schema: bool) -> None:
+    """List every parameter (or one SECTION's): its type, default, what it allows and a one-line
+    help, from the types that validate them. Set them in conf/<env>/parameters_<section>.yml or
+    with `bert-mlm run --params section.key=value`."""
+    if schema:
+        click.echo(json.dumps(json_schema(), indent=2, ensure_ascii=False))
+        return
+    click.echo(parameters_text(section), nl=False)

@@ -1,0 +1,95 @@
+"""``training``: the optimisation, its budget, the device and the checkpoints."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from bert_mlm.config.base import Section
+from bert_mlm.core.errors import UserError
+
+SCHEDULES = ("linear", "cosine", "constant_with_warmup")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+Positive = Annotated[float, Field(gt=0)]
+
+
+class TrainingConfig(Section):
+    """The optimisation and its budget, the device, the checkpoints"""
+
+    SECTION = "training"
+
+    max_steps: int | None = Field(
+        360, gt=0, description="optimizer steps (~5 min on 2 CPU cores); null when epochs sets the budget")
+    epochs: float | None = Field(
+        None, gt=0, description="passes over the training sequences instead of max_steps (then set max_steps: null)")
+    batch_size: int = Field(32, gt=0, description="sequences per micro-batch")
+    gradient_accumulation_steps: int = Field(1, gt=0, description="micro-batches per optimizer step")
+    # 1/width, as muP prescribes for Adam on hidden weights: a 4-layer 256-wide model stayed on the
+    # unigram plateau for 300 steps at 2e-3 and left it at 1e-3 (BENCHMARKS.md).
+    learning_rate: Positive | Literal["auto"] = Field(
+        "auto", description="peak, after warmup; auto = 2e-3 x 128 / model.hidden_size (2e-3 at 128, 1e-3 at 256)")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW's decoupled weight decay (not on biases and norms)")
+    adam_beta1: float = Field(0.9, ge=0, lt=1, description="AdamW's first-moment decay")
+    adam_beta2: float = Field(0.98, ge=0, lt=1, description="AdamW's second-moment decay")
+    adam_epsilon: float = Field(1e-6, gt=0, description="AdamW's epsilon")
+    warmup_steps: int = Field(36, ge=0, description="steps of linear warmup to the peak learning rate")
+    schedule: Literal[SCHEDULES] = Field("linear", description="linear | cosine | constant_with_warmup")
+    max_grad_norm: float | None = Field(1.0, gt=0, description="gradient clipping (after unscaling); null: none")
+    seed: int = Field(42, ge=0, description="initial weights, data order, masks and dropout")
+    precision: Literal[PRECISIONS] = Field(
+        "auto", description="auto | fp32 | bf16 | fp16 (auto: bf16/fp16 on CUDA, fp32 on CPU)")
+    device: str = Field("auto", min_length=1, description="auto | cpu | cuda | cuda:N")
+    bucketing: bool = Field(True, description="length-bucketed batches (less padding)")
+    checkpoint_every: int = Field(0, ge=0, description="steps between checkpoints (0: none)")
+    checkpoint_dir: str | None = Field(
+        None, description="where checkpoints go (one folder per run inside); needed by checkpoint_every and resume")
+    keep_checkpoints: int = Field(2, ge=0, description="the newest checkpoints kept per run (0: all)")
+    resume: bool = Field(False, description="true: continue from the last checkpoint in checkpoint_dir")
+    max_nonfinite_steps: int = Field(
+        5, gt=0, description="consecutive steps with a non-finite loss or gradient before the run stops")
+    progress: bool = Field(True, description="a progress bar (a line per tenth in log files)")
+    # Off by default: on the one GPU measured it helped at batch 256 (+18 %) and hurt at 1024
+    # (-20 %); measure per configuration (BENCHMARKS.md).
+    compile: bool | Literal[COMPILE_MODES] = Field(
+        False, description="true | a torch.compile mode (reduce-overhead, max-autotune, ...): the encoder under "
+                           "torch.compile; off until a device measurement says it pays (README)")
+    # The history still has every step; a non-finite streak is seen at the next read.
+    record_every: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+        "auto", description="steps between host reads of the loss (a device sync): auto = 10 on GPU, 1 on CPU")
+    eval_every: int | None = Field(
+        0, ge=0, description="validation during training: the fixed protocol on the valid split every N steps, in "
+                             "the history and the report (0 or null: off; conf/gpu: 1000)")
+    # The budget bounds the cost: at 4,096, one validation took 1.16 training steps of 32 x 128 tokens
+    # (CPU, 4 x 256 model: every 20 steps is 5.7 % of the time; at 20,000, 6.6 steps; BENCHMARKS.md).
+    # Every validation scores the same masks, so the curve's points are paired.
+    eval_masked_tokens: int = Field(
+        4096, gt=0, description="each validation's budget of masked tokens (CPU, 4 x 256 model: as long as 1.2 "
+                                "training steps of 32 x 128 tokens)")
+    keep_best: bool = Field(
+        False, description="true: the saved model is the step with the lowest validation loss (needs eval_every)")
+
+    @model_validator(mode="after")
+    def _budget_and_checkpoints(self) -> TrainingConfig:
+        if self.epochs is not None and self.max_steps is not None:
+            raise UserError(
+                f"training.epochs: {self.epochs:g} and training.max_steps: {self.max_steps} both set the training "
+                f"budget; set the other one to null (--params training.epochs={self.epochs:g},training.max_steps=null)"
+            )
+        if self.epochs is None and self.max_steps is None:
+            raise UserError("training.max_steps: null needs training.epochs (passes over the data) as the budget")
+        if (self.checkpoint_every or self.resume) and not self.checkpoint_dir:
+            raise UserError("training.checkpoint_dir: required when checkpoint_every > 0 or resume is true")
+        if self.keep_best and not self.eval_every:
+            raise UserError("training.keep_best: picks the step with the best validation loss; set training.eval_every "
+                            "(e.g. 100) to validate during training")
+        return self
+
+    def record_window(self, device) -> int:
+        """Steps between host reads: ``record_every``, or for ``auto`` every step on the CPU (its
+        values are read without a device sync, and a short run's progress moves step by step) and
+        every 10th on an accelerator (``device``: a ``torch.device``)."""
+        if self.record_every != "auto":
+            return self.record_every
+        return 1 if device.type == "cpu" else 10

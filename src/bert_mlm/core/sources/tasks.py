@@ -1,0 +1,137 @@
+"""The corpus as pieces that Dask workers read themselves, from wherever the files are (the client
+lists files and reads their first bytes, but never funnels their text): byte ranges of text files,
+row groups of Parquet files, whole other files, or texts the client already holds."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bert_mlm.core.corpus import TABLE_SUFFIXES, TEXT_SUFFIXES, RawText
+from bert_mlm.core.sources import streams
+from bert_mlm.core.sources.listing import CorpusFile, compression_of, format_suffix, source_name
+from bert_mlm.core.sources.source import iter_file_batches
+from bert_mlm.core.sources.tables import iter_table_rows, open_parquet, parquet_texts
+
+if TYPE_CHECKING:
+    from bert_mlm.core.sources.source import CorpusSource
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """A bounded piece of a corpus that a worker reads: a byte range of an uncompressed text file,
+    a row group of a Parquet file, a whole other file, or texts the client already holds (the
+    built-in corpus, a Hugging Face dataset, what a Kedro dataset loaded, a file of this machine)."""
+
+    kind: str  # "range" | "row_group" | "file" | "items"
+    file: CorpusFile | None = None
+    storage_options: dict | None = None
+    text_column: str = "text"
+    origin: str = ""
+    start: int = 0
+    stop: int = 0
+    chunk_bytes: int = streams.READ_CHUNK_BYTES
+    items: tuple[RawText, ...] = ()
+    line_by_line: bool = False  # decided by the client, from the file's head, once
+
+
+def _boundary(handle, offset: int, size: int, chunk_bytes: int, line_by_line: bool) -> int:
+    """The first paragraph end at or after ``offset`` (else, past ``4 * chunk_bytes``, the first
+    space or newline). A function of the file's bytes from ``offset`` only, so the two tasks that
+    share a range end agree on it."""
+    if offset <= 0 or offset >= size:
+        return max(0, min(offset, size))
+    handle.seek(offset)
+    window = b""
+    while len(window) < 4 * chunk_bytes:
+        block = handle.read(1 << 16)
+        if not block:
+            return size
+        window += block
+        # A paragraph end that may continue past the window's end is not taken until the window covers it.
+        match = streams.PARAGRAPH_END[line_by_line].search(window, 0, max(0, len(window) - 64))
+        if match:
+            return offset + match.end()
+    space = re.search(rb"[ \n]", window)
+    return offset + (space.end() if space else len(window))
+
+
+def read_task(task: ReadTask) -> list[RawText]:
+    """Run one :class:`ReadTask`: the raw texts of its piece (on a worker)."""
+    if task.kind == "items":
+        return list(task.items)
+    file = task.file
+    if task.kind == "row_group":
+        parquet = open_parquet(file, task.storage_options)
+        column = parquet.read_row_group(task.start, columns=[task.text_column]).column(0)
+        items = parquet_texts(column.combine_chunks(), source_name(file))
+    elif task.kind == "range":
+        source = source_name(file)
+        with streams.open_raw(file, task.storage_options) as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if task.start == 0:
+                handle.seek(0)
+                streams.check_not_binary(handle.read(streams.HEAD_BYTES), source)
+            begin = _boundary(handle, task.start, size, task.chunk_bytes, task.line_by_line)
+            end = _boundary(handle, task.stop, size, task.chunk_bytes, task.line_by_line)
+            handle.seek(begin)
+            data = handle.read(max(0, end - begin))
+        items = [streams.raw_text(data, source, task.start == 0, task.line_by_line)] if data else []
+    elif format_suffix(str(file)) in TABLE_SUFFIXES:
+        items = [row for rows in iter_table_rows(file, task.text_column, storage_options=task.storage_options)
+                 for row in rows]
+    else:
+        items = list(streams.iter_text_file(file, task.chunk_bytes, task.storage_options, task.line_by_line))
+    return [replace(item, origin=task.origin) for item in items] if task.origin else items
+
+
+def read_tasks(source: CorpusSource, chunk_bytes: int = streams.READ_CHUNK_BYTES, local_files: bool = True,
+               line_by_line: bool | str = "auto") -> Iterator[ReadTask]:
+    """The corpus as tasks that workers read (:func:`read_task`), in the corpus's order.
+    ``local_files=False`` (workers on other machines): this machine's files are read here and
+    their texts sent; remote URLs are still read by the workers."""
+    if source.parts:
+        for part in source.parts:
+            yield from read_tasks(part, chunk_bytes, local_files, line_by_line)
+    elif source.path is not None:
+        yield from _file_tasks(source, chunk_bytes, local_files, line_by_line)
+    else:
+        for batch in source.batches(chunk_bytes):
+            yield ReadTask("items", items=tuple(batch), origin=source.name)
+
+
+def _file_tasks(source: CorpusSource, chunk_bytes: int, local_files: bool, line_by_line) -> Iterator[ReadTask]:
+    options = source.storage_options
+    common = {"storage_options": options, "text_column": source.text_column, "origin": source.name,
+              "chunk_bytes": chunk_bytes}
+    for file, size in source.listing:
+        suffix = format_suffix(str(file))
+        if isinstance(file, Path) and not local_files:  # workers elsewhere cannot see this machine's files
+            batches = iter_file_batches([file], source.text_column, chunk_bytes, line_by_line=line_by_line)
+            yield from (ReadTask("items", items=tuple(batch), origin=source.name) for batch in batches)
+        elif suffix == ".parquet":
+            with open_parquet(file, options) as parquet:
+                groups = parquet.num_row_groups
+            yield from (ReadTask("row_group", file, start=group, **common) for group in range(groups))
+        elif suffix not in TEXT_SUFFIXES:
+            yield ReadTask("file", file, **common)  # a CSV/JSON table: a quoted cell may hold a newline
+        else:
+            # Byte ranges need a known size, seeking, and the stored bytes to be the text: a compressed
+            # or UTF-16 file is read whole by one worker (its memory is that file's, not the corpus's).
+            head = None
+            if size and not compression_of(str(file)) and streams.reads_ranges(file, options):
+                with streams.open_raw(file, options) as handle:
+                    head = handle.read(streams.HEAD_BYTES)
+                if streams.bom_encoding(head) or streams.compression_in(head):
+                    head = None
+            decided = {"line_by_line": line_by_line if line_by_line != "auto" else streams.resolve_line_by_line(
+                "auto", head if head is not None else streams.text_head(file, options), source_name(file))}
+            if head is None:
+                yield ReadTask("file", file, **common, **decided)
+            else:
+                yield from (ReadTask("range", file, start=start, stop=min(start + chunk_bytes, size), **common,
+                                     **decided) for start in range(0, size, chunk_bytes))

@@ -1,0 +1,39 @@
+"""A parameter section as a Kedro dataset: the masking (and training) section the tuning stage
+resolved for training, stored as JSON (saved atomically), so that kedro-viz shows which masking a
+model was trained with and a later ``--pipelines training`` run trains with the same."""
+
+from __future__ import annotations
+
+import json
+
+from kedro_datasets._typing import JSONPreview
+from kedro_datasets.json import JSONDataset as _JSONDataset
+
+from bert_mlm.config import SECTIONS, Section
+from bert_mlm.core.errors import UserError
+from bert_mlm.datasets.atomic import AtomicSave, JSONDataset
+
+
+class SectionDataset(JSONDataset):
+    """A versioned JSON file holding one section (``section``: its key, e.g. ``masking``), or
+    ``{}`` where the stage resolved none (the training section of a study that chose no training
+    value; Kedro saves no ``None``). Loading validates the file as the parameters are validated."""
+
+    def __init__(self, *, section: str, **kwargs) -> None:
+        if section not in SECTIONS:
+            raise UserError(f"SectionDataset: section {section!r} is not one of {list(SECTIONS)}")
+        super().__init__(**kwargs)
+        self._section = SECTIONS[section]
+
+    def load(self) -> Section | dict:
+        values = _JSONDataset.load.__wrapped__(self)
+        try:
+            return self._section.build(values) if values else {}
+        except UserError as error:
+            raise UserError(f"{self._filepath}: {error}") from error
+
+    def save(self, data: Section | dict) -> None:
+        AtomicSave.save(self, data.model_dump(mode="json") if isinstance(data, Section) else {})
+
+    def preview(self) -> JSONPreview:
+        return JSONPreview(json.dumps(_JSONDataset.load.__wrapped__(self)))

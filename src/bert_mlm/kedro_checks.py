@@ -1,0 +1,256 @@
+"""Kedro-level mistakes, found before Kedro trips over them, each in one line that says what to do:
+an unknown pipeline, environment, node, tag or runner (checked by the command line), a
+``--load-versions`` version that does not exist, a credentials name that the
+credentials files do not hold (when the context is created), and a pipeline run on its own whose
+inputs no earlier run has written (before the first node).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from bert_mlm.core.errors import UserError
+
+DEFAULT_ENV = "local"  # settings.CONFIG_LOADER_ARGS["default_run_env"]
+
+
+def check_pipeline_names(names: Iterable[str]) -> None:
+    """Every ``--pipelines`` name is registered (Kedro's own message is a 40-line traceback)."""
+    from kedro.framework.project import pipelines
+
+    known = sorted(pipelines)
+    for name in names:
+        if name and name not in pipelines:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise UserError(f"--pipelines: {name!r} is not a pipeline of this project; {hint}the pipelines are "
+                            f"{', '.join(known)}")
+
+
+def check_selection(pipeline_names: Iterable[str], options: Mapping[str, Any]) -> None:
+    """``--nodes``, ``--from-nodes``, ``--to-nodes`` and ``--tags`` name nodes and tags of the
+    pipelines run, and ``--runner`` a runner (Kedro's own messages come after a traceback; an unknown
+    tag among known ones is silently ignored by Kedro)."""
+    from kedro.framework.project import pipelines
+
+    names = [name for name in pipeline_names if name] or ["__default__"]
+    chosen = [pipelines[name] for name in names if name in pipelines]
+    where = f"the pipeline {names[0]!r}" if len(names) == 1 else f"the pipelines {names}"
+    nodes = sorted({node.name for pipeline in chosen for node in pipeline.nodes})
+    for option, key in (("--nodes", "node_names"), ("--from-nodes", "from_nodes"), ("--to-nodes", "to_nodes")):
+        for name in options.get(key) or ():
+            if name not in nodes:
+                close = difflib.get_close_matches(name, nodes, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise UserError(f"{option}: {name!r} is not a node of {where}; {hint}its nodes: {', '.join(nodes)}")
+    tags = sorted({tag for pipeline in chosen for node in pipeline.nodes for tag in node.tags})
+    for tag in options.get("tags") or ():
+        if tag not in tags:
+            known = f"its tags: {', '.join(tags)}" if tags else "its nodes carry no tags (use --nodes or --pipelines)"
+            raise UserError(f"--tags: {tag!r} is not a tag of {where}; {known}")
+    runner = options.get("runner")
+    if runner:
+        from kedro.utils import load_obj
+
+        try:
+            load_obj(runner, "kedro.runner")
+        except (AttributeError, ImportError, ValueError) as error:
+            raise UserError(f"--runner: {runner!r} is not a Kedro runner ({type(error).__name__}: {error}); use "
+                            "SequentialRunner, ThreadRunner or ParallelRunner, or the dotted path of a runner "
+                            "class") from error
+
+
+def check_load_versions(catalog, load_versions: Mapping[str, str] | None) -> None:
+    """Each ``--load-versions name:version`` names a versioned dataset and one of its versions."""
+    for name, version in (load_versions or {}).items():
+        try:
+            dataset = catalog.get(name)
+        except Exception:  # noqa: BLE001 - Kedro raises several types for an unknown name
+            dataset = None
+        folder = getattr(dataset, "_filepath", None)
+        if dataset is None or folder is None:
+            raise UserError(f"--load-versions: {name!r} is not a versioned dataset of the catalog")
+        folder = Path(str(folder))
+        if not (folder / version).exists():
+            versions = sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+            shown = ", ".join(versions[-5:]) if versions else "none: no run has written it yet"
+            raise UserError(f"--load-versions: {name}:{version} is not a version of {name} ({_relative(folder)}); "
+                            f"its newest versions: {shown}")
+
+
+def kedro_mistake(error: BaseException) -> UserError | None:
+    """A Kedro error that is the user's to fix, as one line: configuration that is not valid YAML,
+    a key given twice in one environment, a ``--load-versions`` dataset the catalog lacks. ``None``
+    for anything else (a bug keeps its traceback)."""
+    import yaml
+    from kedro.config import MissingConfigException
+    from kedro.io.core import DatasetNotFoundError
+
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = " ".join(str(error).split())
+        if isinstance(error, yaml.YAMLError):
+            where = getattr(error, "problem_mark", None)
+            if where is None:  # Kedro's own ParserError: its text names the file and the line
+                return UserError(f"conf: {text}")
+            return UserError(f"conf: {text.splitlines()[0]} (line {where.line + 1}, column {where.column + 1}: "
+                             f"{error.problem})")
+        if isinstance(error, (MissingConfigException, DatasetNotFoundError)):
+            return UserError(f"conf: {text}")
+        if isinstance(error, ValueError) and text.startswith("Duplicate keys found"):
+            return UserError(f"conf: {text}; an environment may set a key once (conf/base and the run environment "
+                             "may each set it: the environment's value wins)")
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def check_no_globals_file(conf_source: str | Path, env: str | None) -> None:
+    """The settings load the parameters files as globals (each corpus key has one home), so a
+    ``globals.yml`` is not read: its ``corpus.path`` or ``corpus.sources`` (where earlier versions
+    kept them) would be ignored and the run would train on the built-in corpus, silently."""
+    conf = Path(conf_source)
+    for folder in dict.fromkeys(("base", env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV)):
+        for path in sorted((conf / folder).glob("globals*.y*ml")) if (conf / folder).is_dir() else []:
+            raise UserError(f"{_relative(path)}: globals files are not read: the corpus settings (corpus.path, "
+                            f"corpus.sources, ...) live in the parameters; move its keys to "
+                            f"conf/{folder}/parameters_corpus.yml (or any parameters*.yml there)")
+
+
+def check_environment(env: str | None, conf_source: str | None, project: Path) -> None:
+    """``--env`` (or ``KEDRO_ENV``) names a folder of the configuration."""
+    env = env or os.environ.get("KEDRO_ENV")
+    if not env:
+        return
+    from kedro.framework.project import settings
+
+    conf = Path(conf_source or settings.CONF_SOURCE)
+    conf = conf if conf.is_absolute() else project / conf
+    if not conf.is_dir():  # a packaged (.tar.gz / .zip) configuration: Kedro checks it itself
+        return
+    if not (conf / env).is_dir():
+        environments = sorted(p.name for p in conf.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+        close = difflib.get_close_matches(env, environments, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UserError(f"--env: {env!r} is not an environment of this project (no folder {str(conf / env)!r}); "
+                        f"{hint}the environments are {', '.join(environments)}")
+
+
+def credentials_files(env: str | None) -> str:
+    """Where Kedro reads credentials under ``env``: conf/base and the run environment, never both
+    that and conf/local (``--env smoke`` does not read conf/local/credentials.yml)."""
+    env = env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV
+    return f"conf/base/credentials.yml and conf/{env}/credentials.yml"
+
+
+def check_credentials(catalog_config: Mapping[str, Any], credentials: Mapping[str, Any], env: str | None) -> None:
+    """Every ``credentials: <name>`` of the catalog (nested mixture sources included, as Kedro
+    resolves them) names an entry of the credentials files read under ``env``."""
+    for dataset, config in catalog_config.items():
+        for where, name in _credential_names(config, ()):
+            if name not in credentials:
+                setting = _setting(dataset, where)
+                other = "" if (env or DEFAULT_ENV) == DEFAULT_ENV else (
+                    f"; under --env {env} conf/local is not read, so an entry in conf/local/credentials.yml is not "
+                    f"seen: copy it to conf/{env}/credentials.yml (kept out of git like conf/local)")
+                known = ", ".join(map(repr, sorted(credentials))) or "none"
+                raise UserError(f"{setting}: {name!r} is not an entry of the credentials ({credentials_files(env)}; "
+                                f"their entries: {known}){other}")
+
+
+def _credential_names(config: Any, path: tuple[str, ...]):
+    if isinstance(config, Mapping):
+        for key, value in config.items():
+            if key == "credentials" and isinstance(value, str):
+                yield path, value
+            else:
+                yield from _credential_names(value, (*path, str(key)))
+
+
+def _setting(dataset: str, path: tuple[str, ...]) -> str:
+    """How the user set it: ``corpus.credentials``, ``corpus.sources.books.credentials``, or the
+    catalog entry."""
+    if dataset in ("raw_corpus", "extra_eval_corpus"):
+        return ".".join(("corpus", *path, "credentials"))
+    return f"catalog entry {dataset!r}: {'.'.join((*path, 'credentials'))}"
+
+
+def check_inputs_written(pipeline, catalog, pipelines: Mapping[str, Any], run: str) -> None:
+    """A pipeline run on its own (``--pipelines training`` in a fresh clone) reads what earlier
+    pipelines write: name what is missing and which pipelines to run first, before any node runs
+    (Kedro says "Did not find any versions" when the node that needs it starts)."""
+    producers = {name: pipelines[name] for name in _chain(pipelines)}
+    missing = [name for name in sorted(pipeline.inputs()) if _produced(name, producers) and not _written(catalog, name)]
+    if not missing:
+        return
+    needed = _pipelines_to_run(missing, catalog, producers)
+    shown = ", ".join(f"{name} ({_where(catalog, name)})" for name in missing[:4])
+    shown += " ..." if len(missing) > 4 else ""
+    raise UserError(
+        f"{run}: it reads {shown}, which no earlier run has written; run "
+        f"`kedro run --pipelines {','.join(needed)}` first (or the whole chain: `kedro run`)"
+    )
+
+
+def _chain(pipelines: Mapping[str, Any]) -> list[str]:
+    from bert_mlm.pipeline_registry import CHAIN
+
+    return [name for name in CHAIN if name in pipelines]
+
+
+def _produced(dataset: str, producers: Mapping[str, Any]) -> bool:
+    return not dataset.startswith("params:") and dataset != "parameters" and any(
+        dataset in p.all_outputs() for p in producers.values())
+
+
+def _written(catalog, name: str) -> bool:
+    try:
+        dataset = catalog.get(name)
+    except Exception:  # noqa: BLE001 - not a catalog entry: a memory dataset, made by the run
+        return True
+    if dataset is None or type(dataset).__name__ == "MemoryDataset":
+        return True
+    try:
+        return bool(dataset.exists())
+    except Exception:  # noqa: BLE001 - a dataset that cannot tell: leave it to its load
+        return True
+
+
+def _pipelines_to_run(missing: list[str], catalog, producers: Mapping[str, Any]) -> list[str]:
+    """The chain's pipelines that write ``missing`` and, recursively, what those read that is
+    missing too; in the chain's order."""
+    needed: set[str] = set()
+    todo = list(missing)
+    while todo:
+        dataset = todo.pop()
+        for name, pipeline in producers.items():
+            if dataset in pipeline.all_outputs() and name not in needed:
+                needed.add(name)
+                todo += [d for d in pipeline.inputs() if _produced(d, producers) and not _written(catalog, d)]
+                break
+    return [name for name in producers if name in needed]
+
+
+def described_run(run_params: Mapping[str, Any]) -> str:
+    """How the user chose what runs, for messages: ``--pipelines training``, ``--from-nodes x``."""
+    options = [f"--{key.replace('_', '-')} {','.join(map(str, value))}" for key in
+               ("pipeline_names", "from_nodes", "to_nodes", "node_names", "tags", "from_inputs", "to_outputs")
+               if (value := run_params.get(key))]
+    text = " ".join(options).replace("--pipeline-names", "--pipelines")
+    return text or "kedro run"
+
+
+def _where(catalog, name: str) -> str:
+    try:
+        return _relative(Path(str(getattr(catalog.get(name), "_filepath", None) or name)))
+    except Exception:  # noqa: BLE001 - only for the message
+        return name
+
+
+def _relative(path: Path) -> str:
+    here = Path.cwd()
+    return str(path.relative_to(here)) if path.is_absolute() and path.is_relative_to(here) else str(path)

@@ -1,0 +1,66 @@
+"""The project's hooks seen through Kedro's own hook manager: plugins (kedro-mlflow logs every
+parameter and tags the run with the run's parameters) see redacted copies, and Kedro and the nodes
+get the real values back."""
+
+from __future__ import annotations
+
+import logging
+
+from kedro.framework.hooks import hook_impl
+from kedro.framework.hooks.manager import _create_hook_manager
+
+from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.hooks import RedactedForPlugins
+from bert_mlm.logs import RedactedRecords
+
+
+class Recorder:
+    """What a plugin sees (registered after the project's hooks, as Kedro registers plugins)."""
+
+    def __init__(self) -> None:
+        self.run_params, self.inputs = None, None
+
+    @hook_impl
+    def before_pipeline_run(self, run_params, pipeline, catalog):
+        self.run_params = {**run_params, "runtime_params": dict(run_params["runtime_params"])}
+
+    @hook_impl
+    def before_node_run(self, node, catalog, inputs, is_async, run_id):
+        self.inputs = dict(inputs)
+
+
+def test_plugins_see_redacted_parameters_and_the_run_gets_the_real_ones():
+    manager = _create_hook_manager()
+    manager.register(RedactedForPlugins())
+    recorder = Recorder()
+    manager.register(recorder)
+    url = "http://reader:Sesame-1@host/corpus.txt"
+    run_params = {"project_path": "/p", "runtime_params": {"corpus": {"path": url},
+                                                           "tuning": {"storage": "postgresql://u:pw2@h/db"}}}
+    manager.hook.before_pipeline_run(run_params=run_params, pipeline=None, catalog=None)
+    assert recorder.run_params["runtime_params"] == {"corpus": {"path": "http://reader:***@host/corpus.txt"},
+                                                     "tuning": {"storage": "postgresql://u:***@h/db"}}
+    assert run_params["runtime_params"]["corpus"]["path"] == url  # Kedro's own copy is the real one
+
+    masking = MaskingConfig(probability=0.2)
+    inputs = {"params:corpus": {"path": url, "credentials": {"key": "AKIA", "secret": "Sesame-3"}},
+              "params:masking": masking, "token_store": object()}
+    manager.hook.before_node_run(node=None, catalog=None, inputs=inputs, is_async=False, run_id="r")
+    seen = recorder.inputs
+    assert seen["params:corpus"] == {"path": "http://reader:***@host/corpus.txt",
+                                     "credentials": {"key": "***", "secret": "***"}}
+    assert seen["params:masking"]["probability"] == 0.2  # a typed section as a mapping: flattened by kedro-mlflow
+    assert seen["token_store"] is inputs["token_store"]
+    assert inputs["params:corpus"]["path"] == url and inputs["params:masking"] is masking  # the node's inputs
+
+
+def test_log_records_are_redacted_in_every_handler():
+    record = logging.LogRecord("fsspec", logging.ERROR, __file__, 1, "cannot open %s", ("https://u:Sesame-4@h/x",),
+                               None)
+    try:
+        raise OSError("401 for url https://u:Sesame-4@h/x?sig=Sesame-5")
+    except OSError as error:
+        record.exc_info = (type(error), error, error.__traceback__)
+    assert RedactedRecords().filter(record)
+    assert record.getMessage() == "cannot open https://u:***@h/x"
+    assert "Sesame" not in record.exc_text and "https://u:***@h/x?sig=***" in record.exc_text
