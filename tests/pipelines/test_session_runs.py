@@ -166,7 +166,8 @@ def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch, labelled_task):
     for section in ("Corpus", "Sequences and padding efficiency", "Training", "Tuning of the mask probability",
                     "Fine-tuning on the downstream task", "Evaluation (fixed protocol)", "Fill-mask examples"):
         assert f"<h2>{section}</h2>" in report
-    assert report.count("data:image/png;base64,") == 3 and f"{metrics['eval_accuracy']:.4g}" in report
+    # The summary shows the value with its standard error (every digit stays in metrics.json).
+    assert report.count("data:image/png;base64,") == 3 and f"{metrics['eval_accuracy']:.4f} ± " in report
     assert "accuracy points [95 % CI" in report and "fine-tuning curves" in report
     # Validated during training every 5 steps (and at the last), drawn beside the training loss.
     history = pd.read_csv(latest(data / "07_model_output" / "training_history.csv"))

@@ -19,6 +19,7 @@ from bert_mlm.config.masking import MaskingConfig
 from bert_mlm.config.model import ModelConfig
 from bert_mlm.config.sequences import SequenceConfig
 from bert_mlm.config.tokenizer import TokenizerConfig
+from bert_mlm.config.tracking import TrackingConfig
 from bert_mlm.config.training import TrainingConfig
 from bert_mlm.config.tuning import TuningConfig
 from bert_mlm.config.variants import VariantOverrides, variant_overrides
@@ -37,6 +38,7 @@ SECTIONS: dict[str, type[Section]] = {
     "tuning": TuningConfig,
     "distributed": DistributedConfig,
     "finetune": FinetuneConfig,
+    "tracking": TrackingConfig,
 }
 
 RETIRED = {  # sections of earlier versions, and where their settings went
@@ -59,6 +61,7 @@ class ExperimentConfig(Section):
     tuning: TuningConfig = Field(default_factory=TuningConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     finetune: FinetuneConfig = Field(default_factory=FinetuneConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     # The mask-rate variants (mask_015: {overrides: ...}), by name.
     variants: dict[str, VariantOverrides] = Field(default_factory=dict)
 

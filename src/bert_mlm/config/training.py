@@ -21,7 +21,7 @@ class TrainingConfig(Section):
     SECTION = "training"
 
     max_steps: int | None = Field(
-        360, gt=0, description="optimizer steps (~5 min on 2 CPU cores); null when epochs sets the budget")
+        360, gt=0, description="optimizer steps (~45 s on 2 quiet CPU cores); null when epochs sets the budget")
     epochs: float | None = Field(
         None, gt=0, description="passes over the training sequences instead of max_steps (then set max_steps: null)")
     batch_size: int = Field(32, gt=0, description="sequences per micro-batch")
@@ -69,6 +69,11 @@ class TrainingConfig(Section):
                                 "training steps of 32 x 128 tokens)")
     keep_best: bool = Field(
         False, description="true: the saved model is the step with the lowest validation loss (needs eval_every)")
+    # torch's default pool has a thread per core of the machine: it ignores affinity masks and
+    # cgroup quotas, and under load its threads wait on each other (BENCHMARKS.md, "CPU threads").
+    threads: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+        "auto", description="torch's CPU threads for the whole run: auto = OMP_NUM_THREADS when set, else the CPUs "
+                            "this process may use (affinity mask, cgroup quota)")
 
     @model_validator(mode="after")
     def _budget_and_checkpoints(self) -> TrainingConfig:

@@ -24,6 +24,7 @@ from bert_mlm.config import (
     TrainingConfig,
 )
 from bert_mlm.core.corpus import RawText, clean_documents
+from bert_mlm.core.cpus import intra_op_threads
 from bert_mlm.core.device import autocast_dtype
 from bert_mlm.core.distributed import SINGLE, Rank, launch
 from bert_mlm.core.errors import UserError
@@ -326,8 +327,9 @@ def train_data_parallel(
 
 def _train_rank(experiment: Experiment, rank: Rank):
     if not torch.cuda.is_available():
-        # Workers share the machine's cores: oversubscribed OpenMP threads slow every step >10x.
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+        # Workers share this machine's CPUs: oversubscribed OpenMP threads slow every step >10x.
+        threads, _ = intra_op_threads(experiment.training.threads, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+        torch.set_num_threads(threads)
     model = experiment.new_model()
     result = experiment.train(model, rank=rank)
     if rank.is_main:

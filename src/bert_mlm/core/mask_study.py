@@ -133,7 +133,8 @@ def confirm(best: TuningRecord, experiment, trial_training, seed_losses, tuned: 
 # how often the host reads the loss and whether the encoder is compiled are speed, not results;
 # a trial validates on the study's own set, never with training.eval_every's).
 NOT_COMPARED_TRAINING = ("progress", "resume", "checkpoint_every", "checkpoint_dir", "keep_checkpoints", "max_steps",
-                         "epochs", "record_every", "compile", "eval_every", "eval_masked_tokens", "keep_best")
+                         "epochs", "record_every", "compile", "threads", "eval_every", "eval_masked_tokens",
+                         "keep_best")
 
 
 def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None) -> str:

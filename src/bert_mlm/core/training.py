@@ -38,6 +38,7 @@ from bert_mlm.core.optim import Optimisation, resolve_learning_rate
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
 from bert_mlm.core.token_ids import TokenIds
+from bert_mlm.core.tracking import publish
 
 logger = logging.getLogger(__name__)
 
@@ -269,6 +270,8 @@ def train(
                     last.update(validation.run(model, device, position.step))
                     position.best = better(position.best, last, model) if config.keep_best else None
                 window_start = time.perf_counter()  # validation time is not training time
+            if rank.is_main:  # after the validation: a validated step's record carries its valid_loss
+                publish(records)  # live curves (TensorBoard) while the run goes
             # Never replace a good checkpoint by a diverged state.
             if checkpoint_due and nonfinite_streak == 0:
                 rng = gather_objects(rng_states(), rank)  # a collective: every rank takes part
