@@ -86,6 +86,38 @@ def test_training_curves_plots_loss_and_accuracy():
     assert accuracy_axis.lines[0].get_ydata()[-1] == pytest.approx(0.01)
 
 
+def test_the_validation_curve_is_drawn_beside_the_training_loss_with_the_kept_step():
+    validated = history()
+    rows = validated["step"] % 10 == 0
+    validated.loc[rows, "valid_loss"] = [7.0, 6.5, 6.6, 6.8]
+    validated.loc[rows, "valid_accuracy"] = [0.1, 0.2, 0.19, 0.18]
+    validated.loc[rows, "valid_masked_tokens"] = 4707
+    loss_axis, accuracy_axis = training_curves(validated, kept_step=20).axes
+    curve = next(line for line in loss_axis.lines if line.get_label().startswith("validation (4,707 masked tokens"))
+    assert list(curve.get_xdata()) == [10, 20, 30, 40] and list(curve.get_ydata()) == [7.0, 6.5, 6.6, 6.8]
+    assert any(line.get_label() == "kept: step 20" for line in loss_axis.lines)
+    assert loss_axis.get_title() == "Training and validation loss" and len(accuracy_axis.lines) == 3
+    summary = {"eval_every": 10, "valid_masked_tokens": 4707, "valid_share": 0.057, "best_valid_loss": 6.5,
+               "best_valid_step": 20, "final_valid_loss": 6.8, "keep_best": True, "kept_step": 20}
+    page = run_report({**metrics(), **summary}, validated)
+    assert "Validated every 10 steps on 4,707 masked tokens of the valid split (5.7% of training time)" in page
+    assert "the model saved is step 20&#x27;s" in page
+
+
+def test_the_report_says_what_an_inherited_vocabulary_lacked_and_what_was_added():
+    coverage = {"source": "bert-base-chinese", "inherited_tokens": 21128, "measured_tokens": 985706,
+                "unknown_rate": 0.0017, "unknown_tokens": 1676, "uncovered_words": [["“", 700]],
+                "uncovered_characters": [["“", 700], ["<b>", 3]], "warning_rate": 0.001, "added_tokens": 74,
+                "added": ["“", "”"], "unknown_rate_after": 0.0}
+    page = run_report(metrics(), history(), vocabulary_coverage=coverage)
+    assert "turns 0.170% of the training text's tokens into [UNK] (1,676 of 985,706)" in page
+    assert "<code>“</code> x700" in page and "&lt;b&gt;" in page  # escaped
+    assert "tokenizer.extend_vocabulary added 74 tokens" in page and "[UNK] rate after: 0.000%" in page
+    warned = run_report(metrics(), history(), vocabulary_coverage={**coverage, "added_tokens": 0, "added": []})
+    assert "set tokenizer.extend_vocabulary" in warned
+    assert "inherited vocabulary" not in run_report(metrics(), history(), vocabulary_coverage={})
+
+
 def test_compare_variants_orders_by_probability_and_names_the_best():
     variants = {"mask_045": metrics(0.10, 0.45), "mask_015": metrics(0.12, 0.15), "mask_030": metrics(0.13, 0.30)}
     variants["mask_030"]["eval_loss"] = 5.9

@@ -135,7 +135,8 @@ def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_
 def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch, labelled_task):
     """The default chain with a labelled task: the study tunes the mask rate by fine-tuning
     (tuning.objective=finetune), and the trained model is fine-tuned against its starting point."""
-    run_session(project_copy, monkeypatch, **finetune_params(labelled_task, **{"tuning.objective": "finetune"}))
+    run_session(project_copy, monkeypatch, **finetune_params(labelled_task, **{"tuning.objective": "finetune",
+                                                                              "training.eval_every": 5}))
     data = project_copy / "data"
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
     assert METRIC_KEYS <= set(metrics) and FINETUNE_KEYS <= set(metrics)
@@ -168,6 +169,11 @@ def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch, labelled_task):
     # The summary shows the value with its standard error (every digit stays in metrics.json).
     assert report.count("data:image/png;base64,") == 3 and f"{metrics['eval_accuracy']:.4f} ± " in report
     assert "accuracy points [95 % CI" in report and "fine-tuning curves" in report
+    # Validated during training every 5 steps (and at the last), drawn beside the training loss.
+    history = pd.read_csv(latest(data / "07_model_output" / "training_history.csv"))
+    assert list(history.dropna(subset=["valid_loss"])["step"]) == [5, 10, 12]
+    assert metrics["eval_every"] == 5 and metrics["kept_step"] == 12 and not metrics["keep_best"]
+    assert "Validated every 5 steps" in report
 
 
 @pytest.mark.slow
@@ -247,17 +253,38 @@ def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(
     project_copy, monkeypatch, shared_data, tiny_chinese_bert
 ):
     """`--params model.init_from=<checkpoint>`: no vocabulary is trained; the checkpoint's own
-    tokenizer encodes the corpus (Chinese reviews here) and the trained model keeps its vocabulary."""
+    tokenizer encodes the corpus (Chinese reviews here), extended by the characters it lacks
+    (tokenizer.extend_vocabulary), and the trained model grows with it; it validates during
+    training and keeps the best step."""
     reviews = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
     run_session(project_copy, monkeypatch, **{"corpus.path": str(reviews), "corpus.text_column": "review",
-                                              "model.init_from": str(tiny_chinese_bert), "tuning.n_trials": 0})
+                                              "model.init_from": str(tiny_chinese_bert), "tuning.n_trials": 0,
+                                              "tokenizer.extend_vocabulary": 400, "training.eval_every": 4,
+                                              "training.keep_best": True})
     data = project_copy / "data"
     tokenizer = AutoTokenizer.from_pretrained(latest(data / "06_models" / "tokenizer"))
-    assert tokenizer.get_vocab() == AutoTokenizer.from_pretrained(tiny_chinese_bert).get_vocab()
+    own = AutoTokenizer.from_pretrained(tiny_chinese_bert).get_vocab()
+    assert len(own) < len(tokenizer) <= len(own) + 400
+    assert {token: index for token, index in tokenizer.get_vocab().items() if index < len(own)} == own
+    coverage = json.loads(latest(data / "08_reporting" / "vocabulary_coverage.json").read_text())
+    assert coverage["unknown_rate"] > 0.001 > coverage["unknown_rate_after"]  # bert-base-chinese lacks 0.17 %
     stats = pd.read_csv(latest(data / "08_reporting" / "tokenization_stats.csv")).set_index("split")
-    assert stats.loc["all", "unknown_rate"] < 0.01
-    model = AutoModelForMaskedLM.from_pretrained(latest(data / "06_models" / "masked_lm"))
-    assert model.config.vocab_size == 21128 and model.config.hidden_size == 32
+    assert stats.loc["all", "unknown_rate"] < 0.001
+    model_dir = latest(data / "06_models" / "masked_lm")
+    model = AutoModelForMaskedLM.from_pretrained(model_dir)
+    assert model.config.vocab_size == len(tokenizer) and model.config.hidden_size == 32
+    new = coverage["added"][0]
+    saved = AutoTokenizer.from_pretrained(model_dir)
+    assert saved(f"房间{new}")["input_ids"][1:-1] == saved.convert_tokens_to_ids(["房", "间", new])
+    assert len(pipeline("fill-mask", model=str(model_dir))(f"房间{new}[MASK]好")) == 5
+    # Validation every 4 steps of the 12, the best step kept and named.
+    history = pd.read_csv(latest(data / "07_model_output" / "training_history.csv"))
+    assert list(history.dropna(subset=["valid_loss"])["step"]) == [4, 8, 12]
+    summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
+    assert summary["keep_best"] and summary["kept_step"] == summary["best_valid_step"]
+    assert 0 < summary["valid_share"] < 1
+    report = latest(data / "08_reporting" / "run_report.html").read_text()
+    assert "Validated every 4 steps" in report and "tokenizer.extend_vocabulary added" in report
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 build_tokenizer,
                 inputs=["corpus_documents", "params:tokenizer", "params:model", "params:data"],
-                outputs="tokenizer",
+                outputs=["tokenizer", "vocabulary_coverage"],
                 name="build_tokenizer",
                 tags=["tokenization", "data"],
             ),
