@@ -32,7 +32,9 @@ def kedro_run_in(project: Path, arguments: list[str], source: Path = ROOT) -> di
     measured = run_measured([kedro, "run", *arguments], cwd=str(project), env=env)
     if measured["returncode"] != 0:
         raise RuntimeError(f"kedro run {' '.join(arguments)} failed:\n{measured['stderr_tail']}")
-    measured["nodes"] = json.loads(timings.read_text())["nodes"]
+    recorded = json.loads(timings.read_text())
+    measured["nodes"], measured["pipeline_seconds"] = recorded["nodes"], recorded["pipeline_seconds"]
+    measured["plan"] = recorded.get("plan")
     metrics = sorted((project / "data" / "08_reporting" / "metrics.json").glob("*/metrics.json"))
     measured["metrics"] = json.loads(metrics[-1].read_text()) if metrics else None
     return measured

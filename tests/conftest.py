@@ -16,6 +16,9 @@ from bert_mlm.scratch import scratch_project
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+# training.threads=auto reads it: the runs the tests start (in this process and in subprocesses)
+# train with one thread, as pytest_configure sets for this process.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("BERT_MLM_SHARED", PROJECT_ROOT.parent / "shared"))

@@ -53,6 +53,28 @@ def test_a_run_logged_to_a_file_has_one_plain_line_per_record(project_copy):
     )
     assert any("eval loss" in line and "most-frequent-token reference" in line for line in summary)
 
+    # The plan first: the stages, their budgets, an estimate measured here, the precision once.
+    plan = [line.split("bert_mlm.hooks: ", 1)[1] for line in lines if "bert_mlm.hooks: Plan: " in line]
+    assert plan[0] == ("Plan: ingestion -> tokenization -> sequences -> tuning -> training -> finetune -> "
+                       "evaluation -> reporting")
+    assert "Plan: training: 12 steps of 8 x 64 tokens" in plan
+    assert re.fullmatch(r"Plan: estimate ~\d+:\d\d on this machine now \(ingestion \d+:\d\d, .*, reporting "
+                        r"\d+:\d\d\)", plan[-2])
+    assert re.fullmatch(r"Plan: a training step measured at [\d.]+ s \(in [\d.]+ s\); cpu, fp32, 1 torch thread\(s\) "
+                        r"\(OMP_NUM_THREADS\), OMP_WAIT_POLICY PASSIVE; load [\d.]+ on \d+ usable CPU\(s\): other work "
+                        r"slows this run", plan[-1])
+    assert lines.index(next(line for line in lines if "Plan: estimate" in line)) < lines.index(
+        next(line for line in lines if "Running node: clean_and_split_corpus" in line))
+    # One line per fact: the precision once, the evaluation's headline once (in the summary), each
+    # node's start once, and none of Kedro's dataset loads and saves or repeated completions.
+    assert sum("fp32" in line for line in lines) == 1
+    assert sum("most-frequent-token reference" in line for line in lines) == 1
+    assert sum("Running node: " in line for line in lines) == 11
+    assert not [line for line in lines if "Completed node:" in line or "kedro.io.data_catalog" in line]
+    assert sum(" kedro." in line for line in lines) <= 2 * 11 + 3
+    # kedro-mlflow is installed here (the test extra) but tracking is off: MLflow is not imported.
+    assert "mlflow" not in text.lower() and "UserWarning" not in text
+
 
 def test_progress_lines_at_tenths_with_the_bars_fields(caplog):
     caplog.set_level("INFO", logger="bert_mlm.progress")

@@ -11,11 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 from kedro.framework.hooks import hook_impl
 
 from bert_mlm import run_lock
 from bert_mlm.config import ExperimentConfig
 from bert_mlm.core.checkpoints import check_checkpoint_dir, checkpoint_bytes
+from bert_mlm.core.cpus import WAIT_ENV, intra_op_threads, usable_cpus
 from bert_mlm.core.device import resolve_device, resolve_precision
 from bert_mlm.core.engine import close_engines
 from bert_mlm.core.errors import UserError
@@ -30,6 +32,7 @@ from bert_mlm.core.model import (
     open_model,
     planned_bert_config,
 )
+from bert_mlm.core.plan import STEP_STAGES, Plan, StepTiming, clock, plan_run, python_slowdown, time_training_steps
 from bert_mlm.core.redaction import redact
 from bert_mlm.core.tuning import check_storage
 from bert_mlm.core.tuning_record import check_saved_sections
@@ -65,7 +68,7 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
         open_model(config.finetune.baseline, "finetune.baseline")
     device = resolve_device(config.training.device)
     precision = resolve_precision(config.training.precision, device)
-    planned = planned_bert_config(config.model, config.tokenizer.vocab_size)
+    planned = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
     # Before the data stages: a step that cannot fit is otherwise killed by the OOM killer, silently.
     # How many sequences a step holds is known once they are counted: core.training checks it exactly.
     deferred = check_step_memory_early(planned, config.training.batch_size, config.sequences.max_length, device,
@@ -75,7 +78,7 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
         logger.warning("%s", deferred)
     training = config.training
     if training.checkpoint_dir and (training.checkpoint_every or training.resume):
-        check_checkpoint_dir(training.checkpoint_dir, checkpoint_bytes(planned))
+        check_checkpoint_dir(training.checkpoint_dir, checkpoint_bytes(planned, training.keep_best))
     return config
 
 
@@ -165,6 +168,110 @@ class ValidateParametersHook:
         run_lock.release(project)
 
 
+class RunPlanHook:
+    """Starts every run by setting torch's CPU threads (``training.threads``) and saying what will
+    run: the stages, each budget, and an estimate from a training step measured here and now
+    (``core.plan``). Registered first in ``settings.HOOKS``, so that it runs after the
+    parameters, the inputs and the run lock are checked (pluggy calls hooks last-in, first-out):
+    a run that is refused spends nothing on measuring."""
+
+    def __init__(self) -> None:
+        self.plan: Plan | None = None
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
+        from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
+
+        config = ExperimentConfig.from_parameters(catalog.load("parameters"), variants=VARIANTS)
+        device = resolve_device(config.training.device)
+        processes = config.distributed.nproc_per_node if device.type == "cpu" else 1
+        threads, source = intra_op_threads(config.training.threads, processes)
+        torch.set_num_threads(threads)
+        stages, variants = planned_stages(pipeline)
+        timing, warnings = None, []
+        if any(stage in STEP_STAGES for stage in stages):
+            try:
+                timing, warnings = measure_step(config, device, threads)
+            except Exception as error:  # noqa: BLE001 - an estimate never stops a run (the run reports its own errors)
+                warnings = [f"Plan: no estimate of the training stages: measuring a step failed ({error})"]
+        corpus_bytes, builtin = corpus_size(catalog) if "raw_corpus" in pipeline.all_inputs() else (None, 0.0)
+        self.plan = plan_run(stages, config, timing, corpus_bytes, builtin, variants, python_slowdown())
+        precision = resolve_precision(config.training.precision, device)
+        waits = os.environ.get(WAIT_ENV, "").upper() or "unset: threads spin while they wait"
+        self.plan.facts = [f"{device}, {precision}, {threads} torch thread(s) ({source}), {WAIT_ENV} {waits}"]
+        if timing is not None:
+            self.plan.facts.insert(0, f"a training step measured at {timing.step_seconds:.3f} s (in "
+                                      f"{timing.seconds:.1f} s)")
+        if hasattr(os, "getloadavg"):
+            self.plan.facts.append(f"load {os.getloadavg()[0]:.1f} on {usable_cpus()} usable CPU(s): other work "
+                                   "slows this run")
+        for line in self.plan.lines():
+            logger.info("%s", line)
+        for line in warnings:
+            logger.warning("%s", line)
+
+
+def planned_stages(pipeline) -> tuple[list[str], int]:
+    """The registered stages that ``pipeline`` runs (some of), in the chain's order, and how many
+    mask-rate variants it trains."""
+    from kedro.framework.project import pipelines
+
+    from bert_mlm.pipeline_registry import CHAIN
+
+    names = {node.name for node in pipeline.nodes}
+    stages = [name for name in CHAIN if names & {node.name for node in pipelines[name].nodes}]
+    variants = len({node.namespace.split(".")[0] for node in pipeline.nodes
+                    if node.namespace and node.name.endswith(".train_masked_lm")})
+    if variants:
+        stages.append("mask_rate_comparison")
+    return stages, variants
+
+
+def measure_step(config: ExperimentConfig, device, threads: int) -> tuple[StepTiming, list[str]]:
+    """The configured training step timed here and now; on a busy CPU with more than one thread,
+    also with one, and a warning where one is clearly faster (the thread count is not changed:
+    the same configuration on the same machine gives the same weights, and torch's reductions
+    differ with the thread count)."""
+    training, bert = config.training, planned_bert_config(config.model, config.tokenizer.vocab_size)
+    precision = resolve_precision(training.precision, device)
+    arguments = (bert, training.batch_size, config.sequences.max_length, device, precision,
+                 config.masking.probability)
+    timing = time_training_steps(*arguments, accumulation=training.gradient_accumulation_steps)
+    cpus = usable_cpus()
+    if device.type != "cpu" or threads == 1 or not hasattr(os, "getloadavg") or os.getloadavg()[0] <= cpus:
+        return timing, []
+    torch.set_num_threads(1)
+    try:
+        single = time_training_steps(*arguments, accumulation=training.gradient_accumulation_steps)
+    finally:
+        torch.set_num_threads(threads)
+    if single.step_seconds * 1.3 >= timing.step_seconds:
+        return timing, []
+    return timing, [
+        f"This machine is busy (load {os.getloadavg()[0]:.1f} on {cpus} CPUs): a training step took "
+        f"{timing.step_seconds:.2f} s with {threads} threads and {single.step_seconds:.2f} s with 1 (threads wait on "
+        f"each other when other work holds the cores). training.threads=1 (or OMP_NUM_THREADS=1) runs "
+        f"~{timing.step_seconds / single.step_seconds:.0f}x faster now; its results differ from {threads}-thread "
+        "runs in the last digits"]
+
+
+def corpus_size(catalog) -> tuple[int | None, float]:
+    """The corpus's size in bytes where its listing knows it (uncompressed local or remote files),
+    and the share of the built-in corpus it reads (0: another corpus); never fails (ingestion
+    reports a bad source)."""
+    try:
+        source = catalog.load("raw_corpus")
+        if not getattr(source, "is_builtin", False):
+            return source.total_bytes(), 0.0
+        if source.builtin_max_files is None:
+            return None, 1.0
+        from bert_mlm.core.sources.source import stdlib_source_files
+
+        return None, min(1.0, source.builtin_max_files / max(1, len(stdlib_source_files())))
+    except Exception:  # noqa: BLE001 - an estimate, not a check
+        return None, 0.0
+
+
 def _section(config_loader, key: str) -> dict:
     """The credentials Kedro reads for this environment; {} where there is no credentials file."""
     from kedro.config import MissingConfigException
@@ -236,7 +343,8 @@ class NodeTimingHook:
 
     WRITTEN = {"run_report": "report", "trained_model": "model", "metrics": "metrics"}
 
-    def __init__(self) -> None:
+    def __init__(self, planner: RunPlanHook | None = None) -> None:
+        self.planner = planner  # the run's plan: its estimate is set beside the time taken
         self.nodes: dict[str, dict] = {}
         self.started = 0.0
         self.catalog = None
@@ -273,7 +381,9 @@ class NodeTimingHook:
         if dataset_name in self.WRITTEN:
             self.written[self.WRITTEN[dataset_name]] = self._saved_path(dataset_name)
         if dataset_name == "metrics" and isinstance(data, dict):
-            self.metrics = data
+            self.metrics = {**self.metrics, **data}
+        if dataset_name == "finetune_metrics" and isinstance(data, dict) and data.get("finetune_summary"):
+            self.metrics.setdefault("finetune_summary", data["finetune_summary"])  # a finetune-only run too
 
     def _saved_path(self, dataset_name: str) -> str:
         try:
@@ -295,26 +405,34 @@ class NodeTimingHook:
             if "node_end" in e
         ]
         total = time.perf_counter() - self.started
-        for line in summary_lines(rows, total, self.metrics, self.written):
+        plan = self.planner.plan if self.planner is not None else None
+        estimate = plan.seconds if plan is not None else None
+        for line in summary_lines(rows, total, self.metrics, self.written, estimate):
             logger.info("%s", line)
         target = os.environ.get(NODE_TIMINGS_ENV)
         if target:
+            planned = None if plan is None else {
+                "seconds": estimate, "step_seconds": plan.timing.step_seconds if plan.timing else None,
+                "calibration_seconds": plan.timing.seconds if plan.timing else None, "slowdown": plan.slowdown,
+                "stages": {stage.name: stage.seconds for stage in plan.stages}}
             with written_then_renamed(target) as temporary:
-                temporary.write_text(json.dumps({"pipeline_seconds": total, "nodes": rows}, indent=2))
+                temporary.write_text(json.dumps({"pipeline_seconds": total, "nodes": rows, "plan": planned}, indent=2))
 
 
-def summary_lines(rows: list[dict], total: float, metrics: dict, written: dict[str, str]) -> list[str]:
+def summary_lines(rows: list[dict], total: float, metrics: dict, written: dict[str, str],
+                  estimate: float | None = None) -> list[str]:
     """The end-of-run summary, one aligned line per log record."""
     width = max([len("node"), *(len(r["node"]) for r in rows)])
+    planned = f" (the plan estimated {clock(estimate)})" if estimate else ""
     lines = [
-        f"Run summary: {total:.1f} s in the pipeline",
+        f"Run summary: {total:.1f} s in the pipeline{planned}",
         f"  {'node':<{width}}  {'node s':>8}  {'with I/O s':>10}  {'peak GB':>7}",
     ]
     lines += [
         f"  {r['node']:<{width}}  {r['seconds']:>8.1f}  {r['seconds_with_io']:>10.1f}  {r['peak_rss_gb']:>7.2f}"
         for r in rows
     ]
-    if metrics:
+    if "eval_loss" in metrics:
         nan = float("nan")
         lines.append(
             f"  eval loss {metrics.get('eval_loss', nan):.4f}, accuracy {metrics.get('eval_accuracy', nan):.4f} "
@@ -327,44 +445,3 @@ def summary_lines(rows: list[dict], total: float, metrics: dict, written: dict[s
     label = max([0, *(len(k) for k in written)])
     lines += [f"  {name:<{label}}  {path}" for name, path in sorted(written.items())]
     return lines
-
-
-MLFLOW_ENV = "BERT_MLM_MLFLOW"
-
-
-class MlflowMetricsHook:
-    """With MLflow tracking on (kedro-mlflow installed and ``BERT_MLM_MLFLOW=1``; it logs the
-    parameters, redacted by :class:`RedactedForPlugins`), log what kedro-mlflow cannot know how
-    to: every numeric value of ``metrics`` and ``training_summary`` as MLflow metrics, the
-    training loss and accuracy per step, and the run report and metrics as artifacts. Variant
-    outputs (``mask_030.metrics``) keep their prefix. Does nothing when no MLflow run is active."""
-
-    LOGGED = ("metrics", "training_summary", "training_history", "run_report", "mask_rate_comparison_report")
-
-    @hook_impl
-    def after_dataset_saved(self, dataset_name: str, data, node) -> None:
-        prefix, _, name = dataset_name.rpartition(".")
-        mlflow = sys.modules.get("mlflow")  # imported by kedro-mlflow when it is active
-        if name not in self.LOGGED or mlflow is None or mlflow.active_run() is None:
-            return
-        key = f"{prefix}.{{}}" if prefix else "{}"
-        if name in ("metrics", "training_summary"):
-            numbers = {
-                key.format(k): float(v)
-                for k, v in data.items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)
-            }
-            mlflow.log_metrics(numbers)
-        if name == "metrics":
-            mlflow.log_dict(redact(data), f"{key.format('metrics')}.json")
-        if name == "training_history" and len(data):
-            from mlflow.entities import Metric
-
-            now = int(time.time() * 1000)
-            series = [Metric(key.format(f"train_{column}"), float(row[column]), now, int(row["step"]))
-                      for row in data.to_dict("records") for column in ("loss", "accuracy")]
-            client = mlflow.MlflowClient()
-            for start in range(0, len(series), 1000):  # MLflow's batch limit
-                client.log_batch(mlflow.active_run().info.run_id, metrics=series[start : start + 1000])
-        if name in ("run_report", "mask_rate_comparison_report"):
-            mlflow.log_text(data, f"{key.format(name)}.html")

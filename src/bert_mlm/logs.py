@@ -17,11 +17,16 @@ from pathlib import Path
 
 LOGS_ENV = "BERT_MLM_LOGS"
 
+# Kedro's own INFO lines, except each dataset load and save (8 lines a node; kedro-viz shows a
+# node's inputs and outputs): "Running node" and "Completed N out of M tasks" stay.
+LOGGERS = {"kedro": {"level": "INFO"}, "kedro.io.data_catalog": {"level": "WARNING"}, "bert_mlm": {"level": "INFO"},
+           "optuna": {"level": "INFO"}}
+
 RICH = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"rich": {"class": "kedro.logging.RichHandler", "rich_tracebacks": True}},
-    "loggers": {"kedro": {"level": "INFO"}, "bert_mlm": {"level": "INFO"}, "optuna": {"level": "INFO"}},
+    "loggers": LOGGERS,
     "root": {"handlers": ["rich"]},
 }
 
@@ -32,7 +37,7 @@ PLAIN = {
         "plain": {"format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s", "datefmt": "%Y-%m-%d %H:%M:%S"}
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stdout"}},
-    "loggers": {"kedro": {"level": "INFO"}, "bert_mlm": {"level": "INFO"}, "optuna": {"level": "INFO"}},
+    "loggers": LOGGERS,
     "root": {"handlers": ["console"]},
 }
 
@@ -60,6 +65,18 @@ class OneLineRecords(logging.Filter):
             message = " | ".join(part.strip() for part in message.splitlines() if part.strip())
         record.msg, record.args = message, None
         return True
+
+
+class KedroRepeats(logging.Filter):
+    """Drops Kedro's lines that repeat what another line says: "Completed node: X" (followed by
+    "Completed N out of M tasks"), the run's duration (the project's run summary states it), and
+    the suggestion to try ``--async`` (a hint about Kedro, not about this run)."""
+
+    REPEATS = ("Completed node: ", "Pipeline execution completed successfully",
+               "Using synchronous mode for loading and saving data")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("kedro.runner") and str(record.msg).startswith(self.REPEATS))
 
 
 class RedactedRecords(logging.Filter):
@@ -115,6 +132,8 @@ def configure_logging() -> None:
 
     LOGGING.configure(RICH if style == "rich" else PLAIN)
     redact_every_handler()
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(KedroRepeats())
     if style == "plain":
         for handler in logging.getLogger().handlers:
             handler.addFilter(OneLineRecords())

@@ -16,7 +16,7 @@ from bert_mlm.pipelines import (
 )
 
 # The chain `kedro run` runs, in order. The mask-rate comparison trains one model per variant,
-# so it runs only when asked for (`kedro run --pipeline mask_rate_comparison`).
+# so it runs only when asked for (`kedro run --pipelines mask_rate_comparison`).
 CHAIN = {
     "ingestion": ingestion, "tokenization": tokenization, "sequences": sequences, "tuning": tuning,
     "training": training, "finetune": finetune, "evaluation": evaluation, "reporting": reporting,

@@ -4,11 +4,11 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 
 # Instantiated project hooks.
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
-import os
 import warnings
 
-from bert_mlm.hooks import MLFLOW_ENV, MlflowMetricsHook, NodeTimingHook, RedactedForPlugins, ValidateParametersHook
+from bert_mlm.hooks import NodeTimingHook, RedactedForPlugins, RunPlanHook, ValidateParametersHook
 from bert_mlm.logs import configure_logging
+from bert_mlm.tracking import MlflowTrackingHook, TensorBoardHook, keep_mlflow_unimported, mlflow_tracking
 
 # Plain one-line records in log files, Rich in a terminal (conf/logging.yml, bert_mlm/logs.py).
 configure_logging()
@@ -16,12 +16,18 @@ configure_logging()
 # Raised inside Kedro's own config loader on every run; nothing a user of this project can act on.
 warnings.filterwarnings("ignore", message=r"register_new_resolver\(\) is deprecated", category=UserWarning)
 
-HOOKS = (ValidateParametersHook(), NodeTimingHook(), MlflowMetricsHook(), RedactedForPlugins())
+# Pluggy calls hooks last-registered first: the plan (and its measurement) comes after the
+# parameters, the inputs and the run lock are checked.
+_PLAN = RunPlanHook()
+HOOKS = (_PLAN, ValidateParametersHook(), NodeTimingHook(_PLAN), MlflowTrackingHook(), TensorBoardHook(),
+         RedactedForPlugins())
 
 # MLflow tracking through kedro-mlflow (`pip install -e ".[mlflow]"`) is off by default, also
 # when installed: `BERT_MLM_MLFLOW=1 kedro run` turns it on (configuration: conf/base/mlflow.yml).
-if os.environ.get(MLFLOW_ENV, "0") != "1":
+# Off, nothing imports MLflow: not kedro-mlflow's hook, nor its command-line group.
+if not mlflow_tracking():
     DISABLE_HOOKS_FOR_PLUGINS = ("kedro_mlflow", "kedro-mlflow")  # its wheel spells it with "_"
+    keep_mlflow_unimported()
 
 # Class that manages the KedroSession.
 # from kedro.framework.session import KedroSession

@@ -13,6 +13,7 @@ from bert_mlm.core.corpus import (
     clean_documents,
     document_hash,
     normalise,
+    readable_spacing,
     split_paragraphs,
     validate_split_ratios,
 )
@@ -206,3 +207,19 @@ def test_real_gutenberg_crlf_book_is_cleaned(shared_dir):
     assert report.replaced_bytes == 0
     assert (frame["text"].str.split().str.len() >= 4).all()  # corpus.min_words
     assert frame["doc_hash"].is_unique
+
+
+@pytest.mark.parametrize(("spaced", "readable"), [
+    ("在成功时更需[MASK]谦卑 。", "在成功时更需[MASK]谦卑。"),  # the sentence
+    ("在 成 功 时 更 需 [MASK] 谦 卑 。", "在成功时更需[MASK]谦卑。"),  # a WordPiece decode's spacing
+    ("房间 很 干净 ， 服务 也 [MASK] 好 。", "房间很干净，服务也[MASK]好。"),
+    ("これ は ペン です 。", "これはペンです。"),
+    ("The [MASK] is returned .", "The [MASK] is returned."),
+    ("Return a new list ( of items ) , then stop !", "Return a new list (of items), then stop!"),
+    ("中文 English 混合 [MASK] [MASK] words", "中文 English 混合[MASK] [MASK] words"),  # Latin keeps its spaces
+    ("한국어 문장 입니다 .", "한국어 문장 입니다."),  # Korean spaces its words
+    ("Already tidy: nothing to do.", "Already tidy: nothing to do."),
+])
+def test_readable_spacing_removes_a_tokenizers_spaces_but_not_a_languages(spaced, readable):
+    assert readable_spacing(spaced) == readable
+    assert readable_spacing(readable) == readable

@@ -106,7 +106,11 @@ def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model
         metrics["finetune_accuracy"] - metrics["finetune_baseline_accuracy"]
     )
     assert metrics["finetune_gain_ci_low"] <= metrics["finetune_gain"] <= metrics["finetune_gain_ci_high"]
-    assert "accuracy points [95 % CI" in metrics["finetune_summary"]
+    summary = metrics["finetune_summary"]
+    assert "accuracy points [95 % CI" in summary
+    # Both accuracies and the majority class: whether a gain sits at 55 % or at 85 %.
+    assert (f"fine-tuned accuracy {metrics['finetune_accuracy']:.3f} vs {metrics['finetune_baseline_accuracy']:.3f}"
+            in summary and f"majority class {metrics['finetune_majority_accuracy']:.3f}" in summary)
 
 
 def test_the_random_baseline_is_the_pretrainings_initial_weights(tiny_tokenizer, model):
@@ -239,8 +243,10 @@ def test_a_model_at_the_majority_rate_is_said_to_be_no_better_than_always_answer
     metrics = evaluate_finetuning(model, tiny_tokenizer, config, baseline=baseline, baseline_name=name,
                                   device="cpu").metrics()
     summary = metrics["finetune_summary"]
-    assert re.search(r"accuracy points \[95 % CI .*\] and [+-]\d\.\d{3} macro-F1 over .* \(fine-tuned accuracy "
-                     r"0\.\d{4}, macro-F1 0\.\d{4};", summary), summary
+    assert re.search(r"^fine-tuned accuracy 0\.\d{3} vs 0\.\d{3} for .* \(majority class 0\.\d{3}\): "
+                     r"pretraining gained .* accuracy points \[95 % CI .*\] and [+-]\d\.\d{3} macro-F1 "
+                     r"\(macro-F1 0\.\d{3} vs 0\.\d{3};",
+                     summary), summary
     assert metrics["finetune_no_better_than_majority"]
     assert re.search(r"WARNING: the fine-tuned model is (no better than|not distinguishable from) always answering "
                      r"'1' \(0\.\d{4} of the eval examples", summary), summary

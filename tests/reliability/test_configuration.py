@@ -12,6 +12,7 @@ import pytest
 import torch
 from kedro.config import OmegaConfigLoader
 
+from bert_mlm.core.device import resolve_precision
 from bert_mlm.core.errors import UserError
 from bert_mlm.hooks import validate_parameters
 
@@ -100,12 +101,13 @@ def test_cuda_requested_where_unavailable(base_parameters):
         validate_parameters(with_override(base_parameters, "training.device", "cuda"))
 
 
-def test_auto_precision_falls_back_to_fp32_on_cpu_with_a_log(base_parameters, caplog):
+def test_auto_precision_is_fp32_on_cpu_and_not_logged_at_every_call(base_parameters, caplog):
     if torch.cuda.is_available():
         pytest.skip("CUDA is available here")
     with caplog.at_level("INFO"):
         validate_parameters(with_override(base_parameters, "training.precision", "auto"))
-    assert "using fp32" in caplog.text
+        assert resolve_precision("auto", torch.device("cpu")) == "fp32"
+    assert "fp32" not in caplog.text  # the run's plan says it once (tests/test_logs.py)
 
 
 @pytest.mark.parametrize("env", ["smoke", "gpu", "zh"])

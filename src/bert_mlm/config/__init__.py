@@ -17,6 +17,7 @@ from bert_mlm.config.masking import MaskingConfig
 from bert_mlm.config.model import ModelConfig
 from bert_mlm.config.sequences import SequenceConfig
 from bert_mlm.config.tokenizer import TokenizerConfig
+from bert_mlm.config.tracking import TrackingConfig
 from bert_mlm.config.training import TrainingConfig
 from bert_mlm.config.tuning import TuningConfig
 from bert_mlm.config.variants import VariantOverrides
@@ -35,6 +36,7 @@ __all__ = [
     "Section",
     "SequenceConfig",
     "TokenizerConfig",
+    "TrackingConfig",
     "TrainingConfig",
     "TuningConfig",
     "VariantOverrides",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from bert_mlm.config.base import Section
+from bert_mlm.core.cpus import usable_cpus
 from bert_mlm.core.errors import UserError
 
 ENGINES = ("local", "dask")
@@ -40,4 +40,6 @@ class DataConfig(Section):
 
     @property
     def worker_count(self) -> int:
-        return self.workers or os.cpu_count() or 1
+        """``workers``, or the CPUs this process may use (its affinity mask and cgroup quota; the
+        machine's core count overcommits a container or a SLURM job)."""
+        return self.workers or usable_cpus()

@@ -19,6 +19,7 @@ from bert_mlm.config.masking import MaskingConfig
 from bert_mlm.config.model import ModelConfig
 from bert_mlm.config.sequences import SequenceConfig
 from bert_mlm.config.tokenizer import TokenizerConfig
+from bert_mlm.config.tracking import TrackingConfig
 from bert_mlm.config.training import TrainingConfig
 from bert_mlm.config.tuning import TuningConfig
 from bert_mlm.config.variants import VariantOverrides, variant_overrides
@@ -37,6 +38,7 @@ SECTIONS: dict[str, type[Section]] = {
     "tuning": TuningConfig,
     "distributed": DistributedConfig,
     "finetune": FinetuneConfig,
+    "tracking": TrackingConfig,
 }
 
 RETIRED = {  # sections of earlier versions, and where their settings went
@@ -59,6 +61,7 @@ class ExperimentConfig(Section):
     tuning: TuningConfig = Field(default_factory=TuningConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     finetune: FinetuneConfig = Field(default_factory=FinetuneConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     # The mask-rate variants (mask_015: {overrides: ...}), by name.
     variants: dict[str, VariantOverrides] = Field(default_factory=dict)
 
@@ -67,6 +70,11 @@ class ExperimentConfig(Section):
         if self.sequences.max_length > self.model.max_position_embeddings:
             raise UserError(f"sequences.max_length: {self.sequences.max_length} exceeds model.max_position_embeddings "
                             f"({self.model.max_position_embeddings})")
+        if self.tokenizer.extend_vocabulary and not (self.model.init_from or self.tokenizer.vocab_path):
+            raise UserError(
+                "tokenizer.extend_vocabulary: extends an inherited vocabulary (model.init_from or "
+                "tokenizer.vocab_path); a vocabulary trained on this corpus covers it already"
+            )
         if self.tuning.objective == "finetune" and self.tuning.n_trials > 0 and not self.finetune.enabled:
             raise UserError("tuning.objective: finetune needs a labelled task: set finetune.train_path")
         for name, overrides in self.variants.items():

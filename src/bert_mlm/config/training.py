@@ -32,7 +32,7 @@ class TrainingConfig(Section):
     SECTION = "training"
 
     max_steps: int | None = Field(
-        360, gt=0, description="optimizer steps (~5 min on 2 CPU cores); null when epochs sets the budget")
+        360, gt=0, description="optimizer steps (~45 s on 2 quiet CPU cores); null when epochs sets the budget")
     epochs: float | None = Field(
         None, gt=0, description="passes over the training sequences instead of max_steps (then set max_steps: null)")
     batch_size: int = Field(32, gt=0, description="sequences per micro-batch")
@@ -70,6 +70,22 @@ class TrainingConfig(Section):
     # The history still has every step; a non-finite streak is seen at the next read.
     record_every: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
         "auto", description="steps between host reads of the loss (a device sync): auto = 10 on GPU, 1 on CPU")
+    eval_every: int | None = Field(
+        0, ge=0, description="validation during training: the fixed protocol on the valid split every N steps, in "
+                             "the history and the report (0 or null: off; conf/gpu: 1000)")
+    # The budget bounds the cost: at 4,096, one validation took 1.16 training steps of 32 x 128 tokens
+    # (CPU, 4 x 256 model: every 20 steps is 5.7 % of the time; at 20,000, 6.6 steps; BENCHMARKS.md).
+    # Every validation scores the same masks, so the curve's points are paired.
+    eval_masked_tokens: int = Field(
+        4096, gt=0, description="each validation's budget of masked tokens (CPU, 4 x 256 model: as long as 1.2 "
+                                "training steps of 32 x 128 tokens)")
+    keep_best: bool = Field(
+        False, description="true: the saved model is the step with the lowest validation loss (needs eval_every)")
+    # torch's default pool has a thread per core of the machine: it ignores affinity masks and
+    # cgroup quotas, and under load its threads wait on each other (BENCHMARKS.md, "CPU threads").
+    threads: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+        "auto", description="torch's CPU threads for the whole run: auto = OMP_NUM_THREADS when set, else the CPUs "
+                            "this process may use (affinity mask, cgroup quota)")
 
     @model_validator(mode="after")
     def _budget_and_checkpoints(self) -> TrainingConfig:
@@ -82,6 +98,9 @@ class TrainingConfig(Section):
             raise UserError("training.max_steps: null needs training.epochs (passes over the data) as the budget")
         if (self.checkpoint_every or self.resume) and not self.checkpoint_dir:
             raise UserError("training.checkpoint_dir: required when checkpoint_every > 0 or resume is true")
+        if self.keep_best and not self.eval_every:
+            raise UserError("training.keep_best: picks the step with the best validation loss; set training.eval_every "
+                            "(e.g. 100) to validate during training")
         return self
 
     def peak_learning_rate(self, hidden_size: int, continued: bool = False) -> float:

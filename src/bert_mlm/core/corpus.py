@@ -151,6 +151,25 @@ def cjk_characters(text: str) -> int:
     return len(_CJK.findall(text))
 
 
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"\s+(?=[.,!?;:%)\]}](?:\s|$))")
+_SPACE_AFTER_OPENING = re.compile(r"(?<=[(\[{])\s+(?=\w)")
+
+
+def readable_spacing(text: str, special_tokens: tuple[str, ...] = ("[MASK]",)) -> str:
+    """``text`` without the spaces a tokenizer's word-by-word view puts in: none between CJK
+    characters, nor between one and a special token (``在成功时更需 [MASK] 谦卑 。`` ->
+    ``在成功时更需[MASK]谦卑。``), none before closing punctuation or after an opening bracket
+    (``a word .`` -> ``a word.``). transformers' ``clean_up_tokenization`` knows a fixed list of
+    English cases and no CJK."""
+    tokens = "|".join(re.escape(token) for token in special_tokens)
+    after_token = "|".join(f"(?<={re.escape(token)})" for token in special_tokens)
+    unspaced = f"[{_UNSPACED}]"  # Han, kana, CJK and full-width punctuation (not Hangul: Korean spaces words)
+    text = re.sub(f"(?<={unspaced})\\s+(?={unspaced}|{tokens})", "", text)
+    text = re.sub(f"(?:{after_token})\\s+(?={unspaced})", "", text)
+    text = _SPACE_BEFORE_PUNCTUATION.sub("", text)
+    return _SPACE_AFTER_OPENING.sub("", text)
+
+
 def has_words(text: str, count: int) -> bool:
     """Whether ``text`` holds at least ``count`` words: whitespace-separated tokens, a CJK
     character counting as one ("房间很干净" is five, "two words" two)."""

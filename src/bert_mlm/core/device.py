@@ -34,11 +34,14 @@ def resolve_precision(requested: str, device: torch.device) -> str:
             raise UserError("training.precision: bf16 was requested but this GPU does not support it; use fp16 or auto")
         return requested
     if requested == "auto":
-        logger.info("training.precision=auto on %s: using fp32", device)
-        return "fp32"
-    if requested != "fp32":
+        return "fp32"  # the run's plan states it, once
+    if requested != "fp32" and requested not in _WARNED:  # said once, not at every trial
+        _WARNED.add(requested)
         logger.warning("training.precision=%s on CPU uses CPU autocast; it is usually slower than fp32", requested)
     return requested
+
+
+_WARNED: set[str] = set()
 
 
 def autocast_dtype(precision: str) -> torch.dtype | None:

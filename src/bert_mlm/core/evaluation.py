@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase, pipeline
 
 from bert_mlm.config import EvaluationConfig, MaskingConfig
-from bert_mlm.core.corpus import cjk_characters
+from bert_mlm.core.corpus import cjk_characters, readable_spacing
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import IGNORE_INDEX, mask_seed, mask_tokens
 from bert_mlm.core.model import MaskedPositionsMLM
@@ -399,7 +399,7 @@ def fill_mask_sentences_from(
     candidates: list[tuple[str, list[tuple[int, int]]]] = []
     for text in texts:
         for sentence in _SENTENCE_END.split(text):
-            sentence = " ".join(sentence.split())
+            sentence = readable_spacing(" ".join(sentence.split()), tuple(tokenizer.all_special_tokens))
             if not min_chars <= len(sentence) <= max_chars:
                 continue
             encoding = tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True)

@@ -24,6 +24,7 @@ from bert_mlm.config import (
     TrainingConfig,
 )
 from bert_mlm.core.corpus import RawText, clean_documents
+from bert_mlm.core.cpus import intra_op_threads
 from bert_mlm.core.device import autocast_dtype
 from bert_mlm.core.distributed import SINGLE, Rank, launch
 from bert_mlm.core.errors import UserError
@@ -46,7 +47,7 @@ from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.tokenizer import encode_documents
-from bert_mlm.core.training import StepCallback, TrainingResult, train
+from bert_mlm.core.training import StepCallback, TrainingResult, Validation, train
 from bert_mlm.core.tuning_record import TuningRecord
 
 
@@ -135,8 +136,10 @@ class Experiment:
         sequences = self.sequence_config
         return self.token_ids.collator(sequences.max_length, sequences.padding, masking.whole_word)
 
-    def evaluation_set(self, split: str, max_sequences: int | None = None) -> StreamedEvaluationSet:
-        config = self.evaluation.replace(max_sequences=max_sequences or self.evaluation.max_sequences)
+    def evaluation_set(self, split: str, max_sequences: int | None = None,
+                       min_masked_tokens: int | None = None) -> StreamedEvaluationSet:
+        config = self.evaluation.replace(max_sequences=max_sequences or self.evaluation.max_sequences,
+                                         min_masked_tokens=min_masked_tokens or self.evaluation.min_masked_tokens)
         return prepare_evaluation_set(
             self.sequences.get(split, []), self.collator, self.token_ids.mask, self.token_ids.replacement, config
         )
@@ -144,14 +147,28 @@ class Experiment:
     def new_model(self) -> BertForMaskedLM:
         return build_model(self.model_config, self.tokenizer, seed=self.training.seed)
 
+    def validation(self, training: TrainingConfig) -> Validation | None:
+        """Validation during training (``training.eval_every``): the fixed protocol on the valid
+        split, stopped at ``training.eval_masked_tokens`` masked tokens; the same masks at every
+        step. None when it is off."""
+        if not training.eval_every:
+            return None
+        if not len(self.sequences.get("valid", [])):
+            raise UserError("training.eval_every: the valid split holds no sequences to validate on (a corpus of few "
+                            "documents may put none there); set training.eval_every=0")
+        evaluation_set = self.evaluation_set("valid", min_masked_tokens=training.eval_masked_tokens)
+        return Validation(lambda model: self.evaluate(model, evaluation_set))
+
     def train(self, model: BertForMaskedLM, training: TrainingConfig | None = None,
               masking: MaskingConfig | None = None, on_step: StepCallback | None = None,
-              rank: Rank = SINGLE) -> TrainingResult:
+              rank: Rank = SINGLE, validation: Validation | None = None) -> TrainingResult:
         """Train ``model`` on the train split with the experiment's sections, or with a tuning
-        trial's ``training`` and ``masking``."""
+        trial's ``training`` and ``masking``; validated as ``training.eval_every`` says, or by
+        ``validation`` (a tuning trial's)."""
         masking = masking or self.masking
-        return train(model, self.sequences.get("train", []), self.token_ids, masking, training or self.training,
-                     self.collator_for(masking), on_step, rank)
+        training = training or self.training
+        return train(model, self.sequences.get("train", []), self.token_ids, masking, training,
+                     self.collator_for(masking), on_step, rank, validation or self.validation(training))
 
     def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet, precision: str = AUTO) -> dict:
         """``precision``: ``auto`` (bf16 on GPU, fp32 on CPU: :func:`evaluation_dtype`) or a training precision."""
@@ -169,10 +186,11 @@ def train_trial(
     score: Callable[[BertForMaskedLM], float] | None = None,
 ) -> float:
     """One tuning trial: the same initial model, data order and steps for every trial. Scored by
-    the fixed-protocol eval loss every ``eval_every`` steps (reported, so the pruner can stop it),
-    or, with ``score``, once by ``score(model)`` at the end (no pruning: an eval loss along the
-    way would prune by the very proxy that ``score`` replaces)."""
+    the fixed-protocol eval loss, the loop's validation every ``eval_every`` steps (reported, so
+    the pruner can stop it), or, with ``score``, once by ``score(model)`` at the end (no pruning:
+    an eval loss along the way would prune by the very proxy that ``score`` replaces)."""
     model = experiment.new_model()
+    training = training.replace(eval_every=0, keep_best=False)
     if score is not None:
         experiment.train(model, training, masking)
         value = score(model)
@@ -181,12 +199,13 @@ def train_trial(
         return value
     last = {"loss": float("nan")}
 
-    def on_step(step: int, _record: dict) -> None:
-        if step % eval_every == 0 or step == training.max_steps:
-            last["loss"] = experiment.evaluate(model, evaluation_set)["eval_loss"]
+    def on_step(step: int, record: dict) -> None:
+        if "valid_loss" in record:
+            last["loss"] = record["valid_loss"]
             report(step, last["loss"])
 
-    experiment.train(model, training, masking, on_step)
+    validation = Validation(lambda trained: experiment.evaluate(trained, evaluation_set))
+    experiment.train(model, training.replace(eval_every=eval_every), masking, on_step, validation=validation)
     if torch.cuda.is_available():
         torch.cuda.empty_cache()  # the next trial builds a fresh model
     return last["loss"]
@@ -203,7 +222,7 @@ def mixture_shares(sequences, seed: int = 0) -> dict | None:
 
 def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: TuningRecord, model: BertForMaskedLM,
                      stored_segmenter: str, world_size: int, sequences=None, seed: int = 0,
-                     schedule_note: str = "") -> dict:
+                     eval_every: int | None = 0, schedule_note: str = "") -> dict:
     """What a run trained and how (``metrics.json``, the report): tokens, speed, the masking
     actually used and where its probability came from (``tuning``: the record of the stage that
     resolved it). ``stored_segmenter``: the sequence index's word segmenter, which ``masking.word_segmenter:
@@ -232,7 +251,29 @@ def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: Tun
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "data_parallel_workers": world_size,
         "mixture": mixture_shares(sequences, seed),
+        **validation_summary(result, eval_every),
     }
+
+
+def validation_summary(result: TrainingResult, eval_every: int | None) -> dict:
+    """Validation during training: how often, what it cost (its share of training and validation
+    time), and which step's weights the model holds (``kept_step``: the last step unless
+    ``training.keep_best`` chose another)."""
+    history = result.history
+    validated = history.dropna(subset=["valid_loss"]) if "valid_loss" in history else history.iloc[:0]
+    seconds = float(validated["valid_seconds"].sum()) if len(validated) else 0.0
+    last_step = int(history["step"].max()) if len(history) else 0
+    summary = {"eval_every": eval_every or 0, "kept_step": result.kept_step or last_step,
+               "keep_best": result.kept_step is not None}
+    if len(validated):
+        summary.update(valid_seconds=seconds, valid_share=seconds / max(seconds + result.seconds, 1e-12),
+                       valid_masked_tokens=int(validated["valid_masked_tokens"].iloc[-1]),
+                       final_valid_loss=float(validated["valid_loss"].iloc[-1]),
+                       best_valid_loss=float(validated["valid_loss"].min()),
+                       best_valid_step=int(validated.loc[validated["valid_loss"].idxmin(), "step"]))
+    if result.kept_valid_loss is not None:
+        summary["kept_valid_loss"] = result.kept_valid_loss
+    return summary
 
 
 def held_out_metrics(
@@ -327,8 +368,9 @@ def train_data_parallel(
 
 def _train_rank(experiment: Experiment, rank: Rank):
     if not torch.cuda.is_available():
-        # Workers share the machine's cores: oversubscribed OpenMP threads slow every step >10x.
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+        # Workers share this machine's CPUs: oversubscribed OpenMP threads slow every step >10x.
+        threads, _ = intra_op_threads(experiment.training.threads, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+        torch.set_num_threads(threads)
     model = experiment.new_model()
     result = experiment.train(model, rank=rank)
     if rank.is_main:

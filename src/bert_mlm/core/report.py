@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from bert_mlm.config.tuning import SEARCHABLE
+from bert_mlm.core.corpus import cjk_characters, readable_spacing
 from bert_mlm.core.finetune import compare_runs
 
 # Headline metrics, in the order a reader looks for them.
@@ -54,7 +55,11 @@ HEADLINE = (
 )
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 70rem; color: #222; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "Helvetica Neue", Arial,
+  "Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei",
+  "WenQuanYi Micro Hei", "Noto Sans CJK JP", "Noto Sans CJK KR", sans-serif; margin: 2rem auto; max-width: 70rem;
+  color: #222; }
+code { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "Noto Sans Mono CJK SC", monospace; }
 h1 { margin-bottom: 0.2rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: 0.6rem 0; font-size: 0.9rem; }
 td, th { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
@@ -99,8 +104,10 @@ def _counts_with_gaps(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def format_value(value) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value)
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
@@ -118,9 +125,24 @@ def with_error(metrics: Mapping, key: str) -> str:
     return format_value(value)
 
 
+def tuning_decision(metrics: Mapping) -> str:
+    """The decision in words; ``metrics.json`` of earlier versions held ``null`` when there was none."""
+    if metrics.get("tuning_decision"):
+        return str(metrics["tuning_decision"])
+    return {"parameters": "tuning skipped (tuning.n_trials=0)",
+            "tuning": "the study's best adopted as it is (tuning.adopt=always)"}.get(
+        metrics.get("mask_probability_source"), "n/a")
+
+
 def headline_table(metrics: Mapping) -> pd.DataFrame:
-    rows = [(label, f"{metrics[key]:.2f}x" if key == "accuracy_over_baseline" else with_error(metrics, key))
-            for key, label in HEADLINE if key in metrics]
+    def shown(key: str) -> str:
+        if key == "accuracy_over_baseline":
+            return f"{metrics[key]:.2f}x"
+        if key == "tuning_decision":
+            return tuning_decision(metrics)
+        return with_error(metrics, key)
+
+    rows = [(label, shown(key)) for key, label in HEADLINE if key in metrics]
     if "eval_masked_tokens" in metrics:
         rows.append(("masked tokens scored (± is one standard error)", format_value(metrics["eval_masked_tokens"])))
     return pd.DataFrame(rows, columns=["metric", "value"])
@@ -134,6 +156,37 @@ def continued_pretraining_summary(metrics: Mapping) -> str:
     items = "".join(f"<li><b>{html.escape(sentence[0].upper() + sentence[1:])}</b>.</li>" for sentence in sentences)
     return (f"<ul>{items}</ul><p class='muted'>Both models scored on the same masked tokens; ± is the paired "
             "standard error of the change.</p>")
+
+
+def evaluation_table(metrics: Mapping) -> pd.DataFrame:
+    """What the summary's numbers rest on, in a few labelled rows: the held-out data scored, the
+    protocol, the reference's token, and the extra corpus's results. Every value (standard errors,
+    counts, settings) stays in ``metrics.json``."""
+    rows = []
+    if "eval_masked_tokens" in metrics:
+        sequences = metrics.get("eval_sequences")
+        of = metrics.get("eval_held_out_sequences")
+        scored = f"{sequences:,} of {of:,} sequences" if sequences is not None and of is not None else ""
+        draws = metrics.get("eval_mask_draws")
+        rows.append(("held-out data scored", ", ".join(part for part in (
+            f"the {metrics.get('eval_split', 'test')} split", scored,
+            f"{metrics['eval_masked_tokens']:,} masked tokens",
+            f"{draws} mask draw(s)" if draws else "") if part)))
+    if "eval_mask_probability" in metrics:
+        words = "whole words" if metrics.get("eval_whole_word") else "tokens"
+        rows.append(("protocol", f"{metrics['eval_mask_probability']:.0%} of the {words} masked (80/10/10), "
+                                 f"fixed seed {metrics.get('eval_seed', 'n/a')}: every model scored on the same masks"))
+    if "baseline_token" in metrics:
+        rows.append(("most-frequent-token reference", f"always predicting {metrics['baseline_token']!r}: "
+                                                      f"accuracy {format_value(metrics.get('baseline_accuracy'))}"))
+    if "extra_eval_accuracy" in metrics:
+        rows.append(("evaluation.corpus_path", str(metrics.get("extra_corpus_path", "the extra corpus"))))
+        rows += [(f"  {label}", with_error(metrics, key)) for key, label in (
+            ("extra_eval_loss", "masked-token loss"), ("extra_eval_accuracy", "accuracy (top-1)"),
+            ("extra_eval_top5_accuracy", "top-5 accuracy"),
+            ("extra_baseline_accuracy", "most-frequent-token reference"),
+            ("extra_eval_masked_tokens", "masked tokens scored")) if key in metrics]
+    return pd.DataFrame(rows, columns=["", "value"])
 
 
 def fill_mask_list(examples: Sequence[Mapping]) -> str:
@@ -150,7 +203,9 @@ def fill_mask_list(examples: Sequence[Mapping]) -> str:
             place = f"rank {rank}" if rank else f"not in the top {len(example.get('predictions', []))}"
             answer = html.escape(str(example["answer"]))
             truth = f' <span class="muted">(true word <code>{answer}</code>, {place})</span>'
-        items.append(f"<li>{html.escape(example['sentence'])} &rarr; {fills}{truth}</li>")
+        sentence = readable_spacing(str(example["sentence"]))
+        lang = ' lang="zh"' if cjk_characters(sentence) else ""  # CJK glyphs for Chinese, not Japanese ones
+        items.append(f"<li{lang}>{html.escape(sentence)} &rarr; {fills}{truth}</li>")
     return "<ul>" + "".join(items) + "</ul>"
 
 
@@ -165,42 +220,86 @@ def page(title: str, sections: Sequence[tuple[str, str]], subtitle: str = "") ->
 
 
 # ----------------------------------------------------------------------------- figures
-def training_curves(history: pd.DataFrame) -> plt.Figure:
-    """Per-step training loss and accuracy on the masked tokens, with a rolling mean."""
+def training_curves(history: pd.DataFrame, kept_step: int | None = None) -> plt.Figure:
+    """Per-step training loss and accuracy on the masked tokens, with a rolling mean, and the
+    validation loss and accuracy (fixed protocol, the same masks at every step) where the run
+    validated (``training.eval_every``), with the step whose weights were kept marked."""
     figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(11, 4))
+    validated = history.dropna(subset=["valid_loss"]) if "valid_loss" in history else history.iloc[:0]
     if len(history):
         window = max(1, len(history) // 50)
-        loss_axis.plot(history["step"], history["loss"], alpha=0.3, label="per step")
-        loss_axis.plot(history["step"], history["loss"].rolling(window).mean(), label=f"mean of {window}")
-        accuracy_axis.plot(history["step"], history["accuracy"].rolling(window).mean())
+        loss_axis.plot(history["step"], history["loss"], alpha=0.3, label="training, per step")
+        loss_axis.plot(history["step"], history["loss"].rolling(window).mean(), label=f"training, mean of {window}")
+        accuracy_axis.plot(history["step"], history["accuracy"].rolling(window).mean(), label="training")
+        if len(validated):
+            tokens = int(validated["valid_masked_tokens"].iloc[-1])
+            label = f"validation ({tokens:,} masked tokens, fixed masks)"
+            loss_axis.plot(validated["step"], validated["valid_loss"], "o-", label=label)
+            accuracy_axis.plot(validated["step"], validated["valid_accuracy"], "o-", label=label)
+            if kept_step is not None and kept_step != int(history["step"].max()):
+                for axis in (loss_axis, accuracy_axis):
+                    axis.axvline(kept_step, color="grey", linestyle="--", linewidth=1, label=f"kept: step {kept_step}")
+            accuracy_axis.legend()
         loss_axis.legend()
-    loss_axis.set(xlabel="step", ylabel="masked-token loss", title="Training loss")
-    accuracy_axis.set(xlabel="step", ylabel="masked-token accuracy", title="Training accuracy")
+    both = " and validation" if len(validated) else ""
+    loss_axis.set(xlabel="step", ylabel="masked-token loss", title=f"Training{both} loss")
+    accuracy_axis.set(xlabel="step", ylabel="masked-token accuracy", title=f"Training{both} accuracy")
     figure.tight_layout()
     return figure
 
 
+def validation_note(metrics: Mapping) -> str:
+    """One sentence under the training curves: how the run validated and which step it kept."""
+    if not metrics.get("eval_every") or "final_valid_loss" not in metrics:
+        return ""
+    note = (f"Validated every {metrics['eval_every']:,} steps on {metrics['valid_masked_tokens']:,} masked tokens of "
+            f"the valid split ({metrics['valid_share']:.1%} of training time); lowest validation loss "
+            f"{metrics['best_valid_loss']:.4f} at step {metrics['best_valid_step']:,}, last "
+            f"{metrics['final_valid_loss']:.4f}.")
+    if metrics.get("keep_best"):
+        note += f" training.keep_best: the model saved is step {metrics['kept_step']:,}'s."
+    return f"<p>{html.escape(note)}</p>"
+
+
 def tuning_curve(trials: pd.DataFrame | None, objective: str = "eval_loss") -> plt.Figure | None:
-    """Fixed-protocol eval loss against the searched value (the mask probability, else the first
-    searched parameter) of every trial, pruned ones at their last reported value; None without
+    """The objective (fixed-protocol eval loss, or fine-tuning error) against the searched value
+    (the mask probability, else the first searched parameter) of every finished trial; pruned
+    trials in a panel of their own below, at their last reported value: a loss after fewer steps is
+    higher, and on the finished trials' axis it would squash them into a line. None without
     trials. The one tuning figure: the run report shows it and the catalog saves it for Kedro-Viz."""
     searched = [f"params_{name}" for name in SEARCHABLE if trials is not None and f"params_{name}" in trials]
     if trials is None or trials.empty or not searched:
         return None
     x_column = "params_probability" if "params_probability" in searched else searched[0]
-    figure, axis = plt.subplots(figsize=(7, 4))
-    for state, marker in (("COMPLETE", "o"), ("PRUNED", "x")):
-        part = trials[trials["state"] == state]
-        values = part["value"] if state == "COMPLETE" else part.get("last_intermediate_value", part["value"])
-        axis.scatter(part[x_column].astype(float), values, marker=marker, label=state.lower())
-        for x, y, number in zip(part[x_column].astype(float), values, part["number"], strict=True):
-            axis.annotate(f"trial {number}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    axis.set(xlabel=x_column.removeprefix("params_").replace("probability", "mask probability"),
-             ylabel="eval loss (fixed 15 % masks)" if objective == "eval_loss" else "fine-tuning error (1 - accuracy)",
+    finished = trials[trials["state"] == "COMPLETE"]
+    pruned = trials[trials["state"] == "PRUNED"]
+    if len(pruned):
+        figure, (axis, pruned_axis) = plt.subplots(2, 1, figsize=(7, 5.2), sharex=True,
+                                                   gridspec_kw={"height_ratios": [3, 1]})
+    else:
+        figure, axis = plt.subplots(figsize=(7, 4))
+        pruned_axis = None
+    _trial_points(axis, finished, x_column, finished["value"], "o", "tab:blue", "finished")
+    axis.set(ylabel="eval loss (fixed 15 % masks)" if objective == "eval_loss" else "fine-tuning error (1 - accuracy)",
              title="Tuning trials")
-    axis.legend()
+    if len(finished):
+        axis.legend()
+    if pruned_axis is not None:
+        values = pruned.get("last_intermediate_value", pruned["value"])
+        _trial_points(pruned_axis, pruned, x_column, values, "x", "tab:orange", "pruned")
+        pruned_axis.set_ylabel("last value\n(pruned early)", fontsize=8)
+        pruned_axis.legend(fontsize=7, loc="upper right")
+    (pruned_axis or axis).set_xlabel(x_column.removeprefix("params_").replace("probability", "mask probability"))
     figure.tight_layout()
     return figure
+
+
+def _trial_points(axis, part: pd.DataFrame, x_column: str, values: pd.Series, marker: str, colour: str,
+                  label: str) -> None:
+    x = part[x_column].astype(float)
+    axis.scatter(x, values, marker=marker, color=colour, label=label)
+    for x_value, y_value, number in zip(x, values, part["number"], strict=True):
+        axis.annotate(f"trial {number}", (x_value, y_value), textcoords="offset points", xytext=(4, 4), fontsize=7)
 
 
 def finetune_curves(runs: pd.DataFrame | None, majority: float | None = None) -> plt.Figure | None:
@@ -239,6 +338,25 @@ def finetune_table(metrics: Mapping) -> pd.DataFrame | None:
     return frame
 
 
+def finetune_overview(metrics: Mapping) -> pd.DataFrame:
+    """The pretrained model, its starting point and the majority class side by side: whether both
+    models sit at 55 % or at 85 % says what a gain of a point means."""
+    rows = [("pretrained model", with_error(metrics, "finetune_accuracy"),
+             format_value(metrics.get("finetune_macro_f1")))]
+    if "finetune_baseline_accuracy" in metrics:
+        rows.append((f"starting point: {metrics.get('finetune_baseline', 'baseline')}",
+                     with_error(metrics, "finetune_baseline_accuracy"),
+                     format_value(metrics.get("finetune_baseline_macro_f1"))))
+    if "finetune_gain" in metrics:
+        low, high = metrics.get("finetune_gain_ci_low"), metrics.get("finetune_gain_ci_high")
+        interval = f" [95 % CI {100 * low:+.1f}, {100 * high:+.1f}]" if low is not None and high is not None else ""
+        rows.append(("gain (points)", f"{100 * metrics['finetune_gain']:+.1f}{interval}", ""))
+    if "finetune_majority_accuracy" in metrics:
+        rows.append(("majority class (always the most frequent training label)",
+                     format_value(metrics["finetune_majority_accuracy"]), ""))
+    return pd.DataFrame(rows, columns=["", "accuracy (mean over seeds)", "macro-F1"])
+
+
 def finetune_section(metrics: Mapping, runs: pd.DataFrame | None) -> str:
     if not metrics.get("finetune_summary"):
         return '<p class="muted">No fine-tuning evaluation (set finetune.train_path).</p>'
@@ -251,6 +369,7 @@ def finetune_section(metrics: Mapping, runs: pd.DataFrame | None) -> str:
     return (
         summary
         + reference
+        + table(finetune_overview(metrics))
         + table(finetune_table(metrics))
         + image(finetune_curves(runs, metrics.get("finetune_majority_accuracy")), "fine-tuning curves")
     )
@@ -276,6 +395,29 @@ def comparison_figure(histories: Mapping[str, pd.DataFrame], comparison: pd.Data
     return figure
 
 
+def vocabulary_note(coverage: Mapping | None) -> str:
+    """An inherited vocabulary's [UNK] rate on the training text, what it lacked, and what was added."""
+    if not coverage:
+        return ""
+
+    def listed(pairs) -> str:
+        return ", ".join(f"<code>{html.escape(str(token))}</code> x{count:,}" for token, count in pairs) or "none"
+
+    parts = [f"The inherited vocabulary ({coverage['inherited_tokens']:,} tokens, from "
+             f"<code>{html.escape(str(coverage['source']))}</code>) turns {coverage['unknown_rate']:.3%} of the "
+             f"training text's tokens into [UNK] ({coverage['unknown_tokens']:,} of {coverage['measured_tokens']:,})."]
+    if coverage.get("uncovered_characters"):
+        parts.append(f"Commonest missing: {listed(coverage['uncovered_characters'])}.")
+    if coverage.get("added_tokens"):
+        shown = ", ".join(f"<code>{html.escape(token)}</code>" for token in coverage["added"][:20])
+        parts.append(f"tokenizer.extend_vocabulary added {coverage['added_tokens']:,} tokens ({shown}"
+                     f"{', ...' if coverage['added_tokens'] > 20 else ''}); [UNK] rate after: "
+                     f"{coverage['unknown_rate_after']:.3%}.")
+    elif coverage["unknown_rate"] > coverage["warning_rate"]:
+        parts.append("Above tokenizer.unk_warning_rate: set tokenizer.extend_vocabulary to add the missing tokens.")
+    return f"<p>{' '.join(parts)}</p>"
+
+
 # ----------------------------------------------------------------------------- reports
 def mixture_section(mixture: Mapping | None) -> list[tuple[str, str]]:
     """A mixture's sources: setting, stored sequences and each source's share of an epoch, counted
@@ -294,36 +436,36 @@ def run_report(
     sequence_stats: pd.DataFrame | None = None,
     tuning_trials: pd.DataFrame | None = None,
     finetune_runs: pd.DataFrame | None = None,
+    vocabulary_coverage: Mapping | None = None,
 ) -> str:
-    """The report of one `kedro run`: data, tokenizer, sequences (padding efficiency), training
-    curves, tuning, fine-tuning, evaluation metrics and fill-mask examples."""
-    all_metrics = pd.DataFrame(
-        [(k, format_value(v)) for k, v in metrics.items()
-         if k not in ("fill_mask_examples", "mixture") and not isinstance(v, list)],
-        columns=["metric", "value"]
-    )
-    trial_columns = [c for c in ("number", "state", "params_probability", "value", "attr_seed_spread",
-                                 "last_intermediate_value", "duration_seconds")
-                     if tuning_trials is not None and c in tuning_trials]
-    decision = metrics.get("tuning_decision")
-    decision_html = f"<p>Decision: {html.escape(str(decision))}.</p>" if decision else ""
+    """The report of one `kedro run`: data, tokenizer (an inherited vocabulary's coverage),
+    sequences (padding efficiency), training curves, tuning, fine-tuning, evaluation metrics and
+    fill-mask examples."""
     by_finetuning = tuning_trials is not None and "attr_finetune_accuracy" in tuning_trials
+    trial_labels = {"number": "trial", "state": "state", "params_probability": "mask probability",
+                    "value": "fine-tuning error" if by_finetuning else "eval loss",
+                    "attr_seed_spread": "spread over seeds", "last_intermediate_value": "last reported value",
+                    "duration_seconds": "seconds"}
+    trial_columns = [c for c in trial_labels if tuning_trials is not None and c in tuning_trials]
+    decision_html = f"<p>Decision: {html.escape(tuning_decision(metrics))}.</p>"
     tuning_objective = "finetune" if by_finetuning else "eval_loss"
     sections = [
         ("Summary", continued_pretraining_summary(metrics) + table(headline_table(metrics))),
         ("Corpus", table(corpus_stats)),
-        ("Tokenizer", table(tokenization_stats)),
+        ("Tokenizer", vocabulary_note(vocabulary_coverage) + table(tokenization_stats)),
         ("Sequences and padding efficiency", table(sequence_stats)),
         *mixture_section(metrics.get("mixture")),
-        ("Training", image(training_curves(training_history), "training curves")),
+        ("Training", image(training_curves(training_history, metrics.get("kept_step")), "training curves")
+         + validation_note(metrics)),
         (
             "Tuning of the mask probability",
             image(tuning_curve(tuning_trials, tuning_objective), "tuning trials")
-            + (table(tuning_trials[trial_columns]) if trial_columns else "")
+            + (table(tuning_trials[trial_columns].rename(columns=trial_labels)) if trial_columns else "")
             + decision_html,
         ),
         ("Fine-tuning on the downstream task", finetune_section(metrics, finetune_runs)),
-        ("Evaluation (fixed protocol)", table(all_metrics)),
+        ("Evaluation (fixed protocol)", table(evaluation_table(metrics))
+         + '<p class="muted">Every value, with its standard error, is in metrics.json.</p>'),
         ("Fill-mask examples", fill_mask_list(metrics.get("fill_mask_examples", []))),
     ]
     return page("bert-mlm run report", sections, "Evaluation: fixed 15 % masks with a fixed seed, so runs compare.")

@@ -95,7 +95,18 @@ class TuningRecord:
         """What the training summary (and ``metrics.json``) says about the masking's origin."""
         probability = "probability" in self.chosen["masking"]
         return {"mask_probability_source": self.source if probability else "parameters",
-                "tuning_decision": self.confirmation.reason if self.confirmation is not None else None}
+                "tuning_decision": self.decision}
+
+    @property
+    def decision(self) -> str:
+        """What decided the masking, in words (never empty: the report and the log print it)."""
+        if self.confirmation is not None:
+            return self.confirmation.reason
+        if self.source == "variant":
+            return "no tuning: the mask_rate_comparison variant's own masking"
+        if self.study_name is None:
+            return "tuning skipped (tuning.n_trials=0)"
+        return "the study's best adopted as it is (tuning.adopt=always)"
 
     @property
     def score(self) -> dict[str, float]:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from bert_mlm.core.corpus import BUILTIN_SOURCE, TABLE_SUFFIXES, CorpusError, RawText
+from bert_mlm.core.cpus import usable_cpus
 from bert_mlm.core.sources.hf import HFDataset
 from bert_mlm.core.sources.listing import (
     CorpusFile,
@@ -243,7 +244,7 @@ def builtin_corpus(max_files: int | None = None, workers: int | None = None) -> 
     processes; the order of the result does not depend on the number of workers.
     """
     files = stdlib_source_files()[:max_files]
-    workers = workers or min(len(files), os.cpu_count() or 1)
+    workers = workers or min(len(files), usable_cpus())
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             per_file = list(pool.map(_docstrings_of_file, map(str, files), chunksize=8))

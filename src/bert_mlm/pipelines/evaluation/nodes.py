@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import PurePosixPath
 
 from bert_mlm.config import CorpusConfig, EvaluationParameters, ModelConfig, SequenceConfig
@@ -17,8 +16,6 @@ from bert_mlm.core.sources import CorpusSource
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.datasets.pretrained import MaskedLM
 
-logger = logging.getLogger(__name__)
-
 
 def evaluate_masked_lm(
     trained_model: MaskedLM,
@@ -31,16 +28,17 @@ def evaluate_masked_lm(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     model: ModelConfig,
-    corpus: CorpusConfig,
+    corpus: CorpusConfig | None = None,
 ) -> dict:
     """Metrics on the test split (and on ``evaluation.corpus_path`` when given) under the fixed
     protocol, the most-frequent-token reference, the fine-tuning results, and fill-mask examples: the configured
     sentences, else test-split sentences with one word masked and the true word beside the fills.
     With ``model.init_from``, the starting model is scored on the same masked tokens too, and the
-    log says in one sentence per held-out set how continued pretraining moved the loss."""
+    run summary says in one sentence per held-out set how continued pretraining moved the loss."""
     trained, tokenizer = trained_model.model, trained_model.tokenizer
     extra = None if extra_eval_corpus.is_empty else (item for batch in extra_eval_corpus.batches() for item in batch)
-    names = (f"the test split of {source_name(corpus.path)}" if corpus.path else "the test split",
+    path = corpus.path if corpus is not None else None
+    names = (f"the test split of {source_name(path)}" if path else "the test split",
              source_name(evaluation.corpus_path or ""))
     metrics = held_out_metrics(trained, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra,
                                device=resolve_device("auto"), starting_model=starting_weights(model, tokenizer),
@@ -53,12 +51,7 @@ def evaluate_masked_lm(
     held_out_texts = (text for batch in corpus_documents.iter_texts("test") for text in batch)
     metrics["fill_mask_examples"] = fill_mask_report(trained, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
                                                      evaluation.fill_mask_count, evaluation.seed, evaluation.top_k)
-    logger.info("Eval loss %.4f, accuracy %.4f (%.2fx the most-frequent-token reference %.4f), top-5 %.4f",
-                metrics["eval_loss"], metrics["eval_accuracy"], metrics["accuracy_over_baseline"],
-                metrics["baseline_accuracy"], metrics["eval_top5_accuracy"])
-    for key in ("eval_change_summary", "extra_eval_change_summary"):
-        if key in metrics:
-            logger.info("From model.init_from %s: %s", model.init_from, metrics[key])
+    # The run summary logs the headline and the before/after sentences (bert_mlm.hooks.NodeTimingHook), once
     return metrics
 
 

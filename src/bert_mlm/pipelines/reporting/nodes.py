@@ -15,8 +15,10 @@ def build_run_report(
     sequence_stats: pd.DataFrame,
     tuning_trials: pd.DataFrame,
     finetune_runs: pd.DataFrame,
+    vocabulary_coverage: dict,
 ) -> str:
-    """Corpus, tokenizer and padding stats, training and tuning curves, metrics and fill-mask
-    examples, and the fine-tuning evaluation, on one self-contained HTML page."""
+    """Corpus, tokenizer and padding stats (with an inherited vocabulary's coverage), training and
+    tuning curves, metrics and fill-mask examples, and the fine-tuning evaluation, on one
+    self-contained HTML page."""
     return run_report(metrics, training_history, corpus_stats, tokenization_stats, sequence_stats, tuning_trials,
-                      finetune_runs)
+                      finetune_runs, vocabulary_coverage)

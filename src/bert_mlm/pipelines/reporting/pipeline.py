@@ -16,6 +16,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "sequence_stats",
                     "tuning_trials",
                     "finetune_runs",
+                    "vocabulary_coverage",
                 ],
                 outputs="run_report",
                 name="build_run_report",

@@ -60,6 +60,7 @@ def train_masked_lm(
     trained, result = train_data_parallel(experiment, distributed)
     summary = training_summary(result, masking, tuning_record, trained, sequence_index.word_segmenter,
                                distributed.world_size, experiment.sequences.get("train"), training.seed,
-                               experiment.schedule_note)
+                               training.eval_every, experiment.schedule_note)
     trained.to("cpu")
-    return MaskedLM(model=trained, tokenizer=tokenizer), result.history, training_curves(result.history), summary
+    curves = training_curves(result.history, summary["kept_step"])
+    return MaskedLM(model=trained, tokenizer=tokenizer), result.history, curves, summary

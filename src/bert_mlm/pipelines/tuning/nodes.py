@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import matplotlib.pyplot as plt
 import optuna
 import pandas as pd
@@ -27,8 +25,6 @@ from bert_mlm.core.sequences import SequenceIndex
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.tuning import trials_table
 from bert_mlm.core.tuning_record import TuningRecord
-
-logger = logging.getLogger(__name__)
 
 
 def tune_mask_probability(
@@ -57,7 +53,6 @@ def tune_mask_probability(
     if True in (config.search_space.get("whole_word") or ()):
         sequence_index.check_words(True, masking.word_segmenter, "tuning.search_space.whole_word")
     if config.n_trials == 0:
-        logger.info("tuning.n_trials is 0: training with masking.probability=%s", masking.probability)
         no_trials = pd.DataFrame(columns=["number", "state", "value"])
         return masking, {}, TuningRecord.of_parameters(masking), no_trials, plt.figure(), go.Figure()
 

@@ -1,0 +1,286 @@
+"""Tracking where users look: TensorBoard event files (``tracking.tensorboard: true``) and MLflow
+(``BERT_MLM_MLFLOW=1``, through kedro-mlflow; docs/mlflow.md).
+
+MLflow is never imported unless tracking is on: Kedro's command line imports every installed
+plugin's commands at start-up, and kedro-mlflow's import MLflow (2.4-2.9 s here, and MLflow's
+"Add type hints to the predict method" warning in every run's log). :func:`keep_mlflow_unimported`
+puts a stand-in for that one module in its place, which imports the real one when a ``kedro
+mlflow ...`` command is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import os
+import sys
+import time
+import types
+from pathlib import Path
+
+import click
+from kedro.framework.hooks import hook_impl
+from kedro.io.core import Version
+
+from bert_mlm.config import Section
+from bert_mlm.core.redaction import redact
+from bert_mlm.core.tracking import EVALUATION_SCALARS, FINETUNE_SCALARS, TensorBoardLog, listening
+
+MLFLOW_ENV = "BERT_MLM_MLFLOW"
+
+
+def mlflow_tracking() -> bool:
+    """Whether this process tracks to MLflow: ``BERT_MLM_MLFLOW=1`` (read when the settings load)."""
+    return os.environ.get(MLFLOW_ENV, "0") == "1"
+
+
+class _MlflowCommands(click.Group):
+    """kedro-mlflow's ``kedro mlflow ...`` commands, imported only when one of them is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return ["mlflow"]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name != "mlflow":
+            return None  # `kedro run` asks every group for "run": nothing is imported for it
+        return _real(MLFLOW_COMMANDS).commands.get_command(ctx, name)
+
+
+class _UnregisteredHook:
+    """Stands for kedro-mlflow's hook, which Kedro unregisters (``DISABLE_HOOKS_FOR_PLUGINS``)
+    right after loading it: loading the real one imports MLflow."""
+
+
+# kedro-mlflow's two entry points (its command group, its hook) -> what stands for them.
+MLFLOW_COMMANDS = "kedro_mlflow.framework.cli.cli"
+MLFLOW_HOOK = "kedro_mlflow.framework.hooks.mlflow_hook"
+_STANDING_IN = {MLFLOW_COMMANDS: {"commands": _MlflowCommands("kedro_mlflow")},
+                MLFLOW_HOOK: {"mlflow_hook": _UnregisteredHook()}}
+
+
+def _real(name: str) -> types.ModuleType:
+    """The module itself, in place of its stand-in (any use beyond the entry point's)."""
+    if getattr(sys.modules.get(name), "__standing_in__", False):
+        del sys.modules[name]
+    return importlib.import_module(name)
+
+
+def _stand_in(name: str, attributes: dict) -> types.ModuleType:
+    module = types.ModuleType(name, "imported when used; bert_mlm.tracking.keep_mlflow_unimported")
+    module.__dict__.update(attributes, __standing_in__=True)
+
+    def __getattr__(attribute: str):  # PEP 562: any other use imports the module itself
+        if attribute.startswith("__"):  # inspect, pickle and friends probing a module's dunders
+            raise AttributeError(attribute)
+        return getattr(_real(name), attribute)
+
+    module.__getattr__ = __getattr__
+    return module
+
+
+def keep_mlflow_unimported() -> None:
+    """With tracking off, Kedro finds kedro-mlflow's command group and hook entry points without
+    importing MLflow: stand-ins take the two modules' places in ``sys.modules`` (a no-op where
+    kedro-mlflow is not installed, or MLflow is imported already)."""
+    if "mlflow" in sys.modules or importlib.util.find_spec("kedro_mlflow") is None:
+        return
+    for name, attributes in _STANDING_IN.items():
+        sys.modules.setdefault(name, _stand_in(name, attributes))
+
+
+def flattened(values: dict, prefix: str) -> dict:
+    """``{"a": {"b": 1}}`` -> ``{"<prefix>.a.b": 1}``, as kedro-mlflow names parameters."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(flattened(value, f"{prefix}.{key}"))
+        else:
+            flat[f"{prefix}.{key}"] = value
+    return flat
+
+
+def section_parameters(name: str, section: Section) -> dict:
+    """A typed section's values, flattened, with secrets masked (a URL's password or signed query:
+    ``tuning.storage``, ``corpus.path`` ...; :func:`bert_mlm.core.redaction.redact`)."""
+    return redact(flattened(section.model_dump(), name))
+
+
+class TensorBoardHook:
+    """With ``tracking.tensorboard: true``, one TensorBoard run per ``kedro run`` under
+    ``tracking.tensorboard_dir/<run version>/`` (a mask-rate variant's in a sub-folder of its
+    name): the training loss, accuracy, learning rate, tokens/s and gradient norm at every step
+    while training runs (and a validation curve where the history holds one), the tuning trials'
+    values, the fixed-protocol evaluation, the fine-tuning results and per-epoch accuracy, and
+    the run's parameters as text."""
+
+    def __init__(self) -> None:
+        self.root: Path | None = None
+        self.logs: dict[str, TensorBoardLog] = {}
+        self._listening = None
+
+    def _log(self, prefix: str) -> TensorBoardLog:
+        if prefix not in self.logs:
+            self.logs[prefix] = TensorBoardLog(self.root / prefix if prefix else self.root)
+        return self.logs[prefix]
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
+        self.root, self.logs, self._listening = None, {}, None
+        tracking = catalog.load("params:tracking") if catalog.exists("params:tracking") else None
+        if tracking is None or not tracking.tensorboard:
+            return
+        version = run_params.get("run_id") or run_params.get("session_id") or time.strftime("%Y-%m-%dT%H.%M.%S")
+        self.root = Path(tracking.tensorboard_dir) / str(version)
+        parameters = catalog.load("parameters")
+        lines = [f"| `{key}` | `{value}` |" for name, section in parameters.items() if isinstance(section, Section)
+                 for key, value in section_parameters(name, section).items()]
+        self._log("").text("parameters", "| parameter | value |\n|---|---|\n" + "\n".join(lines))
+
+    @hook_impl
+    def before_node_run(self, node) -> None:
+        if self.root is not None and node.name.split(".")[-1] == "train_masked_lm":
+            self._listening = listening(self._log(node.namespace or "").records)
+            self._listening.__enter__()
+
+    def _stop_listening(self) -> None:
+        if self._listening is not None:
+            self._listening.__exit__(None, None, None)
+            self._listening = None
+
+    @hook_impl
+    def after_node_run(self, node) -> None:
+        self._stop_listening()
+
+    @hook_impl
+    def on_node_error(self, node) -> None:
+        self._stop_listening()
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str, data) -> None:
+        if self.root is None:
+            return
+        prefix, _, name = dataset_name.rpartition(".")
+        if name == "training_history" and len(data):
+            # Data-parallel ranks train in processes of their own: their steps arrive here.
+            self._log(prefix).records(data.to_dict("records"))
+        elif name == "tuning_trials" and len(data):
+            log = self._log(prefix)
+            for trial in data.to_dict("records"):
+                state = str(trial.get("state", ""))
+                value = trial.get("value") if state == "COMPLETE" else trial.get("last_intermediate_value")
+                log.scalars({"value": value}, {"value": f"tuning/{state.lower() or 'trial'}_value"},
+                            int(trial["number"]))
+        elif name == "metrics" and isinstance(data, dict):
+            self._log(prefix).scalars(data, EVALUATION_SCALARS, int(data.get("train_steps") or 0))
+        elif name == "finetune_metrics" and isinstance(data, dict) and data:
+            log = self._log(prefix)
+            log.scalars(data, FINETUNE_SCALARS, 0)
+            if data.get("finetune_summary"):
+                log.text("finetune/summary", str(data["finetune_summary"]))
+        elif name == "finetune_runs" and len(data):
+            log = self._log(prefix)
+            means = data.groupby(["model", "epoch"], sort=False)["eval_accuracy"].mean()
+            for (model, epoch), accuracy in means.items():
+                log.scalars({"accuracy": accuracy}, {"accuracy": f"finetune/eval_accuracy_by_epoch/{model}"},
+                            int(epoch))
+
+    def _close(self) -> None:
+        self._stop_listening()
+        for log in self.logs.values():
+            log.close()
+        self.logs = {}
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self._close()
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        self._close()
+
+
+# Written by kedro-mlflow's MlflowArtifactDataset (around each dataset's own configuration) when
+# tracking is on: the file is logged as an artifact of the run as it is saved.
+MLFLOW_ARTIFACTS = ("metrics", "run_report", "mask_rate_comparison_report", "{variant}.metrics")
+
+
+def _filled(value, variant: str):
+    if isinstance(value, str):
+        return value.replace("{variant}", variant)
+    if isinstance(value, dict):
+        return {key: _filled(item, variant) for key, item in value.items()}
+    return value
+
+
+def mlflow_artifacts(conf_catalog: dict, variants, save_version: str, load_versions: dict) -> dict[str, dict]:
+    """``name -> MlflowArtifactDataset arguments`` for :data:`MLFLOW_ARTIFACTS` (a variant's
+    pattern for each of ``variants``): the dataset's own configuration, at the run's version (the
+    wrapper builds its dataset itself, and would otherwise give it a version of its own, which the
+    catalog refuses), its files under the variant's folder (the variants' files share names)."""
+    found = {}
+    for pattern in MLFLOW_ARTIFACTS:
+        if pattern not in conf_catalog:
+            continue
+        for variant in variants if "{variant}" in pattern else [""]:
+            name = pattern.replace("{variant}", variant)
+            dataset = {k: v for k, v in _filled(conf_catalog[pattern], variant).items() if k != "metadata"}
+            if dataset.pop("versioned", False):
+                dataset["version"] = Version(load_versions.get(name), save_version)
+            found[name] = {"dataset": dataset, "artifact_path": variant or None,
+                           "metadata": conf_catalog[pattern].get("metadata")}
+    return found
+
+
+class MlflowTrackingHook:
+    """With MLflow tracking on (kedro-mlflow installed and ``BERT_MLM_MLFLOW=1``), kedro-mlflow's
+    own hook opens the run and logs the parameters (flat and redacted: ``hooks.RedactedForPlugins``
+    hands it the typed sections as plain mappings), and its ``MlflowArtifactDataset`` logs the
+    report and the metrics file (:func:`mlflow_artifacts`, put in the catalog here). What
+    kedro-mlflow cannot do stays in this hook:
+
+    - the numbers of ``metrics`` and ``training_summary`` as MLflow metrics: its metric datasets
+      take node outputs shaped ``{name: {"value", "step"}}``, and these outputs are the project's
+      JSON files (strings, lists and numbers) that the report and kedro-viz read;
+    - the per-step training curves: ``MlflowMetricsHistoryDataset`` logs one value per call (720
+      round trips to the tracking store for the default run's two curves), ``log_batch`` 1,000.
+
+    Variant outputs (``mask_030.metrics``) keep their prefix. Does nothing without an active run.
+    """
+
+    CURVES = {"loss": "train_loss", "accuracy": "train_accuracy", "learning_rate": "train_learning_rate",
+              "tokens_per_second": "train_tokens_per_second",
+              "valid_loss": "valid_loss", "valid_accuracy": "valid_accuracy"}  # on the validated steps only
+
+    @hook_impl
+    def after_catalog_created(self, catalog, conf_catalog: dict, save_version: str, load_versions: dict) -> None:
+        if not mlflow_tracking() or importlib.util.find_spec("kedro_mlflow") is None:
+            return
+        from kedro_mlflow.io.artifacts import MlflowArtifactDataset
+
+        from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
+
+        for name, arguments in mlflow_artifacts(conf_catalog, VARIANTS, save_version, load_versions or {}).items():
+            catalog[name] = MlflowArtifactDataset(**arguments)
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str, data) -> None:
+        prefix, _, name = dataset_name.rpartition(".")
+        mlflow = sys.modules.get("mlflow")
+        if name not in ("metrics", "training_summary", "training_history") or mlflow is None \
+                or mlflow.active_run() is None:
+            return
+        key = f"{prefix}.{{}}" if prefix else "{}"
+        if name in ("metrics", "training_summary"):
+            mlflow.log_metrics({key.format(k): float(v) for k, v in data.items()
+                                if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        elif len(data):
+            from mlflow.entities import Metric
+
+            now = int(time.time() * 1000)
+            series = [Metric(key.format(curve), float(row[column]), now, int(row["step"]))
+                      for row in data.to_dict("records") for column, curve in self.CURVES.items()
+                      if column in row and not math.isnan(row[column])]  # NaN: a step not validated
+            client = mlflow.MlflowClient()
+            for start in range(0, len(series), 1000):  # MLflow's batch limit
+                client.log_batch(mlflow.active_run().info.run_id, metrics=series[start : start + 1000])
