@@ -12,7 +12,6 @@ from transformers import BertForMaskedLM, DataCollatorForLanguageModeling, Train
 
 from bert_mlm.config import TrainingConfig
 from bert_mlm.core.device import resolve_device, resolve_precision
-from bert_mlm.core.optim import resolve_learning_rate
 
 
 class StepClock(TrainerCallback):
@@ -52,8 +51,8 @@ def train_with_hf_trainer(
     ``extra_arguments`` go to ``TrainingArguments`` as they are (``torch_compile=True``).
     """
     same = {} if hf_defaults else {
-        "learning_rate": resolve_learning_rate(training.learning_rate, model.config.hidden_size),
-        "warmup_steps": training.warmup_steps, "lr_scheduler_type": training.schedule,
+        "learning_rate": training.peak_learning_rate(model.config.hidden_size),
+        "warmup_steps": training.warmup_for(training.max_steps), "lr_scheduler_type": training.schedule,
         "weight_decay": training.weight_decay, "adam_beta1": training.adam_beta1, "adam_beta2": training.adam_beta2,
         "adam_epsilon": training.adam_epsilon, "max_grad_norm": training.max_grad_norm,
     }

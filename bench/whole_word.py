@@ -78,7 +78,7 @@ def prepare(name: str, path: str, text_column: str, vocab_size: int, workdir: Pa
             path_of_bits = words_path(workdir / name, split)
             writer = BitWriter(path_of_bits)
             for start in range(0, len(texts[split]), 2000):
-                flags, _ = segment_texts(texts[split][start : start + 2000], serialised, tokenizer.sep_token_id,
+                _, _, flags = segment_texts(texts[split][start : start + 2000], serialised, tokenizer.sep_token_id,
                                          store.dtype.name)
                 writer.write(flags)
             assert writer.close() == store.split(split).num_tokens
@@ -167,7 +167,7 @@ def word_lengths(corpus: Corpus, texts: int = 2000) -> str:
                             return_offsets_mapping=True)["offset_mapping"]
         hf_tokens += len(offsets)
         hf_words += sum(1 for k, (start, _) in enumerate(offsets) if k == 0 or start != offsets[k - 1][1])
-    flags, _ = segment_texts(sample, tokenizer.backend_tokenizer.to_str(), tokenizer.sep_token_id, "int32")
+    _, _, flags = segment_texts(sample, tokenizer.backend_tokenizer.to_str(), tokenizer.sep_token_id, "int32")
     documents = sum(1 for text in sample if tokenizer(text, add_special_tokens=False)["input_ids"])
     tokens = len(flags) - documents  # without the separators
     return (f"Tokens per word on {texts:,} reviews: {hf_tokens / max(hf_words, 1):.2f} under HF's offset-gap rule, "

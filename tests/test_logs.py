@@ -97,3 +97,10 @@ def test_summary_lines_are_aligned():
     assert len({len(line) for line in lines[1:4]}) == 1  # the table's columns line up
     assert lines[2].endswith("0.50") and lines[3].endswith("1.50")
     assert lines[-2:] == ["  model   m/path", "  report  r/path"]
+
+
+def test_the_summary_ends_with_a_continued_runs_before_and_after():
+    sentences = {"eval_change_summary": "continued pretraining lowered the held-out loss on 评论.csv from 3.91 to 3.12",
+                 "extra_eval_change_summary": "continued pretraining raised the held-out loss on a.txt from 3 to 3.1"}
+    lines = summary_lines([], 1.0, {"eval_loss": 3.12, **sentences}, {})
+    assert lines[-2:] == [f"  {sentences['eval_change_summary']}", f"  {sentences['extra_eval_change_summary']}"]

@@ -21,10 +21,12 @@ STORAGE = f"postgresql://optuna:{PASSWORD}@db.example/studies"  # not opened: no
 
 def tracked_kedro_run(project: Path) -> subprocess.CompletedProcess:
     """``BERT_MLM_MLFLOW=1 kedro run --env smoke`` as a process of its own: settings read the
-    switch when they are imported. The study is not what is tracked here: skipped."""
+    switch when they are imported. The study is not what is tracked here: skipped; the run validates
+    every 6 steps."""
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "BERT_MLM_MLFLOW": "1"}
     # A password in a parameter: kedro-mlflow logs every parameter and tags the run with --params.
-    command = [KEDRO, "run", "--env", "smoke", "--params", f"tuning.n_trials=0,tuning.storage={STORAGE}"]
+    command = [KEDRO, "run", "--env", "smoke", "--params",
+               f"tuning.n_trials=0,tuning.storage={STORAGE},training.eval_every=6"]
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -50,6 +52,7 @@ def test_tracking_is_off_by_default_and_logs_a_full_run_when_on(project_copy, mo
     assert 0 < metrics["eval_accuracy"] <= 1 and metrics["eval_masked_tokens"] > 0 and metrics["train_tokens"] > 0
     loss_curve = client.get_metric_history(run.info.run_id, "train_loss")
     assert [m.step for m in loss_curve] == list(range(1, 13))
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "valid_loss")] == [6, 12]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"run_report.html", "metrics.json"} <= artifacts
     assert run.data.params["tuning.storage"] == "postgresql://optuna:***@db.example/studies"

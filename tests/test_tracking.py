@@ -25,7 +25,7 @@ def scalars(directory, tag: str) -> list:
 
 @pytest.mark.slow
 def test_a_run_writes_tensorboard_curves_while_it_trains(project_copy, monkeypatch, labelled_task):  # noqa: F811
-    run_session(project_copy, monkeypatch, **{"tracking.tensorboard": True},
+    run_session(project_copy, monkeypatch, **{"tracking.tensorboard": True, "training.eval_every": 6},
                 **finetune_params(labelled_task, **{"finetune.seeds": 1}))
     (run,) = (project_copy / "data" / "09_tracking" / "tensorboard").iterdir()  # one folder per run, its version
     history_file = latest(project_copy / "data" / "07_model_output" / "training_history.csv")
@@ -37,6 +37,12 @@ def test_a_run_writes_tensorboard_curves_while_it_trains(project_copy, monkeypat
     assert max(event.wall_time for event in loss) <= history_file.stat().st_mtime
     for tag in ("train/learning_rate", "train/tokens_per_second", "train/accuracy"):
         assert len(scalars(run, tag)) == 12, tag
+    # The validation curve, live too: a validated step's record is published after its validation.
+    validated = history.dropna(subset=["valid_loss"])
+    valid = scalars(run, "valid/loss")
+    assert [event.step for event in valid] == validated["step"].tolist() == [6, 12]
+    assert [event.value for event in valid] == pytest.approx(validated["valid_loss"].tolist(), rel=1e-6)
+    assert max(event.wall_time for event in valid) <= history_file.stat().st_mtime
     metrics = json.loads(latest(project_copy / "data" / "08_reporting" / "metrics.json").read_text())
     (evaluation,) = scalars(run, "eval/loss")
     assert (evaluation.step, evaluation.value) == (12, pytest.approx(metrics["eval_loss"], rel=1e-6))

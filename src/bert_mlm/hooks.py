@@ -70,7 +70,7 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
         open_model(config.finetune.baseline, "finetune.baseline")
     device = resolve_device(config.training.device)
     precision = resolve_precision(config.training.precision, device)
-    planned = planned_bert_config(config.model, config.tokenizer.vocab_size)
+    planned = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
     # Before the data stages: a step that cannot fit is otherwise killed by the OOM killer, silently.
     # How many sequences a step holds is known once they are counted: core.training checks it exactly.
     deferred = check_step_memory_early(planned, config.training.batch_size, config.sequences.max_length, device,
@@ -80,7 +80,7 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
         logger.warning("%s", deferred)
     training = config.training
     if training.checkpoint_dir and (training.checkpoint_every or training.resume):
-        check_checkpoint_dir(training.checkpoint_dir, checkpoint_bytes(planned))
+        check_checkpoint_dir(training.checkpoint_dir, checkpoint_bytes(planned, training.keep_best))
     return config
 
 
@@ -453,6 +453,7 @@ def summary_lines(rows: list[dict], total: float, metrics: dict, written: dict[s
             f"({metrics.get('accuracy_over_baseline', nan):.2f}x the most-frequent-token reference "
             f"{metrics.get('baseline_accuracy', nan):.4f}), {metrics.get('eval_masked_tokens', 0):,} masked tokens"
         )
+    lines += [f"  {metrics[key]}" for key in ("eval_change_summary", "extra_eval_change_summary") if metrics.get(key)]
     if metrics.get("finetune_summary"):
         lines.append(f"  fine-tuning: {metrics['finetune_summary']}")
     label = max([0, *(len(k) for k in written)])

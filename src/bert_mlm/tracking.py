@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import os
 import sys
 import time
@@ -247,7 +248,9 @@ class MlflowTrackingHook:
     Variant outputs (``mask_030.metrics``) keep their prefix. Does nothing without an active run.
     """
 
-    CURVES = ("loss", "accuracy", "learning_rate", "tokens_per_second")
+    CURVES = {"loss": "train_loss", "accuracy": "train_accuracy", "learning_rate": "train_learning_rate",
+              "tokens_per_second": "train_tokens_per_second",
+              "valid_loss": "valid_loss", "valid_accuracy": "valid_accuracy"}  # on the validated steps only
 
     @hook_impl
     def after_catalog_created(self, catalog, conf_catalog: dict, save_version: str, load_versions: dict) -> None:
@@ -275,8 +278,9 @@ class MlflowTrackingHook:
             from mlflow.entities import Metric
 
             now = int(time.time() * 1000)
-            series = [Metric(key.format(f"train_{column}"), float(row[column]), now, int(row["step"]))
-                      for row in data.to_dict("records") for column in self.CURVES if column in row]
+            series = [Metric(key.format(curve), float(row[column]), now, int(row["step"]))
+                      for row in data.to_dict("records") for column, curve in self.CURVES.items()
+                      if column in row and not math.isnan(row[column])]  # NaN: a step not validated
             client = mlflow.MlflowClient()
             for start in range(0, len(series), 1000):  # MLflow's batch limit
                 client.log_batch(mlflow.active_run().info.run_id, metrics=series[start : start + 1000])

@@ -13,11 +13,14 @@ from bert_mlm.core.evaluation import (
     MASK_BLOCK,
     EvaluationSet,
     baseline_accuracy,
+    change_sentence,
     evaluate,
     fill_mask_examples,
     fill_mask_sentences_from,
     most_frequent_token,
+    paired_change,
     prepare_evaluation_set,
+    score_sequences,
 )
 from bert_mlm.core.masking import IGNORE_INDEX, replacement_vocabulary
 from bert_mlm.core.model import build_model
@@ -420,3 +423,93 @@ def test_bounded_evaluation_on_chinese_text(shared_dir):
     assert 3_000 <= metrics["eval_masked_tokens"] < 3_000 + 1.2 * one_block
     assert metrics["eval_mask_draws"] < 4 and metrics["eval_loss_se"] > 0
     assert metrics["eval_loss"] == pytest.approx(math.log(len(tokenizer)), rel=0.05)  # an untrained model: ~uniform
+
+
+# ----------------------------------------------------------------------------- before and after, paired
+def _continued(model: torch.nn.Module, scale: float = 0.005, seed: int = 5) -> torch.nn.Module:
+    """A model near ``model`` (every weight moved a little), as continued pretraining leaves one:
+    the two agree on most masked tokens, which is what pairing exploits."""
+    import copy
+
+    moved = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in moved.parameters():
+            parameter.add_(scale * torch.randn(parameter.shape, generator=generator))
+    return moved
+
+
+def _check_paired(start, after, evaluation_set) -> dict:
+    """The paired change against separate evaluations of both models on the same set."""
+    change = paired_change(score_sequences(after, evaluation_set, 64), score_sequences(start, evaluation_set, 64))
+    alone, before = evaluate(after, evaluation_set, 64), evaluate(start, evaluation_set, 64)
+    for key in ("eval_loss", "eval_accuracy", "eval_top5_accuracy"):
+        assert change[f"{key}_start"] == before[key] and change[f"{key}_start_se"] == before[f"{key}_se"]
+        assert change[f"{key}_change"] == pytest.approx(alone[key] - before[key], abs=1e-12)
+    # The same masked tokens for both: far tighter than two independent errors combined.
+    independent = math.hypot(alone["eval_loss_se"], before["eval_loss_se"])
+    assert 0 < change["eval_loss_change_se"] < independent / 2
+    return change
+
+
+def test_the_start_is_scored_on_the_same_masks_and_the_change_is_paired(tiny_tokenizer, data, model):
+    evaluation_set = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=200, mask_draws=2), materialise=False)
+    after = _continued(model)
+    change = _check_paired(model, after, evaluation_set)
+    # The paired error is the spread of the per-sequence differences: a bootstrap over sequences agrees.
+    start_scores, after_scores = score_sequences(model, evaluation_set), score_sequences(after, evaluation_set)
+    difference, tokens = after_scores.loss - start_scores.loss, after_scores.tokens
+    rng = np.random.default_rng(0)
+    picks = (rng.integers(0, len(tokens), len(tokens)) for _ in range(2000))
+    draws = [difference[pick].sum() / tokens[pick].sum() for pick in picks]
+    assert change["eval_loss_change_se"] == pytest.approx(float(np.std(draws)), rel=0.15)
+
+
+def test_scores_of_other_masks_are_not_paired(tiny_tokenizer, data, model):
+    one = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=60), materialise=False)
+    other = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=60, seed=3), materialise=False)
+    with pytest.raises(ValueError, match="not of the same masked tokens"):
+        paired_change(score_sequences(model, one), score_sequences(model, other))
+
+
+def test_before_and_after_on_chinese_text(shared_dir):
+    import pandas as pd
+
+    from bert_mlm.core.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(shared_dir / "vocab" / "bert-base-chinese.vocab.txt")
+    reviews = pd.read_csv(shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")["review"]
+    sequences = pack_documents(encode_documents(tokenizer, reviews.dropna().astype(str).tolist()[:300]), MAX_LENGTH,
+                               tokenizer.cls_token_id, tokenizer.sep_token_id)
+    specials = special_token_ids(tokenizer)
+    collator = Collator(tokenizer.pad_token_id, specials, MAX_LENGTH, padding="dynamic")
+    evaluation_set = prepare_evaluation_set(sequences, collator, tokenizer.mask_token_id,
+                                            replacement_vocabulary(len(tokenizer), specials),
+                                            EvaluationConfig(mask_draws=2, min_masked_tokens=2_000))
+    start = build_model(TINY, tokenizer, seed=0)
+    change = _check_paired(start, _continued(start), evaluation_set)
+    sentence = change_sentence({**change, "eval_loss": change["eval_loss_start"] + change["eval_loss_change"],
+                                "eval_accuracy": change["eval_accuracy_start"] + change["eval_accuracy_change"]},
+                               "酒店评论.csv")
+    assert sentence.startswith("continued pretraining ") and "held-out loss on 酒店评论.csv from " in sentence
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "forgetting", "expected"),
+    [
+        (-0.79, 0.02, False, "continued pretraining lowered the held-out loss on reviews.csv from 3.91 to 3.12 "
+                             "(-0.79 ± 0.02; accuracy 0.200 -> 0.300)"),
+        (0.30, 0.01, True, "continued pretraining raised the held-out loss on news.txt from 3.91 to 4.21 "
+                           "(+0.30 ± 0.01; accuracy 0.200 -> 0.300): what it forgot there"),
+        (0.01, 0.02, True, "continued pretraining raised the held-out loss on news.txt from 3.91 to 3.92 "
+                           "(+0.01 ± 0.02; accuracy 0.200 -> 0.300) (within noise)"),
+        (-0.0123, 0.0012, False, "continued pretraining lowered the held-out loss on reviews.csv from 3.910 to "
+                                 "3.898 (-0.012 ± 0.001; accuracy 0.200 -> 0.300)"),
+    ],
+)
+def test_the_before_and_after_reads_as_one_sentence(change, error, forgetting, expected):
+    corpus = "news.txt" if forgetting else "reviews.csv"
+    metrics = {"extra_eval_loss_start": 3.91, "extra_eval_loss": 3.91 + change, "extra_eval_loss_change": change,
+               "extra_eval_loss_change_se": error, "extra_eval_accuracy_start": 0.2, "extra_eval_accuracy": 0.3}
+    assert change_sentence(metrics, corpus, "extra_", forgetting) == expected
+    assert change_sentence({"eval_loss": 3.0}, corpus) is None  # no starting model scored

@@ -58,6 +58,16 @@ def test_the_estimate_follows_the_measured_step_and_the_budgets():
     assert next(s.seconds for s in busier.stages if s.name == "ingestion") == pytest.approx(3 * seconds["ingestion"])
 
 
+def test_validation_during_training_is_in_the_training_budget_and_estimate():
+    plain = plan_run(CHAIN, config(), TIMING, builtin_share=1.0)
+    validated = plan_run(CHAIN, config(training={"eval_every": 100, "eval_masked_tokens": 4000}), TIMING,
+                         builtin_share=1.0)
+    before, after = (next(s for s in plan.stages if s.name == "training") for plan in (plain, validated))
+    assert after.budget == "360 steps of 32 x 128 tokens, validated 4 times on 4,000 masked tokens"  # 100 ... 360
+    one = 4000 / 0.15 / TIMING.forward_tokens_per_second  # the protocol masks 15 %: forward passes over that many
+    assert after.seconds - before.seconds == pytest.approx(4 * one)
+
+
 def test_a_skipped_study_and_a_budget_in_epochs_are_said_so():
     plan = plan_run(CHAIN, config(tuning={"n_trials": 0}, training={"epochs": 2, "max_steps": None}), TIMING,
                     corpus_bytes=5_000_000)

@@ -70,6 +70,20 @@ def test_run_report_without_tuning_or_history_still_renders():
     assert len(embedded_pngs(page)) == 1  # the (empty) training axes
 
 
+def test_a_continued_run_opens_with_its_before_and_after():
+    sentences = {"eval_change_summary": "continued pretraining lowered the held-out loss on the test split of "
+                                        "酒店评论.csv from 3.91 to 3.12 (-0.79 ± 0.02; accuracy 0.312 -> 0.388)",
+                 "extra_eval_change_summary": "continued pretraining raised the held-out loss on news.txt from 3.02 "
+                                              "to 3.15 (+0.13 ± 0.01; accuracy 0.402 -> 0.389): what it forgot there"}
+    changes = {"eval_loss_start": 3.91, "eval_loss_change": -0.79, "eval_loss_change_se": 0.02}
+    page = run_report({**metrics(), **sentences, **changes}, history(0))
+    summary = page[page.index("<h2>Summary</h2>"):page.index("<h2>Corpus</h2>")]
+    assert "<b>Continued pretraining lowered the held-out loss on the test split of 酒店评论.csv" in summary
+    assert "<b>Continued pretraining raised the held-out loss on news.txt" in summary
+    assert "-0.7900 ± 0.0200" in summary and "paired" in summary
+    assert "Continued pretraining" not in run_report(metrics(), history(0))  # from scratch: no such lines
+
+
 def test_tuning_curve_needs_a_probability_column():
     assert tuning_curve(None) is None
     assert tuning_curve(pd.DataFrame({"number": [0], "state": ["COMPLETE"], "value": [1.0]})) is None
@@ -84,6 +98,38 @@ def test_training_curves_plots_loss_and_accuracy():
     loss_axis, accuracy_axis = figure.axes
     assert loss_axis.get_ylabel() == "masked-token loss" and len(loss_axis.lines) == 2
     assert accuracy_axis.lines[0].get_ydata()[-1] == pytest.approx(0.01)
+
+
+def test_the_validation_curve_is_drawn_beside_the_training_loss_with_the_kept_step():
+    validated = history()
+    rows = validated["step"] % 10 == 0
+    validated.loc[rows, "valid_loss"] = [7.0, 6.5, 6.6, 6.8]
+    validated.loc[rows, "valid_accuracy"] = [0.1, 0.2, 0.19, 0.18]
+    validated.loc[rows, "valid_masked_tokens"] = 4707
+    loss_axis, accuracy_axis = training_curves(validated, kept_step=20).axes
+    curve = next(line for line in loss_axis.lines if line.get_label().startswith("validation (4,707 masked tokens"))
+    assert list(curve.get_xdata()) == [10, 20, 30, 40] and list(curve.get_ydata()) == [7.0, 6.5, 6.6, 6.8]
+    assert any(line.get_label() == "kept: step 20" for line in loss_axis.lines)
+    assert loss_axis.get_title() == "Training and validation loss" and len(accuracy_axis.lines) == 3
+    summary = {"eval_every": 10, "valid_masked_tokens": 4707, "valid_share": 0.057, "best_valid_loss": 6.5,
+               "best_valid_step": 20, "final_valid_loss": 6.8, "keep_best": True, "kept_step": 20}
+    page = run_report({**metrics(), **summary}, validated)
+    assert "Validated every 10 steps on 4,707 masked tokens of the valid split (5.7% of training time)" in page
+    assert "the model saved is step 20&#x27;s" in page
+
+
+def test_the_report_says_what_an_inherited_vocabulary_lacked_and_what_was_added():
+    coverage = {"source": "bert-base-chinese", "inherited_tokens": 21128, "measured_tokens": 985706,
+                "unknown_rate": 0.0017, "unknown_tokens": 1676, "uncovered_words": [["“", 700]],
+                "uncovered_characters": [["“", 700], ["<b>", 3]], "warning_rate": 0.001, "added_tokens": 74,
+                "added": ["“", "”"], "unknown_rate_after": 0.0}
+    page = run_report(metrics(), history(), vocabulary_coverage=coverage)
+    assert "turns 0.170% of the training text's tokens into [UNK] (1,676 of 985,706)" in page
+    assert "<code>“</code> x700" in page and "&lt;b&gt;" in page  # escaped
+    assert "tokenizer.extend_vocabulary added 74 tokens" in page and "[UNK] rate after: 0.000%" in page
+    warned = run_report(metrics(), history(), vocabulary_coverage={**coverage, "added_tokens": 0, "added": []})
+    assert "set tokenizer.extend_vocabulary" in warned
+    assert "inherited vocabulary" not in run_report(metrics(), history(), vocabulary_coverage={})
 
 
 def test_compare_variants_orders_by_probability_and_names_the_best():

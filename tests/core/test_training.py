@@ -9,18 +9,20 @@ import pandas as pd
 import pytest
 import torch
 
-from bert_mlm.config import MaskingConfig, ModelConfig, TrainingConfig
+from bert_mlm.config import EvaluationConfig, MaskingConfig, ModelConfig, TrainingConfig
+from bert_mlm.config.training import CONTINUED_LR_FACTOR, CONTINUED_WARMUP_FRACTION
 from bert_mlm.core import checkpoints as checkpoints_module
 from bert_mlm.core import device as device_module
 from bert_mlm.core import training as training_module
 from bert_mlm.core.checkpoints import list_checkpoints, read_checkpoint, run_folders, save_checkpoint
 from bert_mlm.core.device import resolve_precision
 from bert_mlm.core.errors import UserError
+from bert_mlm.core.evaluation import evaluate, prepare_evaluation_set
 from bert_mlm.core.model import build_model
 from bert_mlm.core.optim import parameter_groups
 from bert_mlm.core.sequences import Collator
 from bert_mlm.core.token_ids import TokenIds
-from bert_mlm.core.training import NonFiniteLossError, train
+from bert_mlm.core.training import NonFiniteLossError, Validation, train
 
 VOCAB = 64
 SPECIAL = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
@@ -295,6 +297,9 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
         ({"precision": "fp8"}, "training.precision"),
         ({"learning_rate": 0}, "training.learning_rate"),
         ({"checkpoint_every": 5, "checkpoint_dir": None}, "training.checkpoint_dir"),
+        ({"eval_every": -1}, "training.eval_every: -1 must be an integer >= 0"),
+        ({"eval_masked_tokens": 0}, "training.eval_masked_tokens: 0 must be a positive integer"),
+        ({"keep_best": True}, "training.keep_best: picks the step with the best validation loss; set training"),
     ],
 )
 def test_bad_training_config_names_the_parameter(overrides, message):
@@ -318,17 +323,44 @@ def test_epochs_set_the_budget():
 
 
 def test_auto_learning_rate_scales_with_width():
-    from bert_mlm.core.optim import resolve_learning_rate
-
-    assert resolve_learning_rate("auto", 128) == pytest.approx(2e-3)
-    assert resolve_learning_rate("auto", 256) == pytest.approx(1e-3)
-    assert resolve_learning_rate(3e-4, 256) == 3e-4
+    assert TrainingConfig().peak_learning_rate(128) == pytest.approx(2e-3)
+    assert TrainingConfig().peak_learning_rate(256) == pytest.approx(1e-3)
+    assert TrainingConfig(learning_rate=3e-4).peak_learning_rate(256) == 3e-4
     with pytest.raises(ValueError, match="training.learning_rate: 'fast' must be a number > 0 or 'auto'"):
         TrainingConfig(learning_rate="fast")
     model, ids, config, collator = setup(learning_rate="auto", max_steps=2)
     result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
     assert result.learning_rate == pytest.approx(2e-3 * 128 / 32)
     assert result.history["learning_rate"].max() <= result.learning_rate + 1e-12
+
+
+def test_auto_schedule_from_scratch_and_for_continued_pretraining():
+    """`auto` learning rate and warmup: the from-scratch rules (the loop's own, the value stays
+    `auto`), or the continued-pretraining rules when the run starts from model.init_from; given
+    values are kept; each resolution says where it came from."""
+    scratch, note = TrainingConfig().resolved(256, continued=False, train_sequences=1000)
+    assert scratch.learning_rate == "auto" and scratch.warmup_steps == 36  # 10 % of the default 360 steps
+    assert note == "learning rate 0.001 (auto: 2e-3 x 128 / hidden size 256), warmup 36 steps (auto: 10% of 360 steps)"
+    continued, note = TrainingConfig(max_steps=200).resolved(768, continued=True, train_sequences=1000)
+    assert continued.learning_rate == pytest.approx(CONTINUED_LR_FACTOR * 2e-3 * 128 / 768)
+    assert continued.warmup_steps == round(CONTINUED_WARMUP_FRACTION * 200)
+    assert "(auto for continued pretraining (model.init_from): " in note and "measured in BENCHMARKS.md" in note
+    given, note = TrainingConfig(learning_rate=3e-4, warmup_steps=5).resolved(768, True, 1000)
+    assert (given.learning_rate, given.warmup_steps) == (3e-4, 5)
+    assert note == "learning rate 0.0003 (training.learning_rate), warmup 5 steps (training.warmup_steps)"
+    by_epochs, _ = TrainingConfig(epochs=2, max_steps=None, batch_size=10).resolved(128, False, train_sequences=95)
+    assert by_epochs.warmup_steps == 2  # 10 % of 2 passes x 10 batches
+    for bad in ("slow", -1, 1.5):
+        with pytest.raises(UserError, match=rf"training\.warmup_steps: {bad!r} must be an integer >= 0 or 'auto'"):
+            TrainingConfig(warmup_steps=bad)
+    with pytest.raises(UserError, match=r"training\.warmup_steps: True must be a number, not true/false"):
+        TrainingConfig(warmup_steps=True)
+
+
+def test_the_loop_warms_up_for_auto_steps():
+    model, ids, config, collator = setup(warmup_steps="auto", max_steps=20, learning_rate=1e-3)
+    rates = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator).history["learning_rate"]
+    assert rates.idxmax() == 1 and rates.iloc[0] == pytest.approx(5e-4)  # 2 warmup steps (10 % of 20), then decay
 
 
 def test_training_on_the_memory_mapped_store_equals_training_on_arrays(tmp_path):
@@ -416,3 +448,78 @@ def test_a_collator_built_for_other_masking_is_refused():
     model, ids, config, collator = setup()
     with pytest.raises(ValueError, match=r"collator's whole_word=False differs from masking\.whole_word=True"):
         train(model, repetitive_sequences(), ids, MaskingConfig(whole_word=True), config, collator)
+
+
+# ----------------------------------------------------------------------------- validation during training
+def validation_on(held_out: list[np.ndarray], budget: int = 150) -> Validation:
+    """The fixed protocol on ``held_out``, stopped at ``budget`` masked tokens (as
+    Experiment.validation builds it on the valid split). It also draws from the global RNG, as
+    some evaluation might: training must not notice."""
+    ids = setup()[1]
+    evaluation_set = prepare_evaluation_set(held_out, Collator(0, SPECIAL, 32, "dynamic"), ids.mask, ids.replacement,
+                                            EvaluationConfig(min_masked_tokens=budget, mask_draws=2))
+
+    def evaluate_drawing(model):
+        torch.rand(3)
+        return evaluate(model, evaluation_set, batch_size=16)
+
+    return Validation(evaluate_drawing)
+
+
+def weights_at_every_step(disturb: bool = False, **overrides):
+    """Train a model with dropout (the global RNG matters) and keep its weights after every step;
+    ``disturb``: draw from the global RNG after each step (outside any validation)."""
+    model, ids, config, collator = setup(**overrides)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.1
+    snapshots = []
+
+    def keep(step, _record):
+        assert model.training, f"step {step}: the model is not in train mode"
+        snapshots.append({k: v.clone() for k, v in model.state_dict().items()})
+        if disturb:
+            torch.rand(3)
+
+    validation = validation_on(repetitive_sequences(24, seed=1)) if config.eval_every else None
+    result = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, keep, validation=validation)
+    return snapshots, result, model
+
+
+def test_validation_is_in_the_history_and_leaves_training_unchanged():
+    plain, plain_result, _ = weights_at_every_step()
+    validated, result, _ = weights_at_every_step(eval_every=5)
+    for step, (a, b) in enumerate(zip(plain, validated, strict=True), 1):  # the same weights after every step
+        assert all(torch.equal(a[k], b[k]) for k in a), step
+    disturbed, _, _ = weights_at_every_step(disturb=True)  # the control: dropout does draw from that RNG
+    assert not all(torch.equal(plain[-1][k], disturbed[-1][k]) for k in plain[-1])
+    history = result.history
+    assert "valid_loss" not in plain_result.history
+    rows = history.dropna(subset=["valid_loss"])
+    assert list(rows["step"]) == [5, 10, 12]  # every 5 steps and the last
+    assert (rows["valid_masked_tokens"] >= 150).all() and rows["valid_masked_tokens"].nunique() == 1  # fixed masks
+    assert rows["valid_loss"].nunique() == 3 and (rows["valid_accuracy"].between(0, 1)).all()
+    assert (rows["valid_seconds"] > 0).all() and (rows["valid_loss_se"] > 0).all()
+    assert result.kept_step is None  # keep_best is off: the last step's weights
+    plain_columns = [c for c in plain_result.history if c not in ("seconds", "tokens_per_second")]
+    pd.testing.assert_frame_equal(history[plain_columns], plain_result.history[plain_columns])
+
+
+def test_keep_best_ends_with_the_weights_of_the_lowest_validation_loss():
+    # Validated on other patterns than it trains on: the model learns its own and the held-out
+    # loss, lowest early, rises.
+    snapshots, result, model = weights_at_every_step(eval_every=2, keep_best=True, learning_rate=1e-2,
+                                                     schedule="constant_with_warmup")
+    rows = result.history.dropna(subset=["valid_loss"])
+    best = int(rows.loc[rows["valid_loss"].idxmin(), "step"])
+    assert best < 12 and result.kept_step == best  # an earlier step than the last
+    assert result.kept_valid_loss == pytest.approx(rows["valid_loss"].min())
+    kept = model.state_dict()
+    assert all(torch.equal(kept[k], snapshots[best - 1][k]) for k in kept)
+    assert not all(torch.equal(kept[k], snapshots[-1][k]) for k in kept)
+
+
+def test_validation_needs_its_set():
+    model, ids, config, collator = setup(eval_every=3)
+    with pytest.raises(ValueError, match="training.eval_every is set but no validation was given"):
+        train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)

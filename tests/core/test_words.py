@@ -17,17 +17,15 @@ from bert_mlm.core.documents import DocumentShards, DocumentShardWriter
 from bert_mlm.core.masking import IGNORE_INDEX, mask_generator, mask_tokens
 from bert_mlm.core.sequences import batch_order, build_sequence_index
 from bert_mlm.core.token_ids import TokenIds
-from bert_mlm.core.token_store import encode_texts, write_token_store
+from bert_mlm.core.token_store import EncodingJob, TokenStore, TokenStoreError, encode_texts
 from bert_mlm.core.tokenizer import load_tokenizer
 from bert_mlm.core.words import (
     BitWriter,
-    WordSegmentationJob,
     continuation_ids,
     jieba_ascii_starts,
     resolve_segmenter,
     segment_texts,
     word_starts,
-    words_path,
 )
 
 
@@ -102,10 +100,10 @@ def test_word_flags_follow_jiebas_words_and_keep_the_store_tokens(chinese_tokeni
     texts = ["我们住的酒店很干净, unbelievable 好！", "", "早餐不错"]
     serialised = chinese_tokenizer.backend_tokenizer.to_str()
     sep = chinese_tokenizer.sep_token_id
-    flags, ids = segment_texts(texts, serialised, sep, "uint16", segmenter)
-    tokens, _ = encode_texts(texts, serialised, sep, "uint16")
-    assert ids == tokens.tobytes()  # the same stream as the token store's (the empty text left out)
-    assert len(flags) == len(tokens)
+    ids, lengths, flags = segment_texts(texts, serialised, sep, "uint16", segmenter)
+    tokens, expected_lengths = encode_texts(texts, serialised, sep, "uint16")
+    assert ids.tobytes() == tokens.tobytes()  # the same stream as the token store's (the empty text left out)
+    assert np.array_equal(lengths, expected_lengths) and len(flags) == len(tokens)
     pieces = chinese_tokenizer.convert_ids_to_tokens(tokens.tolist())
     continued = {piece for piece, flag in zip(pieces, flags, strict=True) if flag}
     # jieba: 我们 / 住 / 的 / 酒店 / 很 / 干净 / ... / 早餐 / 不错
@@ -114,38 +112,67 @@ def test_word_flags_follow_jiebas_words_and_keep_the_store_tokens(chinese_tokeni
     assert "##ble" in continued and "u" not in continued  # a WordPiece word inside Chinese text
 
 
-def _store_and_shards(tmp_path, texts, tokenizer, ratios):
-    """Reviews as document shards (one table row each, split by hash) and their token store."""
+def _shards(tmp_path, texts, ratios):
+    """Reviews as document shards (one table row each, split by hash)."""
     writer = DocumentShardWriter(tmp_path / "documents", row_group_bytes=50_000)
     for start in range(0, len(texts), 1000):
         items = [RawText("reviews.csv", text, is_document=True) for text in texts[start : start + 1000]]
         writer.write(clean_batch(items, min_words=1, ratios=ratios))
     writer.close(CleaningReport(), {})
-    shards = DocumentShards(tmp_path / "documents")
-    by_split = {split: [t for batch in shards.iter_texts(split) for t in batch] for split in SPLITS}
-    return write_token_store(tmp_path / "store", by_split, tokenizer), shards
+    return DocumentShards(tmp_path / "documents")
 
 
-def _job(store, shards, tokenizer, workers=2):
-    return WordSegmentationJob.for_store(shards, tokenizer, store, DataConfig(workers=workers), "rjieba")
+def _encoded_store(tmp_path, shards, tokenizer, segmenter="rjieba", workers=2):
+    """The encoding stage's token store of ``shards``, with ``segmenter``'s word boundaries."""
+    job = EncodingJob(shards, tokenizer.backend_tokenizer.to_str(), tokenizer.get_vocab(), tokenizer.sep_token_id,
+                      DataConfig(workers=workers), word_segmenter=segmenter)
+    job.write(tmp_path / "store")
+    return TokenStore(tmp_path / "store")
 
 
 @pytest.fixture(scope="module")
 def segmented(tmp_path_factory, reviews, chinese_tokenizer):
-    """ChnSentiCorp (every non-empty review) as a token store, sequences and rjieba word bits."""
+    """ChnSentiCorp (every non-empty review) encoded with rjieba word bits, and its sequences."""
     tmp_path = tmp_path_factory.mktemp("segmented")
-    store, shards = _store_and_shards(tmp_path, reviews, chinese_tokenizer, {"train": 0.8, "valid": 0.1, "test": 0.1})
-    job = _job(store, shards, chinese_tokenizer)
-    index = build_sequence_index(store, SequenceConfig(max_length=128), SPLITS, "rjieba", job)
-    directory = tmp_path / "index"
-    directory.mkdir()
-    counts = job.write(directory)
-    index.words = {split: np.fromfile(words_path(directory, split), dtype=np.uint8) for split in SPLITS}
-    return store, index, counts
+    shards = _shards(tmp_path, reviews, {"train": 0.8, "valid": 0.1, "test": 0.1})
+    store = _encoded_store(tmp_path, shards, chinese_tokenizer)
+    index = build_sequence_index(store, SequenceConfig(max_length=128), SPLITS, "rjieba", store_words=True)
+    index.words = {split: np.fromfile(path, dtype=np.uint8) for split, (path, _) in index.word_files.items()}
+    counts = {split: count for split, (_, count) in index.word_files.items()}
+    return store, index, counts, shards
+
+
+def test_the_encoding_pass_stores_the_same_tokens_with_their_word_bits(segmented, chinese_tokenizer, tmp_path):
+    """One pass: the store with word bits holds the very tokens of a store encoded without them,
+    and each split's bits are segment_texts' flags of its documents."""
+    store, _, counts, shards = segmented
+    plain = _encoded_store(tmp_path, shards, chinese_tokenizer, segmenter=None)
+    assert plain.word_segmenter is None and store.word_segmenter == "rjieba" and store.word_scheme == 2
+    serialised = chinese_tokenizer.backend_tokenizer.to_str()
+    for split in SPLITS:
+        assert store.digest(split) == plain.digest(split)
+        texts = [text for batch in shards.iter_texts(split) for text in batch]
+        tokens, _, flags = segment_texts(texts, serialised, chinese_tokenizer.sep_token_id, "uint16", "rjieba")
+        assert counts[split] == len(tokens) == store.split(split).num_tokens
+        path, _ = store.word_bits(split)
+        stored = np.unpackbits(np.fromfile(path, dtype=np.uint8), bitorder="little")[: len(flags)].astype(bool)
+        assert np.array_equal(stored, flags)
+
+
+def test_truncated_word_bits_are_named(segmented, tmp_path):
+    import shutil
+
+    store, *_ = segmented
+    copy = tmp_path / "store"
+    shutil.copytree(store.directory, copy)
+    path = copy / "valid.words.bits"
+    path.write_bytes(path.read_bytes()[:-1])
+    with pytest.raises(TokenStoreError, match=r"valid\.words\.bits.*truncated"):
+        TokenStore(copy)
 
 
 def test_whole_word_masking_on_jieba_words_selects_the_target_share(segmented, chinese_tokenizer):
-    store, index, counts = segmented
+    store, index, counts, _ = segmented
     assert counts == {split: store.split(split).num_tokens for split in SPLITS}
     sequences = index.sequences(store, "train", chinese_tokenizer.cls_token_id, chinese_tokenizer.sep_token_id)
     ids = TokenIds.from_tokenizer(chinese_tokenizer)
@@ -172,7 +199,7 @@ def test_whole_word_masking_on_jieba_words_selects_the_target_share(segmented, c
 
 
 def test_whole_word_pieces_share_one_fate(segmented, chinese_tokenizer):
-    store, index, _ = segmented
+    store, index, *_ = segmented
     sequences = index.sequences(store, "train", chinese_tokenizer.cls_token_id, chinese_tokenizer.sep_token_id)
     ids = TokenIds.from_tokenizer(chinese_tokenizer)
     batch = ids.collator(128, whole_word=True).collate(sequences, range(2000))
@@ -187,15 +214,6 @@ def test_whole_word_pieces_share_one_fate(segmented, chinese_tokenizer):
     assert agree > 0.999 and int(continuing.sum()) > 10_000
 
 
-def test_a_foreign_corpus_is_refused(tmp_path, chinese_tokenizer, reviews):
-    ratios = {"train": 0.8, "valid": 0.1, "test": 0.1}
-    _, shards = _store_and_shards(tmp_path / "a", reviews[:300], chinese_tokenizer, ratios)
-    other, _ = _store_and_shards(tmp_path / "b", reviews[300:600], chinese_tokenizer, ratios)
-    (tmp_path / "index").mkdir()
-    with pytest.raises(ValueError, match="train split of corpus_documents does not encode to the token store"):
-        _job(other, shards, chinese_tokenizer, workers=1).write(tmp_path / "index")
-
-
 def test_jieba_works_offline():
     assert jieba.lcut("我们住的酒店很干净") == ["我们", "住", "的", "酒店", "很", "干净"]
 
@@ -203,7 +221,7 @@ def test_jieba_works_offline():
 def test_stored_bits_name_their_segmenter_and_scheme(segmented, chinese_tokenizer):
     """Bits of one segmenter are never taken for another's: asking for jieba words on an rjieba
     index is refused, and the sequences' fingerprint (tuning studies, checkpoints) holds the scheme."""
-    store, index, _ = segmented
+    store, index, *_ = segmented
     index.check_words(True, "auto")
     index.check_words(True, "rjieba")
     with pytest.raises(ValueError, match="whole-word masking on jieba words needs word boundaries that sequence_index "

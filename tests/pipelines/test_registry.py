@@ -111,6 +111,7 @@ def test_mask_rate_comparison_is_one_namespace_per_variant(project_root):
         "mask_rate_comparison_report",
         "corpus_stats",
         "tokenization_stats",
+        "vocabulary_coverage",
         "sequence_stats",
     }
     assert comparison.outputs() == terminal | {f"{v}.{name}" for v in VARIANTS for name in (

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import html
+import io
 import json
+import logging
+import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +19,7 @@ from kedro.framework.startup import bootstrap_project
 from kedro.io.core import Version
 from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 
+from bert_mlm.config.training import CONTINUED_LR_FACTOR
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.experiment import open_sequences
 from bert_mlm.core.token_store import TokenStore
@@ -136,7 +142,8 @@ def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_
 def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch, labelled_task):
     """The default chain with a labelled task: the study tunes the mask rate by fine-tuning
     (tuning.objective=finetune), and the trained model is fine-tuned against its starting point."""
-    run_session(project_copy, monkeypatch, **finetune_params(labelled_task, **{"tuning.objective": "finetune"}))
+    run_session(project_copy, monkeypatch, **finetune_params(labelled_task, **{"tuning.objective": "finetune",
+                                                                              "training.eval_every": 5}))
     data = project_copy / "data"
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
     assert METRIC_KEYS <= set(metrics) and FINETUNE_KEYS <= set(metrics)
@@ -169,6 +176,11 @@ def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch, labelled_task):
     # The summary shows the value with its standard error (every digit stays in metrics.json).
     assert report.count("data:image/png;base64,") == 3 and f"{metrics['eval_accuracy']:.4f} ± " in report
     assert "accuracy points [95 % CI" in report and "fine-tuning curves" in report
+    # Validated during training every 5 steps (and at the last), drawn beside the training loss.
+    history = pd.read_csv(latest(data / "07_model_output" / "training_history.csv"))
+    assert list(history.dropna(subset=["valid_loss"])["step"]) == [5, 10, 12]
+    assert metrics["eval_every"] == 5 and metrics["kept_step"] == 12 and not metrics["keep_best"]
+    assert "Validated every 5 steps" in report
 
 
 @pytest.mark.slow
@@ -245,24 +257,129 @@ def tiny_chinese_bert(shared_data, tmp_path) -> Path:
 
 @pytest.mark.slow
 def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(
-    project_copy, monkeypatch, shared_data, tiny_chinese_bert
+    project_copy, monkeypatch, shared_data, tiny_chinese_bert, tmp_path
 ):
     """`--params model.init_from=<checkpoint>`: no vocabulary is trained; the checkpoint's own
-    tokenizer encodes the corpus (Chinese reviews here) and the trained model keeps its vocabulary."""
+    tokenizer encodes the corpus (Chinese reviews here), extended by the characters it lacks
+    (tokenizer.extend_vocabulary), and the trained model grows with it; it validates during
+    training and keeps the best step. With Chinese news as `evaluation.corpus_path`, the report
+    says how the loss moved on both, the starting model (grown the same way) scored on the same masks."""
     reviews = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
+    news = tmp_path / "新闻.txt"
+    lines = (shared_data / "corpora" / "msra-ner" / "news.txt").read_text(encoding="utf-8").splitlines()
+    news.write_text("\n\n".join(lines[:1500]), encoding="utf-8")  # a blank line between sentences: one each
     run_session(project_copy, monkeypatch, **{"corpus.path": str(reviews), "corpus.text_column": "review",
-                                              "model.init_from": str(tiny_chinese_bert), "tuning.n_trials": 0})
+                                              "model.init_from": str(tiny_chinese_bert), "tuning.n_trials": 0,
+                                              "tokenizer.extend_vocabulary": 400, "training.eval_every": 4,
+                                              "training.keep_best": True, "evaluation.corpus_path": str(news)})
     data = project_copy / "data"
+    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
+    assert metrics["eval_change_summary"].startswith(
+        "continued pretraining lowered the held-out loss on the test split of ChnSentiCorp_htl_all.csv from ")
+    assert " the held-out loss on 新闻.txt from " in metrics["extra_eval_change_summary"]
+    report = latest(data / "08_reporting" / "run_report.html").read_text()
+    assert html.escape(metrics["extra_eval_change_summary"][1:]) in report
+    assert_before_equals_a_separate_evaluation(project_copy, metrics, tiny_chinese_bert, news, "smoke")
     tokenizer = AutoTokenizer.from_pretrained(latest(data / "06_models" / "tokenizer"))
-    assert tokenizer.get_vocab() == AutoTokenizer.from_pretrained(tiny_chinese_bert).get_vocab()
+    own = AutoTokenizer.from_pretrained(tiny_chinese_bert).get_vocab()
+    assert len(own) < len(tokenizer) <= len(own) + 400
+    assert {token: index for token, index in tokenizer.get_vocab().items() if index < len(own)} == own
+    coverage = json.loads(latest(data / "08_reporting" / "vocabulary_coverage.json").read_text())
+    assert coverage["unknown_rate"] > 0.001 > coverage["unknown_rate_after"]  # bert-base-chinese lacks 0.17 %
     stats = pd.read_csv(latest(data / "08_reporting" / "tokenization_stats.csv")).set_index("split")
-    assert stats.loc["all", "unknown_rate"] < 0.01
-    model = AutoModelForMaskedLM.from_pretrained(latest(data / "06_models" / "masked_lm"))
-    assert model.config.vocab_size == 21128 and model.config.hidden_size == 32
+    assert stats.loc["all", "unknown_rate"] < 0.001
+    model_dir = latest(data / "06_models" / "masked_lm")
+    model = AutoModelForMaskedLM.from_pretrained(model_dir)
+    assert model.config.vocab_size == len(tokenizer) and model.config.hidden_size == 32
     # The card says where the model came from and the corpus's language (the reviews are Chinese).
     card = HubCard((latest(data / "06_models" / "masked_lm") / "README.md").read_text(encoding="utf-8"))
     assert card.data.language == "zh" and "continued-pretraining" in card.data.tags
     assert f"continued from `{tiny_chinese_bert}`" in card.text and card.data.base_model is None  # a local folder
+    new = coverage["added"][0]
+    saved = AutoTokenizer.from_pretrained(model_dir)
+    assert saved(f"房间{new}")["input_ids"][1:-1] == saved.convert_tokens_to_ids(["房", "间", new])
+    assert len(pipeline("fill-mask", model=str(model_dir))(f"房间{new}[MASK]好")) == 5
+    # Validation every 4 steps of the 12, the best step kept and named.
+    history = pd.read_csv(latest(data / "07_model_output" / "training_history.csv"))
+    assert list(history.dropna(subset=["valid_loss"])["step"]) == [4, 8, 12]
+    summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
+    assert summary["keep_best"] and summary["kept_step"] == summary["best_valid_step"]
+    assert 0 < summary["valid_share"] < 1
+    report = latest(data / "08_reporting" / "run_report.html").read_text()
+    assert "Validated every 4 steps" in report and "tokenizer.extend_vocabulary added" in report
+
+
+def assert_before_equals_a_separate_evaluation(project: Path, metrics: dict, start: Path, extra: Path,
+                                              env: str) -> None:
+    """The starting model's numbers in ``metrics`` are its own evaluation, made apart, on the
+    stored held-out data and ``extra``: the same masked tokens, the same values. The start is the
+    checkpoint loaded for the run's tokenizer (grown when tokenizer.extend_vocabulary added tokens)."""
+    from bert_mlm.core.experiment import held_out_metrics
+    from bert_mlm.core.model import load_for_continued_pretraining
+    from bert_mlm.core.sources import read_corpus
+    from bert_mlm.core.tokenizer import load_tokenizer
+
+    with KedroSession.create(project_path=project, env=env) as session:
+        catalog = session.load_context().catalog
+        evaluation, sequences = catalog.load("params:evaluation"), catalog.load("params:sequences")
+    data = project / "data"
+    index = SequenceIndexDataset(str(data / "05_model_input" / "sequence_index"), version=Version(None, None)).load()
+    tokenizer = load_tokenizer(latest(data / "06_models" / "tokenizer"))
+    separate = held_out_metrics(load_for_continued_pretraining(start, tokenizer), tokenizer,
+                                TokenStore(latest(data / "04_feature" / "token_store")), index, evaluation.protocol,
+                                sequences, read_corpus(extra))
+    for key in ("eval_loss", "eval_accuracy", "eval_top5_accuracy", "extra_eval_loss", "extra_eval_accuracy"):
+        assert metrics[f"{key}_start"] == pytest.approx(separate[key], rel=1e-9), key
+        assert metrics[f"{key}_change"] == pytest.approx(metrics[key] - separate[key], abs=1e-7), key
+    assert metrics["eval_masked_tokens"] == separate["eval_masked_tokens"]
+    assert 0 < metrics["eval_loss_change_se"] < math.hypot(metrics["eval_loss_se"], separate["eval_loss_se"])
+
+
+@pytest.mark.slow
+def test_continued_pretraining_says_how_the_loss_moved_on_the_domain_and_on_general_text(
+    project_copy, monkeypatch, shared_data
+):
+    """A general model trained by the chain (a Gutenberg book), continued (`model.init_from`) on
+    another text with `evaluation.corpus_path` pointing at the general book: the log, metrics.json
+    and the report say in one sentence each how the held-out loss moved, and the starting model's
+    numbers are its own evaluation on the same masks."""
+    general_text = shared_data / "corpora" / "gutenberg" / "austen-persuasion.txt"
+    domain_text = shared_data / "corpora" / "wikitext-2-raw" / "wiki.valid.raw"
+    run_session(project_copy, monkeypatch, pipeline_name=["ingestion", "tokenization", "sequences", "tuning",
+                                                          "training"],
+                **{"corpus.path": str(general_text), "tuning.n_trials": 0})
+    data = project_copy / "data"
+    general = latest(data / "06_models" / "masked_lm")
+    # The run summary's logger (bert_mlm.hooks, where the sentences are logged once): the project's
+    # logging configuration (applied at every session) leaves a logger it does not name alone, and
+    # with it this handler.
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    summary_logger = logging.getLogger("bert_mlm.hooks")
+    summary_logger.addHandler(handler)
+    try:
+        run_session(project_copy, monkeypatch, **{"corpus.path": str(domain_text), "model.init_from": str(general),
+                                                  "evaluation.corpus_path": str(general_text), "tuning.n_trials": 0})
+    finally:
+        summary_logger.removeHandler(handler)
+    log = log.getvalue()
+    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
+    rate = CONTINUED_LR_FACTOR * 2e-3 * 128 / 32  # the smoke model is 32 wide
+    assert metrics["learning_rate"] == pytest.approx(rate)
+    assert f"learning rate {rate:.3g} (auto for continued pretraining" in metrics["learning_rate_schedule"]
+    held_out, extra = metrics["eval_change_summary"], metrics["extra_eval_change_summary"]
+    assert re.fullmatch(r"continued pretraining (lowered|raised) the held-out loss on the test split of "
+                        r"wiki\.valid\.raw from \d+\.\d+ to \d+\.\d+ \([+-]\d+\.\d+ ± \d+\.\d+; accuracy .*",
+                        held_out)
+    assert extra.startswith("continued pretraining ") and " the held-out loss on austen-persuasion.txt from " in extra
+    before, after = map(float, re.search(r" from (\S+) to (\S+) ", held_out).groups())
+    assert before == pytest.approx(metrics["eval_loss_start"], abs=5e-3)
+    assert after == pytest.approx(metrics["eval_loss"], abs=5e-3)
+    for sentence in (held_out, extra):
+        assert sentence in log
+    report = latest(data / "08_reporting" / "run_report.html").read_text()
+    assert html.escape(held_out[0].upper() + held_out[1:]) in report and html.escape(extra[1:]) in report
+    assert_before_equals_a_separate_evaluation(project_copy, metrics, general, general_text, "smoke")
 
 
 @pytest.mark.slow
@@ -307,6 +424,12 @@ def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monk
     assert FINETUNE_KEYS <= set(finetune) and finetune["finetune_classes"] == 2
     assert HubCard((latest(data / "06_models" / "masked_lm") / "README.md").read_text(encoding="utf-8")).data.language \
         == "zh"
+    # The word bits were stored by the encoding pass: asking the sequences stage alone for another
+    # segmenter's words is one line that says which stage makes them.
+    with pytest.raises(ValueError, match=r"^masking\.whole_word: whole-word masking on jieba words needs the token "
+                                         r"store to hold them, and .* holds rjieba words .* run the tokenization"):
+        run_session(project_copy, monkeypatch, env="smoke_zh", pipeline_name="sequences", **{
+            "corpus.path": str(reviews), "corpus.text_column": "review", "masking.word_segmenter": "jieba"})
 
 
 def test_nodes_receive_typed_sections_with_runtime_overrides(project_copy, monkeypatch):

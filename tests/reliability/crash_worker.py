@@ -43,7 +43,7 @@ elif mode == "store":
 
     real_write_split = store_module.TokenStoreWriter.write_split
 
-    def stalling_write_split(self, split, encoded):
+    def stalling_write_split(self, split, encoded, words=False):
         def half_then_stall():
             for number, item in enumerate(encoded):
                 yield item
@@ -51,7 +51,7 @@ elif mode == "store":
                     print("writing", flush=True)
                     time.sleep(3600)
 
-        return real_write_split(self, split, half_then_stall())
+        return real_write_split(self, split, half_then_stall(), words)
 
     store_module.TokenStoreWriter.write_split = stalling_write_split
     tokenizer = load_tokenizer(sys.argv[3])

@@ -8,11 +8,12 @@ import re
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
-from test_training import repetitive_sequences, setup  # noqa: E402
+from test_training import repetitive_sequences, setup, validation_on  # noqa: E402
 
 from bert_mlm.config import MaskingConfig  # noqa: E402
 from bert_mlm.core.checkpoints import (  # noqa: E402
@@ -72,6 +73,39 @@ def test_resume_refuses_another_runs_checkpoint_and_says_what_differs(tmp_path, 
     # And the crashed run still resumes exactly where it was.
     _, resumed = run(tmp_path, resume=True, max_steps=12)
     assert resumed.resumed_from_step == 4
+
+
+@pytest.mark.parametrize(("eval_every", "crash_at", "checkpoint"), [(3, 10, 8), (4, 6, 4)],
+                         ids=["best weights stored apart", "best is the checkpoint's own weights"])
+def test_a_resumed_run_validates_and_keeps_the_best_as_an_uninterrupted_one(tmp_path, eval_every, crash_at,
+                                                                            checkpoint):
+    """Validation rows are in the checkpoint's history and the best weights travel with it: an
+    interrupted and resumed run has the same history, validation included, and keeps the same step."""
+    settings = {"checkpoint_every": 4, "eval_every": eval_every, "keep_best": True, "learning_rate": 1e-2,
+                "schedule": "constant_with_warmup"}
+    validation = validation_on(repetitive_sequences(24, seed=1))
+    straight, ids, config, collator = setup(checkpoint_dir=str(tmp_path / "straight"), **settings)
+    uninterrupted = train(straight, repetitive_sequences(), ids, MaskingConfig(), config, collator,
+                          validation=validation)
+
+    def crash(step, _record):
+        if step == crash_at:
+            raise KeyboardInterrupt("simulated crash")
+
+    model, ids, config, collator = setup(checkpoint_dir=str(tmp_path / "crashed"), **settings)
+    with pytest.raises(KeyboardInterrupt):
+        train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, on_step=crash,
+              validation=validation)
+    model, ids, config, collator = setup(checkpoint_dir=str(tmp_path / "crashed"), resume=True, **settings)
+    resumed = train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, validation=validation)
+    assert resumed.resumed_from_step == checkpoint
+    timing = ["seconds", "tokens_per_second", "valid_seconds"]
+    pd.testing.assert_frame_equal(resumed.history.drop(columns=timing), uninterrupted.history.drop(columns=timing))
+    validated = list(resumed.history.dropna(subset=["valid_loss"])["step"])
+    assert validated == sorted({*range(eval_every, 13, eval_every), 12})
+    assert resumed.kept_step == uninterrupted.kept_step < 12
+    for key, value in straight.state_dict().items():
+        assert torch.equal(value, model.state_dict()[key]), key
 
 
 def test_runs_do_not_share_a_checkpoint_folder(tmp_path):

@@ -70,6 +70,11 @@ class ExperimentConfig(Section):
         if self.sequences.max_length > self.model.max_position_embeddings:
             raise UserError(f"sequences.max_length: {self.sequences.max_length} exceeds model.max_position_embeddings "
                             f"({self.model.max_position_embeddings})")
+        if self.tokenizer.extend_vocabulary and not (self.model.init_from or self.tokenizer.vocab_path):
+            raise UserError(
+                "tokenizer.extend_vocabulary: extends an inherited vocabulary (model.init_from or "
+                "tokenizer.vocab_path); a vocabulary trained on this corpus covers it already"
+            )
         if self.tuning.objective == "finetune" and self.tuning.n_trials > 0 and not self.finetune.enabled:
             raise UserError("tuning.objective: finetune needs a labelled task: set finetune.train_path")
         for name, overrides in self.variants.items():

@@ -34,3 +34,15 @@ class TokenizerConfig(Section):
         "default", min_length=1,
         description="always kept: default (printable ASCII, common punctuation, symbols, currency, CJK full-width "
                     "punctuation), none, or the characters themselves")
+    # 0.1 %: inherited vocabularies measured on text of their own language gave 0-0.064 % (English);
+    # those lacking characters of the text 0.15-0.97 % (Chinese reviews and news under a news or the
+    # bert-base-chinese vocabulary; BENCHMARKS.md "Vocabulary coverage and extension").
+    unk_warning_rate: float = Field(
+        0.001, ge=0, le=1,
+        description="an inherited vocabulary (model.init_from, vocab_path) turning more of the training text into "
+                    "[UNK] than this (0.1 %) gets a warning naming what it lacks")
+    extend_vocabulary: int = Field(
+        0, ge=0,
+        description="add up to N tokens the inherited vocabulary lacks (Chinese: characters; otherwise missing "
+                    "characters, then WordPiece pieces learned on the text); new embedding rows start from the mean "
+                    "of their old pieces (0: off)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -13,6 +14,16 @@ SCHEDULES = ("linear", "cosine", "constant_with_warmup")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 Positive = Annotated[float, Field(gt=0)]
+AUTO = "auto"
+# From scratch, "auto" is 2e-3 x 128 / hidden_size (1/width, as muP prescribes for Adam on hidden
+# weights: a 4-layer 256-wide model stayed on the unigram plateau for 300 steps at 2e-3 and left it
+# at 1e-3, BENCHMARKS.md) with a warmup of 10 % of the step budget (36 of the default 360 steps;
+# every benchmark trains with 10 %).
+AUTO_LR_BASE, AUTO_LR_WIDTH, AUTO_WARMUP_FRACTION = 2e-3, 128, 0.1
+# Continued pretraining (model.init_from): the from-scratch rule times this factor, and this share
+# of the budget as warmup, chosen by bench/continued_pretraining.py (BENCHMARKS.md, "Continued
+# pretraining"; docs/continued-pretraining.md).
+CONTINUED_LR_FACTOR, CONTINUED_WARMUP_FRACTION = 0.1, 0.1
 
 
 class TrainingConfig(Section):
@@ -26,15 +37,16 @@ class TrainingConfig(Section):
         None, gt=0, description="passes over the training sequences instead of max_steps (then set max_steps: null)")
     batch_size: int = Field(32, gt=0, description="sequences per micro-batch")
     gradient_accumulation_steps: int = Field(1, gt=0, description="micro-batches per optimizer step")
-    # 1/width, as muP prescribes for Adam on hidden weights: a 4-layer 256-wide model stayed on the
-    # unigram plateau for 300 steps at 2e-3 and left it at 1e-3 (BENCHMARKS.md).
     learning_rate: Positive | Literal["auto"] = Field(
-        "auto", description="peak, after warmup; auto = 2e-3 x 128 / model.hidden_size (2e-3 at 128, 1e-3 at 256)")
+        AUTO, description="peak, after warmup; auto = 2e-3 x 128 / model.hidden_size (2e-3 at 128, 1e-3 at 256); "
+                          "with model.init_from, the continued-pretraining rule (docs/continued-pretraining.md)")
     weight_decay: float = Field(0.01, ge=0, description="AdamW's decoupled weight decay (not on biases and norms)")
     adam_beta1: float = Field(0.9, ge=0, lt=1, description="AdamW's first-moment decay")
     adam_beta2: float = Field(0.98, ge=0, lt=1, description="AdamW's second-moment decay")
     adam_epsilon: float = Field(1e-6, gt=0, description="AdamW's epsilon")
-    warmup_steps: int = Field(36, ge=0, description="steps of linear warmup to the peak learning rate")
+    warmup_steps: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        AUTO, description="steps of linear warmup to the peak learning rate; auto = 10 % of the step budget (36 of "
+                          "360); with model.init_from, the continued-pretraining rule")
     schedule: Literal[SCHEDULES] = Field("linear", description="linear | cosine | constant_with_warmup")
     max_grad_norm: float | None = Field(1.0, gt=0, description="gradient clipping (after unscaling); null: none")
     seed: int = Field(42, ge=0, description="initial weights, data order, masks and dropout")
@@ -58,6 +70,17 @@ class TrainingConfig(Section):
     # The history still has every step; a non-finite streak is seen at the next read.
     record_every: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
         "auto", description="steps between host reads of the loss (a device sync): auto = 10 on GPU, 1 on CPU")
+    eval_every: int | None = Field(
+        0, ge=0, description="validation during training: the fixed protocol on the valid split every N steps, in "
+                             "the history and the report (0 or null: off; conf/gpu: 1000)")
+    # The budget bounds the cost: at 4,096, one validation took 1.16 training steps of 32 x 128 tokens
+    # (CPU, 4 x 256 model: every 20 steps is 5.7 % of the time; at 20,000, 6.6 steps; BENCHMARKS.md).
+    # Every validation scores the same masks, so the curve's points are paired.
+    eval_masked_tokens: int = Field(
+        4096, gt=0, description="each validation's budget of masked tokens (CPU, 4 x 256 model: as long as 1.2 "
+                                "training steps of 32 x 128 tokens)")
+    keep_best: bool = Field(
+        False, description="true: the saved model is the step with the lowest validation loss (needs eval_every)")
     # torch's default pool has a thread per core of the machine: it ignores affinity masks and
     # cgroup quotas, and under load its threads wait on each other (BENCHMARKS.md, "CPU threads").
     threads: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
@@ -75,7 +98,49 @@ class TrainingConfig(Section):
             raise UserError("training.max_steps: null needs training.epochs (passes over the data) as the budget")
         if (self.checkpoint_every or self.resume) and not self.checkpoint_dir:
             raise UserError("training.checkpoint_dir: required when checkpoint_every > 0 or resume is true")
+        if self.keep_best and not self.eval_every:
+            raise UserError("training.keep_best: picks the step with the best validation loss; set training.eval_every "
+                            "(e.g. 100) to validate during training")
         return self
+
+    def peak_learning_rate(self, hidden_size: int, continued: bool = False) -> float:
+        """The learning rate after warmup: the configured one, or ``auto``'s rule for a model of
+        ``hidden_size`` trained from scratch or ``continued`` (``model.init_from``)."""
+        if self.learning_rate != AUTO:
+            return float(self.learning_rate)
+        return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size * (CONTINUED_LR_FACTOR if continued else 1.0)
+
+    def warmup_for(self, max_steps: int, continued: bool = False) -> int:
+        """Warmup steps of a run of ``max_steps``: the configured number, or ``auto``'s share."""
+        if self.warmup_steps != AUTO:
+            return self.warmup_steps
+        return round((CONTINUED_WARMUP_FRACTION if continued else AUTO_WARMUP_FRACTION) * max_steps)
+
+    def step_budget(self, train_sequences: int) -> int:
+        """Optimizer steps of the run: ``max_steps``, or ``epochs`` passes over the training sequences."""
+        if self.epochs is None:
+            return self.max_steps
+        batches_per_epoch = math.ceil(train_sequences / self.batch_size)
+        return max(1, math.ceil(self.epochs * batches_per_epoch / self.gradient_accumulation_steps))
+
+    def resolved(self, hidden_size: int, continued: bool, train_sequences: int) -> tuple[TrainingConfig, str]:
+        """This configuration with ``auto`` learning rate and warmup as the numbers it trains with
+        (a ``continued`` run's learning rate; from scratch the loop applies the same rule and the
+        value stays ``auto``), and one line that says where they came from."""
+        steps = self.step_budget(train_sequences)
+        warmup, rate = self.warmup_for(steps, continued), self.peak_learning_rate(hidden_size, continued)
+        if self.learning_rate != AUTO:
+            origin = "training.learning_rate"
+        elif continued:
+            origin = (f"auto for continued pretraining (model.init_from): {CONTINUED_LR_FACTOR:g} x the from-scratch "
+                      f"rule 2e-3 x 128 / hidden size {hidden_size}, measured in BENCHMARKS.md")
+        else:
+            origin = f"auto: 2e-3 x 128 / hidden size {hidden_size}"
+        fraction = CONTINUED_WARMUP_FRACTION if continued else AUTO_WARMUP_FRACTION
+        warmup_origin = (f"auto: {fraction:.0%} of {steps} steps" if self.warmup_steps == AUTO
+                         else "training.warmup_steps")
+        resolved = self.replace(learning_rate=rate if continued else self.learning_rate, warmup_steps=warmup)
+        return resolved, f"learning rate {rate:.3g} ({origin}), warmup {warmup} steps ({warmup_origin})"
 
     def record_window(self, device) -> int:
         """Steps between host reads: ``record_every``, or for ``auto`` every step on the CPU (its

@@ -74,16 +74,17 @@ def data_digest(sequences: Sequence[np.ndarray]) -> str:
     return digest.hexdigest()
 
 
-def checkpoint_bytes(bert_config) -> int:
+def checkpoint_bytes(bert_config, keep_best: bool = False) -> int:
     """About what one checkpoint of a model of ``bert_config`` (a ``BertConfig``) takes: every
     entry of its state dict in fp32 (tied weights are stored twice) and AdamW's two moments per
-    parameter; the RNG states and the history are small beside them."""
+    parameter, with ``keep_best`` a second copy of the weights (the best validated step's); the
+    RNG states and the history are small beside them."""
     from transformers import BertForMaskedLM
 
     with torch.device("meta"):  # shapes only: nothing allocated, nothing initialised
         model = BertForMaskedLM(bert_config)
     weights = sum(t.numel() for t in model.state_dict().values())
-    return 4 * weights + 8 * sum(p.numel() for p in model.parameters())
+    return 4 * weights * (2 if keep_best else 1) + 8 * sum(p.numel() for p in model.parameters())
 
 
 def check_checkpoint_dir(directory: str | os.PathLike, needed: int) -> None:
@@ -335,13 +336,38 @@ def refuse_other_runs(root: str | os.PathLike, fingerprint: dict) -> None:
 
 
 @dataclass
+class BestWeights:
+    """The step with the lowest validation loss so far (``training.keep_best``) and a CPU copy of
+    its weights."""
+
+    step: int
+    valid_loss: float
+    weights: dict
+
+    def stored(self, at_step: int) -> dict:
+        """As a checkpoint written at ``at_step`` holds it: no second copy of the weights when the
+        best step is that checkpoint's own."""
+        return {"step": self.step, "valid_loss": self.valid_loss,
+                "weights": None if self.step == at_step else self.weights}
+
+    @classmethod
+    def restored(cls, stored: dict | None, model: torch.nn.Module) -> BestWeights | None:
+        if stored is None:
+            return None
+        weights = stored["weights"] or {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        return cls(stored["step"], stored["valid_loss"], weights)
+
+
+@dataclass
 class Position:
-    """Where a run is: optimizer steps done, epoch, next micro-batch of the epoch, history."""
+    """Where a run is: optimizer steps done, epoch, next micro-batch of the epoch, history, and
+    the best validated weights when the run keeps them."""
 
     step: int = 0
     epoch: int = 0
     next_batch: int = 0
     records: list = field(default_factory=list)
+    best: BestWeights | None = None
 
 
 class RunCheckpoints:
@@ -361,7 +387,8 @@ class RunCheckpoints:
     def save(self, position: Position, stateful: dict, rng: list, config: dict) -> Path:
         state = {name: part.state_dict() for name, part in stateful.items()}
         state.update(rng=rng, step=position.step, epoch=position.epoch, next_batch=position.next_batch,
-                     history=position.records, config=config)
+                     history=position.records, config=config,
+                     best=position.best.stored(position.step) if position.best else None)
         return save_checkpoint(self.folder, position.step, state, keep=self.keep, fingerprint=self.fingerprint)
 
     def resume(self, stateful: dict, rank: int, max_steps: int) -> Position:
@@ -390,7 +417,8 @@ class RunCheckpoints:
             return Position()
         path, state = found
         logger.info("Resumed from %s (step %d, epoch %d)", path, state["step"], state["epoch"])
-        return Position(state["step"], state["epoch"], state["next_batch"], state["history"])
+        return Position(state["step"], state["epoch"], state["next_batch"], state["history"],
+                        BestWeights.restored(state.get("best"), stateful["model"]))
 
 
 def rng_states() -> dict:

@@ -65,10 +65,13 @@ def tune_masking(
     trial_training = experiment.training.replace(
         max_steps=config.trial_steps,
         epochs=None,
-        warmup_steps=min(experiment.training.warmup_steps, config.trial_steps // 5),
+        warmup_steps=min(experiment.training.warmup_for(
+            experiment.training.step_budget(len(experiment.sequences.get("train", [])))), config.trial_steps // 5),
         checkpoint_every=0,
         resume=False,
         progress=False,
+        eval_every=0,  # a trial validates on the study's own set, every tuning.eval_every steps (train_trial)
+        keep_best=False,
     )
     evaluation_set = experiment.evaluation_set("valid", config.eval_max_sequences)
 
@@ -128,9 +131,11 @@ def confirm(best: TuningRecord, experiment, trial_training, seed_losses, tuned: 
 
 
 # Training settings that do not change what a trial measures (its budget is tuning.trial_steps;
-# how often the host reads the loss and whether the encoder is compiled are speed, not results).
+# how often the host reads the loss and whether the encoder is compiled are speed, not results;
+# a trial validates on the study's own set, never with training.eval_every's).
 NOT_COMPARED_TRAINING = ("progress", "resume", "checkpoint_every", "checkpoint_dir", "keep_checkpoints", "max_steps",
-                         "epochs", "record_every", "compile", "threads")
+                         "epochs", "record_every", "compile", "threads", "eval_every", "eval_masked_tokens",
+                         "keep_best")
 
 
 def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None) -> str:

@@ -226,14 +226,11 @@ def check_starting_vocabulary(init_from: str, vocab_path: str, lowercase: bool =
     authoritative. A vocabulary that is not the one the model was trained with (other tokens at
     the same ids, or another size) would train silently on meaningless embeddings; refused here,
     before the data stages."""
-    from bert_mlm.core.tokenizer import VocabularyError, load_tokenizer
+    from bert_mlm.core.tokenizer import load_tokenizer
 
     directory = Path(resolve_checkpoint(init_from))
     given = load_tokenizer(vocab_path, lowercase, strip_accents, chinese_chars).get_vocab()
-    try:
-        own = load_tokenizer(directory).get_vocab()
-    except VocabularyError:  # a model saved without its tokenizer: only its size can be compared
-        own = None
+    own = starting_vocabulary(directory)  # None: saved without its tokenizer, only its size can be compared
     advice = ("the starting model's own tokenizer is used when tokenizer.vocab_path is empty: leave it empty, "
               "or start from a model trained with that vocabulary")
     if own is not None and own != given:
@@ -275,20 +272,48 @@ def check_starting_tokenizer(init_from: str, lowercase: bool = True, strip_accen
 def load_for_continued_pretraining(
     path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase, attn_implementation: str = "eager"
 ) -> BertForMaskedLM:
+    """The checkpoint at ``path``, for ``tokenizer``: its own vocabulary, or an extension of it
+    (``tokenizer.extend_vocabulary``: the same tokens at the same ids, then new ones), for which
+    the embedding and output layers grow (:func:`bert_mlm.core.vocabulary.grow_embeddings`). Any
+    other vocabulary, of the same size or not, is refused: it would train on meaningless rows."""
+    from bert_mlm.core.vocabulary import grow_embeddings
+
     directory = resolve_checkpoint(path)
     model = BertForMaskedLM.from_pretrained(directory, attn_implementation=attn_implementation)
-    if model.config.vocab_size != len(tokenizer):
+    size = model.config.vocab_size
+    if len(tokenizer) < size:
         raise UserError(
-            f"model.init_from: the checkpoint {str(path)!r} has a vocabulary of "
-            f"{model.config.vocab_size} tokens but the tokenizer has {len(tokenizer)}; "
-            "leave tokenizer.vocab_path empty to use the checkpoint's own vocabulary"
+            f"model.init_from: the checkpoint {str(path)!r} has a vocabulary of {size} tokens but the tokenizer has "
+            f"{len(tokenizer)}; leave tokenizer.vocab_path empty to use the checkpoint's own vocabulary"
         )
+    own = starting_vocabulary(directory)
+    if own is not None:
+        vocab = tokenizer.get_vocab()
+        inherited = {token: index for token, index in vocab.items() if index < size}
+        if inherited != own:
+            same = sum(own.get(token) == index for token, index in inherited.items())
+            raise UserError(
+                f"model.init_from: the tokenizer ({len(tokenizer)} tokens) is neither the vocabulary of the checkpoint "
+                f"{str(path)!r} ({size} tokens) nor an extension of it ({same} of its {size} ids mean the same "
+                "token); leave tokenizer.vocab_path empty to use the checkpoint's own vocabulary"
+            )
     if model.config.pad_token_id not in (None, tokenizer.pad_token_id):
         raise UserError(
             f"model.init_from: the checkpoint's pad_token_id {model.config.pad_token_id} differs "
             f"from the tokenizer's {tokenizer.pad_token_id}"
         )
+    grow_embeddings(model, tokenizer)
     return model
+
+
+def starting_vocabulary(directory: str | os.PathLike) -> dict[str, int] | None:
+    """The vocabulary saved with a checkpoint, or None for a checkpoint saved without a tokenizer."""
+    from bert_mlm.core.tokenizer import VocabularyError, load_tokenizer
+
+    try:
+        return load_tokenizer(directory).get_vocab()
+    except VocabularyError:
+        return None
 
 
 class MaskedPositionsMLM(torch.nn.Module):
@@ -426,11 +451,14 @@ def check_step_memory_early(config, batch_size: int, length: int, device: torch.
             "train split's sequences, so this is checked again once they are counted, before training")
 
 
-def planned_bert_config(config: ModelConfig, vocab_size: int) -> BertConfig:
-    """The shape the run will train, known before any data: the ``init_from`` checkpoint's, or
-    ``model.*`` with the planned ``tokenizer.vocab_size``."""
+def planned_bert_config(config: ModelConfig, vocab_size: int, added_tokens: int = 0) -> BertConfig:
+    """The shape the run will train, known before any data: the ``init_from`` checkpoint's (with
+    up to ``added_tokens`` more rows: ``tokenizer.extend_vocabulary``), or ``model.*`` with the
+    planned ``tokenizer.vocab_size``."""
     if config.init_from:
-        return BertConfig.from_pretrained(resolve_checkpoint(config.init_from))
+        planned = BertConfig.from_pretrained(resolve_checkpoint(config.init_from))
+        planned.vocab_size += added_tokens
+        return planned
     return BertConfig(vocab_size=vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
                       num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
                       max_position_embeddings=config.max_position_embeddings,

@@ -17,8 +17,6 @@ from bert_mlm.config import TrainingConfig
 
 logger = logging.getLogger(__name__)
 
-AUTO_LR_BASE, AUTO_LR_WIDTH = 2e-3, 128
-
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     """AdamW groups: no weight decay on biases and LayerNorm weights."""
@@ -36,16 +34,10 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
-def resolve_learning_rate(learning_rate: float | str, hidden_size: int) -> float:
-    if learning_rate == "auto":
-        return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size
-    return float(learning_rate)
-
-
 def build_optimizer(model: torch.nn.Module, config: TrainingConfig, device: torch.device) -> torch.optim.AdamW:
     return torch.optim.AdamW(
         parameter_groups(model, config.weight_decay),
-        lr=resolve_learning_rate(config.learning_rate, model.config.hidden_size),
+        lr=config.peak_learning_rate(model.config.hidden_size),
         betas=(config.adam_beta1, config.adam_beta2),
         eps=config.adam_epsilon,
         # The fused kernel (one pass over all parameters) measured 0-7 % faster per training step
@@ -70,7 +62,8 @@ class Optimisation:
         optimizer = build_optimizer(model, config, device)
         scheduler = get_scheduler(
             config.schedule, optimizer=optimizer,
-            num_warmup_steps=min(config.warmup_steps, config.max_steps), num_training_steps=config.max_steps,
+            num_warmup_steps=min(config.warmup_for(config.max_steps), config.max_steps),
+            num_training_steps=config.max_steps,
         )
         return cls(optimizer, scheduler, torch.amp.GradScaler(device.type, enabled=precision == "fp16"),
                    config.max_grad_norm)

@@ -220,7 +220,7 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
         elif name == "tuning":
             stage.budget, stage.seconds = _tuning(config, step, eval_seconds, slowdown)
         elif name == "training":
-            stage.budget, stage.seconds = _training(config, step, slowdown)
+            stage.budget, stage.seconds = _training(config, step, slowdown, timing)
         elif name == "finetune":
             stage.budget, stage.seconds = _finetune(config, step, slowdown)
         elif name == "evaluation":
@@ -241,14 +241,24 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
     return Plan(planned, timing, slowdown)
 
 
-def _training(config: ExperimentConfig, step: float | None, slowdown: float) -> tuple[str, float | None]:
+def _training(config: ExperimentConfig, step: float | None, slowdown: float,
+              timing: StepTiming | None = None) -> tuple[str, float | None]:
+    """The training budget and its estimate; with ``training.eval_every``, its validations too
+    (each one the protocol's forward passes over ``eval_masked_tokens`` masked tokens)."""
     training = config.training
     shape = f"{training.batch_size} x {config.sequences.max_length} tokens" + (
         f" x {training.gradient_accumulation_steps} micro-batches" if training.gradient_accumulation_steps > 1 else "")
     if training.max_steps is None:
         return f"{training.epochs:g} epoch(s) of batches of {shape} (the steps are known once the sequences are)", None
     seconds = None if step is None else training.max_steps * step + FIXED_SECONDS["training"] * slowdown
-    return f"{training.max_steps:,} steps of {shape}", seconds
+    budget = f"{training.max_steps:,} steps of {shape}"
+    if training.eval_every:
+        validations = evaluation_count(training.max_steps, training.eval_every)
+        budget += f", validated {validations:,} times on {training.eval_masked_tokens:,} masked tokens"
+        if seconds is not None and timing is not None:
+            one = training.eval_masked_tokens / config.evaluation.mask_probability / timing.forward_tokens_per_second
+            seconds += validations * one
+    return budget, seconds
 
 
 def _tuning(config: ExperimentConfig, step: float | None, eval_seconds: float | None,

@@ -31,8 +31,14 @@ HEADLINE = (
     ("eval_top5_accuracy", "top-5 accuracy"),
     ("eval_loss", "masked-token loss"),
     ("eval_perplexity", "perplexity"),
+    ("eval_loss_start", "masked-token loss of the starting model (model.init_from)"),
+    ("eval_loss_change", "loss change from the starting model (paired)"),
+    ("eval_accuracy_start", "accuracy of the starting model"),
     ("extra_eval_accuracy", "accuracy on evaluation.corpus_path"),
     ("extra_baseline_accuracy", "reference on evaluation.corpus_path"),
+    ("extra_eval_loss", "loss on evaluation.corpus_path"),
+    ("extra_eval_loss_start", "loss of the starting model on evaluation.corpus_path"),
+    ("extra_eval_loss_change", "loss change on evaluation.corpus_path (paired)"),
     ("finetune_summary", "fine-tuning"),
     ("finetune_accuracy", "fine-tuned accuracy"),
     ("finetune_baseline_accuracy", "fine-tuned accuracy of the starting point"),
@@ -146,6 +152,16 @@ def headline_table(metrics: Mapping) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["metric", "value"])
 
 
+def continued_pretraining_summary(metrics: Mapping) -> str:
+    """The before/after sentences of continued pretraining (``model.init_from``), when there are."""
+    sentences = [metrics[key] for key in ("eval_change_summary", "extra_eval_change_summary") if metrics.get(key)]
+    if not sentences:
+        return ""
+    items = "".join(f"<li><b>{html.escape(sentence[0].upper() + sentence[1:])}</b>.</li>" for sentence in sentences)
+    return (f"<ul>{items}</ul><p class='muted'>Both models scored on the same masked tokens; ± is the paired "
+            "standard error of the change.</p>")
+
+
 def evaluation_table(metrics: Mapping) -> pd.DataFrame:
     """What the summary's numbers rest on, in a few labelled rows: the held-out data scored, the
     protocol, the reference's token, and the extra corpus's results. Every value (standard errors,
@@ -208,19 +224,45 @@ def page(title: str, sections: Sequence[tuple[str, str]], subtitle: str = "") ->
 
 
 # ----------------------------------------------------------------------------- figures
-def training_curves(history: pd.DataFrame) -> plt.Figure:
-    """Per-step training loss and accuracy on the masked tokens, with a rolling mean."""
+def training_curves(history: pd.DataFrame, kept_step: int | None = None) -> plt.Figure:
+    """Per-step training loss and accuracy on the masked tokens, with a rolling mean, and the
+    validation loss and accuracy (fixed protocol, the same masks at every step) where the run
+    validated (``training.eval_every``), with the step whose weights were kept marked."""
     figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(11, 4))
+    validated = history.dropna(subset=["valid_loss"]) if "valid_loss" in history else history.iloc[:0]
     if len(history):
         window = max(1, len(history) // 50)
-        loss_axis.plot(history["step"], history["loss"], alpha=0.3, label="per step")
-        loss_axis.plot(history["step"], history["loss"].rolling(window).mean(), label=f"mean of {window}")
-        accuracy_axis.plot(history["step"], history["accuracy"].rolling(window).mean())
+        loss_axis.plot(history["step"], history["loss"], alpha=0.3, label="training, per step")
+        loss_axis.plot(history["step"], history["loss"].rolling(window).mean(), label=f"training, mean of {window}")
+        accuracy_axis.plot(history["step"], history["accuracy"].rolling(window).mean(), label="training")
+        if len(validated):
+            tokens = int(validated["valid_masked_tokens"].iloc[-1])
+            label = f"validation ({tokens:,} masked tokens, fixed masks)"
+            loss_axis.plot(validated["step"], validated["valid_loss"], "o-", label=label)
+            accuracy_axis.plot(validated["step"], validated["valid_accuracy"], "o-", label=label)
+            if kept_step is not None and kept_step != int(history["step"].max()):
+                for axis in (loss_axis, accuracy_axis):
+                    axis.axvline(kept_step, color="grey", linestyle="--", linewidth=1, label=f"kept: step {kept_step}")
+            accuracy_axis.legend()
         loss_axis.legend()
-    loss_axis.set(xlabel="step", ylabel="masked-token loss", title="Training loss")
-    accuracy_axis.set(xlabel="step", ylabel="masked-token accuracy", title="Training accuracy")
+    both = " and validation" if len(validated) else ""
+    loss_axis.set(xlabel="step", ylabel="masked-token loss", title=f"Training{both} loss")
+    accuracy_axis.set(xlabel="step", ylabel="masked-token accuracy", title=f"Training{both} accuracy")
     figure.tight_layout()
     return figure
+
+
+def validation_note(metrics: Mapping) -> str:
+    """One sentence under the training curves: how the run validated and which step it kept."""
+    if not metrics.get("eval_every") or "final_valid_loss" not in metrics:
+        return ""
+    note = (f"Validated every {metrics['eval_every']:,} steps on {metrics['valid_masked_tokens']:,} masked tokens of "
+            f"the valid split ({metrics['valid_share']:.1%} of training time); lowest validation loss "
+            f"{metrics['best_valid_loss']:.4f} at step {metrics['best_valid_step']:,}, last "
+            f"{metrics['final_valid_loss']:.4f}.")
+    if metrics.get("keep_best"):
+        note += f" training.keep_best: the model saved is step {metrics['kept_step']:,}'s."
+    return f"<p>{html.escape(note)}</p>"
 
 
 def tuning_curve(trials: pd.DataFrame | None, objective: str = "eval_loss") -> plt.Figure | None:
@@ -357,6 +399,29 @@ def comparison_figure(histories: Mapping[str, pd.DataFrame], comparison: pd.Data
     return figure
 
 
+def vocabulary_note(coverage: Mapping | None) -> str:
+    """An inherited vocabulary's [UNK] rate on the training text, what it lacked, and what was added."""
+    if not coverage:
+        return ""
+
+    def listed(pairs) -> str:
+        return ", ".join(f"<code>{html.escape(str(token))}</code> x{count:,}" for token, count in pairs) or "none"
+
+    parts = [f"The inherited vocabulary ({coverage['inherited_tokens']:,} tokens, from "
+             f"<code>{html.escape(str(coverage['source']))}</code>) turns {coverage['unknown_rate']:.3%} of the "
+             f"training text's tokens into [UNK] ({coverage['unknown_tokens']:,} of {coverage['measured_tokens']:,})."]
+    if coverage.get("uncovered_characters"):
+        parts.append(f"Commonest missing: {listed(coverage['uncovered_characters'])}.")
+    if coverage.get("added_tokens"):
+        shown = ", ".join(f"<code>{html.escape(token)}</code>" for token in coverage["added"][:20])
+        parts.append(f"tokenizer.extend_vocabulary added {coverage['added_tokens']:,} tokens ({shown}"
+                     f"{', ...' if coverage['added_tokens'] > 20 else ''}); [UNK] rate after: "
+                     f"{coverage['unknown_rate_after']:.3%}.")
+    elif coverage["unknown_rate"] > coverage["warning_rate"]:
+        parts.append("Above tokenizer.unk_warning_rate: set tokenizer.extend_vocabulary to add the missing tokens.")
+    return f"<p>{' '.join(parts)}</p>"
+
+
 # ----------------------------------------------------------------------------- reports
 def mixture_section(mixture: Mapping | None) -> list[tuple[str, str]]:
     """A mixture's sources: setting, stored sequences and each source's share of an epoch, counted
@@ -375,12 +440,13 @@ def run_report(
     sequence_stats: pd.DataFrame | None = None,
     tuning_trials: pd.DataFrame | None = None,
     finetune_runs: pd.DataFrame | None = None,
+    vocabulary_coverage: Mapping | None = None,
     provenance: Provenance | None = None,
 ) -> str:
-    """The report of one `kedro run`: data, tokenizer, sequences (padding efficiency), training
-    curves, tuning, fine-tuning, evaluation metrics and fill-mask examples. With ``provenance``, it
-    opens with how the model's run was made, and every section says which model and run it
-    belongs to."""
+    """The report of one `kedro run`: data, tokenizer (an inherited vocabulary's coverage),
+    sequences (padding efficiency), training curves, tuning, fine-tuning, evaluation metrics and
+    fill-mask examples. With ``provenance``, it opens with how the model's run was made, and every
+    section says which model and run it belongs to."""
     metrics = with_current_names(metrics)  # metrics.json of earlier versions
     by_finetuning = tuning_trials is not None and "attr_finetune_accuracy" in tuning_trials
     trial_labels = {"number": "trial", "state": "state", "params_probability": "mask probability",
@@ -391,12 +457,13 @@ def run_report(
     decision_html = f"<p>Decision: {html.escape(tuning_decision(metrics))}.</p>"
     tuning_objective = "finetune" if by_finetuning else "eval_loss"
     sections = [
-        ("Summary", table(headline_table(metrics))),
+        ("Summary", continued_pretraining_summary(metrics) + table(headline_table(metrics))),
         ("Corpus", table(corpus_stats)),
-        ("Tokenizer", table(tokenization_stats)),
+        ("Tokenizer", vocabulary_note(vocabulary_coverage) + table(tokenization_stats)),
         ("Sequences and padding efficiency", table(sequence_stats)),
         *mixture_section(metrics.get("mixture")),
-        ("Training", image(training_curves(training_history), "training curves")),
+        ("Training", image(training_curves(training_history, metrics.get("kept_step")), "training curves")
+         + validation_note(metrics)),
         (
             "Tuning of the mask probability",
             image(tuning_curve(tuning_trials, tuning_objective), "tuning trials")

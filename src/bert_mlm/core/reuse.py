@@ -151,10 +151,11 @@ def find_reusable(versions: Path, recipe: dict, check: Callable[[Path], Any], na
 def link_tree(source: Path, target: Path) -> None:
     """``target`` as a copy of ``source`` made of hard links (a plain copy where the file system
     has none): a reused version costs no disk and no time, and stays whole if the other is deleted."""
-    shutil.copytree(source, target, copy_function=_link_or_copy)
+    shutil.copytree(source, target, copy_function=link_or_copy)
 
 
-def _link_or_copy(source: str, target: str) -> None:
+def link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """``target`` as a hard link to ``source`` (immutable versioned files), or a copy across file systems."""
     try:
         os.link(source, target)
     except OSError:

@@ -335,11 +335,12 @@ class SequenceIndex:
     store_digests: dict[str, str]
     # Word boundaries: the segmenter ``masking.word_segmenter`` resolved to (``wordpiece``, ``rjieba``
     # or ``jieba``); for the last two, per split the stored continuation bits (None: not segmented,
-    # because no whole-word masking was asked for) and their scheme, or the job that writes them
-    # when the index is saved.
+    # because no whole-word masking was asked for) and their scheme; ``word_files``: the token
+    # store's bits files (path, bits) that saving the index places beside it (the encoding stage
+    # wrote them).
     word_segmenter: str = "wordpiece"
     words: dict[str, np.ndarray] | None = None
-    word_job: object | None = None
+    word_files: dict[str, tuple] | None = None
     word_scheme: int | None = None
     # A mixture's sources in the train split: (name, first sequence) in index order (None: one corpus).
     sources: list[tuple[str, int]] | None = None
@@ -384,9 +385,10 @@ class SequenceIndex:
 
 
 def build_sequence_index(store, config: SequenceConfig, splits: Sequence[str], word_segmenter: str = "wordpiece",
-                         word_job=None) -> SequenceIndex:
+                         store_words: bool = False) -> SequenceIndex:
     """Every split's index; a mixture's train split is indexed source by source (no sequence holds
-    two sources' text), and where each source's sequences start is kept (training samples them)."""
+    two sources' text), and where each source's sequences start is kept (training samples them).
+    With ``store_words`` the index takes the store's word boundaries (``store.word_bits``)."""
     ranges = store.source_ranges() if getattr(store, "sources", None) else None
     indexes = {
         split: index_split(store.split(split), config.mode, config.max_length,
@@ -403,7 +405,8 @@ def build_sequence_index(store, config: SequenceConfig, splits: Sequence[str], w
         splits=indexes,
         store_digests={split: store.digest(split) for split in splits},
         word_segmenter=word_segmenter,
-        word_job=word_job,
+        word_files={split: store.word_bits(split) for split in splits} if store_words else None,
+        word_scheme=store.word_scheme if store_words else None,
         sources=sources,
     )
 

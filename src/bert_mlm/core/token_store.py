@@ -8,6 +8,8 @@ Layout of one store directory (the shape of Megatron-LM's ``.bin``/``.idx`` pair
                         (uint16 when the vocabulary has fewer than 65,536 entries, else int32)
     train.idx           int64 document offsets into train.bin (documents + 1 entries)
     train.counts.npy    int64 frequency of every token id in the split
+    train.words.bits    (whole-word masking on rjieba/jieba words only) one bit per token of
+                        train.bin: the token continues a word (core/words.py)
     valid.* test.*
 
 Keeping the separator in the stream makes a packed sequence one contiguous slice (no copy, no
@@ -36,6 +38,7 @@ from bert_mlm.core.engine import Finished, open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.reuse import code_digest
 from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
+from bert_mlm.core.words import WORD_SCHEMES, BitWriter, cjk_share, segment_texts, words_path
 
 FORMAT = "bert-mlm-token-store"
 FORMAT_VERSION = 1
@@ -120,6 +123,8 @@ class TokenStore:
             info = self.manifest["splits"][split]
             self._check_size(f"{split}.bin", info["tokens"] * self.dtype.itemsize)
             self._check_size(f"{split}.idx", (info["documents"] + 1) * 8)
+            if "word_bits" in info:
+                self._check_size(words_path(Path(), split).name, (info["word_bits"] + 7) // 8)
         self._splits: dict[str, TokenSplit] = {}
 
     def __reduce__(self):
@@ -146,6 +151,19 @@ class TokenStore:
 
     def digest(self, split: str) -> str:
         return self.manifest["splits"][split]["digest"]
+
+    @property
+    def word_segmenter(self) -> str | None:
+        """The segmenter whose word boundaries the store holds (rjieba or jieba), or None."""
+        return self.manifest.get("word_segmenter")
+
+    @property
+    def word_scheme(self) -> int | None:
+        return self.manifest.get("word_scheme")
+
+    def word_bits(self, split: str) -> tuple[Path, int]:
+        """The split's word-continuation bits file and how many tokens it covers."""
+        return words_path(self.directory, split), int(self.manifest["splits"][split]["word_bits"])
 
     @property
     def sources(self) -> list[dict] | None:
@@ -255,8 +273,11 @@ class TokenStoreWriter:
         self.dtype = token_dtype(vocab_size)
         self.splits: dict[str, dict] = {}
 
-    def write_split(self, split: str, encoded: Iterator[tuple[np.ndarray, np.ndarray]]) -> dict:
-        """``encoded`` yields (tokens with a separator after each document, document lengths)."""
+    def write_split(self, split: str, encoded: Iterator[tuple], words: bool = False) -> dict:
+        """``encoded`` yields (tokens with a separator after each document, document lengths) or,
+        with ``words``, (tokens, lengths, each token's word-continuation flag), whose flags are
+        written beside the tokens as bits."""
+        bits = BitWriter(words_path(self.directory, split)) if words else None
         digest = hashlib.blake2b(digest_size=10)
         offsets_digest = hashlib.blake2b(np.zeros(1, dtype=np.int64).tobytes(), digest_size=10)
         counts = np.zeros(self.vocab_size, dtype=np.int64)
@@ -266,7 +287,11 @@ class TokenStoreWriter:
             open(self.directory / f"{split}.idx", "wb") as idx_file,
         ):
             idx_file.write(np.zeros(1, dtype=np.int64).tobytes())
-            for tokens, lengths in encoded:
+            for tokens, lengths, *flags in encoded:
+                if bits is not None:
+                    if len(flags[0]) != len(tokens):
+                        raise ValueError(f"{NAME}: {len(flags[0])} word flags for {len(tokens)} tokens")
+                    bits.write(flags[0])
                 tokens = np.ascontiguousarray(tokens, dtype=self.dtype)
                 data = tokens.tobytes()
                 tokens_file.write(data)
@@ -281,12 +306,14 @@ class TokenStoreWriter:
                 handle.flush()
                 os.fsync(handle.fileno())
         np.save(self.directory / f"{split}.counts.npy", counts)
+        word_bits = {"word_bits": bits.close()} if bits is not None else {}
         self.splits[split] = {
             "documents": documents,
             "tokens": position,
             "document_tokens": position - documents,
             "digest": digest.hexdigest(),
             "offsets_digest": offsets_digest.hexdigest(),  # the .idx's: corrupted offsets are named, not a traceback
+            **word_bits,
         }
         return self.splits[split]
 
@@ -347,13 +374,15 @@ def encode_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype
 
 
 def encode_source_texts(item: tuple[str, list[str]], tokenizer_json: str, separator_id: int,
-                        dtype: str) -> tuple[str, np.ndarray, np.ndarray, int]:
+                        dtype: str, word_segmenter: str | None = None) -> tuple[str, int, tuple]:
     """:func:`encode_texts` of one source's texts (``item``: its name and texts), returning the name
-    with the tokens, the document lengths and how many texts were read: what the store writer counts
-    per source, carried with the work rather than beside it."""
+    and how many texts were read (what the store writer counts per source, carried with the work
+    rather than beside it) with the tokens and the document lengths, and, with ``word_segmenter``,
+    each token's word-continuation flag (:func:`~bert_mlm.core.words.segment_texts`)."""
     name, texts = item
-    tokens, lengths = encode_texts(texts, tokenizer_json, separator_id, dtype)
-    return name, tokens, lengths, len(texts)
+    if word_segmenter is not None:
+        return name, len(texts), segment_texts(texts, tokenizer_json, separator_id, dtype, word_segmenter)
+    return name, len(texts), encode_texts(texts, tokenizer_json, separator_id, dtype)
 
 
 @dataclass
@@ -370,22 +399,25 @@ class EncodingJob:
     vocabulary: dict[str, int]
     separator_id: int
     data: DataConfig
+    # rjieba or jieba: their word boundaries are computed in the same pass and stored beside the
+    # tokens (whole-word masking on Chinese words); None: none stored.
+    word_segmenter: str | None = None
 
     def recipe(self) -> dict:
-        """What determines the store (core/reuse.py): the documents' version, the tokenizer, the code."""
+        """What determines the store (core/reuse.py): the documents' version, the tokenizer, the
+        word boundaries, the code."""
         return {
             "stage": "token_store",
-            "code": code_digest("bert_mlm.core.token_store", "bert_mlm.core.documents"),
+            "code": code_digest("bert_mlm.core.token_store", "bert_mlm.core.documents", "bert_mlm.core.words"),
             "documents": self.documents.identity,
             "tokenizer": hashlib.blake2b(self.tokenizer_json.encode(), digest_size=10).hexdigest(),
+            "words": WORD_SCHEMES[self.word_segmenter] if self.word_segmenter else None,
         }
 
     def vectorised(self) -> bool:
         """Whether the encoding runs on the worker processes: mostly-CJK text with a BERT-shaped
         tokenizer is encoded by core/cjk_encoding.py, in Python and NumPy (one core each); other
         text by ``tokenizers``, which uses every core in this process."""
-        from bert_mlm.core.words import cjk_share
-
         return (fast_encoder(self.tokenizer_json) is not None
                 and cjk_share(self.documents.sample_texts("train", 200_000)) > CJK_MAJORITY)
 
@@ -393,9 +425,12 @@ class EncodingJob:
         vocab_size = max(self.vocabulary.values()) + 1
         writer = TokenStoreWriter(directory, vocab_size, self.separator_id)
         total = sum(self.documents.characters(split) for split in SPLITS)
-        progress = Progress(total, "encoding", unit="chars")
+        segmenter = self.word_segmenter
+        progress = Progress(total, f"encoding and word segmentation ({segmenter})" if segmenter else "encoding",
+                            unit="chars")
         sources: dict[str, dict[str, int]] = {}
-        vectorised = self.vectorised()
+        # Segmenting is Python and NumPy on the worker processes, whatever the text.
+        vectorised = segmenter is not None or self.vectorised()
         try:
             with open_engine(self.data) as engine:
                 for split in SPLITS:
@@ -409,30 +444,35 @@ class EncodingJob:
                         self.tokenizer_json,
                         self.separator_id,
                         writer.dtype.name,
+                        segmenter,
                         python_bound=vectorised,
                         finished=Finished(progress, lambda item: characters(item[1])),
                     )
                     counted = _per_source(encoded, read, sources if split == "train" else {})
-                    written = writer.write_split(split, counted)
+                    written = writer.write_split(split, counted, words=segmenter is not None)
                     written["documents_without_tokens"] = read["texts"] - written["documents"]
         finally:
             progress.close()
         extra: dict = {"vocabulary_digest": vocabulary_digest(self.vocabulary)}
+        if segmenter is not None:
+            extra |= {"word_segmenter": segmenter, "word_scheme": WORD_SCHEMES[segmenter]}
         if self.documents.sources is not None:
             extra["sources"] = [{"name": name, **counts} for name, counts in sources.items()]
         return writer.close(extra)
 
 
-def _per_source(encoded: Iterator[tuple[str, np.ndarray, np.ndarray, int]], read: dict[str, int],
-                sources: dict[str, dict[str, int]]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The store writer's (tokens, lengths), counting the texts read and, into ``sources``, each
-    source's documents and stream tokens (separators included: its range of the stream)."""
-    for name, tokens, lengths, texts in encoded:
+def _per_source(encoded: Iterator[tuple[str, int, tuple]], read: dict[str, int],
+                sources: dict[str, dict[str, int]]) -> Iterator[tuple]:
+    """The store writer's (tokens, lengths[, word flags]), counting the texts read and, into
+    ``sources``, each source's documents and stream tokens (separators included: its range of the
+    stream)."""
+    for name, texts, work in encoded:
+        tokens, lengths = work[0], work[1]
         read["texts"] += texts
         counts = sources.setdefault(name, {"documents": 0, "tokens": 0})
         counts["documents"] += len(lengths)
         counts["tokens"] += len(tokens)
-        yield tokens, lengths
+        yield work
 
 
 def token_store_stats(store: TokenStore, unk_id: int, vocab_size: int):

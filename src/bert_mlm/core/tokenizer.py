@@ -92,7 +92,8 @@ def _with_bert_post_processor(tokenizer: Tokenizer) -> Tokenizer:
     return tokenizer
 
 
-def _wrap(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None, chinese_chars: bool) -> BertTokenizerFast:
+def wrap_tokenizer(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None,
+                   chinese_chars: bool) -> BertTokenizerFast:
     wrapped = BertTokenizerFast(
         tokenizer_object=tokenizer,
         unk_token=UNK,
@@ -249,7 +250,7 @@ def train_wordpiece(
     ordered = list(SPECIAL_TOKENS) + sorted(t for t in trained if t not in SPECIAL_TOKENS)
     _warn_about_size(len(ordered), config, alphabet)
     canonical = _backend(WordPiece(vocab={t: i for i, t in enumerate(ordered)}, unk_token=UNK), *normalisation)
-    return _wrap(_with_bert_post_processor(canonical), *normalisation)
+    return wrap_tokenizer(_with_bert_post_processor(canonical), *normalisation)
 
 
 @dataclass(frozen=True)
@@ -361,7 +362,7 @@ def load_tokenizer(
             )
     vocab = read_vocab_file(location)
     backend = _backend(WordPiece(vocab=vocab, unk_token=UNK), lowercase, strip_accents, chinese_chars)
-    return _wrap(_with_bert_post_processor(backend), lowercase, strip_accents, chinese_chars)
+    return wrap_tokenizer(_with_bert_post_processor(backend), lowercase, strip_accents, chinese_chars)
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
@@ -381,6 +382,12 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
         raise VocabularyError("tokenizer: encodings do not start with [CLS] and end with [SEP]")
 
 
+# Settings that never change a trained vocabulary: the [UNK] warning is measured on an inherited
+# one only, so a new threshold does not train the vocabulary again (extend_vocabulary stays in the
+# recipe: it is refused without an inherited vocabulary, and would change the tokenizer if it were not).
+NOT_IN_TRAINED_VOCABULARY = frozenset({"unk_warning_rate"})
+
+
 @dataclass
 class TokenizerJob:
     """Train the vocabulary on the train split of ``documents`` (an evenly spread sample of
@@ -398,7 +405,7 @@ class TokenizerJob:
 
         return {"stage": "tokenizer", "code": code_digest("bert_mlm.core.tokenizer"),
                 "tokenizers": tokenizers.__version__, "documents": self.documents.identity,
-                "tokenizer": self.config.model_dump()}
+                "tokenizer": self.config.model_dump(exclude=NOT_IN_TRAINED_VOCABULARY)}
 
     def build(self) -> BertTokenizerFast:
         config, documents = self.config, self.documents

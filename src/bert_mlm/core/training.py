@@ -21,13 +21,20 @@ from torch.nn.parallel import DistributedDataParallel
 from transformers import BertForMaskedLM
 
 from bert_mlm.config import MaskingConfig, TrainingConfig
-from bert_mlm.core.checkpoints import Position, RunCheckpoints, rng_states, run_fingerprint, seed_everything
+from bert_mlm.core.checkpoints import (
+    BestWeights,
+    Position,
+    RunCheckpoints,
+    rng_states,
+    run_fingerprint,
+    seed_everything,
+)
 from bert_mlm.core.device import autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.distributed import SINGLE, Rank, all_reduce_sum, gather_objects
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.masking import DROPOUT_STREAM, IGNORE_INDEX, ORDER_STREAM, mask_generator, mask_seed, mask_tokens
 from bert_mlm.core.model import MaskedPositionsMLM, check_step_memory, masked_lm_loss
-from bert_mlm.core.optim import Optimisation, resolve_learning_rate
+from bert_mlm.core.optim import Optimisation
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.sequences import Batches, Collator, batch_order, sequence_lengths
 from bert_mlm.core.token_ids import TokenIds
@@ -49,6 +56,8 @@ class TrainingResult:
     precision: str
     learning_rate: float = 0.0
     resumed_from_step: int = 0
+    kept_step: int | None = None  # training.keep_best: the step whose weights the model holds
+    kept_valid_loss: float | None = None
 
     @property
     def tokens_per_second(self) -> float:
@@ -82,6 +91,53 @@ def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, ra
 
 
 StepCallback = Callable[[int, dict], None]
+# The history's columns in the order a step's record is built; records read back from a checkpoint
+# (JSON, keys sorted) would otherwise give a resumed run's history another column order.
+HISTORY_COLUMNS = ("step", "epoch", "loss", "accuracy", "masked_tokens", "mask_probability", "tokens", "learning_rate",
+                   "grad_norm", "tokens_per_second", "seconds", "loss_scale", "valid_loss", "valid_loss_se",
+                   "valid_accuracy", "valid_masked_tokens", "valid_seconds")
+
+
+def history_frame(records: list[dict]) -> pd.DataFrame:
+    """The per-step history; validation columns hold NaN on the steps without one."""
+    frame = pd.DataFrame.from_records(records)
+    return frame[[c for c in HISTORY_COLUMNS if c in frame] + [c for c in frame if c not in HISTORY_COLUMNS]]
+
+
+@dataclass
+class Validation:
+    """What the loop evaluates every ``training.eval_every`` optimizer steps (and at the last):
+    ``evaluate``, the fixed protocol on a bounded held-out set
+    (:meth:`bert_mlm.core.experiment.Experiment.validation`; a tuning trial's study set). Its
+    results join that step's history record; its time is not training time."""
+
+    evaluate: Callable[[BertForMaskedLM], dict]
+
+    def run(self, model: BertForMaskedLM, device: torch.device, step: int) -> dict:
+        """The validation columns of step ``step``'s record. Under a forked RNG (evaluation draws
+        nothing from the global generators today; training's dropout stream must stay untouched
+        whatever it does), and the model goes back to train mode."""
+        started = time.perf_counter()
+        cuda = [] if device.type != "cuda" else [torch.cuda.current_device() if device.index is None else device.index]
+        with torch.random.fork_rng(devices=cuda):
+            metrics = self.evaluate(model)
+        model.train()
+        seconds = time.perf_counter() - started
+        logger.info("validation at step %d: loss %.4f ± %.4f, accuracy %.4f (%s masked tokens of %s valid sequences, "
+                    "%.1f s)", step, metrics["eval_loss"], metrics["eval_loss_se"], metrics["eval_accuracy"],
+                    f"{metrics['eval_masked_tokens']:,}", f"{metrics['eval_sequences']:,}", seconds)
+        return {"valid_loss": metrics["eval_loss"], "valid_loss_se": metrics["eval_loss_se"],
+                "valid_accuracy": metrics["eval_accuracy"], "valid_masked_tokens": metrics["eval_masked_tokens"],
+                "valid_seconds": seconds}
+
+
+def better(best: BestWeights | None, record: dict, model: BertForMaskedLM) -> BestWeights | None:
+    """``best``, or the record's step when its validation loss is lower (a NaN never is)."""
+    loss = record["valid_loss"]
+    if not math.isfinite(loss) or (best is not None and loss >= best.valid_loss):
+        return best
+    weights = {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+    return BestWeights(record["step"], loss, weights)
 
 
 def train(
@@ -93,11 +149,15 @@ def train(
     collator: Collator,
     on_step: StepCallback | None = None,
     rank: Rank = SINGLE,
+    validation: Validation | None = None,
 ) -> TrainingResult:
     """Train ``model`` in place for ``config.max_steps`` optimizer steps.
 
     ``on_step(step, record)`` is called after each optimizer step with that step's history
-    record; tuning uses it to evaluate and prune. Under data parallelism (``rank``, from
+    record; tuning uses it to prune. ``validation`` (needed when ``config.eval_every`` is set)
+    runs every ``config.eval_every`` steps on rank 0, before the step's checkpoint, so a resumed run
+    has the same history; with ``config.keep_best`` the model ends with the weights of the step
+    with the lowest validation loss. Under data parallelism (``rank``, from
     :func:`bert_mlm.core.distributed.launch`) each rank trains on its shard with its own masks,
     gradients are averaged by ``DistributedDataParallel``, and only rank 0 writes checkpoints.
     """
@@ -106,6 +166,8 @@ def train(
     if collator.whole_word != masking.whole_word:  # whole-word masking needs the batches' word starts
         raise ValueError(f"train: the collator's whole_word={collator.whole_word} differs from "
                          f"masking.whole_word={masking.whole_word}; build the collator from the masking it trains")
+    if config.eval_every and validation is None:
+        raise ValueError("train: training.eval_every is set but no validation was given")
     mixture = getattr(sequences, "mixture", None)
     config = with_step_budget(config, mixture.epoch_size if mixture is not None else len(sequences))
     device = resolve_device(config.device)
@@ -168,7 +230,9 @@ def train(
                 "loss_scale": optimisation.loss_scale_tensor(),
             })
             checkpoint_due = bool(checkpoints and checkpoints.due(position.step, config.max_steps))
-            if not (on_step is not None or checkpoint_due or position.step % record_every == 0
+            validation_due = bool(config.eval_every) and (position.step % config.eval_every == 0
+                                                          or position.step == config.max_steps)
+            if not (on_step is not None or checkpoint_due or validation_due or position.step % record_every == 0
                     or position.step == config.max_steps):
                 continue
             # A record is due: the one host sync of the window. Its wall time (batch assembly and
@@ -194,8 +258,6 @@ def train(
             pending, window_start = [], now
             train_tokens += sum(r["tokens"] for r in records)
             position.records.extend(records)
-            if rank.is_main:
-                publish(records)  # live curves (TensorBoard) while the run goes
             last = records[-1]
             window_tokens, window_seconds = sum(r["tokens"] for r in records), sum(r["seconds"] for r in records)
             run_tokens, run_seconds = run_tokens + window_tokens, run_seconds + window_seconds
@@ -203,6 +265,13 @@ def train(
                             lr=f"{last['learning_rate']:.2e}",
                             **{"tokens/s (window)": f"{window_tokens / max(window_seconds, 1e-9):,.0f}",
                                "tokens/s (since start)": f"{run_tokens / max(run_seconds, 1e-9):,.0f}"})
+            if validation_due:
+                if rank.is_main:  # the other ranks wait for it at their next collective
+                    last.update(validation.run(model, device, position.step))
+                    position.best = better(position.best, last, model) if config.keep_best else None
+                window_start = time.perf_counter()  # validation time is not training time
+            if rank.is_main:  # after the validation: a validated step's record carries its valid_loss
+                publish(records)  # live curves (TensorBoard) while the run goes
             # Never replace a good checkpoint by a diverged state.
             if checkpoint_due and nonfinite_streak == 0:
                 rng = gather_objects(rng_states(), rank)  # a collective: every rank takes part
@@ -214,15 +283,24 @@ def train(
                 window_start = time.perf_counter()  # the callback's time is not training time
     finally:
         progress.close()
+    kept = position.best if config.keep_best and rank.is_main else None
+    if kept is not None:
+        if kept.step != position.step:
+            model.load_state_dict(kept.weights)
+        logger.info("training.keep_best: the model kept is step %d's, the lowest validation loss (%.4f); the last "
+                    "step, %d, had %.4f", kept.step, kept.valid_loss, position.step,
+                    position.records[-1].get("valid_loss", float("nan")))
     model.eval()
     return TrainingResult(
-        history=pd.DataFrame.from_records(position.records),
+        history=history_frame(position.records),
         train_tokens=train_tokens,
         seconds=float(sum(r["seconds"] for r in position.records)),
         device=str(device),
         precision=precision,
-        learning_rate=resolve_learning_rate(config.learning_rate, model.config.hidden_size),
+        learning_rate=config.peak_learning_rate(model.config.hidden_size),
         resumed_from_step=resumed_from,
+        kept_step=kept.step if kept is not None else None,
+        kept_valid_loss=kept.valid_loss if kept is not None else None,
     )
 
 
@@ -252,10 +330,7 @@ def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
     """``training.epochs`` turned into ``max_steps`` (passes over the training sequences)."""
     if config.epochs is None:
         return config
-    batches_per_epoch = math.ceil(sequences / config.batch_size)
-    return config.replace(
-        max_steps=max(1, math.ceil(config.epochs * batches_per_epoch / config.gradient_accumulation_steps))
-    )
+    return config.replace(max_steps=config.step_budget(sequences))
 
 
 

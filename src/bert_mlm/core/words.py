@@ -8,8 +8,9 @@ A token *continues* a word when it is not the word's first piece. Two sources:
 - ``rjieba`` / ``jieba``: Chinese has no spaces and BERT gives every CJK character its own token,
   so the words come from a segmenter (Chinese BERT-wwm, Cui et al. 2019; Hugging Face's
   ``run_chinese_ref.py`` reference files). A token continues a word when its first character is
-  not where a word starts. These flags are computed once per corpus and stored beside the token
-  stream, one bit per token, so that masking a batch stays a table lookup.
+  not where a word starts. These flags are computed while the corpus is encoded (one pass over
+  the text) and stored beside the token stream, one bit per token, so that masking a batch stays
+  a table lookup.
 
   ``rjieba`` (jieba-rs, the Rust port of jieba) with :func:`jieba_ascii_starts` gives jieba's word
   starts exactly on ChnSentiCorp (7,765 reviews) and msra-ner's news (46,000 sentences), 14-22x
@@ -23,34 +24,30 @@ A token *continues* a word when it is not the word's first piece. Two sources:
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from bert_mlm.config import DataConfig
 from bert_mlm.config.masking import SEGMENTERS
 from bert_mlm.core.cjk_encoding import fast_encoder
-from bert_mlm.core.corpus import SPLITS, cjk_characters
-from bert_mlm.core.documents import DocumentShards, characters, in_pieces
-from bert_mlm.core.engine import Finished, open_engine
+from bert_mlm.core.corpus import cjk_characters
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.progress import Progress
 from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
 
 logger = logging.getLogger(__name__)
 
-# Segmenters whose word starts are computed once and stored beside the sequence index, and the
+# Segmenters whose word starts are computed once and stored beside the token store, and the
 # scheme number stored with their bits. A scheme changes whenever the same text would get other
 # bits, so that stored bits, tuning studies and checkpoints of one are never taken for another's.
 WORD_SCHEMES = {"jieba": 1, "rjieba": 2}
 STORED_SEGMENTERS = tuple(WORD_SCHEMES)
 WORDS_SUFFIX = "words.bits"
+# Characters of the train split that decide ``auto`` (rjieba for mostly-CJK text).
+SEGMENTER_SAMPLE_CHARS = 200_000
 
 
 def cjk_share(texts: Iterable[str]) -> float:
@@ -75,6 +72,15 @@ def resolve_segmenter(segmenter: str, sample: Iterable[str]) -> str:
         return "rjieba"
     logger.info("masking.word_segmenter: auto takes jieba: rjieba (the 15x faster Rust port) is not installed")
     return "jieba"
+
+
+def stored_word_segmenter(segmenter: str, whole_word_requested: bool, sample: Iterable[str]) -> tuple[str, str | None]:
+    """``masking.word_segmenter`` resolved on ``sample`` (the train split's first characters), and
+    the segmenter whose word boundaries the encoding stage stores beside the tokens: that one when
+    it is rjieba or jieba and some part of the run masks whole words, else None. The tokenization
+    and sequences stages both ask this, of the same documents, and so agree."""
+    resolved = resolve_segmenter(segmenter, sample)
+    return resolved, resolved if resolved in STORED_SEGMENTERS and whole_word_requested else None
 
 
 def rjieba_installed() -> bool:
@@ -162,14 +168,17 @@ def word_starts_array(text: str) -> np.ndarray:
 
 
 def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype: str,
-                  segmenter: str = "jieba") -> tuple[np.ndarray, bytes]:
-    """Continuation flags of every token of ``texts`` in the token store's layout (documents
-    without tokens left out, a ``False`` for the separator after each document), and the token
-    ids' bytes as the store holds them (so the caller can check both streams are the same).
+                  segmenter: str = "jieba") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`~bert_mlm.core.token_store.encode_texts` with each token's word-continuation flag:
+    the token ids (a separator after each document, documents without tokens left out), the
+    documents' lengths, and one flag per token (``False`` for each separator: it starts nothing).
 
-    A pure function of its arguments, run on the data engine's worker processes. jieba is pure
-    Python (~0.2 M characters per second per core); rjieba ~3 M, so the encoding with character
-    offsets is most of this work with it.
+    The encoding stage calls it in place of ``encode_texts`` when whole-word masking needs
+    stored word boundaries, so the text is encoded once, with the character offsets the word
+    starts are matched against (a second pass that encoded everything again cost as much as the
+    segmentation itself: BENCHMARKS.md "Chinese data path"). A pure function of its arguments,
+    run on the data engine's worker processes. jieba is pure Python (~0.1-0.2 M characters per
+    second per core), rjieba ~2-3 M.
     """
     if segmenter not in STORED_SEGMENTERS:
         raise ValueError(f"segment_texts: {segmenter!r} is not one of {STORED_SEGMENTERS}")
@@ -197,9 +206,9 @@ def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtyp
     continues = ~word_start[np.repeat(text_starts, per_text) + positions]
     kept = per_text > 0
     ends = np.cumsum(per_text)[kept]
-    flags = np.insert(continues, ends, False)  # the separator after each document starts nothing
-    tokens = np.insert(ids, ends, separator_id)
-    return flags, tokens.astype(dtype).tobytes()
+    flags = np.insert(continues, ends, False)
+    tokens = np.insert(ids, ends, separator_id).astype(dtype)
+    return tokens, per_text[kept], flags
 
 
 class BitWriter:
@@ -229,74 +238,3 @@ class BitWriter:
 
 def words_path(directory: Path, split: str) -> Path:
     return directory / f"{split}.{WORDS_SUFFIX}"
-
-
-@dataclass
-class WordSegmentationJob:
-    """Segment every split with ``segmenter`` (rjieba or jieba) and write the continuation bits
-    beside the sequence index; run by the ``sequence_index`` dataset on save, chunk by chunk on
-    the data engine."""
-
-    documents: DocumentShards
-    tokenizer_json: str
-    separator_id: int
-    dtype: str
-    store_digests: dict[str, str]
-    store_tokens: dict[str, int]
-    data: DataConfig
-    segmenter: str = "rjieba"
-
-    @classmethod
-    def for_store(cls, documents: DocumentShards, tokenizer, store, data: DataConfig,
-                  segmenter: str = "rjieba") -> WordSegmentationJob:
-        """The job for ``store`` (a :class:`~bert_mlm.core.token_store.TokenStore` encoded from
-        ``documents`` with ``tokenizer``); its digests make the written bits refuse another store."""
-        return cls(
-            documents=documents,
-            tokenizer_json=tokenizer.backend_tokenizer.to_str(),
-            separator_id=tokenizer.sep_token_id,
-            dtype=store.dtype.name,
-            store_digests={split: store.digest(split) for split in SPLITS},
-            store_tokens={split: store.split(split).num_tokens for split in SPLITS},
-            data=data,
-            segmenter=segmenter,
-        )
-
-    @property
-    def scheme(self) -> int:
-        return WORD_SCHEMES[self.segmenter]
-
-    def write(self, directory: Path) -> dict[str, int]:
-        total = sum(self.documents.characters(split) for split in SPLITS)
-        progress = Progress(total, f"word segmentation ({self.segmenter})", unit="chars")
-        written = {}
-        try:
-            with open_engine(self.data) as engine:
-                for split in SPLITS:
-                    written[split] = self._write_split(engine, split, directory, progress)
-        finally:
-            progress.close()
-        return written
-
-    def _write_split(self, engine, split: str, directory: Path, progress: Progress) -> int:
-        writer = BitWriter(words_path(directory, split))
-        digest = hashlib.blake2b(digest_size=10)  # the store's digest: the same tokens, or an error
-        for flags, ids in engine.map_ordered(
-            segment_texts,
-            (piece for texts in self.documents.iter_texts(split) for piece in in_pieces(texts)),
-            self.tokenizer_json,
-            self.separator_id,
-            self.dtype,
-            self.segmenter,
-            finished=Finished(progress, characters),
-        ):
-            writer.write(flags)
-            digest.update(ids)
-        count = writer.close()
-        if count != self.store_tokens[split] or digest.hexdigest() != self.store_digests[split]:
-            raise UserError(
-                f"word segmentation: the {split} split of corpus_documents does not encode to the token "
-                "store's tokens; run the data stages again so that both come from one run"
-            )
-        return count
-

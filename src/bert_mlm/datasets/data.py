@@ -18,6 +18,7 @@ from kedro.io.core import DatasetError
 
 from bert_mlm.core.corpus import SPLITS, CorpusError
 from bert_mlm.core.documents import DocumentShards, DocumentStream, write_json
+from bert_mlm.core.reuse import link_or_copy
 from bert_mlm.core.sequences import SequenceIndex, SplitIndex
 from bert_mlm.core.token_store import EncodingJob, TokenStore
 from bert_mlm.core.words import WORD_SCHEMES, words_path
@@ -121,15 +122,20 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
             for split, index in data.splits.items():
                 for name in self.FIELDS:
                     np.save(directory / f"{split}.{name}.npy", np.ascontiguousarray(getattr(index, name)))
-            word_bits = data.word_job.write(directory) if data.word_job is not None else None
+            word_bits = None
+            if data.word_files is not None:  # the encoding stage's bits, beside the index (a link where it can)
+                word_bits = {}
+                for split, (source, count) in data.word_files.items():
+                    link_or_copy(source, words_path(directory, split))
+                    word_bits[split] = count
             write_json(directory / "manifest.json", {
                 "mode": data.mode, "max_length": data.max_length, "store_digests": data.store_digests,
                 "splits": {split: len(index) for split, index in data.splits.items()},
                 "word_segmenter": data.word_segmenter, "word_bits": word_bits,
-                "word_scheme": data.word_job.scheme if data.word_job is not None else None,
+                "word_scheme": data.word_scheme if word_bits is not None else None,
                 "sources": data.sources,
             })
 
         arrays = sum(getattr(index, name).nbytes for index in data.splits.values() for name in self.FIELDS)
-        self._write_reusing(fill, data.recipe, data.reuse, self._load_from,
-                            needed=arrays if data.word_job is None else None)
+        arrays += sum((count + 7) // 8 for _, count in (data.word_files or {}).values())
+        self._write_reusing(fill, data.recipe, data.reuse, self._load_from, needed=arrays)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from bert_mlm.config import EvaluationParameters, SequenceConfig
+from pathlib import PurePosixPath
+
+from bert_mlm.config import CorpusConfig, EvaluationParameters, ModelConfig, SequenceConfig
 from bert_mlm.core.device import resolve_device
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.evaluation import fill_mask_report
-from bert_mlm.core.experiment import held_out_metrics
+from bert_mlm.core.experiment import held_out_metrics, starting_weights
 from bert_mlm.core.redaction import redact
 from bert_mlm.core.sequences import SequenceIndex
 from bert_mlm.core.sources import CorpusSource
@@ -22,20 +24,35 @@ def evaluate_masked_lm(
     extra_eval_corpus: CorpusSource,
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
+    model: ModelConfig,
+    corpus: CorpusConfig | None = None,
 ) -> dict:
     """Metrics on the test split (and on ``evaluation.corpus_path`` when given) under the fixed
     protocol, the most-frequent-token reference, and fill-mask examples: the configured sentences,
     else test-split sentences with one word masked and the true word beside the fills; with the
-    version of the model evaluated (``model_version``). The reporting stage gathers them with the
-    model's training summary and fine-tuning result into ``metrics.json``."""
-    model, tokenizer = trained_model.model, trained_model.tokenizer
+    version of the model evaluated (``model_version``). With ``model.init_from``, the starting model
+    is scored on the same masked tokens too, and the run summary says in one sentence per held-out
+    set how continued pretraining moved the loss. The reporting stage gathers them with the model's
+    training summary and fine-tuning result into ``metrics.json``."""
+    trained, tokenizer = trained_model.model, trained_model.tokenizer
     extra = None if extra_eval_corpus.is_empty else (item for batch in extra_eval_corpus.batches() for item in batch)
-    metrics = held_out_metrics(model, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra,
-                               device=resolve_device("auto"))
+    path = corpus.path if corpus is not None else None
+    names = (f"the test split of {source_name(path)}" if path else "the test split",
+             source_name(evaluation.corpus_path or ""))
+    metrics = held_out_metrics(trained, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra,
+                               device=resolve_device("auto"), starting_model=starting_weights(model, tokenizer),
+                               corpus_names=names)
     metrics["model_version"] = trained_model.version
     if extra is not None:
         metrics["extra_corpus_path"] = redact(evaluation.corpus_path)
     held_out_texts = (text for batch in corpus_documents.iter_texts("test") for text in batch)
-    metrics["fill_mask_examples"] = fill_mask_report(model, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
+    metrics["fill_mask_examples"] = fill_mask_report(trained, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
                                                      evaluation.fill_mask_count, evaluation.seed, evaluation.top_k)
-    return metrics  # the run summary logs the headline (bert_mlm.hooks.NodeTimingHook), once
+    # The run summary logs the headline and the before/after sentences (bert_mlm.hooks.NodeTimingHook), once
+    return metrics
+
+
+def source_name(path: str | None) -> str:
+    """A corpus as the before/after sentence names it: its file or folder name (a full path
+    rarely reads well in a sentence)."""
+    return PurePosixPath(str(path).rstrip("/")).name or str(path)

@@ -10,7 +10,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 evaluate_masked_lm,
                 inputs=[
                     "trained_model", "corpus_documents", "token_store", "sequence_index", "extra_eval_corpus",
-                    "params:evaluation", "params:sequences",
+                    "params:evaluation", "params:sequences", "params:model", "params:corpus",
                 ],
                 outputs="evaluation_metrics",
                 name="evaluate_masked_lm",

@@ -70,12 +70,14 @@ def build_run_report(
     evaluation_metrics: dict,
     finetune_metrics: dict,
     finetune_runs: pd.DataFrame,
+    vocabulary_coverage: dict,
     run_config: RunRecords,
     run_facts: dict,
 ) -> str:
-    """Corpus, tokenizer and padding stats, training and tuning curves, metrics and fill-mask
-    examples, and the fine-tuning evaluation, on one self-contained HTML page that opens with how
-    the model's run was made and says which model and run each section belongs to."""
+    """Corpus, tokenizer and padding stats (with an inherited vocabulary's coverage), training and
+    tuning curves, metrics and fill-mask examples, and the fine-tuning evaluation, on one
+    self-contained HTML page that opens with how the model's run was made and says which model and
+    run each section belongs to."""
     model = metrics.get("model_version")
     finetune_run = saved_in(finetune_metrics)
     origin = provenance(
@@ -89,7 +91,7 @@ def build_run_report(
     )
     shown_runs = finetune_runs if metrics.get("finetuned_in_run") == saved_in(finetune_runs) else None
     return run_report(metrics, training_history, corpus_stats, tokenization_stats, sequence_stats, tuning_trials,
-                      shown_runs, provenance=origin)
+                      shown_runs, vocabulary_coverage, provenance=origin)
 
 
 def write_model_card(metrics: dict, run_config: RunRecords) -> ModelCard:

@@ -49,6 +49,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "evaluation_metrics",
                     "finetune_metrics",
                     "finetune_runs",
+                    "vocabulary_coverage",
                     "run_config",
                     "run_facts",
                 ],

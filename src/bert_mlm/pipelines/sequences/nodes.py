@@ -24,9 +24,7 @@ from bert_mlm.core.reuse import code_digest
 from bert_mlm.core.sequences import SequenceIndex, build_sequence_index, sequence_stats
 from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.words import STORED_SEGMENTERS, WordSegmentationJob, resolve_segmenter
-
-SEGMENTER_SAMPLE_CHARS = 200_000
+from bert_mlm.core.words import SEGMENTER_SAMPLE_CHARS, WORD_SCHEMES, stored_word_segmenter
 
 logger = logging.getLogger(__name__)
 
@@ -51,20 +49,23 @@ def build_model_inputs(
     token_store.check_tokenizer(tokenizer.get_vocab())
     for split in SPLITS:  # indexing follows the document offsets: damaged ones are one line, here
         token_store.verify_offsets(split)
-    segmenter = resolve_segmenter(
-        masking.word_segmenter, corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS)
-    )
-    segment = segmenter in STORED_SEGMENTERS and whole_word_requested(masking, evaluation, tuning)
-    job = WordSegmentationJob.for_store(corpus_documents, tokenizer, token_store, data, segmenter) if segment else None
+    segmenter, stored = stored_word_segmenter(masking.word_segmenter, whole_word_requested(masking, evaluation, tuning),
+                                              corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS))
+    if stored is not None and (token_store.word_segmenter, token_store.word_scheme) != (stored, WORD_SCHEMES[stored]):
+        held = f"{token_store.word_segmenter} words" if token_store.word_segmenter else "no word boundaries"
+        raise UserError(
+            f"masking.whole_word: whole-word masking on {stored} words needs the token store to hold them, and "
+            f"{str(token_store.directory)!r} holds {held} (encoded with other masking settings); run the "
+            "tokenization pipeline again with these parameters (`kedro run` reruns only what changed)")
     logger.info("Word boundaries for whole-word masking: %s%s", segmenter,
-                "" if segmenter == "wordpiece" or job else " (not segmented: no whole-word masking asked for)")
-    index = build_sequence_index(token_store, config, SPLITS, segmenter, job)
+                "" if segmenter == "wordpiece" or stored else " (not segmented: no whole-word masking asked for)")
+    index = build_sequence_index(token_store, config, SPLITS, segmenter, store_words=stored is not None)
     index.reuse, index.recipe = data.reuse, {
         "stage": "sequence_index", "code": code_digest("bert_mlm.core.sequences", "bert_mlm.core.words"),
         "store": {split: [token_store.digest(split), token_store.manifest["splits"][split].get("offsets_digest")]
                   for split in SPLITS},
         "sources": token_store.sources, "mode": config.mode, "max_length": config.max_length,
-        "word_segmenter": segmenter, "words": job.scheme if job else None,
+        "word_segmenter": segmenter, "words": WORD_SCHEMES[stored] if stored else None,
         "tokenizer": hashlib.blake2b(tokenizer.backend_tokenizer.to_str().encode(), digest_size=10).hexdigest(),
     }
     collator = TokenIds.from_tokenizer(tokenizer).collator(config.max_length, config.padding)

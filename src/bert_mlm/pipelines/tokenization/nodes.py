@@ -7,43 +7,86 @@ import logging
 import pandas as pd
 from transformers import PreTrainedTokenizerFast
 
-from bert_mlm.config import DataConfig, ModelConfig, TokenizerConfig
+from bert_mlm.config import (
+    DataConfig,
+    EvaluationParameters,
+    MaskingConfig,
+    ModelConfig,
+    TokenizerConfig,
+    TuningConfig,
+    whole_word_requested,
+)
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.model import resolve_checkpoint
+from bert_mlm.core.progress import Progress
 from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
 from bert_mlm.core.tokenizer import TokenizerJob, load_tokenizer
+from bert_mlm.core.vocabulary import adapt_vocabulary
+from bert_mlm.core.words import SEGMENTER_SAMPLE_CHARS, stored_word_segmenter
 
 logger = logging.getLogger(__name__)
 
 
 def build_tokenizer(
     corpus_documents: DocumentShards, config: TokenizerConfig, model: ModelConfig, data: DataConfig | None = None,
-) -> PreTrainedTokenizerFast | TokenizerJob:
+) -> tuple[PreTrainedTokenizerFast | TokenizerJob, dict]:
     """Train a WordPiece vocabulary on the train split (streamed; on an evenly spread sample of
     ``tokenizer.training_sample_bytes`` when the split is larger), or load ``tokenizer.vocab_path``,
     or, for continued pretraining (``model.init_from``), the checkpoint's own tokenizer.
 
     The training is returned as a job that the ``tokenizer`` dataset runs when it saves, unless a
-    stored version was trained on the same documents with the same settings (``data.reuse``)."""
+    stored version was trained on the same documents with the same settings (``data.reuse``). An
+    inherited vocabulary is measured on the same text (its ``[UNK]`` rate, a warning above
+    ``tokenizer.unk_warning_rate``) and extended by up to ``tokenizer.extend_vocabulary`` tokens;
+    the second output says what was found and added (empty for a trained vocabulary)."""
     source = config.vocab_path or (resolve_checkpoint(model.init_from) if model.init_from else None)
-    if source:
-        tokenizer = load_tokenizer(source, config.lowercase, config.strip_accents, config.chinese_chars)
-        logger.info("Loaded a vocabulary of %d tokens from %s", len(tokenizer), config.vocab_path or model.init_from)
-        return tokenizer
-    return TokenizerJob(corpus_documents, config, data or DataConfig())
+    if not source:
+        return TokenizerJob(corpus_documents, config, data or DataConfig()), {}
+    tokenizer = load_tokenizer(source, config.lowercase, config.strip_accents, config.chinese_chars)
+    origin = config.vocab_path or model.init_from
+    logger.info("Loaded a vocabulary of %d tokens from %s", len(tokenizer), origin)
+    train_bytes = corpus_documents.utf8_bytes("train")
+    fraction = config.training_sample_bytes / train_bytes if (
+        config.training_sample_bytes and train_bytes > config.training_sample_bytes) else None
+    tokenizer, report = adapt_vocabulary(tokenizer, measured_passes(corpus_documents, fraction), config, str(origin),
+                                         fraction)
+    return tokenizer, report.as_dict()
+
+
+def measured_passes(documents: DocumentShards, fraction: float | None):
+    """The train split's texts (or their sample) for the vocabulary's measurement, which reads
+    them a few times; each pass shows its progress in characters."""
+    total = round(documents.characters("train") * (fraction or 1.0))
+
+    def one_pass():
+        progress = Progress(total, "vocabulary coverage", unit="chars")
+        try:
+            yield from documents.iter_texts("train", fraction, progress=progress)
+        finally:
+            progress.close()
+
+    return one_pass
 
 
 def encode_corpus(
-    corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data: DataConfig
+    corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data: DataConfig,
+    masking: MaskingConfig, evaluation: EvaluationParameters, tuning: TuningConfig,
 ) -> EncodingJob:
     """Encode every split into the token store. Returns the work: the ``token_store`` dataset
-    runs it while writing, shard by shard on all cores (or on ``data.engine: dask``)."""
+    runs it while writing, shard by shard on all cores (or on ``data.engine: dask``).
+
+    When some part of the run masks whole Chinese words (``masking.word_segmenter`` rjieba or
+    jieba, or ``auto`` on CJK text), their boundaries are found in the same pass over the text
+    and stored beside the tokens: one encoding, where a separate stage encoded it all again."""
+    _, stored = stored_word_segmenter(masking.word_segmenter, whole_word_requested(masking, evaluation, tuning),
+                                      corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS))
     return EncodingJob(
         documents=corpus_documents,
         tokenizer_json=tokenizer.backend_tokenizer.to_str(),
         vocabulary=tokenizer.get_vocab(),
         separator_id=tokenizer.sep_token_id,
         data=data,
+        word_segmenter=stored,
     )
 
 

@@ -9,13 +9,15 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 build_tokenizer,
                 inputs=["corpus_documents", "params:tokenizer", "params:model", "params:data"],
-                outputs="tokenizer",
+                outputs=["tokenizer", "vocabulary_coverage"],
                 name="build_tokenizer",
                 tags=["tokenization", "data"],
             ),
             Node(
                 encode_corpus,
-                inputs=["corpus_documents", "tokenizer", "params:data"],
+                inputs=["corpus_documents", "tokenizer", "params:data",
+                        # whole-word masking on Chinese words: the boundaries are stored while encoding
+                        "params:masking", "params:evaluation", "params:tuning"],
                 outputs="token_store",
                 name="encode_corpus",
                 tags=["tokenization", "data"],

@@ -56,8 +56,11 @@ def train_masked_lm(
                                        masking=masking, evaluation=evaluation.protocol, sequences=sequences,
                                        mixture=corpus.sources if corpus is not None else None)
     logger.info("Training with masking %s (from %s)", masking.model_dump(), tuning_record.source)
+    logger.info("Training with %s", experiment.schedule_note)
     trained, result = train_data_parallel(experiment, distributed)
     summary = training_summary(result, masking, tuning_record, trained, sequence_index.word_segmenter,
-                               distributed.world_size, experiment.sequences.get("train"), training.seed)
+                               distributed.world_size, experiment.sequences.get("train"), training.seed,
+                               training.eval_every, experiment.schedule_note)
     trained.to("cpu")
-    return MaskedLM(model=trained, tokenizer=tokenizer), result.history, training_curves(result.history), summary
+    curves = training_curves(result.history, summary["kept_step"])
+    return MaskedLM(model=trained, tokenizer=tokenizer), result.history, curves, summary
