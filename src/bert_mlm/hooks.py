@@ -234,6 +234,18 @@ def planned_stages(pipeline) -> tuple[list[str], int]:
     return stages, variants
 
 
+# The largest batch the plan times a step at (CPU, CUDA); larger ones are scaled linearly from it.
+PLAN_MAX_BATCH = (256, 1024)
+
+
+def scaled(timing: StepTiming, factor: float) -> StepTiming:
+    """``timing`` of a step ``factor`` times as large (the work of a step grows with its batch)."""
+    if factor == 1:
+        return timing
+    return dataclasses.replace(timing, step_seconds=timing.step_seconds * factor,
+                               flops_per_step=timing.flops_per_step * factor)
+
+
 def measure_step(config: ExperimentConfig, device, threads: int) -> tuple[StepTiming, list[str]]:
     """The configured training step timed here and now; on a busy CPU with more than one thread,
     also with one, and a warning where one is clearly faster (the thread count is not changed:
@@ -241,15 +253,21 @@ def measure_step(config: ExperimentConfig, device, threads: int) -> tuple[StepTi
     differ with the thread count)."""
     training, bert = config.training, planned_bert_config(config.model, config.tokenizer.vocab_size)
     precision = resolve_precision(training.precision, device)
-    arguments = (bert, training.batch_size, config.sequences.max_length, device, precision,
+    # A step of at most PLAN_MAX_BATCH sequences, scaled to the configured batch: a huge
+    # training.batch_size (warned about, and capped by the train split's size in training) must not
+    # cost the plan its memory before the data stages have even run.
+    measured_batch = min(training.batch_size, PLAN_MAX_BATCH[device.type == "cuda"])
+    arguments = (bert, measured_batch, config.sequences.max_length, device, precision,
                  config.masking.probability)
-    timing = time_training_steps(*arguments, accumulation=training.gradient_accumulation_steps)
+    timing = scaled(time_training_steps(*arguments, accumulation=training.gradient_accumulation_steps),
+                    training.batch_size / measured_batch)
     cpus = usable_cpus()
     if device.type != "cpu" or threads == 1 or not hasattr(os, "getloadavg") or os.getloadavg()[0] <= cpus:
         return timing, []
     torch.set_num_threads(1)
     try:
-        single = time_training_steps(*arguments, accumulation=training.gradient_accumulation_steps)
+        single = scaled(time_training_steps(*arguments, accumulation=training.gradient_accumulation_steps),
+                        training.batch_size / measured_batch)
     finally:
         torch.set_num_threads(threads)
     if single.step_seconds * 1.3 >= timing.step_seconds:

@@ -98,3 +98,26 @@ def test_fine_tuning_is_budgeted_by_seeds_models_and_epochs(tmp_path):
 @pytest.mark.parametrize(("steps", "every", "count"), [(30, 15, 2), (30, 7, 5), (4, 2, 2), (5, 10, 1)])
 def test_a_trial_is_evaluated_every_eval_every_steps_and_at_its_end(steps, every, count):
     assert evaluation_count(steps, every) == count
+
+
+def test_a_huge_batch_is_timed_at_a_capped_batch_and_scaled(monkeypatch):
+    """training.batch_size=100000 is timed at PLAN_MAX_BATCH sequences (a step of the whole
+    batch would hold gigabytes before the data stages run) and scaled to the configured batch."""
+    from bert_mlm import hooks
+
+    measured = []
+    real = hooks.time_training_steps
+
+    def recording(bert, batch_size, *args, **kwargs):
+        measured.append(batch_size)
+        return real(bert, batch_size, *args, **{**kwargs, "budget_seconds": 0.05, "max_steps": 1})
+
+    monkeypatch.setattr(hooks, "time_training_steps", recording)
+    small = {"model": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
+                       "max_position_embeddings": 64},
+             "sequences": {"max_length": 32}, "tokenizer": {"vocab_size": 500}}
+    huge, _ = hooks.measure_step(config(**small, training={"batch_size": 100_000}), torch.device("cpu"), 1)
+    assert measured == [hooks.PLAN_MAX_BATCH[0]]
+    one = hooks.scaled(huge, hooks.PLAN_MAX_BATCH[0] / 100_000)
+    assert huge.step_seconds == pytest.approx(one.step_seconds * 100_000 / hooks.PLAN_MAX_BATCH[0])
+    assert huge.flops_per_step > 100 * one.flops_per_step
