@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.corpus import SPLITS, CleanedBatch, CleaningReport, CorpusError, clean_batch, stream_documents
-from bert_mlm.core.engine import DaskEngine, Finished, open_engine
+from bert_mlm.core.engine import PIECE_CHARS, DaskEngine, Finished, open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.redaction import redact
 from bert_mlm.core.reuse import code_digest, recipe_identity, source_fingerprint
@@ -380,13 +380,6 @@ def sample_key(positions: np.ndarray) -> np.ndarray:
     return np.modf(positions.astype(np.float64) * 0.6180339887498949)[0]
 
 
-# Characters per work item of the jobs that run on worker processes (encoding with word segmentation): a
-# row group (data.chunk_bytes, 8 MB) would give one worker a small corpus's whole train split. Each
-# worker's working set grows with its item (rjieba's word strings, per-character arrays): measured
-# on ChnSentiCorp + msra news, `--env zh` data stages, 2 workers, 3 runs each alternating: 256 k
-# characters gave a whole-tree peak PSS of 841-858 MiB and encoding in 2.0-2.6 s, 1 M characters
-# 1,058-1,099 MiB and 2.8-3.0 s (the smaller items also spread a small corpus over both workers).
-PIECE_CHARS = 1 << 18
 
 
 def in_pieces(texts: list[str], max_chars: int = PIECE_CHARS) -> Iterator[list[str]]:

@@ -437,7 +437,8 @@ class EncodingJob:
                     read = {"texts": 0}
                     items = self.documents.iter_source_texts(split)
                     if vectorised:  # on the worker processes: pieces that keep every one busy
-                        items = ((name, piece) for name, texts in items for piece in in_pieces(texts))
+                        size = engine.piece_chars
+                        items = ((name, piece) for name, texts in items for piece in in_pieces(texts, size))
                     encoded = engine.map_ordered(
                         encode_source_texts,
                         items,
