@@ -24,9 +24,13 @@ class DataConfig(Section):
     scheduler_address: str | None = Field(
         None, description="with engine: dask, a running scheduler (tcp://host:8786); null starts a LocalCluster")
     in_flight_per_worker: int = Field(
-        2, ge=1, description="chunks (~8 MB of text each) queued per worker: bounds memory")
+        2, ge=1, description="chunks (~2 MB of text each) queued per worker: bounds memory")
+    # 2 MB, measured against 8 MB on 64 copies of each corpus (BENCHMARKS "Chinese data path"): the data
+    # stages' whole process tree peaked at 988-989 vs 1,103-1,104 MiB (Chinese) and 717-731 vs
+    # 942-956 MiB (Gutenberg), in the same or less time (Chinese 64.9-67.2 vs 67.2-68.3 s, English
+    # 101.9-102.2 vs 104.1-104.8 s; two runs each, alternating).
     chunk_bytes: int = Field(
-        8 << 20, ge=1 << 16,
+        2 << 20, ge=1 << 16,
         description="text per work item (a read chunk, a shard row group): memory vs per-task overhead")
     reuse: bool = Field(
         True, description="skip a data stage whose inputs, settings and code match a stored version (logged; hard "

@@ -97,7 +97,7 @@ def exit_with_parent(parent: int) -> None:
 
 
 # Characters per work item of the jobs that run on worker processes (encoding with word segmentation): a
-# row group (data.chunk_bytes, 8 MB) would give one worker a small corpus's whole train split. Each
+# row group (data.chunk_bytes, 2 MB) could give one worker a small corpus's whole train split. Each
 # worker's working set grows with its item (rjieba's word strings, per-character arrays): measured
 # on ChnSentiCorp + msra news, `--env zh` data stages, 2 local workers, 3 runs each alternating: 256 k
 # characters gave a whole-tree peak PSS of 841-858 MiB and encoding in 2.0-2.6 s, 1 M characters
