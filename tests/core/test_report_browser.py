@@ -42,7 +42,13 @@ def no_cjk_font(tmp_path_factory) -> dict:
     (root / "fonts.conf").write_text(
         '<?xml version="1.0"?><!DOCTYPE fontconfig SYSTEM "fonts.dtd">'
         f"<fontconfig><dir>{fonts}</dir><cachedir>{root / 'cache'}</cachedir></fontconfig>")
-    return {"FONTCONFIG_FILE": str(root / "fonts.conf")}
+    environment = {"FONTCONFIG_FILE": str(root / "fonts.conf")}
+    # The font cache built before any page is drawn: a first render that built it itself, on a busy
+    # machine, once drew one character otherwise than the next (the suite under -n 4).
+    fc_cache = shutil.which("fc-cache")
+    if fc_cache:
+        subprocess.run([fc_cache], env={**os.environ, **environment}, capture_output=True, timeout=120)
+    return environment
 
 
 def render(document: str, directory: Path, env: dict | None = None, size: str = "1200,3000") -> tuple[str, Path]:
