@@ -177,8 +177,9 @@ def test_a_pickle_beside_a_checkpoint_is_never_read(tmp_path):
     assert result.resumed_from_step == 4 and not marker.exists()
 
 
-@pytest.mark.parametrize("damaged", [TENSORS_FILE, MANIFEST_FILE])
-def test_a_truncated_newest_checkpoint_is_named_and_the_previous_one_resumed(tmp_path, caplog, damaged):
+def _uninterrupted_and_crashed_at_step_10(tmp_path):
+    """A 12-step run straight through, and the same run crashed at step 10 with checkpoints every 4
+    steps (steps 4 and 8 left): the straight run's result, the checkpoint folder and its newest checkpoint."""
     straight, _ = run(tmp_path / "straight", max_steps=12)
     checkpoints = tmp_path / "checkpoints"
     model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(checkpoints), max_steps=12)
@@ -187,9 +188,14 @@ def test_a_truncated_newest_checkpoint_is_named_and_the_previous_one_resumed(tmp
         if step == 10:
             raise KeyboardInterrupt("simulated crash")
 
-    with pytest.raises(KeyboardInterrupt):  # leaves step 4 and step 8
+    with pytest.raises(KeyboardInterrupt):
         train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, on_step=crash)
-    newest = list_checkpoints(run_folders(checkpoints)[-1])[-1]
+    return straight, checkpoints, list_checkpoints(run_folders(checkpoints)[-1])[-1]
+
+
+@pytest.mark.parametrize("damaged", [TENSORS_FILE, MANIFEST_FILE])
+def test_a_truncated_newest_checkpoint_is_named_and_the_previous_one_resumed(tmp_path, caplog, damaged):
+    straight, checkpoints, newest = _uninterrupted_and_crashed_at_step_10(tmp_path)
     assert newest.name == "step-00000008"
     data = (newest / damaged).read_bytes()
     (newest / damaged).write_bytes(data[: len(data) // 2])
@@ -224,17 +230,7 @@ def _edit(manifest: dict, change: str) -> object:
 def test_an_altered_checkpoint_json_is_named_and_the_previous_one_resumed(tmp_path, caplog, change):
     """A truncated checkpoint.json fell back; one whose structure was altered gave a traceback that did not name the
     file. Any unreadable manifest is now named in a warning, and the previous checkpoint resumes exactly."""
-    straight, _ = run(tmp_path / "straight", max_steps=12)
-    checkpoints = tmp_path / "checkpoints"
-    model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(checkpoints), max_steps=12)
-
-    def crash(step, _record):
-        if step == 10:
-            raise KeyboardInterrupt("simulated crash")
-
-    with pytest.raises(KeyboardInterrupt):  # leaves step 4 and step 8
-        train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator, on_step=crash)
-    newest = list_checkpoints(run_folders(checkpoints)[-1])[-1]
+    straight, checkpoints, newest = _uninterrupted_and_crashed_at_step_10(tmp_path)
     manifest = newest / MANIFEST_FILE
     manifest.write_text(json.dumps(_edit(json.loads(manifest.read_text()), change)))
     resumed, result = run(checkpoints, max_steps=12, resume=True)

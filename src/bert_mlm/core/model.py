@@ -137,7 +137,7 @@ def _config_of(directory: Path, what: str) -> BertConfig:
         json.loads(path.read_text(encoding="utf-8"))
         return BertConfig.from_pretrained(str(directory))
     except (OSError, ValueError, TypeError) as error:
-        reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+        reason = _reason(error)
         raise UserError(f"{what}: {str(path)!r} is not a readable model config ({reason})") from error
 
 

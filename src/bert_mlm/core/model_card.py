@@ -11,13 +11,13 @@ file. Its values are redacted before they are rendered (:func:`bert_mlm.core.red
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bert_mlm.core.formatting import format_value, with_error
 from bert_mlm.core.redaction import redact
 from bert_mlm.core.run_record import (
     command_line,
@@ -105,11 +105,11 @@ def model_card(metrics: Mapping[str, Any], record: Mapping[str, Any] | None) -> 
         f"- token store: {token_store_line(corpus)}" if corpus.get("token_store") else "- token store: not recorded",
     ]
     if "train_tokens" in metrics:
-        lines.append(f"- training tokens seen: {_number(metrics['train_tokens'])}")
+        lines.append(f"- training tokens seen: {format_value(metrics['train_tokens'])}")
     lines += ["", "## Training", "", *_rows(_training_rows(metrics, sections)), "",
               "## Masking", "", _masking(metrics, sections.get("masking") or {}), "",
               "## Evaluation results", ""]
-    evaluation = [(label, _with_error(metrics, key)) for key, label in EVALUATION if key in metrics]
+    evaluation = [(label, with_error(metrics, key)) for key, label in EVALUATION if key in metrics]
     if evaluation:
         lines += [f"Fixed protocol: {_percent(metrics.get('eval_mask_probability', 0.15))} of the tokens of the "
                   f"{metrics.get('eval_split', 'test')} split masked with seed {metrics.get('eval_seed', '?')} "
@@ -146,15 +146,15 @@ def model_card(metrics: Mapping[str, Any], record: Mapping[str, Any] | None) -> 
 
 def _training_rows(metrics: Mapping[str, Any], sections: Mapping[str, Any]) -> list[tuple[str, str]]:
     training, model = sections.get("training") or {}, sections.get("model") or {}
-    rows = [("steps", _number(metrics.get("train_steps", training.get("max_steps")))),
-            ("batch size", _number(training.get("batch_size"))),
-            ("learning rate", _number(metrics.get("learning_rate", training.get("learning_rate")))),
+    rows = [("steps", format_value(metrics.get("train_steps", training.get("max_steps")))),
+            ("batch size", format_value(training.get("batch_size"))),
+            ("learning rate", format_value(metrics.get("learning_rate", training.get("learning_rate")))),
             ("precision, device", f"{metrics.get('precision', '?')} on {metrics.get('device', '?')}"),
-            ("parameters", _number(metrics.get("parameter_count"))),
+            ("parameters", format_value(metrics.get("parameter_count"))),
             ("architecture", ", ".join(f"{key} {model[key]}" for key in (
                 "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                 "max_position_embeddings") if key in model) or "?"),
-            ("seed", _number(training.get("seed")))]
+            ("seed", format_value(training.get("seed")))]
     return [(label, value) for label, value in rows if value not in ("?", "n/a")]
 
 
@@ -178,25 +178,6 @@ def _rows(rows: list[tuple[str, str]]) -> list[str]:
     return ["| | |", "|---|---|", *(f"| {label} | {value} |" for label, value in rows)]
 
 
-def _with_error(metrics: Mapping[str, Any], key: str) -> str:
-    value, error = metrics[key], metrics.get(f"{key}_se")
-    if isinstance(value, float) and isinstance(error, float) and math.isfinite(error):
-        return f"{value:.4f} ± {error:.4f}"
-    return _number(value)
-
-
-def _number(value: Any) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return "n/a" if math.isnan(value) else f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
-    return str(value)
-
-
 def _percent(value: Any) -> str:
     return f"{100 * value:g} %" if isinstance(value, (int, float)) else "?"
 
@@ -204,7 +185,7 @@ def _percent(value: Any) -> str:
 def _counts(counts: Any) -> str:
     if not isinstance(counts, Mapping) or not counts:
         return "n/a"
-    return ", ".join(f"{_number(count)} {split}" for split, count in counts.items())
+    return ", ".join(f"{format_value(count)} {split}" for split, count in counts.items())
 
 
 def _example(metrics: Mapping[str, Any], language: str | None) -> str:

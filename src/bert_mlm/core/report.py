@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
@@ -20,6 +19,7 @@ import pandas as pd
 from bert_mlm.config.tuning import SEARCHABLE
 from bert_mlm.core.corpus import cjk_characters, readable_spacing
 from bert_mlm.core.finetune import compare_runs
+from bert_mlm.core.formatting import format_value, with_error
 from bert_mlm.core.provenance import Provenance
 from bert_mlm.core.results import with_current_names
 
@@ -105,28 +105,6 @@ def _counts_with_gaps(frame: pd.DataFrame) -> pd.DataFrame:
         if len(present) and (present.astype(float) % 1 == 0).all():
             frame[column] = ["" if pd.isna(value) else f"{int(value):,}" for value in values]
     return frame
-
-
-def format_value(value) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "n/a"
-        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
-    return str(value)
-
-
-def with_error(metrics: Mapping, key: str) -> str:
-    """``value ± standard error`` where the metrics hold ``<key>_se``."""
-    value, error = metrics[key], metrics.get(f"{key}_se")
-    if isinstance(error, float) and math.isfinite(error) and isinstance(value, float):
-        return f"{value:.4f} ± {error:.4f}"
-    return format_value(value)
 
 
 def tuning_decision(metrics: Mapping) -> str:
