@@ -105,6 +105,18 @@ def test_clean_documents_min_words_boundary_counts_a_cjk_character_as_a_word():
     assert report.dropped_short == 2
 
 
+@pytest.mark.parametrize(("text", "count", "expected"), [
+    ("one two three four", 4, True), ("one two three", 4, False),
+    ("房间很干净", 5, True), ("房间很干净", 6, False), ("第一章" * 30_000, 4, True),
+    ("很好 ok fine", 4, True), ("很好 ok", 4, False), ("ok 很 fine 好", 4, True), ("Wi-Fi 很快", 4, False),
+])
+def test_has_words_counts_whitespace_words_and_cjk_characters(text, count, expected):
+    from bert_mlm.core.corpus import cjk_characters, has_words
+
+    assert has_words(text, count) is expected
+    assert cjk_characters(text) == sum(c in "房间很干净第一章快好" for c in text)
+
+
 def test_table_rows_are_kept_unless_empty():
     rows = ["好", "很好！", "", "   ", "A fine stay."]
     frame, report = clean_documents([RawText("t.csv", r, is_document=True) for r in rows], min_words=4)

@@ -91,18 +91,24 @@ class FastBertEncoder:
         bounds = np.concatenate(([0], np.cumsum(per_text)))
         return [(ids[a:b], positions[a:b] if offsets else None) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
-    def encode_flat(self, texts: list[str], offsets: bool = False) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    def encode_flat(self, texts: list[str], offsets: bool = False,
+                    joined: str | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """Every text's token ids back to back (int64), with ``offsets`` each token's first character
-        within its text, and the number of tokens of each text."""
+        within its text, and the number of tokens of each text. Given ``joined`` (the texts joined
+        by newlines, which the caller has made anyway), the offsets are within it instead."""
         if not texts:
             return np.zeros(0, np.int64), np.zeros(0, np.int64) if offsets else None, np.zeros(0, np.int64)
-        joined = "\n".join(texts)  # a newline between texts: white space, so no run crosses two
+        within_joined = joined is not None
+        joined = "\n".join(texts) if joined is None else joined  # white space between texts: no run crosses two
         codes = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
         kinds = self.classes[codes]
         singles = kinds == SINGLE
         special = self.added is not None and self.added.search(joined) is not None
         if singles.mean() < MIN_SINGLE_SHARE or special:  # little to gain, or an added token's text: the library
-            return self._library(texts, offsets)
+            ids, positions, per_text = self._library(texts, offsets)
+            if offsets and within_joined:
+                positions += np.repeat(_text_starts(texts), per_text)
+            return ids, positions, per_text
         self._learn_singles(codes[singles])
         singles &= self.single_ids[codes] != _IRREGULAR
         # Runs: stretches of everything else but white space, each encoded by the library whole
@@ -129,7 +135,6 @@ class FastBertEncoder:
         run_slot[order[is_run] - len(single_at)] = starts[is_run]
         run_token_at = run_slot[run_token_run] + _within(run_counts)
         ids[run_token_at] = run_ids
-        text_starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]])
         text_of_char = np.repeat(np.arange(len(texts)), [len(t) + 1 for t in texts])[: len(codes)]
         per_text = np.bincount(text_of_char[events], weights=counts, minlength=len(texts)).astype(np.int64)
         positions = None
@@ -137,7 +142,8 @@ class FastBertEncoder:
             positions = np.empty(len(ids), dtype=np.int64)
             positions[starts[~is_run]] = events[~is_run]
             positions[run_token_at] = run_start[run_token_run] + run_token_offset
-            positions -= text_starts[text_of_char[positions]]
+            if not within_joined:
+                positions -= _text_starts(texts)[text_of_char[positions]]
         return ids, positions, per_text
 
     def _runs(self, joined: str, run_start: np.ndarray, run_stop: np.ndarray,
@@ -168,6 +174,11 @@ class FastBertEncoder:
         positions = np.fromiter((o[0] for e in encodings for o in e.offsets), dtype=np.int64,
                                 count=len(ids)) if offsets else None
         return ids, positions, per_text
+
+
+def _text_starts(texts: list[str]) -> np.ndarray:
+    """Where each text starts in the texts joined by newlines."""
+    return np.cumsum([0] + [len(text) + 1 for text in texts[:-1]])
 
 
 def _distinct(codes: np.ndarray) -> np.ndarray:
