@@ -58,7 +58,7 @@ def main() -> None:
     setups = {
         "1 process": (experiment.training, DistributedConfig()),
         "2 processes (gloo)": (experiment.training.replace(batch_size=args.global_batch // 2),
-                               DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29551")),
+                               DistributedConfig(nproc_per_node=2)),
     }
     def rate(training: TrainingConfig, distributed: DistributedConfig):
         def measure() -> float:

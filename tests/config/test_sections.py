@@ -91,6 +91,10 @@ def test_every_section_meets_every_kind_it_declares():
                                                    "(0, 1)"),
         ("tokenizer", {"strip_accents": "yes"}, "tokenizer.strip_accents: 'yes' must be true, false or null"),
         ("data", {"workers": 0}, "data.workers: 0 must be a positive integer"),
+        ("distributed", {"rdzv_endpoint": "10.0.0.1"},
+         "distributed.rdzv_endpoint: '10.0.0.1' is not host:port (or auto)"),
+        ("distributed", {"nnodes": 2}, "distributed.rdzv_endpoint: 'auto' is for one machine; with "
+                                       "distributed.nnodes 2 give node 0's host:port (the same on every machine)"),
         ("mask_015", {"overrides": {"masking": {"whole_word": "yes"}}},
          "mask_015.overrides: masking.whole_word: 'yes' must be true or false"),
     ],

@@ -60,7 +60,7 @@ def test_two_gloo_processes_match_one_process_with_the_same_global_batch(experim
     _, single = train_data_parallel(experiment, DistributedConfig())
     per_rank = experiment.training.replace(batch_size=8, checkpoint_every=10, checkpoint_dir=str(tmp_path))
     model, double = train_data_parallel(
-        replace(experiment, training=per_rank), DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29531")
+        replace(experiment, training=per_rank), DistributedConfig(nproc_per_node=2)
     )
     assert len(double.history) == 20
     # The same global batch (2 x 8 vs 16 sequences); epochs end at slightly different steps.
@@ -100,6 +100,6 @@ def failing_on_rank_one(rank: Rank) -> int:
 def test_a_failing_worker_fails_the_run(tmp_path):
     with pytest.raises(ChildFailedError, match="worker 1 broke|failing_on_rank_one"):
         launch(
-            DistributedConfig(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29532", timeout_seconds=60),
+            DistributedConfig(nproc_per_node=2, timeout_seconds=60),
             failing_on_rank_one,
         )

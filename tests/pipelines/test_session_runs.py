@@ -229,8 +229,7 @@ def test_bad_parameter_fails_before_any_work(project_copy, monkeypatch, tmp_path
 
 @pytest.mark.slow
 def test_training_node_runs_data_parallel(project_copy, monkeypatch):
-    run_session(project_copy, monkeypatch, **{"tuning.n_trials": 0, "distributed.nproc_per_node": 2,
-                                              "distributed.rdzv_endpoint": "127.0.0.1:29541"})
+    run_session(project_copy, monkeypatch, **{"tuning.n_trials": 0, "distributed.nproc_per_node": 2})
     data = project_copy / "data"
     summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
     assert summary["data_parallel_workers"] == 2 and summary["mask_probability_source"] == "parameters"

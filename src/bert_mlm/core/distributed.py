@@ -69,7 +69,7 @@ def launch(config: DistributedConfig, function: Callable[..., Any], *args: Any) 
         max_nodes=config.nnodes,
         nproc_per_node=config.nproc_per_node,
         rdzv_backend="c10d",
-        rdzv_endpoint=config.rdzv_endpoint,
+        rdzv_endpoint=config.endpoint,
         rdzv_configs={"rank": config.node_rank, "timeout": config.timeout_seconds},
         run_id="bert-mlm",
         max_restarts=0,
