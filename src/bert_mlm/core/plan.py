@@ -32,8 +32,17 @@ from bert_mlm.core.training import accumulate_gradients
 # measured on 2 cores (2026-12-06, BENCHMARKS.md "The default run") over the python_slowdown the
 # same run's plan measured, so that this run's estimate reproduces it. The stages the steps decide
 # (tuning, training) were within 3 % and 12 % of it there; these are a few seconds of ~2 minutes.
-DATA_SECONDS_PER_MB = {"ingestion": 1.0, "tokenization": 0.6, "sequences": 0.1}
+BUILTIN_SECONDS_PER_MB = {"ingestion": 1.0, "tokenization": 0.6, "sequences": 0.1}
 BUILTIN_CORPUS_MB = 1.7  # the Python standard library's docstrings
+# A corpus of files: a stage's start-up plus its seconds per MB, as the data stages measured on 1x /
+# 16x / 64x Gutenberg (BENCHMARKS.md "1x, 16x, 64x and 256x Gutenberg": ingestion 0.4 / 3.0 / 10.8 s,
+# tokenization 2.2 / 26.0 / 67.2 s at 6 / 97 / 387 MB): encoding per MB, and training a vocabulary per
+# MB of its sample (tokenizer.training_sample_bytes, none with an inherited one). English text is the
+# slower case: Chinese text encoded ~2.5x faster per MB ("Chinese data path"), so its estimate is high.
+# (The built-in corpus's rates above, ~10x these, are its small files' start-ups.)
+DATA_START_SECONDS = {"ingestion": 0.3, "tokenization": 1.0, "sequences": 0.1}
+DATA_SECONDS_PER_MB = {"ingestion": 0.028, "tokenization": 0.13, "sequences": 0.001}
+VOCABULARY_SECONDS_PER_MB = 0.12
 BUILTIN_CORPUS_SECONDS = 2.3  # parsing the standard library's sources (ast) into that corpus
 FIXED_SECONDS = {"tuning": 1.0, "training": 1.0, "finetune": 1.0, "evaluation": 0.5, "reporting": 0.5}
 LOOP_OVERHEAD = 1.05  # the loop's batches from the memory-mapped store, records and progress, per step
@@ -212,9 +221,17 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
             if corpus_bytes is None and not builtin_share:
                 stage.note = "the corpus's size is known once it is read"
             else:
-                megabytes = BUILTIN_CORPUS_MB * builtin_share if builtin_share else corpus_bytes / 1e6
-                extra = BUILTIN_CORPUS_SECONDS * builtin_share if name == "ingestion" else 0.0
-                stage.seconds = (megabytes * DATA_SECONDS_PER_MB[name] + extra) * slowdown
+                if builtin_share:
+                    megabytes = BUILTIN_CORPUS_MB * builtin_share
+                    extra = BUILTIN_CORPUS_SECONDS * builtin_share if name == "ingestion" else 0.0
+                    stage.seconds = (megabytes * BUILTIN_SECONDS_PER_MB[name] + extra) * slowdown
+                else:
+                    megabytes = corpus_bytes / 1e6
+                    seconds = DATA_START_SECONDS[name] + megabytes * DATA_SECONDS_PER_MB[name]
+                    if name == "tokenization" and config.tokenizer.vocab_path is None and config.model.init_from is None:
+                        sample = config.tokenizer.training_sample_bytes
+                        seconds += VOCABULARY_SECONDS_PER_MB * min(megabytes, sample / 1e6 if sample else megabytes)
+                    stage.seconds = seconds * slowdown
                 if name == "ingestion":
                     stage.budget = f"{megabytes:,.1f} MB of text" + (" (the built-in corpus)" if builtin_share else "")
         elif name == "tuning":
