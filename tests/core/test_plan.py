@@ -93,9 +93,10 @@ def test_a_file_corpus_is_estimated_as_the_data_stages_measured_at_scale(megabyt
     ~1.7 s a MB (the built-in corpus's small files), 8x the measured at 387 MB. An inherited vocabulary
     trains nothing: less."""
     stages = ["ingestion", "tokenization", "sequences"]
-    plan = plan_run(stages, config(), None, corpus_bytes=megabytes * 1_000_000)
+    size = megabytes * 1_000_000
+    plan = plan_run(stages, config(), None, corpus_bytes=size)
     assert plan.seconds == pytest.approx(measured, rel=0.25)
-    inherited = plan_run(stages, config(tokenizer={"vocab_path": "vocab.txt"}), None, corpus_bytes=megabytes * 1_000_000)
+    inherited = plan_run(stages, config(tokenizer={"vocab_path": "vocab.txt"}), None, corpus_bytes=size)
     assert inherited.seconds < plan.seconds
 
 

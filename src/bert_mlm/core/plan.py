@@ -228,7 +228,8 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
                 else:
                     megabytes = corpus_bytes / 1e6
                     seconds = DATA_START_SECONDS[name] + megabytes * DATA_SECONDS_PER_MB[name]
-                    if name == "tokenization" and config.tokenizer.vocab_path is None and config.model.init_from is None:
+                    trains = config.tokenizer.vocab_path is None and config.model.init_from is None
+                    if name == "tokenization" and trains:
                         sample = config.tokenizer.training_sample_bytes
                         seconds += VOCABULARY_SECONDS_PER_MB * min(megabytes, sample / 1e6 if sample else megabytes)
                     stage.seconds = seconds * slowdown
