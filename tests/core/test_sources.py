@@ -239,3 +239,20 @@ def test_byte_ranges_read_by_workers_give_the_documents_of_the_whole_file(tmp_pa
         assert [t.kind for t in tasks] == ["range"] * len(tasks) and len(tasks) >= 4
         ranged = clean_documents([item for task in tasks for item in read_task(task)], deduplicate=False)[0]
         assert ranged["text"].tolist() == texts_of(tmp_path / name, line_by_line)
+
+
+def test_read_tasks_name_each_mixture_source_the_sequential_reading_names(tmp_path):
+    """Pieces the client sends (a Hugging Face dataset, files a remote scheduler's workers cannot see)
+    carry their source's name as the files workers read do."""
+    from bert_mlm.core.sources import mixture_source, read_task, read_tasks
+
+    datasets = pytest.importorskip("datasets")
+    (tmp_path / "book.txt").write_text("A paragraph of the book, long enough.\n\nAnother paragraph of it.\n")
+    datasets.Dataset.from_dict({"text": ["一段中文文本，足够长了。"]}).save_to_disk(tmp_path / "saved")
+    mixture = mixture_source({"books": {"path": str(tmp_path / "book.txt")},
+                              "reviews": {"hf_dataset": {"path": str(tmp_path / "saved")}}})
+    expected = [item.origin for batch in mixture.batches() for item in batch]
+    assert expected == ["books", "reviews"]
+    for local_files in (True, False):
+        tasks = list(read_tasks(mixture, 1 << 16, local_files=local_files))
+        assert [item.origin for task in tasks for item in read_task(task)] == expected

@@ -396,8 +396,7 @@ def in_pieces(texts: list[str], max_chars: int = PIECE_CHARS) -> Iterator[list[s
 
 def mixture_names(source: CorpusSource) -> list[str] | None:
     """A mixture's source names, in the order they are read (``None``: not a mixture)."""
-    mixture = source.mixture()
-    return None if mixture is None else list(mixture)
+    return [part.name for part in source.parts] or None
 
 
 def characters(texts: list[str]) -> int:

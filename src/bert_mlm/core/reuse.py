@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bert_mlm.core.redaction import redact_text
+
 logger = logging.getLogger(__name__)
 
 RECIPE_FILE = "recipe.json"
@@ -87,14 +89,8 @@ def source_fingerprint(source) -> dict | None:
         change = _remote_change(file, source)
         if change is None:
             return None
-        files.append([_without_userinfo(file), size, change])
-    return {"path": _without_userinfo(source.path), "text_column": source.text_column, "files": files}
-
-
-def _without_userinfo(url: str) -> str:
-    from bert_mlm.core.sources import without_userinfo
-
-    return without_userinfo(url)
+        files.append([redact_text(file), size, change])
+    return {"path": redact_text(source.path), "text_column": source.text_column, "files": files}
 
 
 def _remote_change(url: str, source) -> str | None:

@@ -8,7 +8,8 @@ from typing import Any
 from kedro.io import AbstractDataset, DatasetError
 
 from bert_mlm.core.corpus import CorpusError
-from bert_mlm.core.sources import CorpusSource, HFDataset, mixture_source, storage_options_of, without_userinfo
+from bert_mlm.core.redaction import redact_text
+from bert_mlm.core.sources import CorpusSource, HFDataset, mixture_source, storage_options_of
 
 _EMPTY = (None, "", "null", "None")
 
@@ -76,5 +77,5 @@ class CorpusDataset(AbstractDataset[Any, CorpusSource]):
     def _describe(self) -> dict[str, Any]:
         # Never the sources' mappings: they hold resolved credentials.
         sources = f"mixture of {sorted(self._sources)}" if isinstance(self._sources, dict) else None
-        where = (without_userinfo(self._path) if self._path else None) or self._hf_dataset or sources
+        where = (redact_text(self._path) if self._path else None) or self._hf_dataset or sources
         return {"path": where or ("<built-in>" if self._builtin_when_empty else None), "text_column": self._text_column}

@@ -1,11 +1,8 @@
-"""Corpus sources, read in bounded chunks of :class:`~bert_mlm.core.corpus.RawText`: files,
-directories and globs on any fsspec file system (``listing``), opened as decompressed UTF-8 streams
-(``streams``), text files cut where paragraphs end (``text``), tables by rows (``tables``), Hugging
-Face datasets (``hf``), the built-in corpus (``builtin``), all behind one :class:`CorpusSource`
-(``source``); mixtures of named sources (``mixture``); and pieces that Dask workers read (``tasks``)."""
+"""Corpus sources, read in bounded chunks of :class:`~bert_mlm.core.corpus.RawText`, a module per concern
+(docs/architecture.md lists them)."""
 
 from bert_mlm.core.sources.hf import HFDataset
-from bert_mlm.core.sources.listing import list_corpus_files, without_userinfo
+from bert_mlm.core.sources.listing import list_corpus_files
 from bert_mlm.core.sources.mixture import mixture_source, storage_options_of
 from bert_mlm.core.sources.source import CorpusSource, as_corpus_source, builtin_corpus, read_corpus
 from bert_mlm.core.sources.streams import decode_text, iter_text_file
@@ -15,5 +12,5 @@ from bert_mlm.core.sources.tasks import ReadTask, read_task, read_tasks
 __all__ = [
     "CorpusSource", "HFDataset", "ReadTask", "as_corpus_source", "builtin_corpus", "decode_text",
     "iter_table_rows", "iter_text_file", "list_corpus_files", "mixture_source", "read_corpus", "read_task",
-    "read_tasks", "storage_options_of", "without_userinfo",
+    "read_tasks", "storage_options_of",
 ]

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from bert_mlm.core.corpus import CorpusError, RawText
 from bert_mlm.core.sources.listing import first_line
 from bert_mlm.core.sources.tables import not_text, text_documents
-
-HF_DATASET_KEYS = ("name", "config", "split", "text_column", "path", "revision", "streaming")
 
 
 @dataclass(frozen=True)
@@ -34,9 +32,10 @@ class HFDataset:
         value = {"name": value} if isinstance(value, str) else value
         if not isinstance(value, dict):
             raise CorpusError(f"{parameter}: {value!r} must be a mapping with name (a Hub id) or path (save_to_disk)")
-        unknown = sorted(set(value) - set(HF_DATASET_KEYS))
+        keys = [f.name for f in fields(cls) if f.compare]  # the settings (not ``parameter``)
+        unknown = sorted(set(value) - set(keys))
         if unknown:
-            raise CorpusError(f"{parameter}: unknown key(s) {unknown}; use {list(HF_DATASET_KEYS)}")
+            raise CorpusError(f"{parameter}: unknown key(s) {unknown}; use {keys}")
         spec = cls(**{k: v for k, v in value.items() if v is not None}, parameter=parameter)
         if (spec.name is None) == (spec.path is None):
             raise CorpusError(f"{parameter}: give exactly one of name (a Hub dataset id) or path (a save_to_disk "
@@ -78,18 +77,19 @@ class HFDataset:
         return dataset
 
     def _from_disk(self, datasets):
-        if not Path(self.path).expanduser().is_dir():
+        path, split = Path(self.path).expanduser(), self.split or "train"
+        if not path.is_dir():
             raise CorpusError(f"{self.parameter}.path: {self.path!r} is not a directory (one written by save_to_disk)")
-        dataset = datasets.load_from_disk(str(Path(self.path).expanduser()))
+        dataset = datasets.load_from_disk(str(path))
         if not isinstance(dataset, datasets.DatasetDict):
             if self.split is not None:
                 raise CorpusError(f"{self.parameter}.split: {self.split!r} was given, but {self.path!r} holds one "
                                   f"dataset without splits; remove {self.parameter}.split")
             return dataset
-        if (self.split or "train") not in dataset:
-            raise CorpusError(f"{self.parameter}.split: {self.split or 'train'!r} is not a split of {self.path!r}; "
-                              f"it has {sorted(dataset)}")
-        return dataset[self.split or "train"]
+        if split not in dataset:
+            raise CorpusError(f"{self.parameter}.split: {split!r} is not a split of {self.path!r}; it has "
+                              f"{sorted(dataset)}")
+        return dataset[split]
 
     def texts(self, rows: int = 1000) -> Iterator[RawText]:
         where = f"{self.parameter}.text_column"

@@ -1,6 +1,5 @@
 """Where a corpus's files are: a local file, directory (symlinks followed) or glob, or any fsspec URL
-(s3://, gs://, abfs://, http(s)://, hf://); which of them are read, and how they are named in
-messages (never with a URL's user info)."""
+(s3://, gs://, abfs://, http(s)://, hf://); which of them are read, and how messages name them."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 import fsspec
-import fsspec.utils
+from fsspec.utils import get_protocol
 
 from bert_mlm.core.corpus import SUPPORTED_SUFFIXES, CorpusError
 from bert_mlm.core.redaction import redact_text
@@ -22,7 +21,8 @@ logger = logging.getLogger(__name__)
 # ``streams``) and undone while streaming, never to disk.
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 ARCHIVES = (".tar", ".tgz", ".zip", ".7z", ".rar")
-# The package each protocol needs, and the bert_mlm extra that installs it.
+# The package each protocol needs, and the bert_mlm extra that installs it (fsspec's own message
+# names no extra).
 PROTOCOL_PACKAGES = {
     "s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs"),
     "abfs": ("adlfs", "azure"), "abfss": ("adlfs", "azure"), "az": ("adlfs", "azure"),
@@ -32,24 +32,8 @@ PROTOCOL_PACKAGES = {
 CorpusFile = Path | str
 
 
-def protocol_of(path: str) -> str:
-    return fsspec.utils.get_protocol(path)
-
-
 def is_remote(path: str | os.PathLike) -> bool:
-    return protocol_of(str(path)) not in ("file", "local")
-
-
-def as_corpus_file(file: CorpusFile | os.PathLike) -> CorpusFile:
-    """A local path as a ``Path``, a remote URL as it is."""
-    return file if isinstance(file, Path) or is_remote(str(file)) else Path(file)
-
-
-def without_userinfo(text: str) -> str:
-    """Text fit for messages and manifests, through the project's one redaction: every URL's
-    password (``https://user:secret@host/x`` -> ``https://user:***@host/x``) and secret query
-    parameters (signatures, tokens, keys) masked."""
-    return redact_text(text)
+    return get_protocol(str(path)) not in ("file", "local")
 
 
 def printable(path: str | os.PathLike) -> str:
@@ -58,11 +42,11 @@ def printable(path: str | os.PathLike) -> str:
 
 
 def source_name(file: CorpusFile) -> str:
-    return printable(file) if isinstance(file, Path) else without_userinfo(str(file))
+    return printable(file) if isinstance(file, Path) else redact_text(str(file))
 
 
 def first_line(error: BaseException) -> str:
-    text = without_userinfo(str(error)).strip().splitlines()
+    text = redact_text(str(error)).strip().splitlines()
     return text[0][:300] if text else type(error).__name__
 
 
@@ -95,84 +79,78 @@ def skip_reason(name: str) -> str | None:
     return None
 
 
-def missing_package(protocol: str, error: ImportError, parameter: str) -> CorpusError:
-    package, extra = PROTOCOL_PACKAGES.get(protocol, (getattr(error, "name", None) or "its fsspec backend", None))
-    install = f'pip install "bert_mlm[{extra}]"' if extra else f"pip install {package}"
-    return CorpusError(f"{parameter}: reading {protocol}:// paths needs {package}; install it with {install}")
-
-
 def remote_filesystem(url: str, storage_options: dict | None, parameter: str = "corpus.path"):
     """The fsspec file system of ``url`` and the path on it; credentials and options the Kedro way
     (a dataset's ``credentials`` merged with its ``fs_args``)."""
-    protocol = protocol_of(url)
+    protocol = get_protocol(url)
     try:
         return fsspec.core.url_to_fs(url, **dict(storage_options or {}))
     except ImportError as error:
-        raise missing_package(protocol, error, parameter) from error
+        package, extra = PROTOCOL_PACKAGES.get(protocol, (error.name or "its fsspec backend", None))
+        install = f'pip install "bert_mlm[{extra}]"' if extra else f"pip install {package}"
+        raise CorpusError(f"{parameter}: reading {protocol}:// paths needs {package}; install it with {install}"
+                          ) from error
     except ValueError as error:
         if "Protocol not known" in str(error):
-            raise CorpusError(
-                f"{parameter}: {protocol}:// is not a file system fsspec knows ({without_userinfo(url)!r})"
-            ) from error
-        raise CorpusError(f"{parameter}: {without_userinfo(url)!r}: {first_line(error)}") from error
-
-
-def _remote_error(url: str, error: BaseException, parameter: str) -> CorpusError:
-    shown = without_userinfo(url)
-    if isinstance(error, FileNotFoundError):
-        return CorpusError(f"{parameter}: {shown!r} does not exist")
-    if isinstance(error, PermissionError):
-        return CorpusError(f"{parameter}: access to {shown!r} was refused ({first_line(error)}); check the "
-                           "credentials (corpus.credentials names an entry of conf/local/credentials.yml)")
-    return CorpusError(f"{parameter}: {shown!r} could not be listed ({type(error).__name__}: {first_line(error)}); "
-                       "is the host reachable and are the credentials right?")
+            raise CorpusError(f"{parameter}: {protocol}:// is not a file system fsspec knows ({redact_text(url)!r})"
+                              ) from error
+        raise CorpusError(f"{parameter}: {redact_text(url)!r}: {first_line(error)}") from error
 
 
 def list_remote_files(url: str, storage_options: dict | None, parameter: str) -> list[tuple[str, int | None]]:
     """Every file of a remote file, directory (recursively) or glob, as (URL, size)."""
     fs, root = remote_filesystem(url, storage_options, parameter)
+    shown = redact_text(url)
     try:
         if any(ch in root for ch in "*?["):
             found = fs.glob(root, detail=True)
             if not found:
-                raise CorpusError(f"{parameter}: the glob {without_userinfo(url)!r} matches no file")
-        elif fs.isdir(root):
-            found = fs.find(root, detail=True)
+                raise CorpusError(f"{parameter}: the glob {shown!r} matches no file")
         else:
-            found = {root: fs.info(root)}
+            found = fs.find(root, detail=True) if fs.isdir(root) else {root: fs.info(root)}
     except CorpusError:
         raise
+    except FileNotFoundError as error:
+        raise CorpusError(f"{parameter}: {shown!r} does not exist") from error
+    except PermissionError as error:
+        raise CorpusError(f"{parameter}: access to {shown!r} was refused ({first_line(error)}); check the "
+                          "credentials (corpus.credentials names an entry of conf/local/credentials.yml)") from error
     except Exception as error:  # each backend raises its own types; the user needs one line
-        raise _remote_error(url, error, parameter) from error
+        raise CorpusError(f"{parameter}: {shown!r} could not be listed ({type(error).__name__}: "
+                          f"{first_line(error)}); is the host reachable and are the credentials right?") from error
     return [(fs.unstrip_protocol(name), info.get("size")) for name, info in sorted(found.items())
             if info.get("type", "file") != "directory"]
+
+
+def list_local_files(text: str, parameter: str) -> list[tuple[Path, int]]:
+    if any(ch in text for ch in "*?["):
+        candidates = [Path(p) for p in glob.glob(os.path.expanduser(text), recursive=True)]
+        if not candidates:
+            raise CorpusError(f"{parameter}: the glob {text!r} matches no file")
+    else:
+        candidate = Path(text).expanduser()
+        if not candidate.exists():
+            raise CorpusError(f"{parameter}: {text!r} does not exist")
+        candidates = walk_files(candidate, parameter) if candidate.is_dir() else [candidate]
+    return [(p, p.stat().st_size) for p in sorted(candidates) if p.is_file()]
 
 
 def list_corpus_files(path: str | os.PathLike, storage_options: dict | None = None,
                       parameter: str = "corpus.path") -> list[tuple[CorpusFile, int | None]]:
     """The corpus files of a file, a directory (recursively) or a glob, local or remote, sorted,
-    with their sizes (compressed sizes for compressed files). Files that are not read are named in
-    one warning, with why."""
+    with their sizes (stored sizes: compressed for compressed files). Files that are not read are
+    named in one warning, with why."""
     text = str(path)
     if is_remote(text):
         listed = list_remote_files(text, storage_options, parameter)
     else:
         text = text.removeprefix("file://")
-        if any(ch in text for ch in "*?["):
-            candidates = [Path(p) for p in glob.glob(os.path.expanduser(text), recursive=True)]
-            if not candidates:
-                raise CorpusError(f"{parameter}: the glob {text!r} matches no file")
-        else:
-            candidate = Path(text).expanduser()
-            if not candidate.exists():
-                raise CorpusError(f"{parameter}: {text!r} does not exist")
-            candidates = walk_files(candidate, parameter) if candidate.is_dir() else [candidate]
-        listed = [(p, None) for p in sorted(p for p in candidates if p.is_file())]
+        listed = list_local_files(text, parameter)
     files, skipped = [], []
     for file, size in listed:
         why = skip_reason(str(file))
         if why is None:
-            files.append((file, size if size is not None or not isinstance(file, Path) else file.stat().st_size))
+            files.append((file, size))
         elif not PurePosixPath(str(file)).name.startswith("."):  # hidden files (.DS_Store, .gitkeep): silently
             skipped.append((file, why))
     shown = "; ".join(f"{source_name(f)} ({why})" for f, why in skipped[:10])
@@ -183,7 +161,7 @@ def list_corpus_files(path: str | os.PathLike, storage_options: dict | None = No
         named = PurePosixPath(text.rstrip("/")).name  # the path is the one file (not a folder that holds one)
         if len(listed) == 1 and skipped and PurePosixPath(str(listed[0][0])).name == named:
             raise CorpusError(f"{parameter}: {shown} is not read; {supported}")
-        raise CorpusError(f"{parameter}: {without_userinfo(text)!r} holds no corpus file"
+        raise CorpusError(f"{parameter}: {redact_text(text)!r} holds no corpus file"
                           f"{': it holds ' + shown if skipped else ''}; {supported}")
     if skipped:
         logger.warning("%s: %d file(s) skipped, not read: %s", parameter, len(skipped), shown)

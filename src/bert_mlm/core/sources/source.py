@@ -1,6 +1,5 @@
 """Where a corpus is, as one value (:class:`CorpusSource`), and its raw texts streamed in batches of
-bounded size: files and tables, a Hugging Face dataset, what a Kedro dataset loaded, the built-in
-corpus (the documentation strings of the Python standard library), or a mixture of named sources."""
+bounded size; the built-in corpus (the documentation strings of the Python standard library)."""
 
 from __future__ import annotations
 
@@ -17,15 +16,9 @@ import pandas as pd
 
 from bert_mlm.core.corpus import BUILTIN_SOURCE, TABLE_SUFFIXES, CorpusError, RawText
 from bert_mlm.core.cpus import usable_cpus
+from bert_mlm.core.redaction import redact_text
 from bert_mlm.core.sources.hf import HFDataset
-from bert_mlm.core.sources.listing import (
-    CorpusFile,
-    compression_of,
-    format_suffix,
-    list_corpus_files,
-    source_name,
-    without_userinfo,
-)
+from bert_mlm.core.sources.listing import CorpusFile, compression_of, format_suffix, list_corpus_files, source_name
 from bert_mlm.core.sources.streams import READ_CHUNK_BYTES, decode_text, iter_text_file
 from bert_mlm.core.sources.tables import iter_table_rows, text_documents
 
@@ -68,7 +61,7 @@ class CorpusSource:
         if self.data is not None:
             return "catalog:raw_corpus"
         if self.path is not None:
-            return without_userinfo(self.path)
+            return redact_text(self.path)
         return "built-in corpus" if self.builtin_when_empty else "none"
 
     @functools.cached_property
@@ -116,12 +109,6 @@ class CorpusSource:
         if self.path is None:
             return batched(builtin_corpus(self.builtin_max_files), chunk_bytes)
         return iter_file_batches(self.files(), self.text_column, chunk_bytes, self.storage_options, line_by_line)
-
-    def mixture(self) -> dict[str, dict] | None:
-        """Each source's name, weight and repeat, for the shard writer (``None``: not a mixture)."""
-        if not self.parts:
-            return None
-        return {p.name: {"weight": p.weight, "repeat": p.repeat} for p in self.parts}
 
 
 def check_distinct(parts: tuple[CorpusSource, ...]) -> None:
@@ -203,37 +190,27 @@ def read_corpus(path: str | os.PathLike, text_column: str = "text") -> list[RawT
 
 
 # ----------------------------------------------------------------------------- built-in corpus
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
 _STDLIB_SKIP_PARTS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__phello__"}
+
+
+def _docstrings(node: ast.AST) -> list[str]:
+    """The docstrings of a module, class or function and of those defined in it: depth first, in source order."""
+    doc = ast.get_docstring(node, clean=True)
+    return ([doc] if doc else []) + [text for child in getattr(node, "body", [])
+                                     if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                                     for text in _docstrings(child)]
 
 
 def _docstrings_of_file(path: str) -> list[str]:
     try:
-        tree = ast.parse(Path(path).read_bytes())
+        return _docstrings(ast.parse(Path(path).read_bytes()))
     except (SyntaxError, ValueError):
         return []
-    found: list[str] = []
-    stack: list[ast.AST] = [tree]
-    while stack:  # depth-first, source order: deterministic
-        node = stack.pop()
-        doc = ast.get_docstring(node, clean=True)
-        if doc:
-            found.append(doc)
-        children = [
-            child
-            for child in getattr(node, "body", [])
-            if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-        ]
-        stack.extend(reversed(children))
-    return found
 
 
 def stdlib_source_files() -> list[Path]:
-    root = Path(sysconfig.get_paths()["stdlib"])
-    return [
-        p
-        for p in sorted(root.rglob("*.py"))
-        if not _STDLIB_SKIP_PARTS.intersection(p.relative_to(root).parts)
-    ]
+    return [p for p in sorted(STDLIB.rglob("*.py")) if not _STDLIB_SKIP_PARTS.intersection(p.relative_to(STDLIB).parts)]
 
 
 def builtin_corpus(max_files: int | None = None, workers: int | None = None) -> list[RawText]:
@@ -250,9 +227,5 @@ def builtin_corpus(max_files: int | None = None, workers: int | None = None) -> 
             per_file = list(pool.map(_docstrings_of_file, map(str, files), chunksize=8))
     else:
         per_file = [_docstrings_of_file(str(f)) for f in files]
-    root = Path(sysconfig.get_paths()["stdlib"])
-    return [
-        RawText(source=f"{BUILTIN_SOURCE}/{file.relative_to(root)}", text=doc)
-        for file, docs in zip(files, per_file, strict=True)
-        for doc in docs
-    ]
+    return [RawText(source=f"{BUILTIN_SOURCE}/{file.relative_to(STDLIB)}", text=doc)
+            for file, docs in zip(files, per_file, strict=True) for doc in docs]

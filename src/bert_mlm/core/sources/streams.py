@@ -1,8 +1,7 @@
-"""A corpus file as a stream of UTF-8 text, through fsspec on any file system: decompressed on the fly
-by fsspec's compression registry (zstd through ``backports.zstd``, which, unlike ``zstandard``'s
-reader, fails on a truncated file), compression known by the suffix or the magic bytes, UTF-16/32
-re-encoded; text files read in chunks that end where a paragraph ends (``corpus.line_by_line``:
-after a blank line, or after every line), undecodable bytes replaced and counted, binary refused."""
+"""A corpus file as a stream of UTF-8 text on any fsspec file system: decompressed on the fly by fsspec's
+compression registry (zstd through ``backports.zstd``, which, unlike ``zstandard``'s reader, fails on
+a truncated file), UTF-16/32 re-encoded; text files read in chunks that end where a paragraph ends
+(``corpus.line_by_line``), undecodable bytes replaced and counted, binary refused."""
 
 from __future__ import annotations
 
@@ -12,14 +11,13 @@ import logging
 import re
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import fsspec.compression
+from fsspec.utils import get_protocol
 
 from bert_mlm.core.corpus import _CONTROL, CorpusError, RawText, cjk_characters
-from bert_mlm.core.sources import listing
-from bert_mlm.core.sources.listing import CorpusFile, first_line, source_name
+from bert_mlm.core.sources.listing import CorpusFile, compression_of, first_line, remote_filesystem, source_name
 
 logger = logging.getLogger(__name__)
 
@@ -41,16 +39,12 @@ def compression_in(head: bytes) -> str | None:
     return next((name for name, magic in COMPRESSED_MAGIC.items() if re.match(magic, head)), None)
 
 
-def bom_encoding(head: bytes) -> str | None:
-    return next((encoding for bom, encoding in BOMS.items() if head.startswith(bom)), None)
-
-
 def format_in(head: bytes) -> str | None:
     """What a file that is not text is, by its first bytes: compressed data, an archive, an image..."""
     if head[257:262] == b"ustar":
         return "a tar archive"
-    if compression_in(head):
-        return f"{compression_in(head)}-compressed data"
+    if compression := compression_in(head):
+        return f"{compression}-compressed data"
     return next((name for magic, name in FORMAT_MAGIC.items() if head.startswith(magic)), None)
 
 
@@ -58,22 +52,20 @@ def open_raw(file: CorpusFile, storage_options: dict | None = None, **options):
     """The file's stored bytes (no decompression), seekable unless ``options`` ask for a stream."""
     if isinstance(file, Path):
         return open(file, "rb")  # noqa: SIM115 - the caller closes it
-    fs, path = listing.remote_filesystem(str(file), storage_options)
+    fs, path = remote_filesystem(str(file), storage_options)
     return fs.open(path, "rb", **options)
 
 
 def open_corpus_file(file: CorpusFile, storage_options: dict | None = None) -> CorpusStream:
     """``file`` as a binary stream of UTF-8 text (or a table's bytes): decompressed on the fly,
     a UTF-16/32 file re-encoded, a UTF-8 byte-order mark dropped. Close it after use."""
-    source, protocol = source_name(file), listing.protocol_of(str(file))
+    source, http = source_name(file), get_protocol(str(file)) in ("http", "https")
     try:  # HTTP in one streamed GET: fsspec's random-access file asks for ranges, which some servers refuse
-        stored = open_raw(file, storage_options, **({"block_size": 0} if protocol in ("http", "https") else {}))
-    except ImportError as error:
-        raise listing.missing_package(protocol, error, "corpus.path") from error
+        stored = open_raw(file, storage_options, **({"block_size": 0} if http else {}))
     except OSError as error:
         raise CorpusError(f"corpus file {source!r} could not be opened ({type(error).__name__}: "
                           f"{first_line(error)})") from error
-    return CorpusStream(stored, source, listing.compression_of(str(file)))
+    return CorpusStream(stored, source, compression_of(str(file)))
 
 
 class CorpusStream(io.RawIOBase):
@@ -87,7 +79,8 @@ class CorpusStream(io.RawIOBase):
         self._raw = stored if hasattr(stored, "peek") else io.BufferedReader(stored, 1 << 16)
         self._stream = None  # the decompressed stream, opened by the first read (inside its error handling)
         self.source, self.compression, self.delivered = source, compression, 0
-        self._decoder: codecs.IncrementalDecoder | None = None  # a UTF-16/32 file's, set by _open
+        self.encoding = None  # a UTF-16/32 file's (its byte-order mark's), set by _open
+        self._decoder: codecs.IncrementalDecoder | None = None
         self._text = b""  # a UTF-16/32 file's text decoded ahead, as UTF-8
 
     def _open(self):
@@ -98,8 +91,9 @@ class CorpusStream(io.RawIOBase):
                             self.source, self.compression)
         compressed = fsspec.compression.compr[self.compression] if self.compression else None
         stream = compressed(self._raw, mode="rb") if compressed else self._raw
-        encoding = bom_encoding(stream.peek(4))  # every registered decompressor peeks
-        self._decoder = codecs.getincrementaldecoder(encoding)("replace") if encoding else None
+        head = stream.peek(4)  # every registered decompressor peeks
+        self.encoding = next((encoding for bom, encoding in BOMS.items() if head.startswith(bom)), None)
+        self._decoder = codecs.getincrementaldecoder(self.encoding)("replace") if self.encoding else None
         return stream
 
     def readable(self) -> bool:
@@ -150,7 +144,7 @@ def reads_ranges(file: CorpusFile, storage_options: dict | None) -> bool:
     """Whether a file can be read from an offset (object stores can; some HTTP servers cannot),
     probed through the file system and credentials that read it: a one-byte read at offset 1,
     which fsspec refuses when the server answers with the whole file."""
-    if isinstance(file, Path) or listing.protocol_of(str(file)) not in ("http", "https"):
+    if isinstance(file, Path) or get_protocol(str(file)) not in ("http", "https"):
         return True
     try:
         with open_raw(file, storage_options, block_size=1 << 16, cache_type="none") as handle:
@@ -184,9 +178,10 @@ def check_not_binary(head: bytes, source: str) -> None:
         raise CorpusError(f"corpus file {source!r} looks binary (mostly control characters or NUL bytes)")
 
 
-def decode_text(data: bytes, source: str, check_binary: bool = True) -> RawText:
+def decode_text(data: bytes, source: str, check_binary: bool = True, **fields) -> RawText:
     """Decode UTF-8, replacing (and counting) undecodable bytes and removing (and counting) NUL
-    bytes, the same in every chunk of a file; refuse binary files (``check_binary``: by the head)."""
+    bytes, the same in every chunk of a file; refuse binary files (``check_binary``: by the head).
+    ``fields``: the other fields of the :class:`RawText`."""
     if check_binary:
         check_not_binary(data[:HEAD_BYTES], source)
     removed = data.count(b"\x00")
@@ -194,7 +189,7 @@ def decode_text(data: bytes, source: str, check_binary: bool = True) -> RawText:
         data = data.replace(b"\x00", b"")
     _replaced_bytes.count = 0
     text = data.decode("utf-8", errors="bert_mlm_count_replace")
-    return RawText(source=source, text=text, replaced_bytes=_replaced_bytes.count + removed)
+    return RawText(source=source, text=text, replaced_bytes=_replaced_bytes.count + removed, **fields)
 
 
 # ----------------------------------------------------------------------------- paragraphs and lines
@@ -258,16 +253,9 @@ def resolve_line_by_line(setting: bool | str, head: bytes, source: str) -> bool:
     return decided
 
 
-def text_head(file: CorpusFile, storage_options: dict | None = None) -> bytes:
-    """The first bytes of a text file as its readers see them (decompressed, UTF-8)."""
-    with open_corpus_file(listing.as_corpus_file(file), storage_options) as handle:
-        return handle.read(HEAD_BYTES)
-
-
 def iter_text_file(file: CorpusFile, chunk_bytes: int = READ_CHUNK_BYTES, storage_options: dict | None = None,
                    line_by_line: bool | str = "auto") -> Iterator[RawText]:
     """A text file in chunks of about ``chunk_bytes``, each ending where a paragraph ends."""
-    file = listing.as_corpus_file(file)
     source = source_name(file)
     with open_corpus_file(file, storage_options) as handle:
         data = handle.read(max(chunk_bytes, HEAD_BYTES))
@@ -279,12 +267,7 @@ def iter_text_file(file: CorpusFile, chunk_bytes: int = READ_CHUNK_BYTES, storag
             data = handle.read(chunk_bytes)  # read ahead: at the end, the rest is one chunk
             cut = paragraph_cut(block, 4 * chunk_bytes, one_per_line) if data else 0
             if cut:
-                yield raw_text(block[:cut], source, first, one_per_line)
+                yield decode_text(block[:cut], source, False, starts_source=first, line_by_line=one_per_line)
                 block, first = block[cut:], False
         if block:
-            yield raw_text(block, source, first, one_per_line)
-
-
-def raw_text(data: bytes, source: str, starts_source: bool, line_by_line: bool) -> RawText:
-    return replace(decode_text(data, source, check_binary=False), starts_source=starts_source,
-                   line_by_line=line_by_line)
+            yield decode_text(block, source, False, starts_source=first, line_by_line=one_per_line)

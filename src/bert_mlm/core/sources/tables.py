@@ -7,7 +7,6 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bert_mlm.core.corpus import CorpusError, RawText
-from bert_mlm.core.sources.listing import CorpusFile, as_corpus_file, first_line, format_suffix, source_name
+from bert_mlm.core.sources.listing import CorpusFile, first_line, format_suffix, source_name
 from bert_mlm.core.sources.streams import decode_text, open_corpus_file, open_raw
 
 TABLE_CHUNK_ROWS = 20_000
@@ -28,9 +27,7 @@ def open_parquet(file: CorpusFile, storage_options: dict | None = None) -> pq.Pa
 
 def parquet_texts(column: pa.Array, source: str) -> list[RawText]:
     """A Parquet text column's non-null values as documents (a binary column decoded as UTF-8)."""
-    kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
-    is_bytes = pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
-    return [replace(decode_text(v, source, check_binary=False), is_document=True) if is_bytes
+    return [decode_text(v, source, False, is_document=True) if isinstance(v, bytes)
             else RawText(source, v, is_document=True) for v in column.drop_null().to_pylist()]
 
 
@@ -59,7 +56,6 @@ def iter_table_rows(file: CorpusFile, text_column: str, chunk_rows: int = TABLE_
     """The ``text_column`` of a table, ``chunk_rows`` rows at a time; every non-null value is one
     document. A column that holds something else than text (numbers, lists, objects) is refused,
     naming the file; bytes are decoded as UTF-8."""
-    file = as_corpus_file(file)
     source, suffix, rows = source_name(file), format_suffix(str(file)), [0]  # rows read, for the message
     read = {".parquet": _parquet, ".csv": _delimited, ".tsv": _delimited}.get(suffix, _json_lines)
     try:
@@ -77,8 +73,7 @@ def _parquet(file, column, chunk_rows, storage_options, source, rows) -> Iterato
         raise missing_column(column, source, parquet.schema_arrow.names)
     kind = parquet.schema_arrow.field(column).type
     kind = kind.value_type if pa.types.is_dictionary(kind) else kind
-    if not any(is_kind(kind) for is_kind in (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
-                                             pa.types.is_large_binary)):
+    if kind not in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()):
         raise not_text("corpus.text_column", column, source, f"{kind} values")
     for batch in parquet.iter_batches(batch_size=chunk_rows, columns=[column]):
         rows[0] += batch.num_rows

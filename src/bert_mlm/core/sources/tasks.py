@@ -9,16 +9,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from bert_mlm.core.corpus import TABLE_SUFFIXES, TEXT_SUFFIXES, RawText
+from bert_mlm.core.corpus import TEXT_SUFFIXES, RawText
 from bert_mlm.core.sources import streams
-from bert_mlm.core.sources.listing import CorpusFile, compression_of, format_suffix, source_name
-from bert_mlm.core.sources.source import iter_file_batches
-from bert_mlm.core.sources.tables import iter_table_rows, open_parquet, parquet_texts
-
-if TYPE_CHECKING:
-    from bert_mlm.core.sources.source import CorpusSource
+from bert_mlm.core.sources.listing import CorpusFile, format_suffix, source_name
+from bert_mlm.core.sources.source import CorpusSource, iter_file_batches
+from bert_mlm.core.sources.tables import open_parquet, parquet_texts
 
 
 @dataclass(frozen=True)
@@ -62,10 +58,10 @@ def _boundary(handle, offset: int, size: int, chunk_bytes: int, line_by_line: bo
 
 def read_task(task: ReadTask) -> list[RawText]:
     """Run one :class:`ReadTask`: the raw texts of its piece (on a worker)."""
-    if task.kind == "items":
-        return list(task.items)
     file = task.file
-    if task.kind == "row_group":
+    if task.kind == "items":
+        items = list(task.items)
+    elif task.kind == "row_group":
         parquet = open_parquet(file, task.storage_options)
         column = parquet.read_row_group(task.start, columns=[task.text_column]).column(0)
         items = parquet_texts(column.combine_chunks(), source_name(file))
@@ -80,12 +76,11 @@ def read_task(task: ReadTask) -> list[RawText]:
             end = _boundary(handle, task.stop, size, task.chunk_bytes, task.line_by_line)
             handle.seek(begin)
             data = handle.read(max(0, end - begin))
-        items = [streams.raw_text(data, source, task.start == 0, task.line_by_line)] if data else []
-    elif format_suffix(str(file)) in TABLE_SUFFIXES:
-        items = [row for rows in iter_table_rows(file, task.text_column, storage_options=task.storage_options)
-                 for row in rows]
+        items = [streams.decode_text(data, source, False, starts_source=task.start == 0,
+                                     line_by_line=task.line_by_line)] if data else []
     else:
-        items = list(streams.iter_text_file(file, task.chunk_bytes, task.storage_options, task.line_by_line))
+        items = [item for batch in iter_file_batches([file], task.text_column, task.chunk_bytes, task.storage_options,
+                                                     task.line_by_line) for item in batch]
     return [replace(item, origin=task.origin) for item in items] if task.origin else items
 
 
@@ -99,9 +94,8 @@ def read_tasks(source: CorpusSource, chunk_bytes: int = streams.READ_CHUNK_BYTES
             yield from read_tasks(part, chunk_bytes, local_files, line_by_line)
     elif source.path is not None:
         yield from _file_tasks(source, chunk_bytes, local_files, line_by_line)
-    else:
-        for batch in source.batches(chunk_bytes):
-            yield ReadTask("items", items=tuple(batch), origin=source.name)
+    else:  # texts the client holds: the built-in corpus, a Hugging Face dataset, what a Kedro dataset loaded
+        yield from (ReadTask("items", items=tuple(batch), origin=source.name) for batch in source.batches(chunk_bytes))
 
 
 def _file_tasks(source: CorpusSource, chunk_bytes: int, local_files: bool, line_by_line) -> Iterator[ReadTask]:
@@ -122,16 +116,12 @@ def _file_tasks(source: CorpusSource, chunk_bytes: int, local_files: bool, line_
         else:
             # Byte ranges need a known size, seeking, and the stored bytes to be the text: a compressed
             # or UTF-16 file is read whole by one worker (its memory is that file's, not the corpus's).
-            head = None
-            if size and not compression_of(str(file)) and streams.reads_ranges(file, options):
-                with streams.open_raw(file, options) as handle:
-                    head = handle.read(streams.HEAD_BYTES)
-                if streams.bom_encoding(head) or streams.compression_in(head):
-                    head = None
-            decided = {"line_by_line": line_by_line if line_by_line != "auto" else streams.resolve_line_by_line(
-                "auto", head if head is not None else streams.text_head(file, options), source_name(file))}
-            if head is None:
-                yield ReadTask("file", file, **common, **decided)
-            else:
+            with streams.open_corpus_file(file, options) as handle:
+                head = handle.read(streams.HEAD_BYTES)
+                stored_is_text = handle.compression is None and handle.encoding is None
+            decided = streams.resolve_line_by_line(line_by_line, head, source_name(file))
+            if size and stored_is_text and streams.reads_ranges(file, options):
                 yield from (ReadTask("range", file, start=start, stop=min(start + chunk_bytes, size), **common,
-                                     **decided) for start in range(0, size, chunk_bytes))
+                                     line_by_line=decided) for start in range(0, size, chunk_bytes))
+            else:
+                yield ReadTask("file", file, **common, line_by_line=decided)
