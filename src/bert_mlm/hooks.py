@@ -24,7 +24,6 @@ from bert_mlm.core.errors import UserError
 from bert_mlm.core.experiment import check_extra_corpus
 from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
 from bert_mlm.core.labelled import TaskSource, load_task
-from bert_mlm.core.mixture import source_settings
 from bert_mlm.core.model import (
     check_starting_tokenizer,
     check_starting_vocabulary,
@@ -36,6 +35,7 @@ from bert_mlm.core.plan import STEP_STAGES, Plan, StepTiming, clock, plan_run, p
 from bert_mlm.core.redaction import redact
 from bert_mlm.core.results import NOT_RUN
 from bert_mlm.core.run_record import describe_device, run_facts
+from bert_mlm.core.sources.mixture import source_settings
 from bert_mlm.core.tuning import check_storage
 from bert_mlm.core.tuning_record import check_saved_sections
 from bert_mlm.kedro_checks import (

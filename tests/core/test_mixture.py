@@ -10,7 +10,8 @@ import pytest
 
 from bert_mlm.config import TrainingConfig
 from bert_mlm.core.errors import UserError
-from bert_mlm.core.mixture import SourceSpan, plan_mixture, source_settings
+from bert_mlm.core.mixture import SourceSpan, plan_mixture
+from bert_mlm.core.sources.mixture import source_settings
 from bert_mlm.core.training import epoch_batches
 
 SPANS = [SourceSpan("tickets", 0, 137), SourceSpan("general", 137, 2137)]

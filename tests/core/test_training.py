@@ -120,7 +120,8 @@ class MixedSequences(list):
 def test_a_mixture_resumes_exactly_across_its_epochs(tmp_path):
     """Epochs drawn by a 0.8/0.2 mixture (the small source repeated 4.8x, the large one thinned):
     a run that crashed and resumed, across an epoch boundary, ends with the uninterrupted run's weights."""
-    from bert_mlm.core.mixture import SourceSpan, plan_mixture, source_settings
+    from bert_mlm.core.mixture import SourceSpan, plan_mixture
+    from bert_mlm.core.sources.mixture import source_settings
 
     sequences = MixedSequences(repetitive_sequences())
     sequences.mixture = plan_mixture([SourceSpan("small", 0, 16), SourceSpan("large", 16, 96)],

@@ -39,11 +39,12 @@ from bert_mlm.core.evaluation import (
     prepare_evaluation_set,
     score_sequences,
 )
-from bert_mlm.core.mixture import plan_mixture, source_settings
+from bert_mlm.core.mixture import plan_mixture
 from bert_mlm.core.model import build_model, planned_bert_config
 from bert_mlm.core.redaction import redact
 from bert_mlm.core.sequences import Collator, IndexedSequences, SequenceIndex, build_sequences
 from bert_mlm.core.sources import CorpusSource
+from bert_mlm.core.sources.mixture import source_settings
 from bert_mlm.core.token_ids import TokenIds
 from bert_mlm.core.token_store import TokenStore
 from bert_mlm.core.tokenizer import encode_documents

@@ -18,7 +18,6 @@ changed weight re-encodes nothing (the data stages are reused, :mod:`bert_mlm.co
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,36 +98,10 @@ class MixturePlan:
                          f"{span.stored:,} stored)" for span, count in zip(self.spans, self.counts, strict=True))
 
 
-def source_settings(sources: Mapping | list | None) -> dict[str, tuple[str, float]] | None:
-    """``corpus.sources`` as name -> ("weight", w) or ("repeat", r) (``repeat`` 1 where neither is
-    given); ``None`` when there is no mixture. Only the weights are read here: the sources' paths
-    and credentials are the catalog's (``raw_corpus``)."""
-    if sources is None:
-        return None
-    if isinstance(sources, list):
-        sources = {f"source{i + 1}": value for i, value in enumerate(sources)}
-    if not isinstance(sources, Mapping) or not sources:
-        raise UserError("corpus.sources: must be a non-empty mapping of name -> source")
-    settings, weighted = {}, []
-    for name, spec in sources.items():
-        spec = spec if isinstance(spec, Mapping) else {}
-        weight, repeat = spec.get("weight"), spec.get("repeat")
-        for key, value in (("weight", weight), ("repeat", repeat)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-                raise UserError(f"corpus.sources.{name}.{key}: {value!r} must be a positive number")
-        if weight is not None and repeat is not None:
-            raise UserError(f"corpus.sources.{name}: give weight or repeat, not both")
-        settings[str(name)] = ("weight", float(weight)) if weight is not None else ("repeat", float(repeat or 1.0))
-        weighted.append(weight is not None)
-    if any(weighted) and not all(weighted):
-        raise UserError("corpus.sources: give every source a weight, or none (then each is read repeat times, "
-                        "default 1)")
-    return settings
-
-
 def plan_mixture(spans: list[SourceSpan], settings: dict[str, tuple[str, float]] | None) -> MixturePlan:
-    """Each source's sequences per epoch. ``settings`` (from :func:`source_settings`) must name the
-    stored sources; ``None`` draws every stored sequence once (the store's own proportions)."""
+    """Each source's sequences per epoch. ``settings`` (from
+    :func:`~bert_mlm.core.sources.mixture.source_settings`) must name the stored sources; ``None`` draws
+    every stored sequence once (the store's own proportions)."""
     stored_names = [span.name for span in spans]
     if settings is None:
         settings = dict.fromkeys(stored_names, ("repeat", 1.0))

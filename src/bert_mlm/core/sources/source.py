@@ -40,9 +40,7 @@ class CorpusSource:
     hf_dataset: HFDataset | None = None
     data: object = None  # what a Kedro dataset loaded (``iter_loaded_data``)
     parts: tuple[CorpusSource, ...] = ()
-    name: str = ""  # the source's name in a mixture
-    weight: float | None = None
-    repeat: float | None = None
+    name: str = ""  # the source's name in a mixture (its weight is training's: core.mixture)
     parameter: str = "corpus.path"  # named in messages (the extra evaluation corpus has its own)
 
     @property

@@ -160,6 +160,7 @@ _replaced_bytes = threading.local()
 
 def _count_and_replace(error: UnicodeDecodeError) -> tuple[str, int]:
     # errors="replace" inserts one U+FFFD per undecodable *sequence*; count the bytes instead.
+    # (Counting afterwards, from a re-encoding, measured 2x slower on a chunk with an error.)
     _replaced_bytes.count += error.end - error.start
     return "\ufffd", error.end
 
