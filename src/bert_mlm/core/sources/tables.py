@@ -25,18 +25,15 @@ def open_parquet(file: CorpusFile, storage_options: dict | None = None) -> pq.Pa
     return pq.ParquetFile(file if isinstance(file, Path) else open_raw(file, storage_options))
 
 
-def parquet_texts(column: pa.Array, source: str) -> list[RawText]:
-    """A Parquet text column's non-null values as documents (a binary column decoded as UTF-8)."""
-    return [decode_text(v, source, False, is_document=True) if isinstance(v, bytes)
-            else RawText(source, v, is_document=True) for v in column.drop_null().to_pylist()]
-
-
 def text_documents(values: Iterable, source: str, column: str, where: str = "corpus.text_column") -> list[RawText]:
-    """Non-null values of a text column as documents; a value that is not text is one error."""
+    """Non-null values of a text column as documents, bytes decoded as UTF-8; a value that is not
+    text is one error."""
     documents = []
     for value in values:
         if isinstance(value, str):
             documents.append(RawText(source, value, is_document=True))
+        elif isinstance(value, bytes):
+            documents.append(decode_text(value, source, False, is_document=True))
         elif value is not None:
             raise not_text(where, column, source, f"non-text values such as {value!r}")
     return documents
@@ -53,21 +50,21 @@ def missing_column(column: str, source: str, columns) -> CorpusError:
 
 def iter_table_rows(file: CorpusFile, text_column: str, chunk_rows: int = TABLE_CHUNK_ROWS,
                     storage_options: dict | None = None) -> Iterator[list[RawText]]:
-    """The ``text_column`` of a table, ``chunk_rows`` rows at a time; every non-null value is one
-    document. A column that holds something else than text (numbers, lists, objects) is refused,
-    naming the file; bytes are decoded as UTF-8."""
-    source, suffix, rows = source_name(file), format_suffix(str(file)), [0]  # rows read, for the message
+    """The ``text_column`` of a table, ``chunk_rows`` rows at a time (:func:`text_documents`)."""
+    source, suffix, rows = source_name(file), format_suffix(str(file)), 0
     read = {".parquet": _parquet, ".csv": _delimited, ".tsv": _delimited}.get(suffix, _json_lines)
     try:
-        yield from read(file, text_column, chunk_rows, storage_options, source, rows)
+        for values in read(file, text_column, chunk_rows, storage_options, source):
+            rows += len(values)
+            yield text_documents(values, source, text_column)
     except CorpusError:
         raise
     except Exception as error:  # pandas and pyarrow raise many types; the user needs the file name
-        raise CorpusError(f"corpus file {source!r} could not be read as {suffix} after {rows[0]:,} row(s): "
+        raise CorpusError(f"corpus file {source!r} could not be read as {suffix} after {rows:,} row(s): "
                           f"{first_line(error)}") from error
 
 
-def _parquet(file, column, chunk_rows, storage_options, source, rows) -> Iterator[list[RawText]]:
+def _parquet(file, column, chunk_rows, storage_options, source) -> Iterator[list]:
     parquet = open_parquet(file, storage_options)
     if column not in parquet.schema_arrow.names:
         raise missing_column(column, source, parquet.schema_arrow.names)
@@ -76,11 +73,10 @@ def _parquet(file, column, chunk_rows, storage_options, source, rows) -> Iterato
     if kind not in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()):
         raise not_text("corpus.text_column", column, source, f"{kind} values")
     for batch in parquet.iter_batches(batch_size=chunk_rows, columns=[column]):
-        rows[0] += batch.num_rows
-        yield parquet_texts(batch.column(0), source)
+        yield batch.column(0).to_pylist()
 
 
-def _delimited(file, column, chunk_rows, storage_options, source, rows) -> Iterator[list[RawText]]:
+def _delimited(file, column, chunk_rows, storage_options, source) -> Iterator[list]:
     # TSV as written by most tools (GLUE, spreadsheets): tab-separated, no quoting.
     options = {"sep": "\t", "quoting": csv.QUOTE_NONE} if format_suffix(str(file)) == ".tsv" else {}
     with open_corpus_file(file, storage_options) as handle:
@@ -90,11 +86,10 @@ def _delimited(file, column, chunk_rows, storage_options, source, rows) -> Itera
     with open_corpus_file(file, storage_options) as handle:
         for frame in pd.read_csv(handle, dtype=str, keep_default_na=False, encoding_errors="replace",
                                  usecols=[column], chunksize=chunk_rows, **options):
-            rows[0] += len(frame)
-            yield [RawText(source, value, is_document=True) for value in frame[column].tolist()]
+            yield frame[column].tolist()
 
 
-def _json_lines(file, column, chunk_rows, storage_options, source, rows) -> Iterator[list[RawText]]:
+def _json_lines(file, column, chunk_rows, storage_options, source) -> Iterator[list]:
     # json.loads line by line: 1.7x faster than pandas' chunked reader (BENCHMARKS.md "Compressed
     # corpora"), and a bad line is named by its number. Rows need not share keys.
     keys: set[str] | None = set()  # the keys seen, until a row has the column
@@ -111,13 +106,12 @@ def _json_lines(file, column, chunk_rows, storage_options, source, rows) -> Iter
             if not isinstance(row, dict):
                 raise CorpusError(f"corpus file {source!r}, line {number}: a JSON {type(row).__name__}, not an "
                                   "object with a text field")
-            rows[0] += 1
             if keys is not None:
                 keys = None if column in row else keys | row.keys()
             values.append(row.get(column))
             if len(values) >= chunk_rows:
-                yield text_documents(values, source, column)
+                yield values
                 values = []
     if keys is not None:
         raise missing_column(column, source, sorted(keys))
-    yield text_documents(values, source, column)
+    yield values

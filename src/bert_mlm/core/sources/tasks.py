@@ -14,7 +14,7 @@ from bert_mlm.core.corpus import TEXT_SUFFIXES, RawText
 from bert_mlm.core.sources import streams
 from bert_mlm.core.sources.listing import CorpusFile, format_suffix, source_name
 from bert_mlm.core.sources.source import CorpusSource, iter_file_batches
-from bert_mlm.core.sources.tables import open_parquet, parquet_texts
+from bert_mlm.core.sources.tables import open_parquet, text_documents
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def read_task(task: ReadTask) -> list[RawText]:
     elif task.kind == "row_group":
         parquet = open_parquet(file, task.storage_options)
         column = parquet.read_row_group(task.start, columns=[task.text_column]).column(0)
-        items = parquet_texts(column.combine_chunks(), source_name(file))
+        items = text_documents(column.to_pylist(), source_name(file), task.text_column)
     elif task.kind == "range":
         source = source_name(file)
         with streams.open_raw(file, task.storage_options) as handle:
