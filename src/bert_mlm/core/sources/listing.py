@@ -32,10 +32,6 @@ PROTOCOL_PACKAGES = {
 CorpusFile = Path | str
 
 
-def is_remote(path: str | os.PathLike) -> bool:
-    return get_protocol(str(path)) not in ("file", "local")
-
-
 def printable(path: str | os.PathLike) -> str:
     """A path as text even when its name is not valid UTF-8 (shown with \\x escapes)."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
@@ -100,16 +96,12 @@ def remote_filesystem(url: str, storage_options: dict | None, parameter: str = "
 def list_remote_files(url: str, storage_options: dict | None, parameter: str) -> list[tuple[str, int | None]]:
     """Every file of a remote file, directory (recursively) or glob, as (URL, size)."""
     fs, root = remote_filesystem(url, storage_options, parameter)
-    shown = redact_text(url)
+    shown, is_glob = redact_text(url), any(ch in root for ch in "*?[")
     try:
-        if any(ch in root for ch in "*?["):
+        if is_glob:
             found = fs.glob(root, detail=True)
-            if not found:
-                raise CorpusError(f"{parameter}: the glob {shown!r} matches no file")
         else:
             found = fs.find(root, detail=True) if fs.isdir(root) else {root: fs.info(root)}
-    except CorpusError:
-        raise
     except FileNotFoundError as error:
         raise CorpusError(f"{parameter}: {shown!r} does not exist") from error
     except PermissionError as error:
@@ -118,6 +110,8 @@ def list_remote_files(url: str, storage_options: dict | None, parameter: str) ->
     except Exception as error:  # each backend raises its own types; the user needs one line
         raise CorpusError(f"{parameter}: {shown!r} could not be listed ({type(error).__name__}: "
                           f"{first_line(error)}); is the host reachable and are the credentials right?") from error
+    if is_glob and not found:
+        raise CorpusError(f"{parameter}: the glob {shown!r} matches no file")
     return [(fs.unstrip_protocol(name), info.get("size")) for name, info in sorted(found.items())
             if info.get("type", "file") != "directory"]
 
@@ -141,7 +135,7 @@ def list_corpus_files(path: str | os.PathLike, storage_options: dict | None = No
     with their sizes (stored sizes: compressed for compressed files). Files that are not read are
     named in one warning, with why."""
     text = str(path)
-    if is_remote(text):
+    if get_protocol(text) not in ("file", "local"):
         listed = list_remote_files(text, storage_options, parameter)
     else:
         text = text.removeprefix("file://")

@@ -25,12 +25,9 @@ from bert_mlm.core.sources.tables import iter_table_rows, text_documents
 
 @dataclass(frozen=True)
 class CorpusSource:
-    """Where a corpus is (not its text): a file, directory or glob (local or on any fsspec file
-    system, compressed or not), a Hugging Face dataset, what a Kedro dataset loaded, the built-in
-    corpus, or a mixture of named sources (``parts``) with weights.
-
-    Loading it reads nothing but listings; :meth:`batches` streams the raw texts.
-    """
+    """Where a corpus is, not its text: a file, directory or glob (local or on any fsspec file system,
+    compressed or not), a Hugging Face dataset, what a Kedro dataset loaded, the built-in corpus, or a
+    mixture of named sources (``parts``). Loading it reads nothing but listings; :meth:`batches` streams."""
 
     path: str | None = None
     text_column: str = "text"
@@ -153,7 +150,7 @@ def iter_loaded_data(data, text_column: str, source: str = "catalog") -> Iterato
         yield RawText(source, data)
     elif isinstance(data, bytes):
         yield decode_text(data, source)
-    elif isinstance(data, (list, tuple)) or hasattr(data, "__iter__"):
+    elif hasattr(data, "__iter__"):  # a list (or any iterable) of the above
         for index, value in enumerate(data):
             yield from iter_loaded_data(value, text_column, source if isinstance(value, str) else f"{source}[{index}]")
     else:
