@@ -79,7 +79,7 @@ class CorpusStream(io.RawIOBase):
         self._raw = stored if hasattr(stored, "peek") else io.BufferedReader(stored, 1 << 16)
         self._stream = None  # the decompressed stream, opened by the first read (inside its error handling)
         self.source, self.compression, self.delivered = source, compression, 0
-        self.encoding = None  # a UTF-16/32 file's (its byte-order mark's), set by _open
+        self.bom_encoding = None  # a UTF-16/32 file's (its byte-order mark's), set by _open
         self._decoder: codecs.IncrementalDecoder | None = None
         self._text = b""  # a UTF-16/32 file's text decoded ahead, as UTF-8
 
@@ -92,8 +92,8 @@ class CorpusStream(io.RawIOBase):
         compressed = fsspec.compression.compr[self.compression] if self.compression else None
         stream = compressed(self._raw, mode="rb") if compressed else self._raw
         head = stream.peek(4)  # every registered decompressor peeks
-        self.encoding = next((encoding for bom, encoding in BOMS.items() if head.startswith(bom)), None)
-        self._decoder = codecs.getincrementaldecoder(self.encoding)("replace") if self.encoding else None
+        self.bom_encoding = next((encoding for bom, encoding in BOMS.items() if head.startswith(bom)), None)
+        self._decoder = codecs.getincrementaldecoder(self.bom_encoding)("replace") if self.bom_encoding else None
         return stream
 
     def readable(self) -> bool:

@@ -118,7 +118,7 @@ def _file_tasks(source: CorpusSource, chunk_bytes: int, local_files: bool, line_
             # or UTF-16 file is read whole by one worker (its memory is that file's, not the corpus's).
             with streams.open_corpus_file(file, options) as handle:
                 head = handle.read(streams.HEAD_BYTES)
-                stored_is_text = handle.compression is None and handle.encoding is None
+                stored_is_text = handle.compression is None and handle.bom_encoding is None
             decided = streams.resolve_line_by_line(line_by_line, head, source_name(file))
             if size and stored_is_text and streams.reads_ranges(file, options):
                 yield from (ReadTask("range", file, start=start, stop=min(start + chunk_bytes, size), **common,
