@@ -4,7 +4,7 @@ stacked wrappers), side by side in one run on the same files; JSON Lines read by
 line by line against pandas' chunked reader; and what each zstd reader does with a truncated file.
 
     python bench/streams.py                            # baseline c8d85c5, ~100 MB, 5 repeats
-    python bench/streams.py --baseline main --mb 50 --repeats 3
+    python bench/streams.py --baseline c8d85c5 --mb 50 --repeats 3
 
 The baseline's ``core/sources.py`` is taken from git and imported beside this checkout's package.
 """
@@ -36,8 +36,12 @@ except ImportError:
 
 def baseline_sources(commit: str):
     """The baseline commit's ``bert_mlm/core/sources.py`` as a module (it imports only ``corpus``)."""
-    code = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:src/bert_mlm/core/sources.py"],
-                          capture_output=True, text=True, check=True).stdout
+    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:src/bert_mlm/core/sources.py"],
+                           capture_output=True, text=True)
+    if shown.returncode:
+        sys.exit(f"--baseline {commit}: no single-file core/sources.py there (the package replaced it in 64ffffd); "
+                 "name a commit before it, such as c8d85c5")
+    code = shown.stdout
     path = Path(tempfile.mkdtemp(prefix="bert-mlm-baseline-")) / "baseline_sources.py"
     path.write_text(code)
     spec = importlib.util.spec_from_file_location("baseline_sources", path)
