@@ -182,14 +182,16 @@ class RunPlanHook:
     parameters, the inputs and the run lock are checked (pluggy calls hooks last-in, first-out):
     a run that is refused spends nothing on measuring."""
 
-    def __init__(self) -> None:
+    def __init__(self, validated: ValidateParametersHook | None = None) -> None:
         self.plan: Plan | None = None
+        self.validated = validated  # whose configuration, built once from the parameters, the plan reads
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
         from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
-        config = ExperimentConfig.from_parameters(catalog.load("parameters"), variants=VARIANTS)
+        config = ((self.validated and self.validated.config)
+                  or ExperimentConfig.from_parameters(catalog.load("parameters"), variants=VARIANTS))
         device = resolve_device(config.training.device)
         processes = config.distributed.nproc_per_node if device.type == "cpu" else 1
         threads, source = intra_op_threads(config.training.threads, processes)
@@ -251,7 +253,8 @@ def measure_step(config: ExperimentConfig, device, threads: int) -> tuple[StepTi
     also with one, and a warning where one is clearly faster (the thread count is not changed:
     the same configuration on the same machine gives the same weights, and torch's reductions
     differ with the thread count)."""
-    training, bert = config.training, planned_bert_config(config.model, config.tokenizer.vocab_size)
+    training = config.training
+    bert = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
     precision = resolve_precision(training.precision, device)
     # A step of at most PLAN_MAX_BATCH sequences, scaled to the configured batch: a huge
     # training.batch_size (warned about, and capped by the train split's size in training) must not

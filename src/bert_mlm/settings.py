@@ -18,9 +18,9 @@ warnings.filterwarnings("ignore", message=r"register_new_resolver\(\) is depreca
 
 # Pluggy calls hooks last-registered first: the plan (and its measurement) comes after the
 # parameters, the inputs and the run lock are checked.
-_PLAN = RunPlanHook()
-HOOKS = (_PLAN, ValidateParametersHook(), NodeTimingHook(_PLAN), MlflowTrackingHook(), TensorBoardHook(),
-         RedactedForPlugins())
+_VALIDATE = ValidateParametersHook()
+_PLAN = RunPlanHook(_VALIDATE)
+HOOKS = (_PLAN, _VALIDATE, NodeTimingHook(_PLAN), MlflowTrackingHook(), TensorBoardHook(), RedactedForPlugins())
 
 # MLflow tracking through kedro-mlflow (`pip install -e ".[mlflow]"`) is off by default, also
 # when installed: `BERT_MLM_MLFLOW=1 kedro run` turns it on (configuration: conf/base/mlflow.yml).
