@@ -160,7 +160,7 @@ def tune(store, index, tokenizer, tuning: dict, **sections):
     values = {**PARAMS, **sections}
     typed = (SECTIONS[name].build(values[name]) for name in ("model", "training", "masking", "evaluation", "sequences"))
     return tune_mask_probability(store, index, tokenizer, SECTIONS["tuning"].build({"seeds": 1, **tuning}), *typed,
-                                 SECTIONS["finetune"].build(values.get("finetune")))
+                                 SECTIONS["finetune"].build(values.get("finetune")), SECTIONS["corpus"].build({}))
 
 
 def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, monkeypatch):

@@ -25,7 +25,7 @@ def evaluate_masked_lm(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     model: ModelConfig,
-    corpus: CorpusConfig | None = None,
+    corpus: CorpusConfig,
 ) -> dict:
     """Metrics on the test split (and on ``evaluation.corpus_path`` when given) under the fixed
     protocol, the most-frequent-token reference, and fill-mask examples: the configured sentences,
@@ -36,8 +36,7 @@ def evaluate_masked_lm(
     training summary and fine-tuning result into ``metrics.json``."""
     trained, tokenizer = trained_model.model, trained_model.tokenizer
     extra = None if extra_eval_corpus.is_empty else (item for batch in extra_eval_corpus.batches() for item in batch)
-    path = corpus.path if corpus is not None else None
-    names = (f"the test split of {source_name(path)}" if path else "the test split",
+    names = (f"the test split of {source_name(corpus.path)}" if corpus.path else "the test split",
              source_name(evaluation.corpus_path or ""))
     metrics = held_out_metrics(trained, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra,
                                device=resolve_device("auto"), starting_model=starting_weights(model, tokenizer),

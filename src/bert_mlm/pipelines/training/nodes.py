@@ -39,7 +39,7 @@ def train_masked_lm(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     distributed: DistributedConfig,
-    corpus: CorpusConfig | None = None,
+    corpus: CorpusConfig,
 ) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, dict]:
     """Train with per-epoch dynamic masking.
 
@@ -54,7 +54,7 @@ def train_masked_lm(
     training = resolved_training or training
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
                                        masking=masking, evaluation=evaluation.protocol, sequences=sequences,
-                                       mixture=corpus.sources if corpus is not None else None)
+                                       mixture=corpus.sources)
     logger.info("Training with masking %s (from %s)", masking.model_dump(), tuning_record.source)
     logger.info("Training with %s", experiment.schedule_note)
     trained, result = train_data_parallel(experiment, distributed)

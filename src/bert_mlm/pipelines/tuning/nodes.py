@@ -38,7 +38,7 @@ def tune_mask_probability(
     evaluation: EvaluationParameters,
     sequences: SequenceConfig,
     finetune: FinetuneConfig,
-    corpus: CorpusConfig | None = None,
+    corpus: CorpusConfig,
 ) -> tuple[MaskingConfig, TrainingConfig | dict, TuningRecord, pd.DataFrame, plt.Figure, go.Figure]:
     """Run (or continue) the study; return the masking to train with (the configured one, or the
     study's best when it was adopted), the training section when the study chose training values
@@ -49,7 +49,7 @@ def tune_mask_probability(
     """
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
                                        masking=masking, evaluation=evaluation.protocol, sequences=sequences,
-                                       mixture=corpus.sources if corpus is not None else None)
+                                       mixture=corpus.sources)
     if True in (config.search_space.get("whole_word") or ()):
         sequence_index.check_words(True, masking.word_segmenter, "tuning.search_space.whole_word")
     if config.n_trials == 0:
