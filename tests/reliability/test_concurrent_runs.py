@@ -11,6 +11,7 @@ import pytest
 from bert_mlm import run_lock
 from bert_mlm.core.errors import UserError
 from tests.kedro_runs import run_session
+from tests.reliability.conftest import mounted_tmpfs
 
 HOLD = """
 import sys, time
@@ -64,15 +65,10 @@ def test_the_run_lock_imports_without_fcntl_and_nothing_else_needs_it():
 def test_a_read_only_project_folder_is_one_line(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(data)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        with pytest.raises(UserError, match=rf"^data: cannot take the run lock '{data}/\.bert-mlm-run\.lock' "
-                                            r"\(Read-only file system\); a run writes its outputs under data/"):
-            run_lock.acquire(tmp_path)
-    finally:
-        subprocess.run(["umount", str(data)], capture_output=True)
+    with mounted_tmpfs(data, "size=1m,ro"), pytest.raises(
+            UserError, match=rf"^data: cannot take the run lock '{data}/\.bert-mlm-run\.lock' "
+                             r"\(Read-only file system\); a run writes its outputs under data/"):
+        run_lock.acquire(tmp_path)
 
 
 def test_a_forked_child_leaves_its_parents_lock_alone(tmp_path):

@@ -15,6 +15,7 @@ from kedro.config import OmegaConfigLoader
 from bert_mlm.core.device import resolve_precision
 from bert_mlm.core.errors import UserError
 from bert_mlm.hooks import validate_parameters
+from tests.reliability.conftest import mount_tmpfs
 
 
 @pytest.fixture(scope="module")
@@ -346,16 +347,12 @@ def test_an_unwritable_checkpoint_folder_is_refused_before_training(base_paramet
 def read_only_folder(path):
     """A folder this process cannot write: its permission bits, or (as root, whom they do not stop) a
     read-only tmpfs mounted there."""
-    import subprocess
 
     path.mkdir()
     if os.geteuid() != 0:
         path.chmod(0o500)
         return path
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(path)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
-    READ_ONLY_MOUNTS.append(path)
+    READ_ONLY_MOUNTS.append(mount_tmpfs(path, "size=1m,ro"))
     return path
 
 

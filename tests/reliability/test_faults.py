@@ -20,6 +20,7 @@ from bert_mlm.core.checkpoints import list_checkpoints, read_checkpoint, run_fol
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.training import train
 from tests.kedro_runs import kedro_cli
+from tests.reliability.conftest import mounted_tmpfs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from test_training import repetitive_sequences, setup  # noqa: E402
@@ -156,10 +157,7 @@ def test_a_full_disk_while_shards_or_the_store_are_written_leaves_no_version(tmp
     job = _documents_and_first_store(tmp_path, shared_data, vocab)
     disk = tmp_path / "disk"
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(disk, "size=3m"):
         import shutil
 
         shutil.copytree(tmp_path / "token_store", disk / "token_store")
@@ -188,8 +186,6 @@ def test_a_full_disk_while_shards_or_the_store_are_written_leaves_no_version(tmp
             shards.save(stream)
         assert not [p for p in (disk / "corpus_documents").rglob("*") if p.is_file()]
         assert not shards.exists()
-    finally:
-        subprocess.run(["umount", str(disk)], check=False)
 
 
 def test_fp16_overflow_skips_the_step_and_training_goes_on():
@@ -431,15 +427,10 @@ def test_a_checkpoint_folder_that_turns_read_only_or_full_mid_run_is_one_line(tm
     disk = tmp_path / "disk"
     disk.mkdir()
     options = "size=1m,ro" if fault == "read-only" else "size=64k"
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(disk)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(disk, options):
         model, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=str(disk), max_steps=8)
         with pytest.raises(UserError) as info:
             train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
     message = str(info.value)
     assert "\n" not in message
     expected = (r"cannot write .*/step-00000004: Read-only file system \(.*\): a read-only file system; nothing of "
