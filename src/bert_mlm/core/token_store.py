@@ -31,14 +31,21 @@ import numpy as np
 import pandas as pd
 
 from bert_mlm.config import DataConfig
-from bert_mlm.core.cjk_encoding import fast_encoder
+from bert_mlm.core.cjk_encoding import fast_encoder, library_encode, with_separators
 from bert_mlm.core.corpus import SPLITS, CorpusError
 from bert_mlm.core.documents import DocumentShards, characters, in_pieces, read_manifest, write_json
 from bert_mlm.core.engine import Finished, open_engine
 from bert_mlm.core.progress import Progress
 from bert_mlm.core.reuse import code_digest
 from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
-from bert_mlm.core.words import WORD_SCHEMES, BitWriter, cjk_share, segment_texts, words_path
+from bert_mlm.core.words import (
+    SEGMENTER_SAMPLE_CHARS,
+    WORD_SCHEMES,
+    BitWriter,
+    cjk_share,
+    segment_texts,
+    words_path,
+)
 
 FORMAT = "bert-mlm-token-store"
 FORMAT_VERSION = 1
@@ -225,11 +232,8 @@ class TokenStore:
         path = self.directory / f"{split}.idx"
         expected = self.manifest["splits"][split].get("offsets_digest")
         if expected is not None:
-            digest = hashlib.blake2b(digest_size=10)
             with open(path, "rb") as handle:
-                while chunk := handle.read(1 << 23):
-                    digest.update(chunk)
-            sound = digest.hexdigest() == expected
+                sound = hashlib.file_digest(handle, lambda: hashlib.blake2b(digest_size=10)).hexdigest() == expected
         else:
             offsets = self.split(split).offsets
             sound = (len(offsets) == 0 or int(offsets[0]) == 0) and bool(np.all(np.diff(offsets) >= 1)) and (
@@ -331,46 +335,18 @@ class TokenStoreWriter:
         return manifest
 
 
-ENCODE_SLICE_CHARS = 1 << 20
-
-
 def encode_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of ``texts`` (no [CLS]; one separator after each) and each document's length.
 
     Documents that encode to no token at all (only characters the normaliser removes) are left
     out: they would be a lone [SEP] in the stream. A pure function of its arguments, run
-    in-process or on Dask workers alike. ``tokenizers`` encodes on all cores
-    (``encode_batch_fast``: no character offsets), ~1 MB of text at a time: its per-token objects
-    cost ~40x the text, so larger calls only cost memory (measured: the same speed at 1,000 and
-    100,000 documents per call).
+    in-process or on Dask workers alike: mostly-CJK text vectorised (core/cjk_encoding.py: the same
+    ids), other text by ``tokenizers`` on all cores (``encode_batch_fast``: no character offsets).
     """
     fast = fast_encoder(tokenizer_json)
-    if fast is not None:  # BERT's encoding of CJK text, vectorised (core/cjk_encoding.py): the same ids
-        ids, _, per_text = fast.encode_flat(texts)
-        kept = per_text > 0
-        ends = np.cumsum(per_text)[kept]
-        tokens = np.insert(ids, ends, separator_id).astype(dtype)
-        return tokens, per_text[kept]
-    tokenizer = encoding_backend(tokenizer_json)
-    pieces: list[np.ndarray] = []
-    lengths: list[int] = []
-    start = 0
-    while start < len(texts):
-        stop, size = start, 0
-        while stop < len(texts) and (size < ENCODE_SLICE_CHARS or stop == start):
-            size += len(texts[stop])
-            stop += 1
-        flat: list[int] = []
-        for encoding in tokenizer.encode_batch_fast(texts[start:stop], add_special_tokens=False):
-            ids = encoding.ids
-            if ids:
-                flat.extend(ids)
-                flat.append(separator_id)
-                lengths.append(len(ids))
-        pieces.append(np.asarray(flat, dtype=dtype))
-        start = stop
-    tokens = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
-    return tokens, np.asarray(lengths, dtype=np.int64)
+    ids, _, per_text = (fast.encode_flat(texts) if fast is not None
+                        else library_encode(encoding_backend(tokenizer_json), texts))
+    return with_separators(ids, per_text, separator_id, dtype)
 
 
 def encode_source_texts(item: tuple[str, list[str]], tokenizer_json: str, separator_id: int,
@@ -419,7 +395,7 @@ class EncodingJob:
         tokenizer is encoded by core/cjk_encoding.py, in Python and NumPy (one core each); other
         text by ``tokenizers``, which uses every core in this process."""
         return (fast_encoder(self.tokenizer_json) is not None
-                and cjk_share(self.documents.sample_texts("train", 200_000)) > CJK_MAJORITY)
+                and cjk_share(self.documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS)) > CJK_MAJORITY)
 
     def write(self, directory: str | os.PathLike) -> dict:
         vocab_size = max(self.vocabulary.values()) + 1

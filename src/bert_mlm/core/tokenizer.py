@@ -409,33 +409,42 @@ class TokenizerJob:
 
     def build(self) -> BertTokenizerFast:
         config, documents = self.config, self.documents
-        train_bytes = documents.utf8_bytes("train")
-        fraction = None
-        if config.training_sample_bytes and train_bytes > config.training_sample_bytes:
-            fraction = config.training_sample_bytes / train_bytes
+        fraction = sample_fraction(documents, config)
         tokenizer = train_wordpiece(training_passes(documents, fraction), config)
         logger.info(
             "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
-            len(tokenizer), f"{fraction:.1%}" if fraction else "all", train_bytes / 1e6,
+            len(tokenizer), f"{fraction:.1%}" if fraction else "all", documents.utf8_bytes("train") / 1e6,
         )
         return tokenizer
+
+
+def sample_fraction(documents, config: TokenizerConfig) -> float | None:
+    """The share of the train split that a vocabulary is trained or measured on: an evenly spread
+    ``tokenizer.training_sample_bytes`` of a larger split (``None``: all of it)."""
+    train_bytes = documents.utf8_bytes("train")
+    sample = config.training_sample_bytes
+    return sample / train_bytes if sample and train_bytes > sample else None
+
+
+def train_texts(documents, fraction: float | None, label: str):
+    """One pass over the train split's texts (or their sample), its progress in characters under ``label``."""
+    progress = Progress(round(documents.characters("train") * (fraction or 1.0)), label, unit="chars")
+    try:
+        yield from documents.iter_texts("train", fraction, progress=progress)
+    finally:
+        progress.close()
 
 
 def training_passes(documents, fraction: float | None):
     """The train split's texts for :func:`train_wordpiece`, which reads them twice (the alphabet,
     then the vocabulary), each pass with its progress in characters: on a large corpus each pass
     takes minutes, and the trainer itself reports nothing."""
-    total = round(documents.characters("train") * (fraction or 1.0))
     passes = iter(["alphabet", "vocabulary"])
 
     def one_pass():
         what = next(passes, "vocabulary")
-        progress = Progress(total, f"tokenizer training: {what} (pass {1 if what == 'alphabet' else 2} of 2)",
-                            unit="chars")
-        try:
-            yield from documents.iter_texts("train", fraction, progress=progress)
-        finally:
-            progress.close()
+        yield from train_texts(documents, fraction,
+                               f"tokenizer training: {what} (pass {1 if what == 'alphabet' else 2} of 2)")
         if what == "vocabulary":
             logger.info("tokenizer training: text read; computing the vocabulary (no progress from the trainer)")
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from bert_mlm.config.masking import SEGMENTERS
-from bert_mlm.core.cjk_encoding import fast_encoder
+from bert_mlm.core.cjk_encoding import fast_encoder, library_encode, text_starts, with_separators
 from bert_mlm.core.corpus import cjk_characters
 from bert_mlm.core.errors import UserError
 from bert_mlm.core.tokenizer import CJK_MAJORITY, encoding_backend
@@ -192,14 +192,8 @@ def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtyp
     if fast is not None:  # BERT's encoding with offsets, vectorised (core/cjk_encoding.py)
         ids, positions, per_text = fast.encode_flat(texts, offsets=True, joined=joined)
     else:
-        tokenizer = encoding_backend(tokenizer_json)
-        # One text at a time: ``encode_batch`` would use the Rust thread pool, which deadlocks in
-        # a forked worker when TOKENIZERS_PARALLELISM=true.
-        encodings = [tokenizer.encode(text, add_special_tokens=False) for text in texts]
-        per_text = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        ids = np.fromiter((i for e in encodings for i in e.ids), dtype=np.int64, count=int(per_text.sum()))
-        positions = np.fromiter((o[0] for e in encodings for o in e.offsets), dtype=np.int64, count=len(ids))
-        positions += np.repeat(np.cumsum([0] + [len(text) + 1 for text in texts[:-1]]), per_text)
+        ids, positions, per_text = library_encode(encoding_backend(tokenizer_json), texts, offsets=True)
+        positions += np.repeat(text_starts(texts), per_text)
     word_start = np.zeros(len(joined) + 1, dtype=bool)
     if segmenter == "rjieba":
         word_start[word_starts_array(joined)] = True
@@ -210,11 +204,8 @@ def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtyp
                 word_start[np.asarray(word_starts(text, segmenter), dtype=np.int64) + start] = True
             start += len(text) + 1
     continues = ~word_start[positions]
-    kept = per_text > 0
-    ends = np.cumsum(per_text)[kept]
-    flags = np.insert(continues, ends, False)
-    tokens = np.insert(ids, ends, separator_id).astype(dtype)
-    return tokens, per_text[kept], flags
+    tokens, lengths = with_separators(ids, per_text, separator_id, dtype)
+    return tokens, lengths, with_separators(continues, per_text, False)[0]
 
 
 class BitWriter:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bert_mlm.core.corpus import TEXT_SUFFIXES, RawText
 from bert_mlm.core.sources import streams
-from bert_mlm.core.sources.listing import CorpusFile, format_suffix, source_name
+from bert_mlm.core.sources.listing import CorpusFile, compression_of, format_suffix, source_name
 from bert_mlm.core.sources.source import CorpusSource, iter_file_batches
 from bert_mlm.core.sources.tables import open_parquet, text_documents
 
@@ -113,6 +113,8 @@ def _file_tasks(source: CorpusSource, chunk_bytes: int, local_files: bool, line_
             yield from (ReadTask("row_group", file, start=group, **common) for group in range(groups))
         elif suffix not in TEXT_SUFFIXES:
             yield ReadTask("file", file, **common)  # a CSV/JSON table: a quoted cell may hold a newline
+        elif line_by_line != "auto" and compression_of(str(file)):
+            yield ReadTask("file", file, **common, line_by_line=bool(line_by_line))  # no head to read: see below
         else:
             # Byte ranges need a known size, seeking, and the stored bytes to be the text: a compressed
             # or UTF-16 file is read whole by one worker (its memory is that file's, not the corpus's).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import pandas as pd
@@ -18,9 +19,8 @@ from bert_mlm.config import (
 )
 from bert_mlm.core.documents import DocumentShards
 from bert_mlm.core.model import resolve_checkpoint
-from bert_mlm.core.progress import Progress
 from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
-from bert_mlm.core.tokenizer import TokenizerJob, load_tokenizer
+from bert_mlm.core.tokenizer import TokenizerJob, load_tokenizer, sample_fraction, train_texts
 from bert_mlm.core.vocabulary import adapt_vocabulary
 from bert_mlm.core.words import SEGMENTER_SAMPLE_CHARS, stored_word_segmenter
 
@@ -45,27 +45,11 @@ def build_tokenizer(
     tokenizer = load_tokenizer(source, config.lowercase, config.strip_accents, config.chinese_chars)
     origin = config.vocab_path or model.init_from
     logger.info("Loaded a vocabulary of %d tokens from %s", len(tokenizer), origin)
-    train_bytes = corpus_documents.utf8_bytes("train")
-    fraction = config.training_sample_bytes / train_bytes if (
-        config.training_sample_bytes and train_bytes > config.training_sample_bytes) else None
-    tokenizer, report = adapt_vocabulary(tokenizer, measured_passes(corpus_documents, fraction), config, str(origin),
-                                         fraction)
+    fraction = sample_fraction(corpus_documents, config)
+    # The measurement reads the texts a few times, each pass with its progress.
+    passes = functools.partial(train_texts, corpus_documents, fraction, "vocabulary coverage")
+    tokenizer, report = adapt_vocabulary(tokenizer, passes, config, str(origin), fraction)
     return tokenizer, report.as_dict()
-
-
-def measured_passes(documents: DocumentShards, fraction: float | None):
-    """The train split's texts (or their sample) for the vocabulary's measurement, which reads
-    them a few times; each pass shows its progress in characters."""
-    total = round(documents.characters("train") * (fraction or 1.0))
-
-    def one_pass():
-        progress = Progress(total, "vocabulary coverage", unit="chars")
-        try:
-            yield from documents.iter_texts("train", fraction, progress=progress)
-        finally:
-            progress.close()
-
-    return one_pass
 
 
 def encode_corpus(
