@@ -254,11 +254,10 @@ def _pipelines_to_run(missing: list[str], catalog, producers: Mapping[str, Any],
 
 def described_run(run_params: Mapping[str, Any]) -> str:
     """How the user chose what runs, for messages: ``--pipelines training``, ``--from-nodes x``."""
-    options = [f"--{key.replace('_', '-')} {','.join(map(str, value))}" for key in
-               ("pipeline_names", "from_nodes", "to_nodes", "node_names", "tags", "from_inputs", "to_outputs")
-               if (value := run_params.get(key))]
-    text = " ".join(options).replace("--pipeline-names", "--pipelines")
-    return text or "kedro run"
+    from bert_mlm.core.run_record import SELECTION, selection_flags
+
+    flags = selection_flags(run_params.get("pipeline_names") or (), {key: run_params.get(key) for key in SELECTION})
+    return " ".join(flags) or "kedro run"
 
 
 def _where(catalog, name: str) -> str:

@@ -490,12 +490,12 @@ class FinetuneResult:
                 f"the fine-tuned model is not distinguishable from always answering {majority_label!r} "
                 f"({majority_rate:.4f} of the eval examples lies inside its 95 % CI {accuracy['low']:.4f}-"
                 f"{accuracy['high']:.4f})")
-        if self.prepared.unknown_rate > UNKNOWN_WARNING_RATE:
+        for caution in cautions:
+            logger.warning("finetune: %s", caution)
+        if self.prepared.unknown_rate > UNKNOWN_WARNING_RATE:  # logged, at length, when the task was prepared
             cautions.append(f"{100 * self.prepared.unknown_rate:.0f} % of the labelled text's tokens are unknown to "
                             "the model's vocabulary")
         metrics["finetune_summary"] = headline + "".join(f"; WARNING: {caution}" for caution in cautions)
-        for caution in cautions:
-            logger.warning("finetune: %s", caution)
         return metrics
 
 

@@ -158,7 +158,6 @@ class Plan:
     timing: StepTiming | None
     slowdown: float = 1.0  # Python work here now against the reference's idle cores
     facts: list[str] = field(default_factory=list)  # what the estimate rests on, in words
-    warnings: list[str] = field(default_factory=list)
 
     @property
     def seconds(self) -> float | None:

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from bert_mlm.config.tuning import SEARCHABLE
+from bert_mlm.core import provenance as heading  # the sections' headings, which provenance captions
 from bert_mlm.core.corpus import cjk_characters, readable_spacing
 from bert_mlm.core.finetune import compare_runs
 from bert_mlm.core.formatting import format_value, with_error
@@ -435,23 +436,23 @@ def run_report(
     decision_html = f"<p>Decision: {html.escape(tuning_decision(metrics))}.</p>"
     tuning_objective = "finetune" if by_finetuning else "eval_loss"
     sections = [
-        ("Summary", continued_pretraining_summary(metrics) + table(headline_table(metrics))),
-        ("Corpus", table(corpus_stats)),
-        ("Tokenizer", vocabulary_note(vocabulary_coverage) + table(tokenization_stats)),
-        ("Sequences and padding efficiency", table(sequence_stats)),
+        (heading.SUMMARY, continued_pretraining_summary(metrics) + table(headline_table(metrics))),
+        (heading.CORPUS, table(corpus_stats)),
+        (heading.TOKENIZER, vocabulary_note(vocabulary_coverage) + table(tokenization_stats)),
+        (heading.SEQUENCES, table(sequence_stats)),
         *mixture_section(metrics.get("mixture")),
-        ("Training", image(training_curves(training_history, metrics.get("kept_step")), "training curves")
+        (heading.TRAINING, image(training_curves(training_history, metrics.get("kept_step")), "training curves")
          + validation_note(metrics)),
         (
-            "Tuning of the mask probability",
+            heading.TUNING,
             image(tuning_curve(tuning_trials, tuning_objective), "tuning trials")
             + (table(tuning_trials[trial_columns].rename(columns=trial_labels)) if trial_columns else "")
             + decision_html,
         ),
-        ("Fine-tuning on the downstream task", finetune_section(metrics, finetune_runs)),
-        ("Evaluation (fixed protocol)", table(evaluation_table(metrics))
+        (heading.FINETUNE, finetune_section(metrics, finetune_runs)),
+        (heading.EVALUATION, table(evaluation_table(metrics))
          + '<p class="muted">Every value, with its standard error, is in metrics.json.</p>'),
-        ("Fill-mask examples", fill_mask_list(metrics.get("fill_mask_examples", []))),
+        (heading.FILL_MASK, fill_mask_list(metrics.get("fill_mask_examples", []))),
     ]
     if provenance is not None:
         sections = provenance.sections(sections)

@@ -100,16 +100,19 @@ def run_facts(run_params: Mapping[str, Any], sections: Mapping[str, Any], nodes:
     }
 
 
+def selection_flags(pipelines: Iterable[str], selection: Mapping[str, Iterable]) -> list[str]:
+    """What a run selected, as `kedro run` options: ``--pipelines a,b``, ``--nodes x``, ``--tags t``..."""
+    flags = [f"--pipelines {','.join(named)}"] if (named := [p for p in pipelines if p != "__default__"]) else []
+    return flags + [f"--{key.replace('_', '-').replace('node-names', 'nodes')} {','.join(map(str, values))}"
+                    for key, values in selection.items() if values]
+
+
 def command_line(record: Mapping[str, Any]) -> str:
     """The ``kedro run`` command that makes the same run (the ``--params`` redacted)."""
     parts = ["kedro run"]
     if record.get("env"):
         parts.append(f"--env {record['env']}")
-    pipelines = [name for name in record.get("pipelines") or () if name != "__default__"]
-    if pipelines:
-        parts.append(f"--pipelines {','.join(pipelines)}")
-    for key, values in (record.get("selection") or {}).items():
-        parts.append(f"--{key.replace('_', '-').replace('node-names', 'nodes')} {','.join(map(str, values))}")
+    parts += selection_flags(record.get("pipelines") or (), record.get("selection") or {})
     if record.get("load_versions"):
         parts.append("--load-versions " + ",".join(f"{k}:{v}" for k, v in record["load_versions"].items()))
     params = dotted(redact(record.get("params") or {}))
