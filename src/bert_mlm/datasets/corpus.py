@@ -53,8 +53,17 @@ class CorpusDataset(AbstractDataset[Any, CorpusSource]):
         self._sources = None if sources in _EMPTY else sources
         self._parameter = parameter
         self.metadata = metadata
+        self._loaded: CorpusSource | None = None
 
     def load(self) -> CorpusSource:
+        """The source, listed and checked once per catalog: the run plan's size estimate, the checks
+        before the run and the ingestion node share it (a remote listing or a Hugging Face dataset's
+        loading is not done again)."""
+        if self._loaded is None:
+            self._loaded = self._checked_source()
+        return self._loaded
+
+    def _checked_source(self) -> CorpusSource:
         given = [k for k, v in (("path", self._path), ("hf_dataset", self._hf_dataset), ("sources", self._sources))
                  if v is not None]
         if len(given) > 1:
