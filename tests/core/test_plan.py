@@ -68,6 +68,14 @@ def test_validation_during_training_is_in_the_training_budget_and_estimate():
     assert after.seconds - before.seconds == pytest.approx(4 * one)
 
 
+def test_each_mask_rate_variant_is_estimated_with_its_validations():
+    plain = plan_run(["mask_rate_comparison"], config(), TIMING, variants=3)
+    validated = plan_run(["mask_rate_comparison"], config(training={"eval_every": 100, "eval_masked_tokens": 4000}),
+                         TIMING, variants=3)
+    one = 4000 / 0.15 / TIMING.forward_tokens_per_second
+    assert validated.stages[0].seconds - plain.stages[0].seconds == pytest.approx(3 * 4 * one)  # 3 variants x 4
+
+
 def test_a_skipped_study_and_a_budget_in_epochs_are_said_so():
     plan = plan_run(CHAIN, config(tuning={"n_trials": 0}, training={"epochs": 2, "max_steps": None}), TIMING,
                     corpus_bytes=5_000_000)

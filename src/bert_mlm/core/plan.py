@@ -210,9 +210,8 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
     ``slowdown``: :func:`python_slowdown`, for the work that is not training steps."""
     step = timing.step_seconds * LOOP_OVERHEAD if timing else None
     protocol = config.evaluation
-    eval_seconds = None
-    if timing and protocol.min_masked_tokens:  # the protocol stops at min_masked_tokens
-        eval_seconds = protocol.min_masked_tokens / protocol.mask_probability / timing.forward_tokens_per_second
+    # The protocol stops at min_masked_tokens (none: the whole test split, which the data decide).
+    eval_seconds = forward_seconds(config, timing, protocol.min_masked_tokens) if protocol.min_masked_tokens else None
     planned = []
     for name in stages:
         stage = Stage(name)
@@ -246,7 +245,7 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
             if eval_seconds is not None:
                 stage.seconds = FIXED_SECONDS["evaluation"] * slowdown + eval_seconds
         elif name == "mask_rate_comparison":
-            budget, per_variant = _training(config, step, slowdown)
+            budget, per_variant = _training(config, step, slowdown, timing)  # each variant validates as training does
             stage.budget = f"{variants} variants x {budget}"
             if per_variant is not None and eval_seconds is not None:
                 stage.seconds = variants * (per_variant + eval_seconds)
@@ -272,10 +271,17 @@ def _training(config: ExperimentConfig, step: float | None, slowdown: float,
     if training.eval_every:
         validations = evaluation_count(training.max_steps, training.eval_every)
         budget += f", validated {validations:,} times on {training.eval_masked_tokens:,} masked tokens"
-        if seconds is not None and timing is not None:
-            one = training.eval_masked_tokens / config.evaluation.mask_probability / timing.forward_tokens_per_second
+        one = forward_seconds(config, timing, training.eval_masked_tokens)
+        if seconds is not None and one is not None:
             seconds += validations * one
     return budget, seconds
+
+
+def forward_seconds(config: ExperimentConfig, timing: StepTiming | None, masked_tokens: int) -> float | None:
+    """The protocol's forward passes until ``masked_tokens`` are masked (at its mask probability)."""
+    if timing is None:
+        return None
+    return masked_tokens / config.evaluation.mask_probability / timing.forward_tokens_per_second
 
 
 def _tuning(config: ExperimentConfig, step: float | None, eval_seconds: float | None,
