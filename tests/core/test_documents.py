@@ -288,3 +288,20 @@ def test_mixture_settings_are_checked_with_the_key_named(parts, message):
 
     with pytest.raises(CorpusError, match=message):
         mixture_source(parts)
+
+
+def test_train_documents_are_counted_per_source_and_a_source_read_again_later_is_refused(tmp_path):
+    from bert_mlm.core.corpus import CleanedBatch, CorpusError
+
+    def batch(origins: list[str], texts: list[str]) -> CleanedBatch:
+        return CleanedBatch(sources=["s"] * len(texts), texts=texts, hashes=np.arange(len(texts), dtype=np.uint64),
+                            splits=np.zeros(len(texts), dtype=np.uint8),
+                            utf8_bytes=np.array([len(t.encode()) for t in texts]), origins=origins)
+
+    writer = DocumentShardWriter(tmp_path / "shards")
+    writer.write(batch(["news", "news", "reviews"], ["房间很干净。", "one two", "服务很好"]))
+    writer.write(batch(["reviews"], ["酒店不错"]))
+    assert {name: (c.documents, c.characters) for name, c in writer.train_sources.items()} == {
+        "news": (2, 13), "reviews": (2, 8)}
+    with pytest.raises(CorpusError, match=r"^corpus\.sources\.news: its documents came back after another source's"):
+        writer.write(batch(["news"], ["again"]))
