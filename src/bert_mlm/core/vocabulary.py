@@ -11,6 +11,7 @@ model rows for them, each initialised from the rows of the pieces its text was s
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -66,15 +67,12 @@ def measure_coverage(tokenizer: PreTrainedTokenizerBase, texts: Iterable[list[st
     normalizer = backend.normalizer
     coverage = Coverage()
     for batch in texts:
-        encodings = backend.encode_batch_fast(batch, add_special_tokens=False)
-        flagged = []
-        for text, encoding in zip(batch, encodings, strict=True):
-            ids = np.asarray(encoding.ids)
-            coverage.tokens += len(ids)
-            found = int((ids == unk).sum())
-            if found:
-                coverage.unknown += found
-                flagged.append(text)
+        ids, per_text = flat_ids(backend.encode_batch_fast(batch, add_special_tokens=False))
+        unknown = ids == unk
+        coverage.tokens += len(ids)
+        coverage.unknown += int(unknown.sum())
+        per_text_unknown = np.bincount(np.repeat(np.arange(len(batch)), per_text)[unknown], minlength=len(batch))
+        flagged = [text for text, found in zip(batch, per_text_unknown.tolist(), strict=True) if found]
         for text, encoding in zip(flagged, backend.encode_batch(flagged, add_special_tokens=False), strict=True):
             for token_id, (start, end) in zip(encoding.ids, encoding.offsets, strict=True):
                 if token_id == unk:
@@ -85,6 +83,14 @@ def measure_coverage(tokenizer: PreTrainedTokenizerBase, texts: Iterable[list[st
         for form in missing_forms(word, vocab):
             coverage.missing[form] += count
     return coverage
+
+
+def flat_ids(encodings) -> tuple[np.ndarray, np.ndarray]:
+    """The encodings' ids back to back, and how many each has (one array per batch, not per document)."""
+    per_text = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+    total = int(per_text.sum())
+    ids = np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=total)
+    return ids, per_text
 
 
 def missing_forms(word: str, vocab: Mapping[str, int]) -> list[str]:
@@ -140,8 +146,8 @@ def domain_pieces(texts: Callable[[], Iterable[list[str]]], tokenizer: PreTraine
     counts = np.zeros(len(domain), dtype=np.int64)
     backend = encoding_backend(domain.backend_tokenizer.to_str())
     for batch in texts():
-        for encoding in backend.encode_batch_fast(batch, add_special_tokens=False):
-            counts += np.bincount(np.asarray(encoding.ids, dtype=np.int64), minlength=len(counts))
+        counts += np.bincount(flat_ids(backend.encode_batch_fast(batch, add_special_tokens=False))[0],
+                              minlength=len(counts))
     inherited, special = tokenizer.get_vocab(), set(domain.all_special_tokens)
     return Counter({piece: int(counts[index]) for piece, index in domain.get_vocab().items()
                     if piece not in inherited and piece not in special and counts[index] > 0})
