@@ -17,11 +17,11 @@ from bert_mlm.config import (
     TokenizerConfig,
     TrainingConfig,
 )
-from bert_mlm.core.corpus import assign_splits, clean_documents
-from bert_mlm.core.experiment import Experiment
-from bert_mlm.core.sequences import build_sequences
-from bert_mlm.core.sources import read_corpus
-from bert_mlm.core.tokenizer import encode_documents, train_wordpiece
+from bert_mlm.core.data.corpus import assign_splits, clean_documents
+from bert_mlm.core.data.sources import read_corpus
+from bert_mlm.core.tokens.sequences import build_sequences
+from bert_mlm.core.tokens.tokenizer import encode_documents, train_wordpiece
+from bert_mlm.core.train.experiment import Experiment
 
 
 @dataclass

@@ -11,7 +11,7 @@ import torch
 from transformers import BertForMaskedLM, DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
 from bert_mlm.config import TrainingConfig
-from bert_mlm.core.device import resolve_device, resolve_precision
+from bert_mlm.core.common.device import resolve_device, resolve_precision
 
 
 class StepClock(TrainerCallback):

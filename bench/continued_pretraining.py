@@ -28,7 +28,7 @@ Per language, with this project's core library (what the nodes call; no Kedro in
    sentences, the 872 dev sentences; ``--finetune-length`` 64 tokens), the finetune pipeline's
    protocol otherwise (LP-FT head, mean pooling, lr auto, 3 epochs), ``--finetune-seeds`` (3)
    seeds, each seed's runs paired with the starting model's (same head, batches and order), with
-   ``core.finetune.interval``'s 95 % interval (seeds and eval examples).
+   ``core.finetune.runs.interval``'s 95 % interval (seeds and eval examples).
 
 Every finished stage is saved under ``--workdir`` (``<lang>/general``, ``<lang>/runs/<name>.json``):
 a rerun after a crash skips what is done. ``--report`` prints the Markdown tables.
@@ -59,8 +59,9 @@ from bert_mlm.config import (
     TokenizerConfig,
     TrainingConfig,
 )
-from bert_mlm.core.corpus import RawText, clean_documents
-from bert_mlm.core.evaluation import (
+from bert_mlm.core.data.corpus import RawText, clean_documents
+from bert_mlm.core.data.sources import read_corpus
+from bert_mlm.core.evaluate.protocol import (
     SequenceScores,
     baseline_accuracy,
     most_frequent_token,
@@ -68,13 +69,12 @@ from bert_mlm.core.evaluation import (
     prepare_evaluation_set,
     score_sequences,
 )
-from bert_mlm.core.experiment import Experiment
-from bert_mlm.core.finetune import PreparedTask, Runner, interval, prepare_task
-from bert_mlm.core.model import build_model, load_for_continued_pretraining
-from bert_mlm.core.sequences import build_sequences
-from bert_mlm.core.sources import read_corpus
-from bert_mlm.core.token_ids import TokenIds
-from bert_mlm.core.tokenizer import encode_documents, load_tokenizer, train_wordpiece
+from bert_mlm.core.finetune.runs import PreparedTask, Runner, interval, prepare_task
+from bert_mlm.core.model.bert import build_model, load_for_continued_pretraining
+from bert_mlm.core.model.token_ids import TokenIds
+from bert_mlm.core.tokens.sequences import build_sequences
+from bert_mlm.core.tokens.tokenizer import encode_documents, load_tokenizer, train_wordpiece
+from bert_mlm.core.train.experiment import Experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "corpora"

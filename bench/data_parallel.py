@@ -24,8 +24,8 @@ from bert_mlm.config import (
     TokenizerConfig,
     TrainingConfig,
 )
-from bert_mlm.core.experiment import Experiment, train_data_parallel
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokens.tokenizer import train_wordpiece
+from bert_mlm.core.train.experiment import Experiment, train_data_parallel
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT / "src"))
 
-from bert_mlm.core.labelled import hash_fraction  # noqa: E402
+from bert_mlm.core.finetune.labelled import hash_fraction  # noqa: E402
 from bert_mlm.scratch import scratch_project  # noqa: E402
 
 

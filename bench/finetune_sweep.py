@@ -27,12 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from bert_mlm.config import FinetuneConfig, MaskingConfig, ModelConfig, TokenizerConfig, TrainingConfig  # noqa: E402
-from bert_mlm.core.finetune import evaluate_finetuning, starting_point  # noqa: E402
-from bert_mlm.core.model import build_model  # noqa: E402
-from bert_mlm.core.sequences import build_sequences  # noqa: E402
-from bert_mlm.core.token_ids import TokenIds  # noqa: E402
-from bert_mlm.core.tokenizer import encode_documents, train_wordpiece  # noqa: E402
-from bert_mlm.core.training import train  # noqa: E402
+from bert_mlm.core.finetune.runs import evaluate_finetuning, starting_point  # noqa: E402
+from bert_mlm.core.model.bert import build_model  # noqa: E402
+from bert_mlm.core.model.token_ids import TokenIds  # noqa: E402
+from bert_mlm.core.tokens.sequences import build_sequences  # noqa: E402
+from bert_mlm.core.tokens.tokenizer import encode_documents, train_wordpiece  # noqa: E402
+from bert_mlm.core.train.loop import train  # noqa: E402
 
 
 def cases(workdir: Path, shared: Path) -> dict:

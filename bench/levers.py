@@ -18,9 +18,9 @@ import torch
 from _data import Prepared, experiment, prepare
 from _timing import Table, alternate_rates, median
 
-from bert_mlm.core.masking import mask_generator, mask_tokens
-from bert_mlm.core.model import MaskedPositionsMLM, masked_lm_loss
-from bert_mlm.core.sequences import batch_order, build_sequences, padding_efficiency
+from bert_mlm.core.model.bert import MaskedPositionsMLM, masked_lm_loss
+from bert_mlm.core.model.masking import mask_generator, mask_tokens
+from bert_mlm.core.tokens.sequences import batch_order, build_sequences, padding_efficiency
 
 
 class StepSystem:
@@ -158,14 +158,14 @@ def run(prepared: Prepared, layers: int = 4, hidden: int = 256, repeats: int = 3
             },
             repeats,
             note,
-            "masked positions only (`core.model.MaskedPositionsMLM`).",
+            "masked positions only (`core.model.bert.MaskedPositionsMLM`).",
         ),
         ab_table(
             "Lever: fused AdamW vs for-each AdamW",
             {"fused AdamW": system(fused=True), "for-each AdamW (torch default)": system(fused=False)},
             repeats,
             note,
-            "fused, on CPU and CUDA (`core.optim.build_optimizer`).",
+            "fused, on CPU and CUDA (`core.model.optim.build_optimizer`).",
         ),
         ab_table(
             "Lever: attention implementation",

@@ -39,9 +39,9 @@ from _data import Prepared, experiment, prepare
 from _timing import Table, machine_info
 
 from bert_mlm.config import EvaluationConfig, FinetuneConfig, MaskingConfig, TuningConfig
-from bert_mlm.core.experiment import Experiment
-from bert_mlm.core.finetune import PreparedTask, Runner, prepare_task
-from bert_mlm.core.tuning import best_parameters, open_study, paired_interval, run_study
+from bert_mlm.core.finetune.runs import PreparedTask, Runner, prepare_task
+from bert_mlm.core.study.tuning import best_parameters, open_study, paired_interval, run_study
+from bert_mlm.core.train.experiment import Experiment
 
 CLASSIC = 0.15
 METRICS = (  # (label, key, higher is better)

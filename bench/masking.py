@@ -20,9 +20,9 @@ from _timing import Table, alternate, rate_table
 from transformers import DataCollatorForLanguageModeling
 
 from bert_mlm.config import MaskingConfig
-from bert_mlm.core.masking import mask_generator, mask_tokens
-from bert_mlm.core.sequences import Collator
-from bert_mlm.core.token_ids import TokenIds
+from bert_mlm.core.model.masking import mask_generator, mask_tokens
+from bert_mlm.core.model.token_ids import TokenIds
+from bert_mlm.core.tokens.sequences import Collator
 
 
 def run(prepared: Prepared, repeats: int = 5, batches: int = 100, batch_size: int = 32) -> list[Table]:

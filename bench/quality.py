@@ -21,7 +21,7 @@ from _data import Prepared, experiment, prepare
 from _hf import train_with_hf_trainer
 from _timing import Table
 
-from bert_mlm.core.evaluation import baseline_accuracy, most_frequent_token
+from bert_mlm.core.evaluate.protocol import baseline_accuracy, most_frequent_token
 
 
 def run(prepared: Prepared, steps: int = 300, layers: int = 4, hidden: int = 256, hf_defaults: bool = False) -> Table:

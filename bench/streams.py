@@ -25,8 +25,8 @@ import pandas as pd
 from _project import ROOT
 from _timing import Table, alternate, median
 
-from bert_mlm.core.corpus import CorpusError
-from bert_mlm.core.sources import streams
+from bert_mlm.core.data.corpus import CorpusError
+from bert_mlm.core.data.sources import streams
 
 try:
     from compression import zstd  # Python 3.14

@@ -33,8 +33,8 @@ def worker(threads: int, seconds: float) -> dict:
     if threads:
         torch.set_num_threads(threads)
     from bert_mlm.config import ModelConfig
-    from bert_mlm.core.model import planned_bert_config
-    from bert_mlm.core.plan import time_training_steps
+    from bert_mlm.core.model.bert import planned_bert_config
+    from bert_mlm.core.train.plan import time_training_steps
 
     bert = planned_bert_config(ModelConfig(), vocab_size=8192)
     timing = time_training_steps(bert, batch_size=32, length=128, device=torch.device("cpu"), precision="fp32",
@@ -51,7 +51,7 @@ def weights_after_steps(threads: int, path: str, steps: int = 3) -> None:
     from transformers import BertForMaskedLM
 
     from bert_mlm.config import ModelConfig
-    from bert_mlm.core.model import planned_bert_config
+    from bert_mlm.core.model.bert import planned_bert_config
 
     torch.manual_seed(0)
     model = BertForMaskedLM(planned_bert_config(ModelConfig(), vocab_size=8192))

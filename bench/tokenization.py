@@ -12,7 +12,7 @@ import argparse
 from _data import Prepared, prepare
 from _timing import Table, alternate, rate_table
 
-from bert_mlm.core.tokenizer import encode_documents
+from bert_mlm.core.tokens.tokenizer import encode_documents
 
 
 def run(prepared: Prepared, repeats: int = 5) -> Table:

@@ -7,7 +7,7 @@ repeated. Also model FLOPs utilisation (MFU) against the fp32 matmul peak measur
 Throughput is non-padding tokens per second of wall time from the end of the ``--skip``-th step
 to the end of the last one: data loading, masking, forward, backward, clipping and the optimizer
 all count. MFU uses the same useful FLOPs for both systems (the head at masked positions only,
-`core.model.training_flops_per_token`), so the extra work of a full-vocabulary head earns nothing.
+`core.model.bert.training_flops_per_token`), so the extra work of a full-vocabulary head earns nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from _data import Prepared, experiment, prepare
 from _hf import train_with_hf_trainer
 from _timing import Table, alternate_rates, fp32_matmul_peak, median
 
-from bert_mlm.core.model import training_flops_per_token
+from bert_mlm.core.model.bert import training_flops_per_token
 
 
 def run(prepared: Prepared, layers: int = 4, hidden: int = 256, steps: int = 15, skip: int = 3,

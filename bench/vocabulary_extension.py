@@ -6,7 +6,7 @@
 
 ``coverage``: inherited vocabularies (the original bert-base-chinese and bert-base-uncased ones,
 and vocabularies the chain trains on news or on the Gutenberg books) measured on domain text,
-then extended by the tokens that text needs (the stage's own code, core/vocabulary.py).
+then extended by the tokens that text needs (the stage's own code, core/tokens/vocabulary.py).
 
 ``finetune``: a model the chain trains on the Gutenberg books (English: its vocabulary holds no
 Chinese character) continues on ChnSentiCorp's hotel reviews (the 80 % side of a hash split,
@@ -33,10 +33,10 @@ SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT / "src"))
 
 from bert_mlm.config import TokenizerConfig  # noqa: E402
-from bert_mlm.core.corpus import split_paragraphs  # noqa: E402
-from bert_mlm.core.finetune import compare_runs  # noqa: E402
-from bert_mlm.core.tokenizer import load_tokenizer, train_wordpiece  # noqa: E402
-from bert_mlm.core.vocabulary import adapt_vocabulary, measure_coverage  # noqa: E402
+from bert_mlm.core.data.corpus import split_paragraphs  # noqa: E402
+from bert_mlm.core.finetune.runs import compare_runs  # noqa: E402
+from bert_mlm.core.tokens.tokenizer import load_tokenizer, train_wordpiece  # noqa: E402
+from bert_mlm.core.tokens.vocabulary import adapt_vocabulary, measure_coverage  # noqa: E402
 from bert_mlm.scratch import scratch_project  # noqa: E402
 
 CORPORA = SHARED / "corpora"

@@ -35,16 +35,16 @@ from bert_mlm.config import (
     TokenizerConfig,
     TrainingConfig,
 )
-from bert_mlm.core.corpus import SPLITS, clean_documents
-from bert_mlm.core.evaluation import evaluate, prepare_evaluation_set
-from bert_mlm.core.experiment import Experiment
-from bert_mlm.core.masking import mask_generator, mask_tokens
-from bert_mlm.core.sequences import build_sequence_index
-from bert_mlm.core.sources import read_corpus
-from bert_mlm.core.token_ids import TokenIds
-from bert_mlm.core.token_store import write_token_store
-from bert_mlm.core.tokenizer import train_wordpiece
-from bert_mlm.core.words import BitWriter, resolve_segmenter, segment_texts, words_path
+from bert_mlm.core.data.corpus import SPLITS, clean_documents
+from bert_mlm.core.data.sources import read_corpus
+from bert_mlm.core.evaluate.protocol import evaluate, prepare_evaluation_set
+from bert_mlm.core.model.masking import mask_generator, mask_tokens
+from bert_mlm.core.model.token_ids import TokenIds
+from bert_mlm.core.tokens.sequences import build_sequence_index
+from bert_mlm.core.tokens.token_store import write_token_store
+from bert_mlm.core.tokens.tokenizer import train_wordpiece
+from bert_mlm.core.tokens.words import BitWriter, resolve_segmenter, segment_texts, words_path
+from bert_mlm.core.train.experiment import Experiment
 
 MAX_LENGTH = 128
 

@@ -54,7 +54,7 @@ def candidates() -> dict[str, Callable[[str], set[int]]]:
         found["jieba 0.42 (Python)"] = lambda text: _starts_from_tokens(jieba.tokenize(text))
     except ImportError as error:
         raise SystemExit("jieba is the reference: pip install jieba") from error
-    from bert_mlm.core.words import word_starts
+    from bert_mlm.core.tokens.words import word_starts
 
     found["rjieba + jieba's ASCII cuts (this project)"] = lambda text: set(word_starts(text, "rjieba"))
     for label, module, make in (

@@ -22,9 +22,9 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 from bert_mlm.config import MaskingConfig, TrainingConfig
-from bert_mlm.core.sequences import Collator
-from bert_mlm.core.token_ids import TokenIds
-from bert_mlm.core.training import train
+from bert_mlm.core.model.token_ids import TokenIds
+from bert_mlm.core.tokens.sequences import Collator
+from bert_mlm.core.train.loop import train
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -8,7 +8,7 @@ with ``training.compile=true``, the Hugging Face ``Trainer`` with ``DataCollator
 (run_mlm's recipe, ``bench/_hf.py``) eager and with ``torch_compile=True``; BERT-base, sequences of
 128 random tokens (throughput does not depend on the token values), bf16. It prints one JSON line
 per run and the Markdown table: non-padding tokens/s after the first ``--skip`` steps (compile and
-warm-up), MFU as model FLOPs (``core.model.training_flops_per_token``, the head at the masked
+warm-up), MFU as model FLOPs (``core.model.bert.training_flops_per_token``, the head at the masked
 positions only, the same for both systems) over a bf16 matmul peak measured in the same call, the
 ratio to HF eager at the same batch, and peak allocated GPU memory.
 
@@ -59,10 +59,10 @@ from _hf import train_with_hf_trainer  # noqa: E402  (bench/, on the path above)
 from cuda_checks import matmul_peak_flops  # noqa: E402
 
 from bert_mlm.config import MaskingConfig, TrainingConfig  # noqa: E402
-from bert_mlm.core.model import training_flops_per_token  # noqa: E402
-from bert_mlm.core.sequences import Collator  # noqa: E402
-from bert_mlm.core.token_ids import TokenIds  # noqa: E402
-from bert_mlm.core.training import train  # noqa: E402
+from bert_mlm.core.model.bert import training_flops_per_token  # noqa: E402
+from bert_mlm.core.model.token_ids import TokenIds  # noqa: E402
+from bert_mlm.core.tokens.sequences import Collator  # noqa: E402
+from bert_mlm.core.train.loop import train  # noqa: E402
 
 SYSTEMS = ("project", "project-compiled", "hf", "hf-compiled")
 LABELS = {
@@ -185,7 +185,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
 def small_corpus(folder: Path, max_files: int | None) -> Path:
     """The built-in corpus (docstrings of the standard library) plus a few Chinese lines, as text
     files: real prose, nothing to download, nothing copied into the repository."""
-    from bert_mlm.core.sources import builtin_corpus
+    from bert_mlm.core.data.sources import builtin_corpus
 
     corpus = folder / "corpus"
     corpus.mkdir()

@@ -11,7 +11,7 @@ from kedro.io.core import Version
 from transformers import BertConfig, BertForMaskedLM
 
 from bert_mlm.config import TokenizerConfig
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokens.tokenizer import train_wordpiece
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
 from bert_mlm.fill_mask import fill_mask, fill_mask_command
 

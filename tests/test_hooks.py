@@ -9,7 +9,7 @@ import logging
 from kedro.framework.hooks import hook_impl
 from kedro.framework.hooks.manager import _create_hook_manager
 
-from bert_mlm.core.masking import MaskingConfig
+from bert_mlm.core.model.masking import MaskingConfig
 from bert_mlm.hooks import RedactedForPlugins
 from bert_mlm.logs import RedactedRecords
 

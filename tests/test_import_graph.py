@@ -9,6 +9,7 @@ too, since a deferred import only postpones the cycle.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = "bert_mlm"
@@ -103,3 +104,65 @@ def test_the_package_has_no_import_cycle():
     assert len(graph) > 50 and all(module.startswith(PACKAGE) for module in graph)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# The package's ranks, lowest first: a module may import its own rank and the ranks below it, never
+# one above (docs/architecture.md, "Packages"). A name is ranked by its longest listed prefix; the
+# root package (``bert_mlm``: its version and the CPU wait setting) is rank 0.
+RANKS = (
+    ("bert_mlm", "bert_mlm.errors", "bert_mlm.cpus"),
+    ("bert_mlm.config",),
+    ("bert_mlm.core", "bert_mlm.core.common"),
+    ("bert_mlm.core.data",),
+    ("bert_mlm.core.tokens",),
+    ("bert_mlm.core.model",),
+    ("bert_mlm.core.evaluate",),
+    ("bert_mlm.core.train",),
+    ("bert_mlm.core.finetune",),
+    ("bert_mlm.core.study",),
+    ("bert_mlm.core.record",),
+    ("bert_mlm.datasets",),
+    ("bert_mlm.pipelines",),
+    # The application around Kedro: hooks, tracking, commands, settings.
+    ("bert_mlm.hooks", "bert_mlm.tracking", "bert_mlm.kedro_checks", "bert_mlm.run_lock", "bert_mlm.logs",
+     "bert_mlm.cli", "bert_mlm.fill_mask", "bert_mlm.pipeline_registry", "bert_mlm.settings", "bert_mlm.scratch",
+     "bert_mlm.__main__"),
+)
+
+
+def rank_of(module: str) -> int:
+    """The rank of ``module``: that of the longest prefix :data:`RANKS` lists (a KeyError for an
+    unranked module, so that a new top-level module is placed on purpose)."""
+    best = None
+    for rank, prefixes in enumerate(RANKS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
+                best = (rank, prefix)
+    if best is None:
+        raise KeyError(f"{module} has no rank: add it to RANKS in tests/test_import_graph.py")
+    return best[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{module} (rank {rank_of(module)}) imports {target} (rank {rank_of(target)})"
+                  for module, targets in graph.items() for target in targets if rank_of(target) > rank_of(module))
+
+
+def test_the_rank_check_names_an_upward_import():
+    graph = {"bert_mlm.core.tokens.words": {"bert_mlm.core.model.masking", "bert_mlm.core.data.corpus"}}
+    assert upward_imports(graph) == [
+        "bert_mlm.core.tokens.words (rank 4) imports bert_mlm.core.model.masking (rank 5)"]
+    assert rank_of("bert_mlm.core.data.sources.listing") == rank_of("bert_mlm.core.data")
+
+
+def test_every_module_imports_only_its_own_rank_and_below():
+    graph = import_graph()
+    assert upward_imports(graph) == []
+
+
+def test_the_configuration_and_the_core_import_no_kedro():
+    """The configuration and the core are usable without Kedro: nothing in them imports it."""
+    for module, path in module_names().items():
+        if rank_of(module) <= rank_of("bert_mlm.core.record"):
+            source = path.read_text(encoding="utf-8")
+            assert not re.search(r"^\s*(from|import) kedro\b", source, re.MULTILINE), module

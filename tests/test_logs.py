@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bert_mlm.core.progress import Progress
+from bert_mlm.core.common.progress import Progress
 from bert_mlm.hooks import summary_lines
 
 RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) +[\w.]+: ")
@@ -38,7 +38,7 @@ def test_a_run_logged_to_a_file_has_one_plain_line_per_record(project_copy):
         re.search(r"loss [\d.]+, lr [\d.e+-]+, tokens/s \(window\) [\d,]+, tokens/s \(since start\) [\d,]+, "
                   r"elapsed .* ETA", p) and "step/s" not in p for p in progress
     )  # one rate, labelled: the window's and the run's tokens/s (no cumulative steps/s beside them)
-    trials = [line for line in lines if "bert_mlm.core.tuning: tuning: trial" in line]
+    trials = [line for line in lines if "bert_mlm.core.study.tuning: tuning: trial" in line]
     assert len(trials) == 2 and re.search(r"1 of 2 trial\(s\) left, ETA \d+:\d\d$", trials[0])
     assert any("bert_mlm.progress: ingestion:" in line for line in lines)
     assert any("optuna" in line and "Trial 1 finished" in line for line in lines)  # Optuna in the same format

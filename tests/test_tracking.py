@@ -80,7 +80,7 @@ def test_a_run_without_tracking_never_imports_mlflow(project_root):
 
 
 def test_tensorboard_asked_for_but_not_installed_is_one_line_before_any_work(project_copy, monkeypatch):
-    from bert_mlm.core.errors import UserError
+    from bert_mlm.errors import UserError
 
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as if tensorboard were not installed
     with pytest.raises(UserError, match=r"tracking.tensorboard: needs the tensorboard package: pip install"):

@@ -1,7 +1,7 @@
 """bert-mlm
 """
 
-from bert_mlm.core.cpus import wait_passively
+from bert_mlm.cpus import wait_passively
 
 wait_passively()  # before anything loads torch: its OpenMP reads the setting then
 

@@ -1,5 +1,5 @@
 """Project commands: ``kedro run`` as Kedro defines it, except that a user error (an invalid
-parameter, input file or storage; :class:`~bert_mlm.core.errors.UserError`) ends with its one-line
+parameter, input file or storage; :class:`~bert_mlm.errors.UserError`) ends with its one-line
 message and exit status 2 instead of a traceback. Set ``BERT_MLM_DEBUG=1`` for the traceback.
 Bugs (any other exception) keep theirs.
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import click
 from kedro.framework.cli.project import run as kedro_run
 
-from bert_mlm.core.errors import UserError
-from bert_mlm.core.redaction import redact
+from bert_mlm.core.common.redaction import redact
+from bert_mlm.errors import UserError
 from bert_mlm.kedro_checks import check_environment, check_pipeline_names, check_selection, kedro_mistake
 
 DEBUG_ENV = "BERT_MLM_DEBUG"

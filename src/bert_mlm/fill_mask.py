@@ -13,10 +13,10 @@ from pathlib import Path
 import click
 from kedro.io.core import Version
 
-from bert_mlm.core.errors import UserError
-from bert_mlm.core.evaluation import fill_mask_examples
-from bert_mlm.core.model import open_model
+from bert_mlm.core.evaluate.protocol import fill_mask_examples
+from bert_mlm.core.model.bert import open_model
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
+from bert_mlm.errors import UserError
 
 DEFAULT_MODELS = "data/06_models/masked_lm"
 

@@ -16,28 +16,36 @@ from kedro.framework.hooks import hook_impl
 
 from bert_mlm import run_lock
 from bert_mlm.config import ExperimentConfig
-from bert_mlm.core.checkpoints import check_checkpoint_dir, checkpoint_bytes
-from bert_mlm.core.cpus import WAIT_ENV, intra_op_threads, usable_cpus
-from bert_mlm.core.device import resolve_device, resolve_precision
-from bert_mlm.core.engine import close_engines
-from bert_mlm.core.errors import UserError
-from bert_mlm.core.experiment import check_extra_corpus
-from bert_mlm.core.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
-from bert_mlm.core.labelled import TaskSource, load_task
-from bert_mlm.core.model import (
+from bert_mlm.core.common.device import resolve_device, resolve_precision
+from bert_mlm.core.common.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
+from bert_mlm.core.common.redaction import redact
+from bert_mlm.core.data.engine import close_engines
+from bert_mlm.core.data.sources.settings import source_settings
+from bert_mlm.core.finetune.labelled import TaskSource, load_task
+from bert_mlm.core.model.bert import (
     check_starting_tokenizer,
     check_starting_vocabulary,
     check_step_memory_early,
     open_model,
     planned_bert_config,
 )
-from bert_mlm.core.plan import STEP_STAGES, Plan, StepTiming, clock, plan_run, python_slowdown, time_training_steps
-from bert_mlm.core.redaction import redact
-from bert_mlm.core.results import NOT_RUN
-from bert_mlm.core.run_record import describe_device, run_facts
-from bert_mlm.core.sources.mixture import source_settings
-from bert_mlm.core.tuning import check_storage
-from bert_mlm.core.tuning_record import check_saved_sections
+from bert_mlm.core.model.checkpoints import check_checkpoint_dir, checkpoint_bytes
+from bert_mlm.core.record.results import NOT_RUN
+from bert_mlm.core.record.run_record import describe_device, run_facts
+from bert_mlm.core.study.record import check_saved_sections
+from bert_mlm.core.study.tuning import check_storage
+from bert_mlm.core.train.experiment import check_extra_corpus
+from bert_mlm.core.train.plan import (
+    STEP_STAGES,
+    Plan,
+    StepTiming,
+    clock,
+    plan_run,
+    python_slowdown,
+    time_training_steps,
+)
+from bert_mlm.cpus import WAIT_ENV, intra_op_threads, usable_cpus
+from bert_mlm.errors import UserError
 from bert_mlm.kedro_checks import (
     check_credentials,
     check_inputs_written,
@@ -72,7 +80,7 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
     precision = resolve_precision(config.training.precision, device)
     planned = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
     # Before the data stages: a step that cannot fit is otherwise killed by the OOM killer, silently.
-    # How many sequences a step holds is known once they are counted: core.training checks it exactly.
+    # How many sequences a step holds is known once they are counted: core.train.loop checks it exactly.
     deferred = check_step_memory_early(planned, config.training.batch_size, config.sequences.max_length, device,
                                        precision,
                                        processes=config.distributed.nproc_per_node if device.type == "cpu" else 1)
@@ -178,7 +186,7 @@ class ValidateParametersHook:
 class RunPlanHook:
     """Starts every run by setting torch's CPU threads (``training.threads``) and saying what will
     run: the stages, each budget, and an estimate from a training step measured here and now
-    (``core.plan``). Registered first in ``settings.HOOKS``, so that it runs after the
+    (``core.train.plan``). Registered first in ``settings.HOOKS``, so that it runs after the
     parameters, the inputs and the run lock are checked (pluggy calls hooks last-in, first-out):
     a run that is refused spends nothing on measuring."""
 
@@ -293,7 +301,7 @@ def corpus_size(catalog) -> tuple[int | None, float]:
             return source.total_bytes(), 0.0
         if source.builtin_max_files is None:
             return None, 1.0
-        from bert_mlm.core.sources.source import stdlib_source_files
+        from bert_mlm.core.data.sources.source import stdlib_source_files
 
         return None, min(1.0, source.builtin_max_files / max(1, len(stdlib_source_files())))
     except Exception:  # noqa: BLE001 - an estimate, not a check
@@ -314,7 +322,7 @@ class RedactedForPlugins:
     """Plugins see no secret: kedro-mlflow logs every node's parameters and tags the MLflow run
     with the run's parameters (``--params corpus.path=https://user:PASSWORD@...`` among them).
     These wrappers hand every other implementation of the two hooks redacted copies
-    (:func:`bert_mlm.core.redaction.redact`; typed sections as plain mappings, which kedro-mlflow
+    (:func:`bert_mlm.core.common.redaction.redact`; typed sections as plain mappings, which kedro-mlflow
     flattens into ``training.batch_size`` ...) and put the real values back before Kedro uses them."""
 
     @hook_impl(hookwrapper=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 
 DEFAULT_ENV = "local"  # settings.CONFIG_LOADER_ARGS["default_run_env"]
 
@@ -254,7 +254,7 @@ def _pipelines_to_run(missing: list[str], catalog, producers: Mapping[str, Any],
 
 def described_run(run_params: Mapping[str, Any]) -> str:
     """How the user chose what runs, for messages: ``--pipelines training``, ``--from-nodes x``."""
-    from bert_mlm.core.run_record import SELECTION, selection_flags
+    from bert_mlm.core.record.run_record import SELECTION, selection_flags
 
     flags = selection_flags(run_params.get("pipeline_names") or (), {key: run_params.get(key) for key in SELECTION})
     return " ".join(flags) or "kedro run"

@@ -81,11 +81,11 @@ class KedroRepeats(logging.Filter):
 
 class RedactedRecords(logging.Filter):
     """No secret in a log: every record's message (and its traceback text) through
-    :func:`bert_mlm.core.redaction.redact`, so a URL with a password or a signed query string that
+    :func:`bert_mlm.core.common.redaction.redact`, so a URL with a password or a signed query string that
     reaches a message (ours, Kedro's, a library's error text) is masked in every handler."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from bert_mlm.core.redaction import redact
+        from bert_mlm.core.common.redaction import redact
 
         message = record.getMessage()
         shown = redact(message)

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from bert_mlm.core.errors import UserError
-from bert_mlm.core.redaction import redact
+from bert_mlm.core.common.redaction import redact
+from bert_mlm.errors import UserError
 
 logger = logging.getLogger(__name__)
 

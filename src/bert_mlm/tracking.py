@@ -24,8 +24,8 @@ from kedro.framework.hooks import hook_impl
 from kedro.io.core import Version
 
 from bert_mlm.config import Section
-from bert_mlm.core.redaction import redact
-from bert_mlm.core.tracking import EVALUATION_SCALARS, FINETUNE_SCALARS, TensorBoardLog, listening
+from bert_mlm.core.common.curves import EVALUATION_SCALARS, FINETUNE_SCALARS, TensorBoardLog, listening
+from bert_mlm.core.common.redaction import redact
 
 MLFLOW_ENV = "BERT_MLM_MLFLOW"
 
@@ -102,7 +102,7 @@ def flattened(values: dict, prefix: str) -> dict:
 
 def section_parameters(name: str, section: Section) -> dict:
     """A typed section's values, flattened, with secrets masked (a URL's password or signed query:
-    ``tuning.storage``, ``corpus.path`` ...; :func:`bert_mlm.core.redaction.redact`)."""
+    ``tuning.storage``, ``corpus.path`` ...; :func:`bert_mlm.core.common.redaction.redact`)."""
     return redact(flattened(section.model_dump(), name))
 
 

@@ -14,7 +14,7 @@ from bert_mlm.config import (
     TrainingConfig,
     whole_word_requested,
 )
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
 # conf/base turns checkpointing on for project runs (into the project's data folder); a library

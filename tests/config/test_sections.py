@@ -12,7 +12,7 @@ import pytest
 
 from bert_mlm.config import SECTIONS, ExperimentConfig, MaskingConfig, TrainingConfig, VariantOverrides
 from bert_mlm.config.base import alternatives
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
 KINDS = ("string for a number", "out of range", "not a choice", "unknown key", "true for a number")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bert_mlm.config import TokenizerConfig
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokens.tokenizer import train_wordpiece
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # ``../shared`` relative to the repository root; BERT_MLM_SHARED overrides it (as in tests/conftest.py).

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from kedro.io.core import DatasetError, Version
 
-from bert_mlm.core.results import NOT_RUN, saved_in
+from bert_mlm.core.record.results import NOT_RUN, saved_in
 from bert_mlm.datasets.atomic import CSVDataset, JSONDataset
 from bert_mlm.datasets.pretrained import ClassifierDataset
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kedro.io import DatasetError
 
-from bert_mlm.core.corpus import CorpusError
+from bert_mlm.core.data.corpus import CorpusError
 from bert_mlm.datasets.corpus import CorpusDataset
 
 

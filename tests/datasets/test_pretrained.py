@@ -7,7 +7,7 @@ from kedro.io.core import Version
 from transformers import BertConfig, BertForMaskedLM
 
 from bert_mlm.config import TokenizerConfig
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokens.tokenizer import train_wordpiece
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset, TokenizerDataset
 
 
@@ -82,8 +82,8 @@ def test_a_classifier_is_saved_only_when_kept(tmp_path, tokenizer):
 def test_the_model_card_goes_into_the_models_folder_which_plain_transformers_still_loads(tmp_path, tokenizer):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from bert_mlm.core.model_card import ModelCard
-    from bert_mlm.core.results import NOT_RUN
+    from bert_mlm.core.record.model_card import ModelCard
+    from bert_mlm.core.record.results import NOT_RUN
     from bert_mlm.datasets.pretrained import ModelCardDataset
 
     version = "2026-01-01T00.00.00.000Z"

@@ -8,8 +8,8 @@ import pytest
 from kedro.io.core import DatasetError, Version
 
 from bert_mlm.config import MaskingConfig, TrainingConfig
-from bert_mlm.core.errors import UserError
 from bert_mlm.datasets import SectionDataset
+from bert_mlm.errors import UserError
 
 
 def test_a_section_saves_as_json_and_loads_typed(tmp_path):

@@ -8,9 +8,9 @@ import warnings
 import pytest
 from kedro.io.core import DatasetError, Version
 
-from bert_mlm.core.errors import UserError
-from bert_mlm.core.tuning_record import Confirmation, TuningRecord
+from bert_mlm.core.study.record import Confirmation, TuningRecord
 from bert_mlm.datasets import TuningRecordDataset
+from bert_mlm.errors import UserError
 
 
 def test_a_record_saves_once_per_version_and_loads_typed(tmp_path):

@@ -16,8 +16,8 @@ import yaml
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 
-from bert_mlm.core.corpus import CorpusError
-from bert_mlm.core.documents import DocumentShards
+from bert_mlm.core.data.corpus import CorpusError
+from bert_mlm.core.data.documents import DocumentShards
 from tests.kedro_runs import latest, run_session
 
 

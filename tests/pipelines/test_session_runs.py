@@ -20,9 +20,9 @@ from kedro.io.core import Version
 from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 
 from bert_mlm.config.training import CONTINUED_LR_FACTOR
-from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.experiment import open_sequences
-from bert_mlm.core.token_store import TokenStore
+from bert_mlm.core.data.documents import DocumentShards
+from bert_mlm.core.tokens.token_store import TokenStore
+from bert_mlm.core.train.experiment import open_sequences
 from bert_mlm.datasets.data import SequenceIndexDataset
 from tests.kedro_runs import latest, run_session
 
@@ -243,7 +243,7 @@ def tiny_chinese_bert(shared_data, tmp_path) -> Path:
     """A small BERT with the bert-base-chinese vocabulary, saved as a checkpoint directory."""
     from transformers import BertConfig, BertForMaskedLM
 
-    from bert_mlm.core.tokenizer import load_tokenizer
+    from bert_mlm.core.tokens.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(shared_data / "vocab" / "bert-base-chinese.vocab.txt")
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -313,10 +313,10 @@ def assert_before_equals_a_separate_evaluation(project: Path, metrics: dict, sta
     """The starting model's numbers in ``metrics`` are its own evaluation, made apart, on the
     stored held-out data and ``extra``: the same masked tokens, the same values. The start is the
     checkpoint loaded for the run's tokenizer (grown when tokenizer.extend_vocabulary added tokens)."""
-    from bert_mlm.core.experiment import held_out_metrics
-    from bert_mlm.core.model import load_for_continued_pretraining
-    from bert_mlm.core.sources import read_corpus
-    from bert_mlm.core.tokenizer import load_tokenizer
+    from bert_mlm.core.data.sources import read_corpus
+    from bert_mlm.core.model.bert import load_for_continued_pretraining
+    from bert_mlm.core.tokens.tokenizer import load_tokenizer
+    from bert_mlm.core.train.experiment import held_out_metrics
 
     with KedroSession.create(project_path=project, env=env) as session:
         catalog = session.load_context().catalog
@@ -466,7 +466,7 @@ def test_nodes_receive_typed_sections_with_runtime_overrides(project_copy, monke
 def test_a_crash_during_fine_tuning_keeps_the_trained_model(project_copy, monkeypatch, small_corpus, labelled_task):
     """Fine-tuning fails half-way (the second run raises): the trained model is already saved, no
     fine-tuning output has a half-written version, and `--pipelines finetune` then completes."""
-    from bert_mlm.core.finetune import Runner
+    from bert_mlm.core.finetune.runs import Runner
 
     real_run, calls = Runner.run, []
 

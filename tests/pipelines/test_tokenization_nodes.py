@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 import re
 
-from bert_mlm.core.model import ModelConfig
-from bert_mlm.core.tokenizer import TokenizerConfig
+from bert_mlm.core.model.bert import ModelConfig
+from bert_mlm.core.tokens.tokenizer import TokenizerConfig
 from bert_mlm.pipelines.tokenization.nodes import build_tokenizer
-from tests.core.test_documents import mixed_corpus, write_shards
+from tests.core.data.test_documents import mixed_corpus, write_shards
 
 
 def test_tokenizer_training_reports_each_pass_over_the_text(tmp_path, caplog):
@@ -27,7 +27,7 @@ def test_tokenizer_training_reports_each_pass_over_the_text(tmp_path, caplog):
 
 
 def test_the_recipe_names_what_changes_a_trained_vocabulary_and_not_the_unk_warning(tmp_path):
-    """Data-stage reuse (core/reuse.py) compares recipes: a new [UNK] warning threshold, which only an
+    """Data-stage reuse (core/data/reuse.py) compares recipes: a new [UNK] warning threshold, which only an
     inherited vocabulary is measured against, must not train the vocabulary again; its size must."""
     shards, _ = write_shards(mixed_corpus(tmp_path / "corpus"), tmp_path / "documents")
 

@@ -11,14 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "train"))
 
 import torch  # noqa: E402
-from test_training import repetitive_sequences, setup  # noqa: E402
+from test_loop import repetitive_sequences, setup  # noqa: E402
 
 from bert_mlm.config import MaskingConfig  # noqa: E402
-from bert_mlm.core import checkpoints as checkpoints_module  # noqa: E402
-from bert_mlm.core import training as training_module  # noqa: E402
+from bert_mlm.core.model import checkpoints as checkpoints_module  # noqa: E402
+from bert_mlm.core.train import loop as training_module  # noqa: E402
 
 torch.set_num_threads(1)
 mode, directory = sys.argv[1], sys.argv[2]
@@ -36,9 +36,9 @@ elif mode == "store":
     from kedro.io.core import Version
 
     from bert_mlm.config import DataConfig
-    from bert_mlm.core import token_store as store_module
-    from bert_mlm.core.documents import DocumentShards
-    from bert_mlm.core.tokenizer import load_tokenizer
+    from bert_mlm.core.data.documents import DocumentShards
+    from bert_mlm.core.tokens import token_store as store_module
+    from bert_mlm.core.tokens.tokenizer import load_tokenizer
     from bert_mlm.datasets.data import TokenStoreDataset
 
     real_write_split = store_module.TokenStoreWriter.write_split

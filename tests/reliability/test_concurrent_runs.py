@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from bert_mlm import run_lock
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 from tests.kedro_runs import run_session
 from tests.reliability.conftest import mounted_tmpfs
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 from kedro.config import OmegaConfigLoader
 
-from bert_mlm.core.device import resolve_precision
-from bert_mlm.core.errors import UserError
+from bert_mlm.core.common.device import resolve_precision
+from bert_mlm.errors import UserError
 from bert_mlm.hooks import validate_parameters
 from tests.reliability.conftest import mount_tmpfs
 
@@ -125,8 +125,8 @@ def test_every_shipped_environment_is_valid(project_root, env, monkeypatch):
 def starting_model(tmp_path_factory):
     """A saved model directory with its tokenizer, as continued pretraining starts from."""
     from bert_mlm.config import ModelConfig, TokenizerConfig
-    from bert_mlm.core.model import build_model
-    from bert_mlm.core.tokenizer import train_wordpiece
+    from bert_mlm.core.model.bert import build_model
+    from bert_mlm.core.tokens.tokenizer import train_wordpiece
 
     words = [
         "alpha",
@@ -205,7 +205,7 @@ def test_init_from_a_path_says_what_is_missing_there(base_parameters, tmp_path, 
 
 
 def test_init_from_relative_paths_are_paths_not_hub_ids(monkeypatch, tmp_path):
-    from bert_mlm.core.model import resolve_checkpoint
+    from bert_mlm.core.model.bert import resolve_checkpoint
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()
@@ -231,7 +231,7 @@ def test_a_step_that_cannot_fit_in_memory_is_refused_with_the_estimate(base_para
 def test_the_step_estimate_follows_a_measured_step():
     """A real step on this CPU (eager attention, dropout) took 0.77 GB at 8 x 1024 tokens and
     0.24 GB at 32 x 128 (peak RSS); the estimate stays within 25 % of both, and is quadratic."""
-    from bert_mlm.core.model import training_step_bytes
+    from bert_mlm.core.model.bert import training_step_bytes
 
     def estimate(batch, length):
         return training_step_bytes(128, 2, 2, 512, 8192, length, batch, length)
@@ -376,7 +376,7 @@ def test_a_checkpoint_folder_without_room_or_under_a_file_size_limit_is_refused(
 
     from transformers import BertConfig, BertForMaskedLM
 
-    from bert_mlm.core.checkpoints import check_checkpoint_dir, checkpoint_bytes
+    from bert_mlm.core.model.checkpoints import check_checkpoint_dir, checkpoint_bytes
 
     config = BertConfig(vocab_size=8192, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=512)
@@ -403,10 +403,10 @@ def test_a_checkpoint_folder_without_room_or_under_a_file_size_limit_is_refused(
 def test_a_batch_larger_than_memory_allows_is_left_to_the_count_of_sequences(base_parameters, caplog, monkeypatch):
     """training.batch_size=100000 on the smoke corpus (748 training sequences: 1.3 GB) was refused up front with
     "needs about 38.8 GB": before the data exist, only what one sequence needs is a reason to stop; the rest is
-    warned about and checked exactly once the sequences are counted (core.training)."""
+    warned about and checked exactly once the sequences are counted (core.train.loop)."""
     import logging
 
-    from bert_mlm.core import model
+    from bert_mlm.core.model import bert as model
 
     monkeypatch.setattr(model, "available_memory", lambda device: (int(20e9), "available RAM"))
     parameters = with_override(base_parameters, "training.batch_size", 100000)

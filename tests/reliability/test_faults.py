@@ -16,14 +16,14 @@ import pytest
 import torch
 
 from bert_mlm.config import MaskingConfig
-from bert_mlm.core.checkpoints import list_checkpoints, read_checkpoint, run_folders
-from bert_mlm.core.errors import UserError
-from bert_mlm.core.training import train
+from bert_mlm.core.model.checkpoints import list_checkpoints, read_checkpoint, run_folders
+from bert_mlm.core.train.loop import train
+from bert_mlm.errors import UserError
 from tests.kedro_runs import kedro_cli
 from tests.reliability.conftest import mounted_tmpfs
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
-from test_training import repetitive_sequences, setup  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "train"))
+from test_loop import repetitive_sequences, setup  # noqa: E402
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 
@@ -76,7 +76,7 @@ def test_kill_9_while_a_model_version_is_written_keeps_the_previous_version(tmp_
     from kedro.io.core import Version
 
     from bert_mlm.config import TokenizerConfig
-    from bert_mlm.core.tokenizer import train_wordpiece
+    from bert_mlm.core.tokens.tokenizer import train_wordpiece
     from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
 
     tokenizer = train_wordpiece(["a small corpus of words"] * 20,
@@ -98,10 +98,10 @@ def _documents_and_first_store(tmp_path: Path, shared: Path, vocab: Path):
     from kedro.io.core import Version
 
     from bert_mlm.config import CorpusConfig, DataConfig
-    from bert_mlm.core.documents import DocumentShards, DocumentStream
-    from bert_mlm.core.sources import CorpusSource
-    from bert_mlm.core.token_store import EncodingJob
-    from bert_mlm.core.tokenizer import load_tokenizer
+    from bert_mlm.core.data.documents import DocumentShards, DocumentStream
+    from bert_mlm.core.data.sources import CorpusSource
+    from bert_mlm.core.tokens.token_store import EncodingJob
+    from bert_mlm.core.tokens.tokenizer import load_tokenizer
     from bert_mlm.datasets.data import TokenStoreDataset
 
     books = [shared / "corpora" / "gutenberg" / name for name in ("austen-persuasion.txt", "chesterton-brown.txt")]
@@ -149,8 +149,8 @@ def test_a_full_disk_while_shards_or_the_store_are_written_leaves_no_version(tmp
     from kedro.io.core import Version
 
     from bert_mlm.config import CorpusConfig, DataConfig
-    from bert_mlm.core.documents import DocumentStream
-    from bert_mlm.core.sources import CorpusSource
+    from bert_mlm.core.data.documents import DocumentStream
+    from bert_mlm.core.data.sources import CorpusSource
     from bert_mlm.datasets.data import DocumentShardsDataset, TokenStoreDataset
 
     vocab = shared_data / "vocab" / "bert-base-uncased.vocab.txt"
@@ -210,7 +210,7 @@ def test_fp16_overflow_skips_the_step_and_training_goes_on():
     assert len(result.history) == 8
 
 
-TUNING_WORKER = Path(__file__).resolve().parents[1] / "core" / "tuning_worker.py"
+TUNING_WORKER = Path(__file__).resolve().parents[1] / "core" / "study" / "tuning_worker.py"
 
 
 @pytest.mark.slow
@@ -311,7 +311,7 @@ FILE_SIZE_LIMITED_SAVE = """
 import resource, signal, sys
 import numpy as np
 from kedro.io.core import Version
-from bert_mlm.core.sequences import SequenceIndex, SplitIndex
+from bert_mlm.core.tokens.sequences import SequenceIndex, SplitIndex
 from bert_mlm.datasets.data import SequenceIndexDataset
 
 n = 200_000  # 1.6 MB in each int64 file; the limit below lets 1 MB of a file through
@@ -352,7 +352,7 @@ def test_a_full_disk_while_the_store_is_written_is_one_line_and_leaves_nothing(t
 
     from kedro.io.core import Version
 
-    from bert_mlm.core import token_store as store_module
+    from bert_mlm.core.tokens import token_store as store_module
     from bert_mlm.datasets.data import TokenStoreDataset
 
     job = _documents_and_first_store(tmp_path, shared_data, shared_data / "vocab" / "bert-base-uncased.vocab.txt")

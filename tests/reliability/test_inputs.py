@@ -15,8 +15,8 @@ from kedro.io import DatasetError
 from kedro.io.core import Version
 
 from bert_mlm.config import SECTIONS
-from bert_mlm.core.corpus import CorpusError, RawText, clean_documents
-from bert_mlm.core.sources import read_corpus
+from bert_mlm.core.data.corpus import CorpusError, RawText, clean_documents
+from bert_mlm.core.data.sources import read_corpus
 from bert_mlm.datasets.corpus import CorpusDataset
 from bert_mlm.datasets.data import DocumentShardsDataset
 from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus, summarise_corpus
@@ -96,7 +96,7 @@ def test_corpus_without_any_training_document(tmp_path):
     for salt in range(100):
         text = f"A lone paragraph of sufficient length number {salt}."
         documents, _ = clean_documents([RawText("x", text)], min_words=2)
-        from bert_mlm.core.corpus import assign_splits
+        from bert_mlm.core.data.corpus import assign_splits
 
         if assign_splits(documents["doc_hash"].tolist(), {"train": 0.9, "valid": 0.05, "test": 0.05}) != ["train"]:
             break
@@ -108,12 +108,12 @@ def test_corpus_without_any_training_document(tmp_path):
 def test_resume_from_a_checkpoint_of_another_shape(tmp_path):
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
-    from test_training import repetitive_sequences, setup
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "train"))
+    from test_loop import repetitive_sequences, setup
 
     from bert_mlm.config import MaskingConfig, ModelConfig
-    from bert_mlm.core.model import build_model
-    from bert_mlm.core.training import train
+    from bert_mlm.core.model.bert import build_model
+    from bert_mlm.core.train.loop import train
 
     model, ids, config, collator = setup(checkpoint_every=2, checkpoint_dir=str(tmp_path), max_steps=2)
     train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
@@ -147,7 +147,7 @@ def model_tokenizer():
     ],
 )
 def test_bad_vocabulary_files(tmp_path, lines, message):
-    from bert_mlm.core.tokenizer import VocabularyError
+    from bert_mlm.core.tokens.tokenizer import VocabularyError
     from bert_mlm.pipelines.tokenization.nodes import build_tokenizer
 
     vocab = tmp_path / "vocab.txt"
@@ -173,7 +173,7 @@ def test_a_symlinked_subdirectory_is_read_and_a_symlink_loop_is_not_followed(tmp
     write_paragraphs(elsewhere / "linked.txt", 200, offset=1000)
     (corpus / "more").symlink_to(elsewhere, target_is_directory=True)
     (elsewhere / "back").symlink_to(corpus, target_is_directory=True)  # a loop: corpus/more/back -> corpus
-    with caplog.at_level("INFO", logger="bert_mlm.core.sources"):
+    with caplog.at_level("INFO", logger="bert_mlm.core.data.sources"):
         documents, stats = ingest(corpus)
     sources = set(documents["source"])
     assert any(s.endswith("own.txt") for s in sources) and any(s.endswith("linked.txt") for s in sources)
@@ -248,7 +248,7 @@ def test_corpus_stats_give_the_cleaning_totals_once(tmp_path):
     totals = stats.set_index("split")[["replaced_bytes", "duplicates_dropped", "short_dropped"]]
     assert totals.loc["all"].tolist() == [2, 1, 2]
     assert totals.drop(index="all").isna().all().all()  # not repeated on the split rows
-    from bert_mlm.core.report import table
+    from bert_mlm.core.record.report import table
 
     for shown in (
         stats,

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
-from test_training import repetitive_sequences, setup, validation_on  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "train"))
+from test_loop import repetitive_sequences, setup, validation_on  # noqa: E402
 
 from bert_mlm.config import MaskingConfig  # noqa: E402
-from bert_mlm.core.checkpoints import (  # noqa: E402
+from bert_mlm.core.model.checkpoints import (  # noqa: E402
     LEGACY_FILE,
     MANIFEST_FILE,
     RUN_FILE,
@@ -25,8 +25,8 @@ from bert_mlm.core.checkpoints import (  # noqa: E402
     read_checkpoint,
     run_folders,
 )
-from bert_mlm.core.errors import UserError  # noqa: E402
-from bert_mlm.core.training import train  # noqa: E402
+from bert_mlm.core.train.loop import train  # noqa: E402
+from bert_mlm.errors import UserError  # noqa: E402
 
 
 def run(tmp_path, masking=None, sequences=None, **overrides):

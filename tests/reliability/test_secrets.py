@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from bert_mlm import run_lock
-from bert_mlm.core.documents import DocumentShards
+from bert_mlm.core.data.documents import DocumentShards
 from tests.kedro_runs import latest
 
 HTTP_PASSWORD = "Sesame-Http-7f3a"

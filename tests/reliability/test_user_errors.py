@@ -14,8 +14,8 @@ import yaml
 
 from bert_mlm.cli import user_error_in
 from bert_mlm.config import TokenizerConfig
-from bert_mlm.core.errors import UserError
-from bert_mlm.core.tokenizer import train_wordpiece
+from bert_mlm.core.tokens.tokenizer import train_wordpiece
+from bert_mlm.errors import UserError
 from tests.kedro_runs import kedro_cli
 
 CASES = [
@@ -121,7 +121,7 @@ def test_a_user_error_wrapped_by_a_dataset_is_still_a_user_error_and_a_bug_is_no
 
 def test_a_vocabulary_larger_than_asked_for_is_said(caplog):
     texts = ["the quick brown fox jumps over the lazy dog " * 3, "pack my box with five dozen liquor jugs"] * 20
-    with caplog.at_level(logging.WARNING, logger="bert_mlm.core.tokenizer"):
+    with caplog.at_level(logging.WARNING, logger="bert_mlm.core.tokens.tokenizer"):
         tokenizer = train_wordpiece(texts, TokenizerConfig(vocab_size=10, base_alphabet="none"))
     assert len(tokenizer) > 10
     assert re.search(rf"the vocabulary has {len(tokenizer)} tokens, more than the 10 asked for", caplog.text)
@@ -138,7 +138,7 @@ def test_a_storage_url_without_its_driver_names_the_package_and_hides_the_passwo
 
 
 def test_a_storage_url_is_shown_without_its_password():
-    from bert_mlm.core.redaction import redact
+    from bert_mlm.core.common.redaction import redact
 
     assert redact("postgresql://user:s3cr%40t@db.example:5432/optuna") == "postgresql://user:***@db.example:5432/optuna"
     assert redact("mysql+pymysql://user:secret@h/db?charset=utf8") == "mysql+pymysql://user:***@h/db?charset=utf8"

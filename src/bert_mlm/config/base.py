@@ -21,7 +21,7 @@ import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 
 # A mask probability: at 0 nothing is predicted, at 1 nothing is left to predict from.
 Probability = Annotated[float, Field(gt=0, lt=1)]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from bert_mlm.config.base import Section
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 
 SPLITS = ("train", "valid", "test")
 

@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from bert_mlm.config.base import Section
-from bert_mlm.core.cpus import usable_cpus
-from bert_mlm.core.errors import UserError
+from bert_mlm.cpus import usable_cpus
+from bert_mlm.errors import UserError
 
 ENGINES = ("local", "dask")
 

@@ -23,7 +23,7 @@ from bert_mlm.config.tracking import TrackingConfig
 from bert_mlm.config.training import TrainingConfig
 from bert_mlm.config.tuning import TuningConfig
 from bert_mlm.config.variants import VariantOverrides, variant_overrides
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 
 # Each section's key, its type, and its file under conf/base (parameters_<key>.yml).
 SECTIONS: dict[str, type[Section]] = {

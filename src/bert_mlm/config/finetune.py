@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from bert_mlm.config.base import Section
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 
 MODES = ("full", "frozen")
 POOLINGS = ("mean", "cls")

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from bert_mlm.config.base import Section
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 
 
 class ModelConfig(Section):

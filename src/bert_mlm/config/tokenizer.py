@@ -6,7 +6,7 @@ from pydantic import Field
 
 from bert_mlm.config.base import Section
 
-# [PAD] [UNK] [CLS] [SEP] [MASK]: bert_mlm.core.tokenizer.SPECIAL_TOKENS (a test holds them equal)
+# [PAD] [UNK] [CLS] [SEP] [MASK]: bert_mlm.core.tokens.tokenizer.SPECIAL_TOKENS (a test holds them equal)
 SPECIAL_TOKEN_COUNT = 5
 
 

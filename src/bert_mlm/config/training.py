@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from bert_mlm.config.base import Section
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 
 SCHEDULES = ("linear", "cosine", "constant_with_warmup")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from bert_mlm.config.base import Section
 from bert_mlm.config.masking import SCHEDULES
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 
 # name -> (section, how it is sampled: a float range, a log-scale range, or a list of choices)
 SEARCHABLE = {

@@ -11,7 +11,7 @@ from pydantic import Field
 from bert_mlm.config.base import Section
 from bert_mlm.config.masking import MaskingConfig
 from bert_mlm.config.training import TrainingConfig
-from bert_mlm.core.errors import UserError
+from bert_mlm.errors import UserError
 
 
 class VariantOverrides(Section):

@@ -8,7 +8,7 @@ hidden temporary name in the same folder, fsyncs, and renames: the latest-versio
 publish an object only when its upload completes, so they are written as kedro-datasets does.
 
 Two more things every result dataset here does: a node's ``NOT_RUN`` output writes no version
-(:class:`SkipsNotRun`), and a load says which run saved it (:func:`bert_mlm.core.results.saved_in`);
+(:class:`SkipsNotRun`), and a load says which run saved it (:func:`bert_mlm.core.record.results.saved_in`);
 with ``optional: true`` in the catalog, a dataset that no run has written loads as an empty result
 (``{}``, an empty frame) instead of failing, for the report of a run that has not trained or
 fine-tuned yet.
@@ -26,9 +26,9 @@ from kedro_datasets.pandas import CSVDataset as _CSVDataset
 from kedro_datasets.plotly import JSONDataset as _PlotlyJSONDataset
 from kedro_datasets.text import TextDataset as _TextDataset
 
-from bert_mlm.core.files import written_then_renamed
-from bert_mlm.core.redaction import redact
-from bert_mlm.core.results import NOT_RUN, Saved
+from bert_mlm.core.common.files import written_then_renamed
+from bert_mlm.core.common.redaction import redact
+from bert_mlm.core.record.results import NOT_RUN, Saved
 
 
 class SkipsNotRun:
@@ -117,8 +117,8 @@ class CSVDataset(OptionalLoad, AtomicSave, _CSVDataset):
 class JSONDataset(OptionalLoad, AtomicSave, _JSONDataset):
     """``json.JSONDataset``, saved atomically, and redacted: the metrics, summaries and study
     results hold settings (``extra_corpus_path``, a storage URL), and none of their secrets may
-    reach the file (:func:`bert_mlm.core.redaction.redact`). An object loads as a
-    :class:`~bert_mlm.core.results.Saved` mapping, which knows the run that saved it."""
+    reach the file (:func:`bert_mlm.core.common.redaction.redact`). An object loads as a
+    :class:`~bert_mlm.core.record.results.Saved` mapping, which knows the run that saved it."""
 
     def load(self):
         if self._missing():

@@ -7,9 +7,9 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from bert_mlm.core.corpus import CorpusError
-from bert_mlm.core.redaction import redact_text
-from bert_mlm.core.sources import CorpusSource, HFDataset, mixture_source, storage_options_of
+from bert_mlm.core.common.redaction import redact_text
+from bert_mlm.core.data.corpus import CorpusError
+from bert_mlm.core.data.sources import CorpusSource, HFDataset, mixture_source, storage_options_of
 
 _EMPTY = (None, "", "null", "None")
 

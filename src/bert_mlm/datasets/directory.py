@@ -14,8 +14,8 @@ from typing import Any
 
 from kedro.io.core import AbstractVersionedDataset, DatasetError, Version
 
-from bert_mlm.core.files import written_then_renamed
-from bert_mlm.core.reuse import find_reusable, link_tree, write_recipe
+from bert_mlm.core.common.files import written_then_renamed
+from bert_mlm.core.data.reuse import find_reusable, link_tree, write_recipe
 from bert_mlm.datasets.atomic import SkipsNotRun
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class AtomicDirectoryDataset(SkipsNotRun, AbstractVersionedDataset):
 
     def _write_reusing(self, fill: Callable[[Path], Any], recipe: dict | None, reuse: bool,
                        check: Callable[[Path], Any], needed: int | None = None) -> None:
-        """Write a version with ``fill``, recording ``recipe`` (what made it: core/reuse.py); when
+        """Write a version with ``fill``, recording ``recipe`` (what made it: core/data/reuse.py); when
         ``reuse`` and a stored version has this recipe and passes ``check``, the new version is that
         one's files hard-linked instead: the stage is not recomputed, and the log says so."""
         versions = Path(str(self._filepath))

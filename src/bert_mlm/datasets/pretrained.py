@@ -21,10 +21,10 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from bert_mlm.core.files import written_then_renamed
-from bert_mlm.core.model_card import ModelCard
-from bert_mlm.core.results import NOT_RUN
-from bert_mlm.core.tokenizer import TokenizerJob
+from bert_mlm.core.common.files import written_then_renamed
+from bert_mlm.core.record.model_card import ModelCard
+from bert_mlm.core.record.results import NOT_RUN
+from bert_mlm.core.tokens.tokenizer import TokenizerJob
 from bert_mlm.datasets.directory import AtomicDirectoryDataset
 
 

@@ -1,4 +1,4 @@
-"""``run_config``: the run record (:mod:`bert_mlm.core.run_record`) as a versioned JSON dataset.
+"""``run_config``: the run record (:mod:`bert_mlm.core.record.run_record`) as a versioned JSON dataset.
 
 Saved like every JSON result (atomically, redacted); loaded as :class:`RunRecords`, the records of
 every run: a report describes a model with the record of the run that trained it, which is often

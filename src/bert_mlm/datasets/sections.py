@@ -10,8 +10,8 @@ from kedro_datasets._typing import JSONPreview
 from kedro_datasets.json import JSONDataset as _JSONDataset
 
 from bert_mlm.config import SECTIONS, Section
-from bert_mlm.core.errors import UserError
 from bert_mlm.datasets.atomic import AtomicSave, JSONDataset
+from bert_mlm.errors import UserError
 
 
 class SectionDataset(JSONDataset):

@@ -1,4 +1,4 @@
-"""``tuning_best_params`` as a Kedro dataset: the :class:`~bert_mlm.core.tuning_record.TuningRecord`
+"""``tuning_best_params`` as a Kedro dataset: the :class:`~bert_mlm.core.study.record.TuningRecord`
 stored as JSON (saved atomically). Files of earlier versions hold the same keys and load as they are."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import replace
 from kedro_datasets._typing import JSONPreview
 from kedro_datasets.json import JSONDataset as _JSONDataset
 
-from bert_mlm.core.tuning_record import TuningRecord
+from bert_mlm.core.study.record import TuningRecord
 from bert_mlm.datasets.atomic import AtomicSave, JSONDataset
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from bert_mlm.config import CorpusConfig, EvaluationParameters, ModelConfig, SequenceConfig
-from bert_mlm.core.device import resolve_device
-from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.evaluation import fill_mask_report
-from bert_mlm.core.experiment import held_out_metrics, starting_weights
-from bert_mlm.core.redaction import redact
-from bert_mlm.core.sequences import SequenceIndex
-from bert_mlm.core.sources import CorpusSource
-from bert_mlm.core.token_store import TokenStore
+from bert_mlm.core.common.device import resolve_device
+from bert_mlm.core.common.redaction import redact
+from bert_mlm.core.data.documents import DocumentShards
+from bert_mlm.core.data.sources import CorpusSource
+from bert_mlm.core.evaluate.protocol import fill_mask_report
+from bert_mlm.core.tokens.sequences import SequenceIndex
+from bert_mlm.core.tokens.token_store import TokenStore
+from bert_mlm.core.train.experiment import held_out_metrics, starting_weights
 from bert_mlm.datasets.pretrained import MaskedLM
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from bert_mlm.config import FinetuneConfig, ModelConfig, TrainingConfig
-from bert_mlm.core.finetune import evaluate_finetuning, starting_point
-from bert_mlm.core.results import NOT_RUN
+from bert_mlm.core.finetune.runs import evaluate_finetuning, starting_point
+from bert_mlm.core.record.results import NOT_RUN
 from bert_mlm.datasets.pretrained import Classifier, MaskedLM
 
 

@@ -7,8 +7,8 @@ import logging
 import pandas as pd
 
 from bert_mlm.config import CorpusConfig, DataConfig
-from bert_mlm.core.documents import DocumentShards, DocumentStream
-from bert_mlm.core.sources import CorpusSource, as_corpus_source
+from bert_mlm.core.data.documents import DocumentShards, DocumentStream
+from bert_mlm.core.data.sources import CorpusSource, as_corpus_source
 
 logger = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from bert_mlm.config import MaskingConfig, TrainingConfig, VariantOverrides
-from bert_mlm.core.report import compare_variants
-from bert_mlm.core.results import belongs
-from bert_mlm.core.tuning_record import TuningRecord
+from bert_mlm.core.record.report import compare_variants
+from bert_mlm.core.record.results import belongs
+from bert_mlm.core.study.record import TuningRecord
 
 
 def variant_sections(

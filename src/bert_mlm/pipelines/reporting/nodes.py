@@ -10,15 +10,15 @@ from __future__ import annotations
 import pandas as pd
 
 from bert_mlm.config import MaskingConfig, TrainingConfig
-from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.finetune import for_metrics_json
-from bert_mlm.core.model_card import ModelCard, model_card
-from bert_mlm.core.provenance import provenance
-from bert_mlm.core.report import run_report
-from bert_mlm.core.results import NOT_RUN, collect_metrics, saved_in
-from bert_mlm.core.run_record import LANGUAGE_SAMPLE_CHARS, corpus_language, run_record
-from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.tuning_record import TuningRecord
+from bert_mlm.core.data.documents import DocumentShards
+from bert_mlm.core.finetune.runs import for_metrics_json
+from bert_mlm.core.record.model_card import ModelCard, model_card
+from bert_mlm.core.record.provenance import provenance
+from bert_mlm.core.record.report import run_report
+from bert_mlm.core.record.results import NOT_RUN, collect_metrics, saved_in
+from bert_mlm.core.record.run_record import LANGUAGE_SAMPLE_CHARS, corpus_language, run_record
+from bert_mlm.core.study.record import TuningRecord
+from bert_mlm.core.tokens.token_store import TokenStore
 from bert_mlm.datasets.run_record import RunRecords
 
 

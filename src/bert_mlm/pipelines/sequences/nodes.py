@@ -17,14 +17,14 @@ from bert_mlm.config import (
     TuningConfig,
     whole_word_requested,
 )
-from bert_mlm.core.corpus import SPLITS
-from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.errors import UserError
-from bert_mlm.core.reuse import code_digest
-from bert_mlm.core.sequences import SequenceIndex, build_sequence_index, sequence_stats
-from bert_mlm.core.token_ids import TokenIds
-from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.words import SEGMENTER_SAMPLE_CHARS, WORD_SCHEMES, stored_word_segmenter
+from bert_mlm.core.data.corpus import SPLITS
+from bert_mlm.core.data.documents import DocumentShards
+from bert_mlm.core.data.reuse import code_digest
+from bert_mlm.core.model.token_ids import TokenIds
+from bert_mlm.core.tokens.sequences import SequenceIndex, build_sequence_index, sequence_stats
+from bert_mlm.core.tokens.token_store import TokenStore
+from bert_mlm.core.tokens.words import SEGMENTER_SAMPLE_CHARS, WORD_SCHEMES, stored_word_segmenter
+from bert_mlm.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def build_model_inputs(
                 "" if segmenter == "wordpiece" or stored else " (not segmented: no whole-word masking asked for)")
     index = build_sequence_index(token_store, config, SPLITS, segmenter, store_words=stored is not None)
     index.reuse, index.recipe = data.reuse, {
-        "stage": "sequence_index", "code": code_digest("bert_mlm.core.sequences", "bert_mlm.core.words"),
+        "stage": "sequence_index", "code": code_digest("bert_mlm.core.tokens.sequences", "bert_mlm.core.tokens.words"),
         "store": {split: [token_store.digest(split), token_store.manifest["splits"][split].get("offsets_digest")]
                   for split in SPLITS},
         "sources": token_store.sources, "mode": config.mode, "max_length": config.max_length,

@@ -17,12 +17,12 @@ from bert_mlm.config import (
     TuningConfig,
     whole_word_requested,
 )
-from bert_mlm.core.documents import DocumentShards
-from bert_mlm.core.model import resolve_checkpoint
-from bert_mlm.core.token_store import EncodingJob, TokenStore, token_store_stats
-from bert_mlm.core.tokenizer import TokenizerJob, load_tokenizer, sample_fraction, train_texts
-from bert_mlm.core.vocabulary import adapt_vocabulary
-from bert_mlm.core.words import SEGMENTER_SAMPLE_CHARS, stored_word_segmenter
+from bert_mlm.core.data.documents import DocumentShards
+from bert_mlm.core.model.bert import resolve_checkpoint
+from bert_mlm.core.tokens.token_store import EncodingJob, TokenStore, token_store_stats
+from bert_mlm.core.tokens.tokenizer import TokenizerJob, load_tokenizer, sample_fraction, train_texts
+from bert_mlm.core.tokens.vocabulary import adapt_vocabulary
+from bert_mlm.core.tokens.words import SEGMENTER_SAMPLE_CHARS, stored_word_segmenter
 
 logger = logging.getLogger(__name__)
 

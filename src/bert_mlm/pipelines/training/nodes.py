@@ -17,11 +17,11 @@ from bert_mlm.config import (
     SequenceConfig,
     TrainingConfig,
 )
-from bert_mlm.core.experiment import Experiment, train_data_parallel, training_summary
-from bert_mlm.core.report import training_curves
-from bert_mlm.core.sequences import SequenceIndex
-from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.tuning_record import TuningRecord
+from bert_mlm.core.record.report import training_curves
+from bert_mlm.core.study.record import TuningRecord
+from bert_mlm.core.tokens.sequences import SequenceIndex
+from bert_mlm.core.tokens.token_store import TokenStore
+from bert_mlm.core.train.experiment import Experiment, train_data_parallel, training_summary
 from bert_mlm.datasets.pretrained import MaskedLM
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,8 @@ def train_masked_lm(
     logger.info("Training with masking %s (from %s)", masking.model_dump(), tuning_record.source)
     logger.info("Training with %s", experiment.schedule_note)
     trained, result = train_data_parallel(experiment, distributed)
-    summary = training_summary(result, masking, tuning_record, trained, sequence_index.word_segmenter,
+    origin = {**tuning_record.summary, "tuning_run": tuning_record.version}
+    summary = training_summary(result, masking, origin, trained, sequence_index.word_segmenter,
                                distributed.world_size, experiment.sequences.get("train"), training.seed,
                                training.eval_every, experiment.schedule_note)
     trained.to("cpu")

@@ -18,13 +18,13 @@ from bert_mlm.config import (
     TrainingConfig,
     TuningConfig,
 )
-from bert_mlm.core.experiment import Experiment
-from bert_mlm.core.mask_study import tune_masking
-from bert_mlm.core.report import tuning_curve
-from bert_mlm.core.sequences import SequenceIndex
-from bert_mlm.core.token_store import TokenStore
-from bert_mlm.core.tuning import trials_table
-from bert_mlm.core.tuning_record import TuningRecord
+from bert_mlm.core.record.report import tuning_curve
+from bert_mlm.core.study.mask_study import tune_masking
+from bert_mlm.core.study.record import TuningRecord
+from bert_mlm.core.study.tuning import trials_table
+from bert_mlm.core.tokens.sequences import SequenceIndex
+from bert_mlm.core.tokens.token_store import TokenStore
+from bert_mlm.core.train.experiment import Experiment
 
 
 def tune_mask_probability(

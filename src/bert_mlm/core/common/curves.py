@@ -1,0 +1,105 @@
+"""Curves where users look: the training loop's records as they are read, and a TensorBoard writer.
+
+The loop publishes each window of step records (:func:`publish`) to whoever listens (the
+project's TensorBoard hook, while the training node runs), so the curves move while training
+runs, as the Hugging Face Trainer's ``report_to="tensorboard"`` does. Kedro-free, like the rest of
+``core``; TensorBoard itself is imported only when a writer is opened.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from bert_mlm.errors import UserError
+
+Listener = Callable[[Sequence[dict]], None]
+_listeners: list[Listener] = []
+
+
+@contextmanager
+def listening(listener: Listener) -> Iterator[None]:
+    """``listener(records)`` receives every window of step records the training loop reads."""
+    _listeners.append(listener)
+    try:
+        yield
+    finally:
+        _listeners.remove(listener)
+
+
+def publish(records: Sequence[dict]) -> None:
+    """The loop's records of one window (each with ``step``, ``loss``, ``learning_rate``, ...)."""
+    for listener in list(_listeners):
+        listener(records)
+
+
+# Step record field -> TensorBoard tag.
+TRAINING_SCALARS = {
+    "loss": "train/loss", "accuracy": "train/accuracy", "learning_rate": "train/learning_rate",
+    "tokens_per_second": "train/tokens_per_second", "mask_probability": "train/mask_probability",
+    "grad_norm": "train/grad_norm",
+}
+# A validation curve's column in the training history, where the run evaluates during training.
+VALIDATION_SCALARS = {"valid_loss": "valid/loss", "eval_loss": "valid/loss", "valid_accuracy": "valid/accuracy",
+                      "eval_accuracy": "valid/accuracy"}
+EVALUATION_SCALARS = {
+    "eval_loss": "eval/loss", "eval_accuracy": "eval/accuracy", "eval_top5_accuracy": "eval/top5_accuracy",
+    "baseline_accuracy": "eval/most_frequent_token_accuracy", "extra_eval_loss": "eval/extra_corpus_loss",
+    "extra_eval_accuracy": "eval/extra_corpus_accuracy",
+}
+FINETUNE_SCALARS = {
+    "finetune_accuracy": "finetune/accuracy", "finetune_baseline_accuracy": "finetune/baseline_accuracy",
+    "finetune_majority_accuracy": "finetune/majority_class_accuracy", "finetune_gain": "finetune/gain",
+    "finetune_macro_f1": "finetune/macro_f1",
+}
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+class TensorBoardLog:
+    """One run's event files (``torch.utils.tensorboard.SummaryWriter``) in ``directory``, read by
+    ``tensorboard --logdir <its parent>``. Steps are written once each, so the live records and
+    the saved history (which a data-parallel run's records reach only at its end) never repeat."""
+
+    def __init__(self, directory: str | Path) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as error:  # torch's writer needs the tensorboard package
+            raise UserError("tracking.tensorboard: needs the tensorboard package: pip install -e \".[tensorboard]\" "
+                            "(or pip install tensorboard)") from error
+        self.directory = Path(directory)
+        self.writer = SummaryWriter(log_dir=str(self.directory))
+        self.last_step = 0
+
+    def records(self, records: Sequence[Mapping]) -> None:
+        """Training records (the loop's, or the history's rows) after the last one written."""
+        for record in records:
+            step = int(record["step"])
+            if step <= self.last_step:
+                continue
+            for field, tag in (*TRAINING_SCALARS.items(), *VALIDATION_SCALARS.items()):
+                value = _number(record.get(field))
+                if value is not None:
+                    self.writer.add_scalar(tag, value, step)
+            self.last_step = step
+        self.writer.flush()  # visible while the run goes, not at its end
+
+    def scalars(self, values: Mapping, tags: Mapping[str, str], step: int) -> None:
+        for field, tag in tags.items():
+            value = _number(values.get(field))
+            if value is not None:
+                self.writer.add_scalar(tag, value, step)
+        self.writer.flush()
+
+    def text(self, tag: str, text: str, step: int = 0) -> None:
+        self.writer.add_text(tag, text, step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()

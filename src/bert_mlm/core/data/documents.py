@@ -1,0 +1,528 @@
+"""Document shards: the cleaned corpus on disk, per split, in Parquet files of bounded size.
+
+Layout of one shard directory::
+
+    manifest.json                 counts per split, cleaning counts, the settings that made it
+    train/part-00000.parquet      columns text (string), source (dictionary), doc_hash (uint64),
+                                  origin (dictionary: the source's name in a mixture, else "")
+    train/part-00001.parquet ...
+    valid/part-00000.parquet
+    test/part-00000.parquet
+
+The writer holds one row group per split in memory; the reader yields row groups. Nothing
+here holds the corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import operator
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bert_mlm.config import CorpusConfig, DataConfig
+from bert_mlm.core.common.progress import Progress
+from bert_mlm.core.common.redaction import redact
+from bert_mlm.core.data.corpus import SPLITS, CleanedBatch, CleaningReport, CorpusError, clean_batch, stream_documents
+from bert_mlm.core.data.engine import PIECE_CHARS, DaskEngine, Finished, open_engine
+from bert_mlm.core.data.reuse import code_digest, recipe_identity, source_fingerprint
+from bert_mlm.core.data.sources import CorpusSource, ReadTask, read_task, read_tasks
+
+MANIFEST = "manifest.json"
+FORMAT = "bert-mlm-document-shards"
+FORMAT_VERSION = 1
+ROW_GROUP_BYTES = 8 << 20
+PART_BYTES = 256 << 20
+SCHEMA = pa.schema(
+    [("text", pa.string()), ("source", pa.dictionary(pa.int32(), pa.string())), ("doc_hash", pa.uint64()),
+     ("origin", pa.dictionary(pa.int32(), pa.string()))]
+)
+
+
+@dataclass
+class SplitCounts:
+    documents: int = 0
+    characters: int = 0
+    utf8_bytes: int = 0
+    sources: set[str] = field(default_factory=set)
+
+
+class DocumentShardWriter:
+    """Appends cleaned batches to per-split Parquet parts under ``directory`` (which must be new).
+
+    Call :meth:`close` with the cleaning report to write the manifest; the directory is complete
+    only then (the Kedro dataset writes it under a temporary name and renames it).
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike, row_group_bytes: int = ROW_GROUP_BYTES, part_bytes: int = PART_BYTES
+    ):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=False)
+        self.row_group_bytes = row_group_bytes
+        self.part_bytes = part_bytes
+        self.counts = {split: SplitCounts() for split in SPLITS}
+        self._pending: dict[str, list[CleanedBatch]] = {split: [] for split in SPLITS}
+        self._pending_bytes = dict.fromkeys(SPLITS, 0)
+        self._writers: dict[str, pq.ParquetWriter | None] = dict.fromkeys(SPLITS)
+        self._part_bytes = dict.fromkeys(SPLITS, 0)
+        self._parts: dict[str, list[str]] = {split: [] for split in SPLITS}
+        # A mixture's training documents per source, in the order the sources were read: each
+        # source's documents lie together, one run after the other (the token store's ranges).
+        self.train_sources: dict[str, SplitCounts] = {}
+
+    def _count_train_sources(self, part: CleanedBatch) -> None:
+        # By runs of one origin (a batch outside a mixture is one run): no Python step per document.
+        for origin, run in itertools.groupby(zip(part.origins, part.texts, strict=True), key=operator.itemgetter(0)):
+            if origin not in self.train_sources:
+                self.train_sources[origin] = SplitCounts()
+            elif origin != next(reversed(self.train_sources)):
+                raise CorpusError(f"corpus.sources.{origin}: its documents came back after another source's; "
+                                  "the sources of a mixture must be read one after the other")
+            texts = [text for _, text in run]
+            counts = self.train_sources[origin]
+            counts.documents += len(texts)
+            counts.characters += sum(map(len, texts))
+
+    def write(self, batch: CleanedBatch) -> None:
+        for code, split in enumerate(SPLITS):
+            chosen = np.flatnonzero(batch.splits == code)
+            if not len(chosen):
+                continue
+            part = batch.take(chosen)
+            if split == "train":
+                self._count_train_sources(part)
+            counts = self.counts[split]
+            counts.documents += len(chosen)
+            counts.characters += sum(map(len, part.texts))
+            size = int(part.utf8_bytes.sum())
+            counts.utf8_bytes += size
+            counts.sources.update(part.sources)
+            # A row group ends at the document that fills it, wherever batches end: the files are a
+            # function of the documents alone (engines that cut the corpus differently write the same bytes).
+            while len(part.texts):
+                filled = self._pending_bytes[split] + np.cumsum(part.utf8_bytes)
+                full = np.flatnonzero(filled >= self.row_group_bytes)
+                cut = int(full[0]) + 1 if len(full) else len(part.texts)
+                head = part.take(np.arange(cut)) if cut < len(part.texts) else part
+                self._pending[split].append(head)
+                self._pending_bytes[split] += int(head.utf8_bytes.sum())
+                if self._pending_bytes[split] >= self.row_group_bytes:
+                    self._flush(split)
+                part = part.take(np.arange(cut, len(part.texts))) if cut < len(part.texts) else part.take(np.arange(0))
+
+    def _flush(self, split: str) -> None:
+        pending = self._pending[split]
+        if not pending:
+            return
+        table = pa.table(
+            {
+                "text": pa.array([t for p in pending for t in p.texts], pa.string()),
+                "source": pa.array([s for p in pending for s in p.sources], pa.string()).dictionary_encode(),
+                "doc_hash": pa.array(np.concatenate([p.hashes for p in pending]), pa.uint64()),
+                "origin": pa.array([o for p in pending for o in p.origins], pa.string()).dictionary_encode(),
+            },
+            schema=SCHEMA,
+        )
+        writer = self._writers[split]
+        if writer is None:
+            name = f"{split}/part-{len(self._parts[split]):05d}.parquet"
+            (self.directory / split).mkdir(exist_ok=True)
+            writer = self._writers[split] = pq.ParquetWriter(self.directory / name, SCHEMA, compression="zstd")
+            self._parts[split].append(name)
+            self._part_bytes[split] = 0
+        writer.write_table(table, row_group_size=len(table))
+        self._part_bytes[split] += self._pending_bytes[split]
+        self._pending[split], self._pending_bytes[split] = [], 0
+        if self._part_bytes[split] >= self.part_bytes:
+            writer.close()
+            self._writers[split] = None
+
+    def close(self, report: CleaningReport, settings: dict, sources: list[str] | None = None) -> dict:
+        """``sources``: a mixture's source names (``corpus.sources``), whose training documents are
+        counted in the manifest; their weights are not the data's but training's (sampled per epoch)."""
+        for split in SPLITS:
+            self._flush(split)
+            if self._writers[split] is not None:
+                self._writers[split].close()
+        manifest = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "splits": {
+                split: {
+                    "documents": c.documents,
+                    "characters": c.characters,
+                    "utf8_bytes": c.utf8_bytes,
+                    "sources": len(c.sources),
+                    "parts": self._parts[split],
+                }
+                for split, c in self.counts.items()
+            },
+            "cleaning": {
+                "raw_items": report.raw_items,
+                "sources": report.sources,
+                "replaced_bytes": report.replaced_bytes,
+                "duplicates_dropped": report.dropped_duplicates,
+                "short_dropped": report.dropped_short,
+                "all_sources": sorted({s for c in self.counts.values() for s in c.sources}),
+            },
+            "settings": settings,
+        }
+        if sources is not None:
+            empty = [name for name in sources if name not in self.train_sources]
+            if empty:
+                raise CorpusError(
+                    f"corpus.sources.{empty[0]}: none of its documents landed in the train split, so it cannot take "
+                    "a share of training (a source that repeats another's documents loses them to corpus.deduplicate); "
+                    "give it text or remove it")
+            manifest["sources"] = {name: {"train_documents": counts.documents, "train_characters": counts.characters}
+                                   for name, counts in self.train_sources.items()}
+        manifest = redact(manifest)  # a corpus URL's password or signature never reaches the file
+        write_json(self.directory / MANIFEST, manifest)
+        return manifest
+
+    def abort(self) -> None:
+        for writer in self._writers.values():
+            if writer is not None:
+                writer.close()
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write and fsync: a manifest is the last file of a directory and vouches for the rest."""
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, default=_json_default)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def read_manifest(directory: Path, expected_format: str, name: str) -> dict:
+    path = directory / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        raise CorpusError(
+            f"{name}: {str(path)!r} is missing; the directory {str(directory)!r} is incomplete"
+        ) from error
+    except ValueError as error:
+        raise CorpusError(f"{name}: {str(path)!r} is not valid JSON (truncated?): {error}") from error
+    if manifest.get("format") != expected_format:
+        raise CorpusError(f"{name}: {str(directory)!r} is not a {expected_format} directory")
+    return manifest
+
+
+class DocumentShards:
+    """Read access to a document shard directory: counts, and texts by row group."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory)
+        self.manifest = read_manifest(self.directory, FORMAT, "corpus_documents")
+        self._files: dict[str, pq.ParquetFile] = {}  # each part's footer is read once
+        for split in SPLITS:
+            for part in self.manifest["splits"][split]["parts"]:
+                if not (self.directory / part).is_file():
+                    raise CorpusError(f"corpus_documents: the shard {str(self.directory / part)!r} is missing")
+
+    def __reduce__(self):
+        return (DocumentShards, (str(self.directory),))
+
+    @property
+    def sources(self) -> dict[str, dict] | None:
+        """A mixture's sources (``corpus.sources``) in the order their training documents lie, with
+        their training documents and characters; ``None`` without a mixture."""
+        return self.manifest.get("sources")
+
+    def _counts(self, split: str) -> dict:
+        return self.manifest["splits"][split]
+
+    def documents(self, split: str) -> int:
+        return int(self._counts(split)["documents"])
+
+    def characters(self, split: str) -> int:
+        return int(self._counts(split)["characters"])
+
+    def utf8_bytes(self, split: str) -> int:
+        return int(self._counts(split)["utf8_bytes"])
+
+    @property
+    def identity(self) -> str:
+        """What the next stages' recipes name this version by: the digest of the recipe it was made
+        by (two versions made alike are one input), or of its manifest (versions made before recipes)."""
+        return recipe_identity(self.directory) or hashlib.blake2b(
+            (self.directory / MANIFEST).read_bytes(), digest_size=10).hexdigest()
+
+    def check_readable(self) -> None:
+        """Every shard's Parquet footer reads (a reused version is checked first)."""
+        for split in SPLITS:
+            for part in self.manifest["splits"][split]["parts"]:
+                self._open(part)
+
+    def row_groups(self, split: str) -> list[tuple[str, int]]:
+        """(part, row group) pairs of a split, in document order: the unit of parallel work."""
+        groups = []
+        for part in self.manifest["splits"][split]["parts"]:
+            groups.extend((part, g) for g in range(self._open(part).num_row_groups))
+        return groups
+
+    def _open(self, part: str) -> pq.ParquetFile:
+        if part in self._files:
+            return self._files[part]
+        path = self.directory / part
+        try:
+            opened = self._files[part] = pq.ParquetFile(path)
+            return opened
+        except (OSError, pa.ArrowInvalid) as error:
+            raise CorpusError(
+                f"corpus_documents: the shard {str(path)!r} is truncated or not Parquet: {error}"
+            ) from error
+
+    def read(self, part: str, row_group: int, columns: tuple[str, ...] = ("text",)) -> pa.Table:
+        return self._open(part).read_row_group(row_group, columns=list(columns))
+
+    def texts(self, part: str, row_group: int) -> list[str]:
+        return self.read(part, row_group).column("text").to_pylist()
+
+    def iter_texts(self, split: str, sample_fraction: float | None = None,
+                   progress: Progress | None = None) -> Iterator[list[str]]:
+        """The texts of a split, a row group at a time (counted in characters into ``progress``
+        once read). With ``sample_fraction``, a fixed subset of about that share of the documents,
+        evenly spread over the whole split (not its first files): document ``j`` is taken when
+        ``frac(j * golden ratio) < sample_fraction``."""
+        position = 0
+        for part, group in self.row_groups(split):
+            texts = self.texts(part, group)
+            count = len(texts)
+            if sample_fraction is not None and sample_fraction < 1:
+                keys = sample_key(np.arange(position, position + count))
+                texts = [texts[i] for i in np.flatnonzero(keys < sample_fraction)]
+            position += count
+            yield texts
+            if progress is not None:
+                progress.update(characters(texts))
+
+    def iter_source_texts(self, split: str) -> Iterator[tuple[str, list[str]]]:
+        """The texts of a split with the source they came from (``""`` outside a mixture): each
+        item holds one source's documents, in order (a row group where two sources meet is cut there)."""
+        for part, group in self.row_groups(split):
+            if self.sources is None:
+                yield "", self.texts(part, group)
+                continue
+            table = self.read(part, group, ("text", "origin"))
+            texts, origins = table.column("text").to_pylist(), table.column("origin").to_pylist()
+            start = 0
+            for stop in range(1, len(texts) + 1):
+                if stop == len(texts) or origins[stop] != origins[start]:
+                    yield origins[start], texts[start:stop]
+                    start = stop
+
+    def source_stats(self) -> pd.DataFrame | None:
+        """A mixture's sources: training documents and characters, as stored (once each; the
+        weights apply when training samples its epochs). ``None`` without a mixture."""
+        if self.sources is None:
+            return None
+        return pd.DataFrame([{"source": name, **info} for name, info in self.sources.items()])
+
+    def sample_texts(self, split: str, max_chars: int) -> list[str]:
+        """The split's first texts, about ``max_chars`` characters (a look at its language)."""
+        sample, size = [], 0
+        for part, group in self.row_groups(split):
+            for text in self.texts(part, group):
+                sample.append(text[: max_chars - size])
+                size += len(sample[-1])
+                if size >= max_chars:
+                    return sample
+        return sample
+
+    def frame(self, split: str | None = None) -> pd.DataFrame:
+        """Documents as one frame (``split``, ``source``, ``text``): for small corpora and notebooks."""
+        frames = []
+        for name in SPLITS if split is None else (split,):
+            for part in self.manifest["splits"][name]["parts"]:
+                table = pq.read_table(self.directory / part, columns=["source", "text"])
+                frames.append(table.to_pandas().astype({"source": str}).assign(split=name))
+        if not frames:
+            return pd.DataFrame({"source": [], "text": [], "split": []})
+        return pd.concat(frames, ignore_index=True)[["split", "source", "text"]]
+
+    def stats(self) -> pd.DataFrame:
+        """One row per split plus ``all``: documents, characters, sources, and the cleaning counts."""
+        splits = self.manifest["splits"]
+        cleaning = self.manifest["cleaning"]
+        rows = [
+            {"split": s, "documents": splits[s]["documents"], "characters": splits[s]["characters"],
+             "sources": splits[s]["sources"]}
+            for s in SPLITS
+        ]
+        rows.append(
+            {"split": "all", "documents": sum(r["documents"] for r in rows),
+             "characters": sum(r["characters"] for r in rows), "sources": len(cleaning["all_sources"])}
+        )
+        stats = pd.DataFrame(rows)
+        stats["replaced_bytes"] = cleaning["replaced_bytes"]
+        stats["duplicates_dropped"] = cleaning["duplicates_dropped"]
+        stats["short_dropped"] = cleaning["short_dropped"]
+        return stats
+
+
+def sample_key(positions: np.ndarray) -> np.ndarray:
+    """A low-discrepancy value in [0, 1) per document position (a Weyl sequence): any share of
+    documents taken by ``key < share`` is spread evenly over the split."""
+    return np.modf(positions.astype(np.float64) * 0.6180339887498949)[0]
+
+
+
+
+def in_pieces(texts: list[str], max_chars: int = PIECE_CHARS) -> Iterator[list[str]]:
+    """``texts`` in consecutive lists of about ``max_chars`` characters (at least one text each)."""
+    start = size = 0
+    for index, text in enumerate(texts):
+        size += len(text)
+        if size >= max_chars:
+            yield texts[start : index + 1]
+            start, size = index + 1, 0
+    if start < len(texts) or not texts:
+        yield texts[start:]
+
+
+def mixture_names(source: CorpusSource) -> list[str] | None:
+    """A mixture's source names, in the order they are read (``None``: not a mixture)."""
+    return [part.name for part in source.parts] or None
+
+
+def characters(texts: list[str]) -> int:
+    return sum(map(len, texts))
+
+
+def raw_bytes(items: list) -> int:
+    """The UTF-8 size of a batch of raw texts (ingestion's progress counts what it read)."""
+    return sum(len(item.text.encode("utf-8", "replace")) for item in items)
+
+
+def read_and_clean(task: ReadTask, *cleaning) -> CleanedBatch:
+    """One piece of the corpus, read and cleaned where it runs (a Dask worker)."""
+    items = read_task(task)
+    batch = clean_batch(items, *cleaning)
+    batch.read_bytes = raw_bytes(items)
+    return batch
+
+
+def counted(batches: Iterable[CleanedBatch], progress: Progress) -> Iterator[CleanedBatch]:
+    for batch in batches:
+        progress.update(batch.read_bytes)
+        yield batch
+
+
+def write_document_shards(
+    directory: str | os.PathLike, batches: Iterable[CleanedBatch], report: CleaningReport, settings: dict,
+    row_group_bytes: int = ROW_GROUP_BYTES, sources: list[str] | None = None,
+) -> dict:
+    """Drain ``batches`` into a new shard directory; returns the manifest."""
+    writer = DocumentShardWriter(directory, row_group_bytes=row_group_bytes)
+    try:
+        for batch in batches:
+            writer.write(batch)
+        return writer.close(report, settings, sources)
+    except BaseException:
+        writer.abort()
+        raise
+
+
+@dataclass
+class DocumentStream:
+    """The cleaned, de-duplicated, split corpus, produced while it is written.
+
+    The ingestion node returns one of these instead of the documents; the catalog's shard
+    dataset calls :meth:`write`, so the corpus flows from the source files into shards without
+    ever being held in memory.
+    """
+
+    source: CorpusSource
+    config: CorpusConfig
+    data: DataConfig
+    report: CleaningReport = field(default_factory=CleaningReport)
+
+    def recipe(self) -> dict | None:
+        """What determines the shards (core/data/reuse.py): the corpus files (sizes and times, not read),
+        the cleaning and split settings, the chunk size (it places the row groups) and the code.
+        A mixture's weights are not in it: they are training's. ``None``: a corpus whose content
+        cannot be told without reading it (read every run)."""
+        fingerprint = source_fingerprint(self.source)
+        if fingerprint is None:
+            return None
+        read_by_catalog = ("path", "text_column", "credentials", "hf_dataset", "sources")
+        return {
+            "stage": "corpus_documents",
+            "code": code_digest("bert_mlm.core.data.corpus", "bert_mlm.core.data.documents",
+                                "bert_mlm.core.data.sources"),
+            "source": fingerprint,
+            "corpus": {k: v for k, v in self.config.model_dump().items() if k not in read_by_catalog},
+            "chunk_bytes": self.data.chunk_bytes,
+        }
+
+    def write(self, directory: str | os.PathLike) -> dict:
+        config = self.config
+        self.report = CleaningReport()  # a retried write counts afresh
+        total = self.source.total_bytes()
+        progress = Progress(total, "ingestion", unit="B")
+
+        settings = {
+            "source": self.source.describe(),
+            "text_column": self.source.text_column,
+            "corpus": config.model_dump(),
+        }
+        cleaning = (config.min_words, config.max_document_chars, dict(config.split_ratios), config.split_salt)
+        try:
+            with open_engine(self.data) as engine:
+                if isinstance(engine, DaskEngine):
+                    # Workers read their pieces from wherever the files are: the client lists them only
+                    # (local files too, on a LocalCluster; a remote scheduler's workers get their texts).
+                    tasks = read_tasks(self.source, self.data.chunk_bytes, line_by_line=config.line_by_line,
+                                       local_files=self.data.scheduler_address is None)
+                    cleaned = counted(engine.map_ordered(read_and_clean, tasks, *cleaning), progress)
+                else:
+                    batches = self.source.batches(self.data.chunk_bytes, config.line_by_line)
+                    cleaned = engine.map_ordered(clean_batch, batches, *cleaning,
+                                                 finished=Finished(progress, raw_bytes))
+                manifest = write_document_shards(
+                    directory, stream_documents(cleaned, config.deduplicate, self.report), self.report, settings,
+                    row_group_bytes=self.data.chunk_bytes, sources=mixture_names(self.source),
+                )
+        finally:
+            progress.close()
+        splits = manifest["splits"]
+        documents = sum(s["documents"] for s in splits.values())
+        if documents == 0:
+            raise CorpusError(
+                f"corpus.path: the corpus is empty after cleaning ({self.report.raw_items} raw item(s), "
+                f"{self.report.dropped_short} with fewer than corpus.min_words={config.min_words} words, or empty rows)"
+            )
+        if splits["train"]["documents"] == 0:
+            raise CorpusError(
+                f"corpus.path: the corpus is too small: none of its {documents} document(s) landed in "
+                "the train split (corpus.split_ratios); add text"
+            )
+        for split, use in (("valid", "tuning"), ("test", "evaluation")):
+            ratio = float(dict(config.split_ratios).get(split, 0.0))
+            if ratio > 0 and splits[split]["documents"] == 0:
+                # Found now, not after tuning and training: the held-out splits are fixed here.
+                raise CorpusError(
+                    f"corpus.path: none of the corpus's {documents} document(s) landed in the {split} split "
+                    f"(corpus.split_ratios.{split}={ratio}), which {use} needs. Documents are paragraphs (split at "
+                    f"blank lines, and at corpus.max_document_chars={config.max_document_chars}) and are assigned "
+                    "to splits by their hash: give more text or more paragraphs"
+                )
+        return manifest

@@ -1,0 +1,1 @@
+"""Rank 5: the fixed evaluation protocol."""

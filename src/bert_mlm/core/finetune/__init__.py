@@ -1,0 +1,1 @@
+"""Rank 7: fine-tuning evaluation (did pretraining help the user's task?)."""

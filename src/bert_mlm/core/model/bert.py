@@ -1,0 +1,465 @@
+"""BERT masked language models: construction, continued pretraining, and the masked-only loss."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerBase
+
+from bert_mlm.config import ModelConfig
+from bert_mlm.core.model.masking import IGNORE_INDEX
+from bert_mlm.errors import UserError
+
+
+def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: int) -> BertForMaskedLM:
+    """A fresh ``BertForMaskedLM`` sized by ``config`` (vocabulary and padding from the tokenizer),
+    or the checkpoint at ``config.init_from`` for continued pretraining."""
+    if config.init_from:
+        return load_for_continued_pretraining(config.init_from, tokenizer, config.attn_implementation)
+    bert_config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        intermediate_size=config.intermediate_size,
+        hidden_dropout_prob=config.hidden_dropout_prob,
+        attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+        max_position_embeddings=config.max_position_embeddings,
+        pad_token_id=tokenizer.pad_token_id,
+        type_vocab_size=2,
+        attn_implementation=config.attn_implementation,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = BertForMaskedLM(bert_config)
+    return model
+
+
+class CheckpointNotFound(UserError, FileNotFoundError):
+    """A model path that is missing, a file, or a directory without a model; one line says which."""
+
+
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
+
+def _looks_like_a_path(text: str, path: Path) -> bool:
+    """A path, not a Hub id: written as one, or present in part (``data/06_models/x`` where
+    ``data`` exists; a Hub id is ``name`` or ``owner/name``)."""
+    parts = Path(text).parts
+    return (text.startswith(("/", "./", "../", "~")) or path.exists() or len(parts) > 2
+            or (len(parts) == 2 and Path(parts[0]).exists()))
+
+
+def check_model_directory(text: str, what: str = "model.init_from") -> Path:
+    """``text`` as a model directory, or one line saying what is missing there."""
+    path = Path(text).expanduser()
+    if not path.exists():
+        existing = next((parent for parent in path.absolute().parents if parent.exists()), None)
+        raise CheckpointNotFound(f"{what}: {text!r} does not exist (the nearest existing folder is {str(existing)!r})")
+    if not path.is_dir():
+        raise CheckpointNotFound(f"{what}: {text!r} is a file, not a model directory (a folder with config.json and "
+                                 "model.safetensors, as a trained model version or save_pretrained writes it)")
+    if not (path / "config.json").is_file():
+        raise CheckpointNotFound(f"{what}: {text!r} is not a model directory (no config.json there)")
+    if not any((path / name).is_file() for name in WEIGHT_FILES):
+        raise CheckpointNotFound(f"{what}: {text!r} is not a model directory: it has a config.json but no weights "
+                                 f"({' or '.join(WEIGHT_FILES[::2])})")
+    return path
+
+
+def resolve_checkpoint(name: str | os.PathLike, what: str = "model.init_from") -> str:
+    """A local model directory, or a Hugging Face Hub id (``bert-base-chinese``) found in the
+    local cache or, when the Hub is reachable, downloaded into it. Offline, a missing checkpoint
+    gets one message that says what to do, not a traceback; a path gets one that says what is
+    missing there (never "download it")."""
+    text = str(name)
+    if _looks_like_a_path(text, Path(text).expanduser()):
+        return str(check_model_directory(text, what))
+    from huggingface_hub import snapshot_download
+
+    patterns = ["*.json", "*.txt", "*.safetensors", "*.model"]
+    try:
+        return snapshot_download(text, local_files_only=True, allow_patterns=patterns)
+    except Exception as cached_error:  # noqa: BLE001 - not in the cache (or not a valid id): try the Hub
+        if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+            raise UserError(_offline_message(text, what)) from cached_error
+    try:
+        return snapshot_download(text, allow_patterns=patterns)
+    except Exception as error:  # noqa: BLE001 - network, unknown repository, gated model: one message
+        raise UserError(
+            f"{_offline_message(text, what)} ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+        ) from error
+
+
+def open_model(name: str | os.PathLike, what: str = "model.init_from") -> str:
+    """The model at ``name`` (a directory or a Hub id), opened as loading it would be but without
+    its weights: ``config.json`` read as a BERT config, and every weight file checked (a
+    safetensors header, which also proves the file is whole; a ``pytorch_model.bin`` read by the
+    weights-only loader onto the meta device, which refuses a pickle that names code), and each
+    tensor's shape against the config. A broken model fails here in one line naming the file,
+    not at its first use after the data stages. Returns the resolved directory."""
+    directory = Path(resolve_checkpoint(name, what))
+    config = _config_of(directory, what)
+    expected = _expected_shapes(config)
+    found: dict[str, tuple[int, ...]] = {}
+    for file in _weight_files(directory, what):
+        found.update(_tensor_shapes(file, what))
+    matched = 0
+    for key, shape in found.items():
+        model_key = _model_key(key, expected)
+        if model_key is None:
+            continue
+        matched += 1
+        if tuple(expected[model_key]) != tuple(shape):
+            raise UserError(
+                f"{what}: the weights of {str(directory)!r} do not fit its config.json: {key!r} has shape "
+                f"{list(shape)}, the config makes it {list(expected[model_key])} (a config.json from another model?)"
+            )
+    if found and not matched:
+        raise UserError(f"{what}: {str(directory)!r} holds no weight of a BERT model (its tensors are named "
+                        f"{', '.join(repr(k) for k in list(found)[:3])} ...)")
+    return str(directory)
+
+
+def _config_of(directory: Path, what: str) -> BertConfig:
+    path = directory / "config.json"
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+        return BertConfig.from_pretrained(str(directory))
+    except (OSError, ValueError, TypeError) as error:
+        reason = _reason(error)
+        raise UserError(f"{what}: {str(path)!r} is not a readable model config ({reason})") from error
+
+
+def _weight_files(directory: Path, what: str) -> list[Path]:
+    """The weight files loading would read: the safetensors file(s) when present, else the .bin(s);
+    a sharded index lists its shards, each of which must be there."""
+    for single, index in (("model.safetensors", "model.safetensors.index.json"),
+                          ("pytorch_model.bin", "pytorch_model.bin.index.json")):
+        if (directory / single).is_file():
+            return [directory / single]
+        if (directory / index).is_file():
+            try:
+                shards = sorted(set(json.loads((directory / index).read_text())["weight_map"].values()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+                raise UserError(f"{what}: {str(directory / index)!r} is not a readable shard index "
+                                f"({error})") from error
+            missing = [shard for shard in shards if not (directory / shard).is_file()]
+            if missing:
+                raise UserError(f"{what}: {str(directory / index)!r} lists {len(shards)} weight file(s), "
+                                f"of which {', '.join(map(repr, missing[:3]))} is missing")
+            return [directory / shard for shard in shards]
+    return []
+
+
+def _tensor_shapes(file: Path, what: str) -> dict[str, tuple[int, ...]]:
+    """Every tensor's shape, read without loading a tensor; one line for a file that cannot be."""
+    if file.suffix == ".safetensors":
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
+        except (OSError, SafetensorError) as error:
+            raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({_reason(error)}; truncated, or "
+                            "not a safetensors file?)") from error
+    try:
+        try:
+            state = torch.load(file, map_location="meta", weights_only=True, mmap=True)
+        except OSError:  # a truncated zip cannot be memory-mapped: read it plainly, for the reason
+            state = torch.load(file, map_location="meta", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise UserError(
+            f"{what}: {str(file)!r} is a pickle that names code or objects other than tensors, which the "
+            "weights-only loader refuses (unpickling it could run anything). Convert it where you trust it: "
+            "BertForMaskedLM.from_pretrained(dir).save_pretrained(dir) writes model.safetensors"
+        ) from error
+    except (OSError, RuntimeError, EOFError, ValueError) as error:
+        raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({_reason(error)}; truncated?)") from error
+    if not isinstance(state, dict):
+        raise UserError(f"{what}: {str(file)!r} holds a {type(state).__name__}, not a state dict of tensors")
+    return {key: tuple(value.shape) for key, value in state.items() if isinstance(value, torch.Tensor)}
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:200] if text else type(error).__name__
+
+
+def _expected_shapes(config: BertConfig) -> dict[str, torch.Size]:
+    with torch.device("meta"):  # no memory, no initialisation: the shapes alone
+        model = BertForMaskedLM(config)
+    return {key: value.shape for key, value in model.state_dict().items()}
+
+
+def _model_key(key: str, expected: dict) -> str | None:
+    """``key`` as BertForMaskedLM names it (a bare BertModel's keys lack ``bert.``; TF-era
+    checkpoints say gamma/beta for LayerNorm weight/bias), or None for a tensor it does not have."""
+    key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+    for candidate in (key, f"bert.{key}"):
+        if candidate in expected:
+            return candidate
+    return None
+
+
+def _offline_message(name: str, what: str = "model.init_from") -> str:
+    return (
+        f"{what}: {name!r} is neither a local model directory nor in the Hugging Face cache, and it "
+        f"could not be downloaded. Where the Hub is reachable, run `huggingface-cli download {name}` (or set "
+        "HF_HOME to a cache that holds it), or give the path of a saved model directory"
+    )
+
+
+def check_starting_vocabulary(init_from: str, vocab_path: str, lowercase: bool = True,
+                              strip_accents: bool | None = None, chinese_chars: bool = True) -> None:
+    """``model.init_from`` with ``tokenizer.vocab_path``: the starting model's tokenizer is
+    authoritative. A vocabulary that is not the one the model was trained with (other tokens at
+    the same ids, or another size) would train silently on meaningless embeddings; refused here,
+    before the data stages."""
+    from bert_mlm.core.tokens.tokenizer import load_tokenizer
+
+    directory = Path(resolve_checkpoint(init_from))
+    given = load_tokenizer(vocab_path, lowercase, strip_accents, chinese_chars).get_vocab()
+    own = starting_vocabulary(directory)  # None: saved without its tokenizer, only its size can be compared
+    advice = ("the starting model's own tokenizer is used when tokenizer.vocab_path is empty: leave it empty, "
+              "or start from a model trained with that vocabulary")
+    if own is not None and own != given:
+        same = sum(own.get(token) == index for token, index in given.items())
+        raise UserError(
+            f"tokenizer.vocab_path: {vocab_path!r} is not the vocabulary of model.init_from {init_from!r} "
+            f"({len(given)} vs {len(own)} tokens; {same} ids mean the same token in both); {advice}"
+        )
+    size = json.loads((directory / "config.json").read_text()).get("vocab_size")
+    if size != len(given):
+        raise UserError(
+            f"tokenizer.vocab_path: {vocab_path!r} has {len(given)} tokens but model.init_from {init_from!r} has a "
+            f"vocabulary of {size}; {advice}"
+        )
+
+
+def check_starting_tokenizer(init_from: str, lowercase: bool = True, strip_accents: bool | None = None,
+                             chinese_chars: bool = True) -> None:
+    """``model.init_from`` without ``tokenizer.vocab_path``: the starting model's own tokenizer is
+    used, so it must load and match the model's vocabulary size; checked before the data stages
+    (the tokenization node reads it after ingestion)."""
+    from bert_mlm.core.tokens.tokenizer import VocabularyError, load_tokenizer
+
+    directory = resolve_checkpoint(init_from)
+    try:
+        tokenizer = load_tokenizer(directory, lowercase, strip_accents, chinese_chars)
+    except VocabularyError as error:
+        raise UserError(f"model.init_from: {directory!r} has no usable tokenizer ({error}); give the model's "
+                        "vocabulary as tokenizer.vocab_path") from error
+    except Exception as error:  # noqa: BLE001 - tokenizers' Rust parser raises a bare Exception
+        raise UserError(f"model.init_from: the tokenizer files of {directory!r} are unreadable ({_reason(error)}); "
+                        "restore them, or give the model's vocabulary as tokenizer.vocab_path") from error
+    size = json.loads((Path(directory) / "config.json").read_text()).get("vocab_size")
+    if size is not None and size != len(tokenizer):
+        raise UserError(f"model.init_from: {directory!r} has a tokenizer of {len(tokenizer)} tokens but a model "
+                        f"vocabulary of {size}; they were not saved together")
+
+
+def load_for_continued_pretraining(
+    path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase, attn_implementation: str = "eager"
+) -> BertForMaskedLM:
+    """The checkpoint at ``path``, for ``tokenizer``: its own vocabulary, or an extension of it
+    (``tokenizer.extend_vocabulary``: the same tokens at the same ids, then new ones), for which
+    the embedding and output layers grow (:func:`bert_mlm.core.tokens.vocabulary.grow_embeddings`). Any
+    other vocabulary, of the same size or not, is refused: it would train on meaningless rows."""
+    from bert_mlm.core.tokens.vocabulary import grow_embeddings
+
+    directory = resolve_checkpoint(path)
+    model = BertForMaskedLM.from_pretrained(directory, attn_implementation=attn_implementation)
+    size = model.config.vocab_size
+    if len(tokenizer) < size:
+        raise UserError(
+            f"model.init_from: the checkpoint {str(path)!r} has a vocabulary of {size} tokens but the tokenizer has "
+            f"{len(tokenizer)}; leave tokenizer.vocab_path empty to use the checkpoint's own vocabulary"
+        )
+    own = starting_vocabulary(directory)
+    if own is not None:
+        vocab = tokenizer.get_vocab()
+        inherited = {token: index for token, index in vocab.items() if index < size}
+        if inherited != own:
+            same = sum(own.get(token) == index for token, index in inherited.items())
+            raise UserError(
+                f"model.init_from: the tokenizer ({len(tokenizer)} tokens) is neither the vocabulary of the checkpoint "
+                f"{str(path)!r} ({size} tokens) nor an extension of it ({same} of its {size} ids mean the same "
+                "token); leave tokenizer.vocab_path empty to use the checkpoint's own vocabulary"
+            )
+    if model.config.pad_token_id not in (None, tokenizer.pad_token_id):
+        raise UserError(
+            f"model.init_from: the checkpoint's pad_token_id {model.config.pad_token_id} differs "
+            f"from the tokenizer's {tokenizer.pad_token_id}"
+        )
+    grow_embeddings(model, tokenizer)
+    return model
+
+
+def starting_vocabulary(directory: str | os.PathLike) -> dict[str, int] | None:
+    """The vocabulary saved with a checkpoint, or None for a checkpoint saved without a tokenizer."""
+    from bert_mlm.core.tokens.tokenizer import VocabularyError, load_tokenizer
+
+    try:
+        return load_tokenizer(directory).get_vocab()
+    except VocabularyError:
+        return None
+
+
+class MaskedPositionsMLM(torch.nn.Module):
+    """Runs a ``BertForMaskedLM`` and its prediction head at the masked positions only.
+
+    ``BertForMaskedLM.forward`` runs the head (a transform plus a decoder over the whole
+    vocabulary) at every position although only ~15 % carry a label; on small models that decoder
+    is most of the FLOPs. Gathering the masked hidden states first gives the identical loss for a
+    fraction of the work. It is a module (not a function) so that ``DistributedDataParallel`` and
+    ``torch.compile`` can wrap it; its parameters are the wrapped model's.
+    """
+
+    def __init__(self, model: BertForMaskedLM) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+        positions: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``positions``: the flat indices of the masked tokens, when the caller knows them (found
+        on the host before the copy): a boolean mask on the device needs a host sync for its size."""
+        hidden = self.model.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        if positions is None:
+            selected = labels != IGNORE_INDEX
+            return self.model.cls(hidden[selected]), labels[selected]
+        selected_hidden = hidden.flatten(0, 1).index_select(0, positions)
+        return self.model.cls(selected_hidden), labels.flatten().index_select(0, positions)
+
+
+def masked_lm_loss(
+    mlm: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+    positions: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Summed cross-entropy over the masked tokens, the number of correct top-1 predictions and
+    the number of masked tokens. The caller divides by the masked tokens of the whole optimizer
+    step, so accumulated micro-batches weigh every masked token equally. A batch without masked
+    tokens gives a loss of exactly 0 (not NaN) that still depends on the parameters."""
+    logits, targets = mlm(input_ids, attention_mask, labels, positions)
+    loss_sum = F.cross_entropy(logits.float(), targets, reduction="sum")
+    correct = (logits.argmax(dim=-1) == targets).sum()
+    return loss_sum, correct, int(targets.numel())
+
+
+def training_flops_per_token(config, sequence_length: int, masked_fraction: float) -> float:
+    """Matmul FLOPs of one training step (forward + backward) per input token.
+
+    ``config`` is a ``BertConfig`` (or anything with its size attributes). A multiply-add counts
+    as 2 FLOPs and backward as twice the forward, the convention of model FLOPs utilisation
+    (MFU). Only the useful work counts: the prediction head at the masked positions
+    (``masked_fraction`` of the tokens), which is what the loss needs whatever an implementation
+    computes. Element-wise work (LayerNorm, GELU, softmax, the optimizer) is not counted.
+    """
+    hidden, intermediate = config.hidden_size, config.intermediate_size
+    per_layer = 2 * (4 * hidden * hidden + 2 * hidden * intermediate) + 4 * sequence_length * hidden
+    head = 2 * (hidden * hidden + hidden * config.vocab_size)
+    forward = config.num_hidden_layers * per_layer + masked_fraction * head
+    return 3.0 * forward
+
+
+def training_step_bytes(hidden: int, layers: int, heads: int, intermediate: int, vocab_size: int, positions: int,
+                        batch_size: int, length: int, activation_bytes: int = 4, eager_attention: bool = True) -> int:
+    """A rough upper estimate of the memory one training step takes: fp32 weights, gradients and
+    AdamW's two moments (16 bytes a parameter), and the activations kept for backward. Eager
+    attention keeps the scores, their softmax, its dropout mask and output per layer: B x heads x L^2 each,
+    quadratic in the length (SDPA holds one such matrix at a time)."""
+    parameters = (vocab_size + positions + 2) * hidden + layers * (4 * hidden * hidden + 2 * hidden * intermediate)
+    tokens = batch_size * length
+    linear = layers * tokens * (16 * hidden + 3 * intermediate)  # inputs of every matmul, norms, GELU
+    attention = batch_size * heads * length * length * (4 * layers if eager_attention else 1)
+    head = int(0.15 * tokens) * vocab_size * 2  # logits and their gradient at the masked positions
+    return 16 * parameters + activation_bytes * (linear + attention + head)
+
+
+def available_memory(device: torch.device) -> tuple[int, str]:
+    """Bytes this step may use and where: free GPU memory, or the RAM the kernel calls available."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0], f"free memory of {device}"
+    try:
+        with open("/proc/meminfo") as handle:
+            fields = dict(line.split(":", 1) for line in handle)
+        return int(fields["MemAvailable"].split()[0]) * 1024, "available RAM"
+    except (OSError, KeyError, ValueError):
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free RAM"
+
+
+def step_estimate(config, batch_size: int, length: int, precision: str = "fp32", processes: int = 1) -> int:
+    """Bytes one training step of ``batch_size`` sequences of ``length`` tokens takes (all
+    ``processes`` together); ``config`` is a ``BertConfig``."""
+    return processes * training_step_bytes(
+        config.hidden_size, config.num_hidden_layers, config.num_attention_heads, config.intermediate_size,
+        config.vocab_size, config.max_position_embeddings, batch_size, length,
+        activation_bytes=2 if precision in ("fp16", "bf16") else 4,
+        eager_attention=getattr(config, "_attn_implementation", "eager") != "sdpa",
+    )
+
+
+def check_step_memory(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
+                      processes: int = 1, sequences: int | None = None) -> int:
+    """Refuse, in one line, a training step that cannot fit (instead of the kernel's OOM killer,
+    rc 137 and no message); ``config`` is a ``BertConfig``. A step holds at most the split's
+    ``sequences`` (when known), whatever ``batch_size`` says. Returns the estimate."""
+    batch = min(batch_size, sequences) if sequences else batch_size
+    estimate = step_estimate(config, batch, length, precision, processes)
+    available, where = available_memory(device)
+    if estimate > available:
+        held = (f"{batch} sequences (all of the train split; training.batch_size={batch_size})"
+                if batch < batch_size else f"training.batch_size={batch_size} sequences")
+        raise UserError(
+            f"sequences.max_length: one training step of {held} of {length} tokens "
+            f"needs about {estimate / 1e9:,.1f} GB (attention grows with the square of the length) but only "
+            f"{available / 1e9:,.1f} GB is left ({where}); lower sequences.max_length or training.batch_size"
+        )
+    return estimate
+
+
+def check_step_memory_early(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
+                            processes: int = 1) -> str | None:
+    """The check of :func:`check_step_memory` before any data exists, when the number of training
+    sequences is unknown: a step that cannot fit even with one sequence is refused now (the
+    length or the model is the cause); one that fits with fewer sequences than
+    ``training.batch_size`` is left to the check once the sequences are counted (a step never
+    holds more than the split has: 748 sequences of the smoke corpus at batch_size=100000), and
+    the returned warning says so. None when the step fits."""
+    try:
+        check_step_memory(config, batch_size, length, device, precision, processes)
+        return None
+    except UserError:
+        if step_estimate(config, 1, length, precision, processes) > available_memory(device)[0]:
+            raise
+    estimate = step_estimate(config, batch_size, length, precision, processes)
+    available, where = available_memory(device)
+    return (f"training.batch_size={batch_size}: a step of that many sequences of {length} tokens would need about "
+            f"{estimate / 1e9:,.1f} GB but {available / 1e9:,.1f} GB is left ({where}); a step holds at most the "
+            "train split's sequences, so this is checked again once they are counted, before training")
+
+
+def planned_bert_config(config: ModelConfig, vocab_size: int, added_tokens: int = 0) -> BertConfig:
+    """The shape the run will train, known before any data: the ``init_from`` checkpoint's (with
+    up to ``added_tokens`` more rows: ``tokenizer.extend_vocabulary``), or ``model.*`` with the
+    planned ``tokenizer.vocab_size``."""
+    if config.init_from:
+        planned = BertConfig.from_pretrained(resolve_checkpoint(config.init_from))
+        planned.vocab_size += added_tokens
+        return planned
+    return BertConfig(vocab_size=vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
+                      num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
+                      max_position_embeddings=config.max_position_embeddings,
+                      attn_implementation=config.attn_implementation)

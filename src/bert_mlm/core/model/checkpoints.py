@@ -1,0 +1,444 @@
+"""Training checkpoints: one folder per run, written atomically, resumed only by the same run.
+
+A run is what its fingerprint says: the training data (token store digest and sequence index),
+the initial weights (seed or ``init_from``) and the model's shape, the masking, the training seed,
+the optimisation settings and the number of data-parallel ranks. Its checkpoints live in
+``checkpoint_dir/run-<digest>/step-NNNNNNNN/``, so runs never share a folder by accident, and
+``training.resume`` continues only a checkpoint of the very same run. The step budget
+(``max_steps``/``epochs``) is not part of the run: raising it continues a finished run.
+
+Nothing is unpickled: a checkpoint is ``checkpoint.safetensors`` (every tensor) and
+``checkpoint.json`` (the run fingerprint, the digest of the tensor file, and everything else:
+position, history, configuration, RNG states, with references to the tensors). Resuming reads
+the JSON, checks the fingerprint and the digest, and only then reads a tensor. A damaged newest
+checkpoint (truncated, digest mismatch) is named in a warning and the previous one, kept for
+that purpose (``training.keep_checkpoints``), is used. Pickled ``checkpoint.pt`` files of the
+earlier format are refused, never loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from bert_mlm.core.common.files import written_then_renamed
+from bert_mlm.core.common.state_codec import flatten, unflatten
+from bert_mlm.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_FILE = "checkpoint.json"  # fingerprint, file digests, the state's structure
+TENSORS_FILE = "checkpoint.safetensors"
+LEGACY_FILE = "checkpoint.pt"  # the earlier, pickled format: refused
+FORMAT = 2
+RUN_FILE = "run.json"  # the fingerprint, readable, beside the run's checkpoints
+# TrainingConfig fields that change the optimisation (the rest is budget or bookkeeping).
+OPTIMISATION_FIELDS = (
+    "batch_size", "gradient_accumulation_steps", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2",
+    "adam_epsilon", "warmup_steps", "schedule", "max_grad_norm", "bucketing",
+)
+MODEL_FIELDS = (
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+    "max_position_embeddings", "hidden_dropout_prob", "attention_probs_dropout_prob",
+)
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """Digest of the weights (a fresh model's: the seed or the ``init_from`` checkpoint)."""
+    digest = hashlib.blake2b(digest_size=8)
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def data_digest(sequences: Sequence[np.ndarray]) -> str:
+    fingerprint = getattr(sequences, "fingerprint", None)  # IndexedSequences: the store digest and the index
+    if fingerprint is not None:
+        return str(fingerprint)
+    digest = hashlib.blake2b(digest_size=8)
+    for sequence in sequences:
+        digest.update(np.asarray(sequence, dtype=np.int64).tobytes())
+    return digest.hexdigest()
+
+
+def checkpoint_bytes(bert_config, keep_best: bool = False) -> int:
+    """About what one checkpoint of a model of ``bert_config`` (a ``BertConfig``) takes: every
+    entry of its state dict in fp32 (tied weights are stored twice) and AdamW's two moments per
+    parameter, with ``keep_best`` a second copy of the weights (the best validated step's); the
+    RNG states and the history are small beside them."""
+    from transformers import BertForMaskedLM
+
+    with torch.device("meta"):  # shapes only: nothing allocated, nothing initialised
+        model = BertForMaskedLM(bert_config)
+    weights = sum(t.numel() for t in model.state_dict().values())
+    return 4 * weights * (2 if keep_best else 1) + 8 * sum(p.numel() for p in model.parameters())
+
+
+def check_checkpoint_dir(directory: str | os.PathLike, needed: int) -> None:
+    """Before training: ``training.checkpoint_dir`` can be written and has room for one
+    checkpoint of ``needed`` bytes (and the file-size limit lets it be written), or one line
+    saying what to change. A real write (a file created and removed in the nearest existing
+    folder) decides, not the permission bits: a read-only mount or an ACL shows only then."""
+    import tempfile
+
+    path = Path(directory).expanduser()
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise UserError(f"training.checkpoint_dir: {str(directory)!r} cannot be a folder: {str(existing)!r} is a file")
+    try:
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".bert-mlm-write-test-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise UserError(
+            f"training.checkpoint_dir: {str(directory)!r} cannot be written ({error.strerror} in {str(existing)!r}); "
+            "point training.checkpoint_dir to a writable folder, or set training.checkpoint_every=0 to train "
+            "without checkpoints"
+        ) from error
+    free = shutil.disk_usage(existing).free
+    if free < needed:
+        raise UserError(
+            f"training.checkpoint_dir: {str(directory)!r} has {free / 1e9:,.2f} GB free, but one checkpoint of this "
+            f"model needs about {needed / 1e9:,.2f} GB (fp32 weights and AdamW's two moments); free space there, "
+            "point training.checkpoint_dir to a larger disk, or set training.checkpoint_every=0"
+        )
+    try:
+        import resource
+    except ImportError:  # Windows: no file-size limit to read
+        return
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and limit < needed:
+        raise UserError(
+            f"training.checkpoint_dir: the file-size limit of this process (ulimit -f) is {limit / 1e6:,.1f} MB, "
+            f"but a checkpoint of this model writes a file of about {needed / 1e6:,.1f} MB; raise the limit "
+            "(ulimit -f unlimited) or set training.checkpoint_every=0"
+        )
+
+
+def run_fingerprint(model, sequences, masking, config, world_size: int, precision: str | None = None) -> dict:
+    """What defines a run, readable: a resume is refused when any of it differs. ``precision`` is
+    the resolved one (``auto`` is fp32 on a CPU, bf16 on a recent GPU): fp32 and bf16 steps give
+    other weights, so a run does not change precision half way."""
+    return {
+        "data": data_digest(sequences),
+        "initial_weights": weights_digest(model),
+        "model": {name: getattr(model.config, name, None) for name in MODEL_FIELDS},
+        "masking": masking.model_dump(),
+        "seed": config.seed,
+        "optimisation": {name: getattr(config, name) for name in OPTIMISATION_FIELDS},
+        "ranks": world_size,
+        "precision": precision or config.precision,
+    }
+
+
+def run_folder(root: str | os.PathLike, fingerprint: dict) -> Path:
+    key = json.dumps(fingerprint, sort_keys=True, default=str)
+    return Path(root) / f"run-{hashlib.blake2b(key.encode(), digest_size=6).hexdigest()}"
+
+
+def checkpoint_path(directory: str | os.PathLike, step: int) -> Path:
+    return Path(directory) / f"step-{step:08d}"
+
+
+def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
+    """Checkpoints of one run folder, oldest first (a directory appears only by an atomic rename),
+    the earlier pickled format included (so that it is refused rather than ignored)."""
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob("step-*")
+                  if p.is_dir() and ((p / MANIFEST_FILE).is_file() or (p / LEGACY_FILE).is_file()))
+
+
+def run_folders(root: str | os.PathLike) -> list[Path]:
+    """Run folders under ``training.checkpoint_dir`` that hold a complete checkpoint, newest last."""
+    newest = {p: found[-1] for p in Path(root).glob("run-*") if (found := list_checkpoints(p))}
+    return sorted(newest, key=lambda p: newest[p].stat().st_mtime)
+
+
+class DamagedCheckpoint(Exception):
+    """A checkpoint file is truncated or does not match its digest; the message names the file."""
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _as_json(value) -> object:
+    """``value`` as it reads back from JSON (tuples become lists), to compare fingerprints."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: int,
+                    fingerprint: dict | None = None) -> Path:
+    """Write to a temporary directory, fsync, then rename: a crash leaves the previous one intact.
+    A full disk, a file-size limit or a folder that refuses the write is one ``UserError`` naming
+    the checkpoint, as for every output (the previous checkpoint stays)."""
+    structure, tensors = flatten(state)
+    needed = sum(t.numel() * t.element_size() for t in tensors.values())
+    artifact = f"training.checkpoint_dir (the checkpoint of step {step}; the previous one is kept)"
+    with written_then_renamed(checkpoint_path(directory, step), artifact=artifact, needed=needed) as temporary:
+        temporary.mkdir()
+        save_file(tensors, temporary / TENSORS_FILE)
+        manifest = {
+            "format": FORMAT,
+            "fingerprint": _as_json(fingerprint),
+            "files": {TENSORS_FILE: {"blake2b": file_digest(temporary / TENSORS_FILE),
+                                     "bytes": (temporary / TENSORS_FILE).stat().st_size}},
+            "state": structure,
+        }
+        (temporary / MANIFEST_FILE).write_text(json.dumps(manifest, sort_keys=True))
+    if fingerprint is not None and not (Path(directory) / RUN_FILE).is_file():
+        with written_then_renamed(Path(directory) / RUN_FILE, artifact="training.checkpoint_dir") as temporary:
+            temporary.write_text(json.dumps(fingerprint, indent=2, sort_keys=True, default=str))
+    for old in list_checkpoints(directory)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return checkpoint_path(directory, step)
+
+
+def read_checkpoint(folder: str | os.PathLike, fingerprint: dict | None = None) -> dict:
+    """One checkpoint's state (with its ``fingerprint``). The manifest is plain JSON; the
+    fingerprint (when given) and every file's size and digest are checked before a tensor is read.
+    Raises :class:`DamagedCheckpoint` for a truncated or altered file, ``UserError`` for a
+    checkpoint of another run or of the earlier pickled format."""
+    folder = Path(folder)
+    if not (folder / MANIFEST_FILE).is_file():
+        raise UserError(
+            f"training.resume: {str(folder)!r} holds a checkpoint of the earlier pickled format ({LEGACY_FILE}), "
+            "which is not loaded because unpickling a file can run any code in it; set training.resume=false "
+            "to start fresh (or move that folder away)."
+        )
+    manifest_file = folder / MANIFEST_FILE
+    try:
+        manifest = json.loads(manifest_file.read_text())
+        files, structure = _manifest_parts(manifest)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise DamagedCheckpoint(f"{str(manifest_file)!r} is unreadable ({type(error).__name__}: {error})") from error
+    if fingerprint is not None and manifest.get("fingerprint") != _as_json(fingerprint):
+        changed = "; ".join(differences(manifest.get("fingerprint") or {}, _as_json(fingerprint)))
+        raise UserError(f"training.resume: {str(folder)!r} is another run's checkpoint; what differs: {changed}")
+    for name, expected in files.items():
+        path = folder / name
+        size = path.stat().st_size if path.is_file() else None
+        if size != expected["bytes"]:
+            raise DamagedCheckpoint(
+                f"{str(path)!r} has {size} bytes, its manifest says {expected['bytes']} (truncated?)"
+            )
+        if file_digest(path) != expected["blake2b"]:
+            raise DamagedCheckpoint(f"{str(path)!r} does not match the digest in its manifest")
+    try:
+        tensors = load_file(folder / TENSORS_FILE)
+    except (OSError, SafetensorError) as error:
+        raise DamagedCheckpoint(f"{str(folder / TENSORS_FILE)!r} is unreadable ({error})") from error
+    try:
+        state = unflatten(structure, tensors)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as error:
+        raise DamagedCheckpoint(f"{str(manifest_file)!r} does not describe a checkpoint's state "
+                                f"({type(error).__name__}: {error})") from error
+    return {**state, "fingerprint": manifest.get("fingerprint")}
+
+
+def _manifest_parts(manifest) -> tuple[dict, dict]:
+    """The manifest's file list and state structure, or a ``TypeError``/``KeyError`` saying
+    which part is not what :func:`save_checkpoint` writes (an edited or foreign file)."""
+    files, structure = manifest["files"], manifest["state"]
+    if set(files) != {TENSORS_FILE} or not isinstance(structure, dict):
+        raise TypeError(f"its files are {sorted(files)!r} and its state a {type(structure).__name__}, not "
+                        f"[{TENSORS_FILE!r}] and a mapping")
+    entry = files[TENSORS_FILE]
+    if not isinstance(entry.get("bytes"), int) or not isinstance(entry.get("blake2b"), str):
+        raise TypeError(f"the entry of {TENSORS_FILE} lacks its size or digest: {entry!r}")
+    return files, structure
+
+
+def load_checkpoint(directory: str | os.PathLike, fingerprint: dict | None = None,
+                    apply=None) -> tuple[Path, dict] | None:
+    """The newest intact checkpoint of a run folder, or None when there is none. A damaged one
+    (a file truncated or altered, a manifest that is not what was written, a state that
+    ``apply(path, state)`` cannot restore) is named in a warning and the previous one is used; none
+    intact is a ``UserError``."""
+    damaged = []
+    for path in reversed(list_checkpoints(directory)):
+        try:
+            state = read_checkpoint(path, fingerprint)
+            if apply is not None:
+                try:
+                    apply(path, state)
+                except UserError:
+                    raise
+                except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as error:
+                    reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+                    raise DamagedCheckpoint(f"{str(path)!r} cannot be restored ({type(error).__name__}: "
+                                            f"{reason})") from error
+        except DamagedCheckpoint as error:
+            logger.warning("training.resume: the checkpoint %s; resuming from the previous complete one", error)
+            damaged.append(str(error))
+            continue
+        return path, state
+    if damaged:
+        raise UserError(
+            f"training.resume: no intact checkpoint in {str(directory)!r}: {'; '.join(damaged)}. "
+            "Set training.resume=false to start fresh."
+        )
+    return None
+
+
+def differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """``name old -> new`` for every leaf that differs between two fingerprints."""
+    lines = []
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name), new.get(name)
+        if isinstance(before, dict) and isinstance(after, dict):
+            lines += differences(before, after, f"{prefix}{name}.")
+        elif before != after:
+            lines.append(f"{prefix}{name} {before!r} -> {after!r}")
+    return lines
+
+
+def refuse_other_runs(root: str | os.PathLike, fingerprint: dict) -> None:
+    """``training.resume`` found no checkpoint of this run: stop if another run left one (the
+    user meant to resume something), saying what differs; start fresh if the folder is empty."""
+    others = run_folders(root)
+    legacy = list_checkpoints(root)  # written before runs had folders: nothing says which run
+    if not others and not legacy:
+        return
+    if others:
+        newest = others[-1]
+        try:
+            previous = json.loads((newest / RUN_FILE).read_text())
+            changed = "; ".join(differences(previous, fingerprint)) or "nothing readable"
+        except (OSError, ValueError):
+            changed = "unknown (its run.json is missing)"
+        where = f"{str(list_checkpoints(newest)[-1])!r} is another run's; what differs: {changed}"
+    else:
+        where = f"{str(legacy[-1])!r} was written without a run fingerprint, so it cannot be matched"
+    raise UserError(
+        f"training.resume: no checkpoint of this run in {str(root)!r}; the newest checkpoint there, {where}. "
+        "Set training.resume=false to start fresh (or restore the settings of that run to continue it)."
+    )
+
+
+@dataclass
+class BestWeights:
+    """The step with the lowest validation loss so far (``training.keep_best``) and a CPU copy of
+    its weights."""
+
+    step: int
+    valid_loss: float
+    weights: dict
+
+    def stored(self, at_step: int) -> dict:
+        """As a checkpoint written at ``at_step`` holds it: no second copy of the weights when the
+        best step is that checkpoint's own."""
+        return {"step": self.step, "valid_loss": self.valid_loss,
+                "weights": None if self.step == at_step else self.weights}
+
+    @classmethod
+    def restored(cls, stored: dict | None, model: torch.nn.Module) -> BestWeights | None:
+        if stored is None:
+            return None
+        weights = stored["weights"] or {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        return cls(stored["step"], stored["valid_loss"], weights)
+
+
+@dataclass
+class Position:
+    """Where a run is: optimizer steps done, epoch, next micro-batch of the epoch, history, and
+    the best validated weights when the run keeps them."""
+
+    step: int = 0
+    epoch: int = 0
+    next_batch: int = 0
+    records: list = field(default_factory=list)
+    best: BestWeights | None = None
+
+
+class RunCheckpoints:
+    """The checkpoints of one run (its fingerprint's folder): ``save`` and ``resume``, the pair.
+
+    ``stateful`` maps names to objects with ``state_dict``/``load_state_dict`` (model,
+    optimizer, scheduler, scaler); the RNG states of every rank and the position travel along.
+    """
+
+    def __init__(self, root: str | os.PathLike, fingerprint: dict, every: int, keep: int) -> None:
+        self.root, self.fingerprint, self.every, self.keep = Path(root), fingerprint, every, keep
+        self.folder = run_folder(root, fingerprint)
+
+    def due(self, step: int, max_steps: int) -> bool:
+        return bool(self.every) and (step % self.every == 0 or step == max_steps)
+
+    def save(self, position: Position, stateful: dict, rng: list, config: dict) -> Path:
+        state = {name: part.state_dict() for name, part in stateful.items()}
+        state.update(rng=rng, step=position.step, epoch=position.epoch, next_batch=position.next_batch,
+                     history=position.records, config=config,
+                     best=position.best.stored(position.step) if position.best else None)
+        return save_checkpoint(self.folder, position.step, state, keep=self.keep, fingerprint=self.fingerprint)
+
+    def resume(self, stateful: dict, rank: int, max_steps: int) -> Position:
+        """Restore this run's newest checkpoint into ``stateful`` and this process's RNGs; a fresh
+        position when there is none (and no other run's checkpoint is waiting to be resumed)."""
+        def apply(path: Path, state: dict) -> None:
+            position = [state[key] for key in ("step", "epoch", "next_batch")]
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in position) or not isinstance(
+                    state["history"], list):
+                raise TypeError(f"its position (step, epoch, next_batch: {position}) is not three integers")
+            if state["step"] >= max_steps:
+                raise UserError(
+                    f"training.resume: the checkpoint {str(path)!r} already completed this run's {state['step']} "
+                    f"steps (training.max_steps={max_steps}); nothing is left to train and no new model version is "
+                    "written. Raise training.max_steps to train longer, or set training.resume=false to train again "
+                    "from scratch."
+                )
+            for name, part in stateful.items():
+                part.load_state_dict(state[name])
+            restore_rng_states(state["rng"][rank])
+
+        found = load_checkpoint(self.folder, self.fingerprint, apply)
+        if found is None:
+            refuse_other_runs(self.root, self.fingerprint)
+            logger.info("training.resume: no checkpoint in %s, starting fresh", self.root)
+            return Position()
+        path, state = found
+        logger.info("Resumed from %s (step %d, epoch %d)", path, state["step"], state["epoch"])
+        return Position(state["step"], state["epoch"], state["next_batch"], state["history"],
+                        BestWeights.restored(state.get("best"), stateful["model"]))
+
+
+def rng_states() -> dict:
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
+def restore_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    if states.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    np.random.set_state(states["numpy"])
+    random.setstate(states["python"])

@@ -1,0 +1,1 @@
+"""Rank 8: the Optuna mask-rate study and its record."""

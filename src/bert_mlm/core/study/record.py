@@ -1,0 +1,183 @@
+"""The tuning stage's record (``tuning_best_params``): the study's facts (its best trial and
+score, the paired confirmation and the decision) and where the masking a model trains with comes
+from. The sections themselves are datasets of their own (``resolved_masking``,
+``resolved_training``), which the training node takes as they are; this record is what the
+training summary, ``metrics.json`` and the report say about them.
+
+Stored as JSON in the format of the ``tuning_best_params.json`` files of earlier versions, which
+load as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from bert_mlm.config import MaskingConfig, VariantOverrides
+from bert_mlm.errors import UserError
+
+# Where a run's masking values come from: conf/ and --params, the study's best (adopted), or a
+# mask_rate_comparison variant's overrides.
+SOURCES = ("parameters", "tuning", "variant")
+# The study's facts, in the order the file has always listed them.
+STUDY_FACTS = ("study_name", "storage", "objective", "best_trial", "best_value")
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The paired confirmation (``tuning.adopt: if_better``): the study's best against the
+    configured setting on the same seeds and evaluation masks, and whether the best was adopted."""
+
+    tuned_losses: list[float] = field(default_factory=list)
+    configured_losses: list[float] = field(default_factory=list)
+    configured_probability: float | None = None
+    difference: float | None = None  # mean of configured - tuned, per seed
+    ci_low: float | None = None
+    ci_high: float | None = None
+    adopted: bool = False
+    reason: str = ""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Confirmation:
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TuningRecord:
+    """``source``: where the trained masking's values come from; ``masking`` / ``training``: the
+    values that source chose (the study's adopted best, a variant's overrides; the configured
+    probability when the study's best was not adopted, which is then recorded as ``tuned``)."""
+
+    source: str = "parameters"
+    masking: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
+    study_name: str | None = None
+    storage: str | None = None  # the storage URL with its password masked
+    objective: str | None = None
+    best_trial: int | None = None
+    best_value: float | None = None  # what the study minimised (eval loss, or fine-tuning error)
+    finished_trials: int | None = None
+    tuned: dict | None = None  # the study's best masking/training values, when they were not adopted
+    confirmation: Confirmation | None = None
+    # The run that saved this record (its version; set when the catalog loads it, never stored): a
+    # model's training summary names the study it trained with, so a report can tell a later study apart.
+    version: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def of_parameters(cls, masking: MaskingConfig) -> TuningRecord:
+        """No study (``tuning.n_trials: 0``): the configured masking."""
+        return cls("parameters", {"probability": masking.probability})
+
+    @classmethod
+    def of_variant(cls, overrides: VariantOverrides) -> TuningRecord:
+        return cls("variant", dict(overrides.masking), dict(overrides.training))
+
+    def confirmed(self, confirmation: Confirmation, configured: MaskingConfig) -> TuningRecord:
+        """This (tuned) record after its confirmation: adopted as it is, or else the configured
+        masking kept, with the study's best recorded as ``tuned``."""
+        if confirmation.adopted:
+            return replace(self, confirmation=confirmation)
+        tuned = {section: values for section, values in (("masking", self.masking), ("training", self.training))
+                 if values}
+        return replace(self, source="parameters", masking={"probability": configured.probability}, training={},
+                       tuned=tuned, confirmation=confirmation)
+
+    @property
+    def chosen(self) -> dict[str, dict]:
+        """The values this record's source chose, by section (none when it is the parameters)."""
+        if self.source == "parameters":
+            return {"masking": {}, "training": {}}
+        return {"masking": dict(self.masking), "training": dict(self.training)}
+
+    @property
+    def summary(self) -> dict:
+        """What the training summary (and ``metrics.json``) says about the masking's origin."""
+        probability = "probability" in self.chosen["masking"]
+        return {"mask_probability_source": self.source if probability else "parameters",
+                "tuning_decision": self.decision}
+
+    @property
+    def decision(self) -> str:
+        """What decided the masking, in words (never empty: the report and the log print it)."""
+        if self.confirmation is not None:
+            return self.confirmation.reason
+        if self.source == "variant":
+            return "no tuning: the mask_rate_comparison variant's own masking"
+        if self.study_name is None:
+            return "tuning skipped (tuning.n_trials=0)"
+        return "the study's best adopted as it is (tuning.adopt=always)"
+
+    @property
+    def score(self) -> dict[str, float]:
+        """The best trial's score in the objective's own terms (an accuracy, not an error)."""
+        if self.best_value is None:
+            return {}
+        if self.objective == "finetune":
+            return {"best_finetune_accuracy": 1.0 - self.best_value}
+        return {"best_eval_loss": self.best_value}
+
+    def set_aside(self, explicit: Mapping) -> list[str]:
+        """One warning per value given with ``--params`` (``explicit``: their nested mapping) that
+        the study's adopted best replaced."""
+        lines = []
+        for section, chosen in self.chosen.items():
+            given = explicit.get(section) if isinstance(explicit.get(section), Mapping) else {}
+            lines += [f"{section}.{key}: your --params value {given[key]!r} is set aside for {value!r} (from "
+                      f"{self.source}); to train with yours, set --params tuning.n_trials=0 with the tuning stage in "
+                      "the run (it then passes your values on)"
+                      for key, value in chosen.items() if key in given and given[key] != value]
+        return lines
+
+    # ------------------------------------------------------------------ JSON (the catalog's file)
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TuningRecord:
+        """From the stored mapping; the objective's score (``best_eval_loss`` or
+        ``best_finetune_accuracy``) is derived from ``best_value``, and unknown keys are ignored."""
+        source = data.get("source", "parameters")
+        if source not in SOURCES:
+            raise UserError(f"tuning_best_params: source {source!r} is not one of {list(SOURCES)}")
+        confirmation = data.get("confirmation")
+        return cls(
+            source, dict(data.get("masking") or {}), dict(data.get("training") or {}),
+            **{name: data.get(name) for name in (*STUDY_FACTS, "finished_trials", "tuned")},
+            confirmation=None if confirmation is None else Confirmation.from_json(confirmation),
+        )
+
+    def to_json(self) -> dict:
+        data: dict[str, Any] = {
+            **({"masking": dict(self.masking)} if self.masking else {}),
+            **({"training": dict(self.training)} if self.training else {}),
+            "source": self.source,
+        }
+        if self.tuned is not None:
+            data["tuned"] = self.tuned
+        data.update({name: getattr(self, name) for name in STUDY_FACTS if getattr(self, name) is not None})
+        data.update(self.score)
+        if self.finished_trials is not None:
+            data["finished_trials"] = self.finished_trials
+        if self.confirmation is not None:
+            data["confirmation"] = self.confirmation.to_json()
+        return data
+
+
+def check_saved_sections(record: TuningRecord, saved: dict[str, Any], configured: dict[str, Any]) -> None:
+    """A run that trains without the tuning stage trains with the sections that stage saved
+    (``saved``: ``masking`` and ``training``; a section it did not resolve is ``{}``): refused
+    where one differs from this run's parameters (``configured``) in a value the study did not
+    choose, which the run would otherwise ignore in silence."""
+    for section, values in saved.items():
+        if not values:
+            continue
+        chosen, mine = record.chosen[section], configured[section]
+        for name in type(mine).model_fields:
+            if name not in chosen and getattr(values, name) != getattr(mine, name):
+                raise UserError(
+                    f"{section}.{name}: this run's parameters say {getattr(mine, name)!r}, but the training stage "
+                    f"takes its {section} from resolved_{section}, which the tuning stage saved with "
+                    f"{getattr(values, name)!r}; add the tuning stage to the run (kedro run --pipelines "
+                    "tuning,training,evaluation) so that it resolves the section again"
+                )

@@ -1,0 +1,349 @@
+"""Optuna study over the masking probability (optionally the 80/10/10 fractions and learning rate).
+
+Fairness: every trial trains the same model (same initial weights, same data order) for the same
+number of steps, and is scored by the fixed-protocol evaluation loss at 15 %, token-weighted
+(never its training loss, nor the loss at its own rate: a higher rate makes its own task harder
+and would bias the study toward low rates).
+
+Scale: any Optuna storage works (SQLite file by default, PostgreSQL/MySQL URLs, or
+``journal:<path>`` for Optuna's journal file storage). ``n_trials`` is the total number of
+finished (complete or pruned) trials in the study, so reruns continue instead of starting over,
+and several workers sharing one storage stop together at ``n_trials``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+import pandas as pd
+from optuna.trial import FrozenTrial, TrialState
+
+from bert_mlm.config import MaskingConfig, TuningConfig
+from bert_mlm.config.tuning import SEARCHABLE
+from bert_mlm.core.common.progress import clock
+from bert_mlm.core.common.redaction import redact
+from bert_mlm.core.study.record import TuningRecord
+from bert_mlm.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+class SurplusTrialError(RuntimeError):
+    """Another worker already started the last trial this study needs."""
+
+
+def _quiet_experimental():
+    """Heartbeats and QMCSampler are stable in practice but flagged experimental by Optuna."""
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def make_storage(config: TuningConfig) -> optuna.storages.BaseStorage:
+    """An Optuna storage from a URL; SQLite directories are created, heartbeats enabled so a
+    killed worker's trial is marked failed instead of staying RUNNING forever."""
+    url = config.storage
+    if url.startswith("journal:"):
+        path = Path(url.removeprefix("journal:"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        backend = optuna.storages.journal.JournalFileBackend(str(path))
+        return optuna.storages.JournalStorage(backend)
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.RDBStorage(
+        url,
+        heartbeat_interval=config.heartbeat_interval,
+        grace_period=config.grace_period,
+        engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None,
+    )
+
+
+# Database driver modules SQLAlchemy imports -> the package that provides them (pip's name).
+DRIVER_PACKAGES = {
+    "psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "MySQLdb": "mysqlclient", "pymysql": "PyMySQL",
+    "asyncpg": "asyncpg", "pg8000": "pg8000", "mysql": "mysql-connector-python", "oracledb": "oracledb",
+}
+
+
+def _password(url: str) -> str | None:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).password
+    except (ArgumentError, ValueError):
+        return None
+
+
+def _missing_driver(error: BaseException) -> str | None:
+    """The module a storage URL's database driver needs, when that is why it could not open."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, ModuleNotFoundError) and error.name:
+            return error.name.split(".")[0]
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def check_storage(config: TuningConfig) -> None:
+    """Open (or create) the study storage now, so that a malformed URL, a missing database driver
+    or an unwritable path stops the run before the data stages, with the parameter named."""
+    _quiet_experimental()
+    storage = None
+    shown = redact(config.storage)
+    try:
+        storage = make_storage(config)
+        storage.get_all_studies()
+    except Exception as error:  # SQLAlchemy, drivers and the filesystem raise many types
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        # Drivers' messages may repeat the URL or the password.
+        reason = reason.replace(config.storage, shown)
+        password = _password(config.storage)
+        if password:
+            reason = reason.replace(password, "***")
+        reason = redact(reason)
+        module = _missing_driver(error)
+        if module is not None:
+            package = DRIVER_PACKAGES.get(module, module)
+            reason = f"the database driver {module!r} is not installed (pip install {package!r})"
+        raise UserError(f"tuning.storage: {shown!r} cannot be opened: {type(error).__name__}: {reason}") from error
+    finally:
+        engine = getattr(storage, "engine", None)  # RDB storages hold a connection pool
+        if engine is not None:
+            engine.dispose()
+
+
+def make_sampler(config: TuningConfig) -> optuna.samplers.BaseSampler:
+    if config.sampler == "qmc":
+        # Space-filling (scrambled Sobol): with a handful of trials it covers the range evenly,
+        # where TPE would still be in its random start-up phase.
+        return optuna.samplers.QMCSampler(seed=config.seed, scramble=True, warn_independent_sampling=False)
+    if config.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=config.seed, n_startup_trials=max(2, config.n_trials // 3))
+    return optuna.samplers.RandomSampler(seed=config.seed)
+
+
+def make_pruner(config: TuningConfig) -> optuna.pruners.BasePruner:
+    if config.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=config.eval_every)
+    if config.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=config.eval_every, max_resource=config.trial_steps)
+    return optuna.pruners.NopPruner()
+
+
+def open_study(config: TuningConfig) -> optuna.Study:
+    _quiet_experimental()
+    return optuna.create_study(
+        study_name=config.study_name,
+        storage=make_storage(config),
+        direction="minimize",
+        sampler=make_sampler(config),
+        pruner=make_pruner(config),
+        load_if_exists=True,
+    )
+
+
+def suggest(trial: optuna.Trial, search_space: dict) -> dict[str, float | bool]:
+    values = {}
+    for name in sorted(search_space):
+        kind = SEARCHABLE[name][1]
+        if kind == "choice":
+            values[name] = trial.suggest_categorical(name, list(dict.fromkeys(search_space[name])))
+        else:
+            low, high = map(float, search_space[name])
+            values[name] = trial.suggest_float(name, low, high, log=kind == "log")
+    return values
+
+
+def masking_for(values: dict[str, float], base: MaskingConfig) -> MaskingConfig:
+    """``base`` with a trial's (or the study's best) masking values in place, validated: a sampled
+    combination the rules refuse (fractions that sum above 1) fails its trial."""
+    return base.updated({k: v for k, v in values.items() if SEARCHABLE[k][0] == "masking"})
+
+
+# (trial, suggested values, report(step, eval_loss)) -> final eval loss
+TrialRunner = Callable[[optuna.Trial, dict[str, float], Callable[[int, float], None]], float]
+
+
+def count_trials(study: optuna.Study, states: tuple[TrialState, ...]) -> int:
+    return len(study.get_trials(deepcopy=False, states=states))
+
+
+# The trials that fill the study's n_trials: finished ones, and those other workers are running.
+ACTIVE = (*FINISHED, TrialState.RUNNING)
+
+
+class _StopAtTrials:
+    """Optuna's ``MaxTrialsCallback`` on the active trials of the shared storage, once a killed
+    worker's trial has been failed: a trial that stopped beating must not count as running."""
+
+    def __init__(self, n_trials: int) -> None:
+        self.counted = optuna.study.MaxTrialsCallback(n_trials, states=ACTIVE)
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        optuna.storages.fail_stale_trials(study)  # a no-op for storages without heartbeats
+        self.counted(study, trial)
+
+
+class _TrialLines:
+    """One log line per finished trial, with the trials the study still needs and an ETA from the
+    trials this worker finished (a study of minutes printed nothing between its first and last line)."""
+
+    def __init__(self, n_trials: int) -> None:
+        self.n_trials, self.durations = n_trials, []
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if trial.user_attrs.get("surplus"):
+            return
+        seconds = (trial.duration.total_seconds() if trial.duration is not None else 0.0)
+        self.durations.append(seconds)
+        left = max(0, self.n_trials - count_trials(study, ACTIVE))
+        eta = left * sum(self.durations) / len(self.durations)
+        value = f" value {trial.value:.4f}" if trial.value is not None else ""
+        logger.info("tuning: trial %d %s%s in %s; %d of %d trial(s) left, ETA %s", trial.number,
+                    trial.state.name.lower(), value, clock(seconds), left, self.n_trials, clock(eta))
+
+
+class _FailureGuard:
+    """Stops this worker after ``limit`` consecutive failed trials (a broken configuration, not
+    bad luck); a surplus trial, refused before it ran, is no failure."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.failures = limit, 0
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if trial.user_attrs.get("surplus"):
+            study.stop()
+        elif trial.state is TrialState.FAIL:
+            self.failures += 1
+            if self.failures >= self.limit:
+                study.stop()
+        else:
+            self.failures = 0
+
+    def check(self) -> None:
+        if self.failures >= self.limit:
+            raise RuntimeError(
+                f"tuning: {self.failures} consecutive trials failed; see the log for the "
+                "first error (the study is kept in tuning.storage)"
+            )
+
+
+def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
+    """Run trials until the study holds ``config.n_trials`` finished trials.
+
+    A trial that raises is recorded as FAIL and the study goes on; after ``n_trials``
+    consecutive failures the last error is raised (a broken configuration, not bad luck). A
+    ``UserError`` (a setting the user must change: a step that cannot fit in memory, a broken
+    starting model) stops the study at once and is raised as it is, in its one line.
+    """
+    study = open_study(config)
+    user_errors: list[UserError] = []
+
+    def objective(trial: optuna.Trial) -> float:
+        # Two workers may both start a trial when one is missing: the later one does not run.
+        earlier = [t for t in study.get_trials(deepcopy=False, states=ACTIVE) if t.number < trial.number]
+        if len(earlier) >= config.n_trials:
+            trial.set_user_attr("surplus", True)
+            raise SurplusTrialError(f"trial {trial.number} is beyond tuning.n_trials={config.n_trials}")
+        values = suggest(trial, config.search_space)
+
+        def report(step: int, value: float) -> None:
+            trial.report(value, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned at step {step} with eval loss {value:.4f}")
+
+        try:
+            value = run_trial(trial, values, report)
+        except UserError as error:
+            user_errors.append(error)
+            study.stop()
+            raise
+        if not math.isfinite(value):
+            raise RuntimeError(f"trial {trial.number}: non-finite evaluation loss {value}")
+        return value
+
+    optuna.storages.fail_stale_trials(study)
+    # The callbacks run after each trial; a rerun of a complete study must not start one.
+    if count_trials(study, ACTIVE) < config.n_trials:
+        guard = _FailureGuard(max(config.n_trials, 1))
+        study.optimize(objective, catch=(Exception,), gc_after_trial=True,
+                       callbacks=[guard, _TrialLines(config.n_trials), _StopAtTrials(config.n_trials)])
+        if user_errors:
+            raise user_errors[0]
+        guard.check()
+    # Other workers may still be finishing their trials; this worker's share is done.
+    return study
+
+
+def trials_table(study: optuna.Study) -> pd.DataFrame:
+    """Optuna's ``trials_dataframe`` with this project's column names (``attr_*`` for user
+    attributes, durations in seconds) and each trial's last reported value and step (what a
+    pruned trial is judged by)."""
+    frame = study.trials_dataframe(attrs=("number", "state", "value", "duration", "params", "user_attrs"))
+    if frame.empty:
+        return frame
+    frame = frame.rename(
+        columns=lambda c: "attr_" + c.removeprefix("user_attrs_") if c.startswith("user_attrs_") else c
+    )
+    frame["duration_seconds"] = frame.pop("duration").dt.total_seconds()
+    last = {
+        t.number: max(t.intermediate_values.items()) for t in study.get_trials(deepcopy=False) if t.intermediate_values
+    }
+    frame["last_step"] = frame["number"].map({number: step for number, (step, _) in last.items()})
+    frame["last_intermediate_value"] = frame["number"].map({number: value for number, (_, value) in last.items()})
+    return frame
+
+
+def best_parameters(study: optuna.Study, config: TuningConfig) -> TuningRecord:
+    """The study's best complete trial, adopted (before any confirmation)."""
+    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    if not complete:
+        raise RuntimeError(f"tuning: the study {config.study_name!r} has no complete trial")
+    best = min(complete, key=lambda t: t.value)
+    overrides: dict[str, dict] = {"masking": {}, "training": {}}
+    for name, value in best.params.items():
+        overrides[SEARCHABLE[name][0]][name] = value
+    return TuningRecord(
+        "tuning", overrides["masking"], overrides["training"], study_name=config.study_name,
+        storage=redact(config.storage), objective=config.objective, best_trial=best.number, best_value=best.value,
+        finished_trials=sum(1 for t in study.get_trials(deepcopy=False) if t.state in FINISHED),
+    )
+
+
+def paired_interval(differences: list[float], confidence: float = 0.95) -> dict:
+    """Mean of paired differences and its two-sided ``confidence`` interval (Student's t);
+    with fewer than two pairs the interval is unbounded."""
+    from scipy import stats
+
+    values = [float(d) for d in differences]
+    mean = sum(values) / len(values) if values else float("nan")
+    if len(values) < 2:
+        return {"mean": mean, "low": float("-inf"), "high": float("inf"), "pairs": len(values)}
+    spread = stats.tstd(values) / math.sqrt(len(values))
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * spread if spread > 0 else 0.0
+    return {"mean": mean, "low": mean - half, "high": mean + half, "pairs": len(values)}
+
+
+def adoption(interval: dict, adopt: str, measure: str = "eval loss") -> tuple[bool, str]:
+    """Whether to train at the tuned setting, and why. ``interval`` is over (configured - tuned)
+    objective (eval loss, or fine-tuning error): positive means the tuned setting is better."""
+    if adopt == "always":
+        return True, "tuning.adopt is always"
+    if interval["low"] > 0:
+        return True, (
+            f"the tuned setting lowers the {measure} by {interval['mean']:.4f} "
+            f"(95 % interval {interval['low']:.4f} to {interval['high']:.4f}, {interval['pairs']} paired seeds)"
+        )
+    if interval["pairs"] < 2:
+        return False, "one confirmation seed gives no interval (set tuning.seeds >= 2): kept the configured masking"
+    return False, (
+        f"the {measure} difference {interval['mean']:.4f} is within seed noise (95 % interval {interval['low']:.4f} "
+        f"to {interval['high']:.4f}, {interval['pairs']} paired seeds): kept the configured masking"
+    )

@@ -1,0 +1,440 @@
+"""Model-input sequences: packing or per-document splitting, padding, collation, bucketing.
+
+Sequences are not copies of the tokens: a :class:`SplitIndex` says where each one lies in the
+token store's stream (``[CLS]`` + a slice, + ``[SEP]`` where the slice does not end with one), and
+:class:`IndexedSequences` reads them from the memory-mapped store when a batch needs them.
+Padding and attention masks are made per batch by :class:`Collator`, so the same index serves
+static padding (the tutorial's ``max_length`` padding) and dynamic padding to a multiple of 8.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bert_mlm.config import SequenceConfig
+from bert_mlm.config.sequences import MODES
+from bert_mlm.core.tokens.token_store import TokenSplit
+from bert_mlm.errors import UserError
+
+
+@dataclass
+class SplitIndex:
+    """Sequence ``i`` is ``[CLS] + stream[starts[i] : starts[i] + counts[i]]``, followed by
+    ``[SEP]`` where ``add_sep[i]`` (a document piece that does not reach its document's end)."""
+
+    starts: np.ndarray
+    counts: np.ndarray
+    add_sep: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.counts.astype(np.int32) + 1 + self.add_sep
+
+    def __getitem__(self, part: slice) -> SplitIndex:
+        return SplitIndex(self.starts[part], self.counts[part], self.add_sep[part])
+
+
+def _count_dtype(max_length: int) -> np.dtype:
+    return np.dtype(np.uint16) if max_length <= np.iinfo(np.uint16).max else np.dtype(np.int32)
+
+
+def index_packed(split: TokenSplit, max_length: int, ranges: Sequence[tuple[int, int]] | None = None) -> SplitIndex:
+    """Documents back to back, each followed by ``[SEP]``, cut into blocks of ``max_length``
+    that start with ``[CLS]``. Every token is kept: the final block is shorter. ``ranges``: stretches
+    of the stream packed apart (a mixture's sources: no block holds two sources' text)."""
+    body = max_length - 1
+    starts = np.concatenate([np.arange(start, stop, body, dtype=np.int64)
+                             for start, stop in (ranges or [(0, split.num_tokens)])] or [np.zeros(0, np.int64)])
+    stops = np.repeat([stop for _, stop in (ranges or [(0, split.num_tokens)])],
+                      [len(range(start, stop, body)) for start, stop in (ranges or [(0, split.num_tokens)])])
+    counts = np.minimum(body, stops - starts).astype(_count_dtype(max_length))
+    return SplitIndex(starts, counts, np.zeros(len(starts), dtype=bool))
+
+
+def index_documents(split: TokenSplit, max_length: int, chunk_documents: int = 1 << 20) -> SplitIndex:
+    """One document per sequence, ``[CLS] doc [SEP]``; longer documents become several."""
+    body = max_length - 2
+    parts = []
+    for first in range(0, len(split), chunk_documents):  # bounded temporaries on huge splits
+        offsets = np.asarray(split.offsets[first : first + chunk_documents + 1], dtype=np.int64)
+        lengths = np.diff(offsets) - 1  # without the separator
+        pieces = -(-lengths // body)
+        document = np.repeat(np.arange(len(lengths)), pieces)
+        piece = np.arange(len(document)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        remaining = lengths[document] - piece * body
+        last = remaining <= body
+        parts.append((
+            offsets[document] + piece * body,
+            np.where(last, remaining + 1, body),  # a last piece takes the stream's own [SEP]
+            ~last,
+        ))
+    if not parts:
+        return SplitIndex(np.zeros(0, np.int64), np.zeros(0, _count_dtype(max_length)), np.zeros(0, bool))
+    return SplitIndex(
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]).astype(_count_dtype(max_length)),
+        np.concatenate([p[2] for p in parts]),
+    )
+
+
+def index_split(split: TokenSplit, mode: str, max_length: int,
+                ranges: Sequence[tuple[int, int]] | None = None) -> SplitIndex:
+    if mode not in MODES:
+        raise UserError(f"sequences.mode: {mode!r} is not one of {MODES}")
+    if mode == "packed":
+        return index_packed(split, max_length, ranges)
+    return index_documents(split, max_length)  # a document never spans two sources
+
+
+class IndexedSequences(Sequence):
+    """The sequences of one split, read from the token stream on access (int32 arrays).
+
+    ``words``: the split's stored word-continuation bits (rjieba or jieba segmentation), when there
+    are, made under the stored scheme ``word_scheme`` (:data:`bert_mlm.core.tokens.words.WORD_SCHEMES`)."""
+
+    def __init__(self, split: TokenSplit, index: SplitIndex, cls_id: int, sep_id: int, words: np.ndarray | None = None,
+                 word_scheme: int | None = None, sources: list | None = None):
+        self.split, self.index, self.cls_id, self.sep_id = split, index, int(cls_id), int(sep_id)
+        self.words, self.word_scheme = words, word_scheme
+        self.sources = sources  # a mixture's SourceSpans (the train split)
+        self.mixture = None  # the MixturePlan training draws its epochs by (core.tokens.blend)
+        self._lengths: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        if self._lengths is None:
+            self._lengths = self.index.lengths
+        return self._lengths
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):  # a view of those sequences, not their tokens
+            return IndexedSequences(self.split, self.index[i], self.cls_id, self.sep_id, self.words, self.word_scheme)
+        start, count, add_sep = int(self.index.starts[i]), int(self.index.counts[i]), bool(self.index.add_sep[i])
+        sequence = np.empty(1 + count + add_sep, dtype=np.int32)
+        sequence[0] = self.cls_id
+        sequence[1 : 1 + count] = self.split.tokens[start : start + count]
+        if add_sep:
+            sequence[-1] = self.sep_id
+        return sequence
+
+    def continuations(self, indices, width: int) -> np.ndarray:
+        """Per token of the sequences at ``indices``, whether it continues the word before it
+        (stored words), as one ``(len(indices), width)`` matrix (``False`` at [CLS], an added
+        [SEP] and past each sequence): one vectorised gather of bits, not a loop over rows."""
+        indices = np.asarray(indices)
+        counts = self.index.counts[indices].astype(np.int64)
+        columns = np.arange(width - 1)
+        inside = columns[None, :] < counts[:, None]
+        positions = np.where(inside, self.index.starts[indices][:, None] + columns[None, :], 0)
+        flags = np.zeros((len(indices), width), dtype=bool)
+        flags[:, 1:] = ((self.words[positions >> 3] >> (positions & 7)) & 1).astype(bool) & inside
+        return flags
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the sequences' content: the store split's digest, the index, and the scheme of
+        the stored word bits (so that a tuning study or a checkpoint never mixes runs on two
+        segmentations; jieba's scheme 1, the first, adds nothing: fingerprints made before stay)."""
+        digest = hashlib.blake2b(self.split.digest.encode(), digest_size=10)
+        for array in (self.index.starts, self.index.counts, self.index.add_sep):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        if self.words is not None and self.word_scheme not in (None, 1):
+            digest.update(f"word scheme {self.word_scheme}".encode())
+        if self.mixture is not None:  # what an epoch draws: a changed weight is another run (and study)
+            digest.update(repr((self.mixture.spans, self.mixture.counts)).encode())
+        return digest.hexdigest()
+
+
+def sequence_lengths(sequences: Sequence[np.ndarray]) -> np.ndarray:
+    if isinstance(sequences, IndexedSequences):
+        return sequences.lengths
+    return np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+
+
+def build_sequences(
+    documents: Sequence[np.ndarray], mode: str, max_length: int, cls_id: int, sep_id: int
+) -> list[np.ndarray]:
+    """In-memory sequences of a list of documents (small data; the pipeline indexes the store)."""
+    split = TokenSplit.from_documents(documents, sep_id)
+    return list(IndexedSequences(split, index_split(split, mode, max_length), cls_id, sep_id))
+
+
+def pack_documents(documents: Sequence[np.ndarray], max_length: int, cls_id: int, sep_id: int) -> list[np.ndarray]:
+    return build_sequences(documents, "packed", max_length, cls_id, sep_id)
+
+
+def split_documents(documents: Sequence[np.ndarray], max_length: int, cls_id: int, sep_id: int) -> list[np.ndarray]:
+    return build_sequences(documents, "document", max_length, cls_id, sep_id)
+
+
+def padded_length(length: int, multiple: int = 8) -> int:
+    return -(-length // multiple) * multiple
+
+
+@dataclass
+class Collator:
+    """Pads a list of sequences into ``input_ids``, ``attention_mask``, ``special_tokens_mask``.
+
+    ``static`` pads to ``max_length``; ``dynamic`` pads to the longest sequence of the batch,
+    rounded up to a multiple of 8 (tensor-core friendly shapes on GPUs). With ``whole_word`` it
+    adds ``word_starts`` for whole-word masking: a token starts a word unless it is one of
+    ``continuation_ids`` (WordPiece ``##`` pieces) or the stored word bits say it continues one.
+    """
+
+    pad_id: int
+    special_ids: Sequence[int]
+    max_length: int
+    padding: str = "dynamic"
+    whole_word: bool = False
+    continuation_ids: Sequence[int] = ()
+
+    def __post_init__(self) -> None:
+        self._special = np.asarray(sorted(set(self.special_ids)), dtype=np.int64)
+        size = max([*self.continuation_ids, *self._special.tolist(), self.pad_id]) + 1
+        self._continues = np.zeros(size, dtype=bool)
+        self._continues[np.asarray(self.continuation_ids, dtype=np.int64)] = True
+
+    def collate(self, sequences: Sequence[np.ndarray], indices) -> dict[str, torch.Tensor]:
+        """The batch of ``sequences[i] for i in indices``, with their stored word bits if needed."""
+        rows = [sequences[i] for i in indices]
+        stored = None
+        if self.whole_word and getattr(sequences, "words", None) is not None:
+            stored = sequences.continuations(indices, self.max_length)
+        return self(rows, stored)
+
+    def __call__(
+        self, sequences: Sequence[np.ndarray], continuations: np.ndarray | None = None
+    ) -> dict[str, torch.Tensor]:
+        """``continuations``: stored word bits per row (a matrix at least as wide as the batch),
+        for whole-word masking."""
+        # Built in NumPy and handed to torch without a copy: 5x faster than filling torch
+        # tensors row by row (bench/run_all.py --sections masking).
+        lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+        longest = int(lengths.max())
+        if longest > self.max_length:
+            raise ValueError(f"a sequence of {longest} tokens exceeds max_length {self.max_length}")
+        width = self.max_length if self.padding == "static" else min(padded_length(longest), self.max_length)
+        input_ids = np.full((len(sequences), width), self.pad_id, dtype=np.int64)
+        for row, seq in enumerate(sequences):
+            input_ids[row, : len(seq)] = seq
+        attention_mask = np.arange(width)[None, :] < lengths[:, None]
+        special = np.isin(input_ids, self._special) | ~attention_mask
+        batch = {
+            "input_ids": torch.from_numpy(input_ids),
+            "attention_mask": torch.from_numpy(attention_mask.astype(np.int64)),
+            "special_tokens_mask": torch.from_numpy(special.astype(np.int64)),
+        }
+        if self.whole_word:
+            batch["word_starts"] = torch.from_numpy(self._word_starts(input_ids, special, continuations))
+        return batch
+
+    def _word_starts(self, input_ids: np.ndarray, special: np.ndarray, continuations) -> np.ndarray:
+        continues = self._continues[np.minimum(input_ids, len(self._continues) - 1)] & (
+            input_ids < len(self._continues)
+        )
+        if continuations is not None:
+            continues |= continuations[:, : input_ids.shape[1]]
+        starts = ~continues | special
+        starts[:, 1:] |= special[:, :-1]  # a piece right after [CLS] (a packed block's cut) starts a word
+        starts[:, 0] = True
+        return starts
+
+
+class Batches(Sequence):
+    """The batches of one epoch: views into one shuffled order (no list per batch).
+
+    ``batches[k]`` is an index array; slicing gives a subset of batches (e.g. one rank's).
+    """
+
+    def __init__(self, order: np.ndarray, batch_size: int, picks: np.ndarray):
+        self.order, self.batch_size, self.picks = order, batch_size, picks
+
+    def __len__(self) -> int:
+        return len(self.picks)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return Batches(self.order, self.batch_size, self.picks[k])
+        start = int(self.picks[k]) * self.batch_size
+        return self.order[start : start + self.batch_size]
+
+    def tolist(self) -> list[list[int]]:
+        return [self[k].tolist() for k in range(len(self))]
+
+    def sizes_and_maxima(self, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per batch (in this object's order): size, sum and maximum of the lengths."""
+        if not len(self.order):
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        ordered = np.asarray(lengths)[self.order].astype(np.int64)
+        starts = np.arange(0, len(ordered), self.batch_size)
+        sizes = np.diff(np.append(starts, len(ordered)))
+        sums = np.add.reduceat(ordered, starts)
+        maxima = np.maximum.reduceat(ordered, starts)
+        return sizes[self.picks], sums[self.picks], maxima[self.picks]
+
+
+def batch_order(
+    lengths: Sequence[int],
+    batch_size: int,
+    generator: torch.Generator | None,
+    bucketed: bool,
+    bucket_batches: int = 50,
+) -> Batches:
+    """Indices of each batch of one epoch.
+
+    Shuffled with ``generator`` (``None`` keeps the stored order, for evaluation). With
+    ``bucketed``, each window of ``bucket_batches`` batches is sorted by length (stable) before it
+    is cut, so batches hold similar lengths (less padding) while the epoch stays shuffled.
+    Vectorised: 8 bytes per sequence for the order, whatever the corpus size.
+    """
+    n = len(lengths)
+    order = torch.randperm(n, generator=generator).numpy() if generator is not None else np.arange(n)
+    if bucketed and n:
+        window = batch_size * bucket_batches
+        by_length = -np.asarray(lengths, dtype=np.int64)[order]
+        order = order[np.lexsort((by_length, np.arange(n) // window))]  # stable, as sorted() was
+    n_batches = -(-n // batch_size)
+    if bucketed and generator is not None:
+        picks = torch.randperm(n_batches, generator=generator).numpy()
+    else:
+        picks = np.arange(n_batches)
+    return Batches(order, batch_size, picks)
+
+
+def padding_efficiency(lengths: Sequence[int], batches: Batches, collator: Collator) -> float:
+    """Real tokens / all tokens over the given batches, as the collator would pad them."""
+    sizes, sums, maxima = batches.sizes_and_maxima(np.asarray(lengths))
+    if not len(sizes):
+        return 0.0
+    if collator.padding == "static":
+        widths = np.full(len(sizes), collator.max_length)
+    else:
+        widths = np.minimum(-(-maxima // 8) * 8, collator.max_length)
+    return float(sums.sum() / (widths * sizes).sum())
+
+
+@dataclass
+class SequenceIndex:
+    """Where every sequence of every split lies in a token store, and which store that is."""
+
+    mode: str
+    max_length: int
+    splits: dict[str, SplitIndex]
+    store_digests: dict[str, str]
+    # Word boundaries: the segmenter ``masking.word_segmenter`` resolved to (``wordpiece``, ``rjieba``
+    # or ``jieba``); for the last two, per split the stored continuation bits (None: not segmented,
+    # because no whole-word masking was asked for) and their scheme; ``word_files``: the token
+    # store's bits files (path, bits) that saving the index places beside it (the encoding stage
+    # wrote them).
+    word_segmenter: str = "wordpiece"
+    words: dict[str, np.ndarray] | None = None
+    word_files: dict[str, tuple] | None = None
+    word_scheme: int | None = None
+    # A mixture's sources in the train split: (name, first sequence) in index order (None: one corpus).
+    sources: list[tuple[str, int]] | None = None
+    # What made this index, for reusing a stored one (core/data/reuse.py; None: not reused), and whether to.
+    recipe: dict | None = None
+    reuse: bool = False
+
+    def check_words(self, whole_word: bool, segmenter: str, what: str = "masking.whole_word") -> None:
+        """Refuse whole-word masking that needs stored word boundaries this index does not hold
+        (none, or another segmenter's)."""
+        wanted = self.word_segmenter if segmenter == "auto" else segmenter
+        if not whole_word or wanted == "wordpiece":
+            return
+        if self.words is None or wanted != self.word_segmenter:
+            held = (f"holds {self.word_segmenter} words" if self.words is not None
+                    else "holds none (it was built without whole-word masking)")
+            raise UserError(
+                f"{what}: whole-word masking on {wanted} words needs word boundaries that sequence_index {held}; "
+                "run the sequences pipeline with it, e.g. `kedro run --pipelines sequences,training,evaluation "
+                f"--params masking.whole_word=true,masking.word_segmenter={wanted}`"
+            )
+
+    def sequences(self, store, split: str, cls_id: int, sep_id: int) -> IndexedSequences:
+        """The split's sequences read from ``store``, which must be the store this index was built on."""
+        if store.digest(split) != self.store_digests.get(split):
+            raise UserError(
+                f"sequence_index: built on another token store than {str(store.directory)!r} ({split} split); "
+                "run the sequences pipeline again (or the data stages) so that both come from one run"
+            )
+        words = self.words.get(split) if self.words is not None else None
+        return IndexedSequences(store.split(split), self.splits[split], cls_id, sep_id, words, self.word_scheme,
+                                self.source_spans() if split == "train" else None)
+
+    def source_spans(self) -> list | None:
+        """The train split's sources as :class:`~bert_mlm.core.tokens.blend.SourceSpan` (None: one corpus)."""
+        from bert_mlm.core.tokens.blend import SourceSpan
+
+        if not self.sources:
+            return None
+        stops = [first for _, first in self.sources[1:]] + [len(self.splits["train"])]
+        return [SourceSpan(name, first, stop) for (name, first), stop in zip(self.sources, stops, strict=True)]
+
+
+def build_sequence_index(store, config: SequenceConfig, splits: Sequence[str], word_segmenter: str = "wordpiece",
+                         store_words: bool = False) -> SequenceIndex:
+    """Every split's index; a mixture's train split is indexed source by source (no sequence holds
+    two sources' text), and where each source's sequences start is kept (training samples them).
+    With ``store_words`` the index takes the store's word boundaries (``store.word_bits``)."""
+    ranges = store.source_ranges() if getattr(store, "sources", None) else None
+    indexes = {
+        split: index_split(store.split(split), config.mode, config.max_length,
+                           [(start, stop) for _, start, stop in ranges] if ranges and split == "train" else None)
+        for split in splits
+    }
+    sources = None
+    if ranges and "train" in indexes:
+        firsts = np.searchsorted(indexes["train"].starts, [start for _, start, _ in ranges])
+        sources = [(name, int(first)) for (name, _, _), first in zip(ranges, firsts, strict=True)]
+    return SequenceIndex(
+        mode=config.mode,
+        max_length=config.max_length,
+        splits=indexes,
+        store_digests={split: store.digest(split) for split in splits},
+        word_segmenter=word_segmenter,
+        word_files={split: store.word_bits(split) for split in splits} if store_words else None,
+        word_scheme=store.word_scheme if store_words else None,
+        sources=sources,
+    )
+
+
+def sequence_stats(index: SequenceIndex, store, collator: Collator, batch_size: int, bucketing: bool) -> list[dict]:
+    """Per split: sequences, tokens, mean length, and the padding efficiency of the chosen
+    padding at the training batch size (bucketed batches for the train split when enabled)."""
+    rows = []
+    for split, split_index in index.splits.items():
+        lengths = split_index.lengths
+        batches = batch_order(lengths, batch_size, None, bucketed=bucketing and split == "train")
+        info = store.manifest["splits"][split]
+        rows.append(
+            {
+                "split": split,
+                "sequences": len(lengths),
+                "tokens": int(lengths.sum()),
+                "document_tokens": int(info["document_tokens"]),
+                "mean_length": float(lengths.mean()) if len(lengths) else 0.0,
+                "padding_efficiency": padding_efficiency(lengths, batches, collator),
+                "mode": index.mode,
+                "padding": collator.padding,
+                "max_length": index.max_length,
+            }
+        )
+    for span in index.source_spans() or []:  # a mixture's stored sequences per source (weights apply per epoch)
+        lengths = index.splits["train"][span.first:span.stop].lengths
+        rows.append({"split": f"train:{span.name}", "sequences": span.stored, "tokens": int(lengths.sum()),
+                     "mean_length": float(lengths.mean()) if len(lengths) else 0.0, "mode": index.mode,
+                     "max_length": index.max_length})
+    return rows

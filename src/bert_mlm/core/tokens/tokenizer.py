@@ -1,0 +1,486 @@
+"""WordPiece tokenizers: train with HF ``tokenizers``, or load an existing vocabulary.
+
+The result is always a ``transformers.BertTokenizerFast`` built around a ``tokenizers.Tokenizer``
+object (never ``BertTokenizerFast(vocab_file=...)``, which in transformers 5 can silently load
+only the special tokens), with ``[PAD]`` at id 0 and ``[CLS] $A [SEP]`` post-processing.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers.models import WordPiece
+from tokenizers.trainers import WordPieceTrainer
+from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
+
+from bert_mlm.config import TokenizerConfig
+from bert_mlm.core.common.progress import Progress
+from bert_mlm.core.common.text import cjk_characters
+from bert_mlm.core.tokens.cjk_encoding import SingleCharacterFilter
+from bert_mlm.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+CJK_MAJORITY = 0.5  # "mostly CJK": a share of the letters (accent stripping, masking.word_segmenter: auto)
+
+
+def _characters(*ranges: tuple[int, int]) -> str:
+    return "".join(chr(code) for low, high in ranges for code in range(low, high + 1))
+
+
+# Characters every trained vocabulary holds, however rare in the training text (BERT's own
+# vocabularies hold them all): a Gutenberg vocabulary without them gave 1.2 % [UNK] on WikiText,
+# mostly "=" (once in the books), dashes, curly quotes, "+", "°" and currency signs.
+BASE_ALPHABET = (
+    _characters((0x21, 0x7E))  # printable ASCII
+    + "\u2010\u2011\u2012\u2013\u2014\u2015\u2018\u2019\u201a\u201c\u201d\u201e\u2026\u2020\u2021\u2022\u2030"
+    "\u2032\u2033\u2039\u203a\u00ab\u00bb\u00a1\u00bf\u00a7\u00b6\u00b7\u00b0\u00b1\u00d7\u00f7\u00a9\u00ae\u2122"
+    "\u00bc\u00bd\u00be\u00b9\u00b2\u00b3\u00b5"  # dashes, quotes, ellipsis, marks, degree, signs
+    + "\u00a2\u00a3\u00a5\u20ac\u20a9\u20b9\u20bd\u20ba\u20a3\u20a4"  # currency
+    # CJK and full-width punctuation: 、。〃 〈〉《》「」『』【】 〔〕〖〗〘〙〚〛〜〝〞〟
+    # ！＂＃…／ ：；＜＝＞？＠ ［＼］＾＿｀ ｛｜｝～｟｠｡｢｣､
+    + _characters(
+        (0x3001, 0x3003),
+        (0x3008, 0x3011),
+        (0x3014, 0x301F),
+        (0xFF01, 0xFF0F),
+        (0xFF1A, 0xFF20),
+        (0xFF3B, 0xFF40),
+        (0xFF5B, 0xFF64),
+        (0xFFE0, 0xFFE6),
+    )  # and ￠￡￢￣￤￥￦
+)
+
+
+class VocabularyError(UserError):
+    """A vocabulary or tokenizer that the project cannot use."""
+
+
+def _backend(
+    model: WordPiece, lowercase: bool, strip_accents: bool | None, chinese_chars: bool
+) -> Tokenizer:
+    tokenizer = Tokenizer(model)
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True,
+        handle_chinese_chars=chinese_chars,  # one token per CJK character, as BERT does
+        strip_accents=strip_accents,
+        lowercase=lowercase,
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    return tokenizer
+
+
+def _with_bert_post_processor(tokenizer: Tokenizer) -> Tokenizer:
+    cls_id, sep_id = tokenizer.token_to_id(CLS), tokenizer.token_to_id(SEP)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{CLS} $A {SEP}",
+        pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
+        special_tokens=[(CLS, cls_id), (SEP, sep_id)],
+    )
+    return tokenizer
+
+
+def wrap_tokenizer(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None,
+                   chinese_chars: bool) -> BertTokenizerFast:
+    wrapped = BertTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token=UNK,
+        sep_token=SEP,
+        pad_token=PAD,
+        cls_token=CLS,
+        mask_token=MASK,
+        do_lower_case=lowercase,
+        strip_accents=strip_accents,
+        tokenize_chinese_chars=chinese_chars,  # saved in tokenizer_config.json; AutoTokenizer rebuilds from it
+    )
+    check_tokenizer(wrapped)
+    return wrapped
+
+
+def _batches(texts: Iterable[str] | Iterable[list[str]], size: int = 1000):
+    """Lists of texts: the lists given, or the strings given grouped ``size`` at a time."""
+    pending: list[str] = []
+    for item in texts:
+        if isinstance(item, str):
+            pending.append(item)
+            if len(pending) >= size:
+                yield pending
+                pending = []
+        else:
+            if pending:
+                yield pending
+                pending = []
+            yield item
+    if pending:
+        yield pending
+
+
+def raw_character_counts(texts: Iterable[str] | Iterable[list[str]]) -> Counter:
+    """How often each character occurs (a batch's code points counted at once: ~10x Counter.update)."""
+    counts = np.zeros(0x110000, dtype=np.int64)
+    for batch in _batches(texts):
+        codes = np.frombuffer("".join(batch).encode("utf-32-le"), dtype=np.uint32)
+        if len(codes):
+            found = np.bincount(codes)
+            counts[: len(found)] += found
+    present = np.flatnonzero(counts)
+    return Counter({chr(code): int(counts[code]) for code in present.tolist()})
+
+
+def character_counts(counts: Counter, normalizer) -> Counter:
+    """How often each character of ``counts`` occurs once normalised (lowercased, accents
+    stripped, as the tokenizer sees them); whitespace left out."""
+    normalised: Counter = Counter()
+    for character, count in counts.items():
+        for piece in normalizer.normalize_str(character):
+            if not piece.isspace():
+                normalised[piece] += count
+    return normalised
+
+
+def _is_punctuation(character: str) -> bool:
+    """BERT's rule (its pre-tokenizer splits these off as words of their own)."""
+    code = ord(character)
+    if 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126:
+        return True
+    return unicodedata.category(character).startswith("P")
+
+
+_CHINESE_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+                   (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+def _is_chinese(character: str) -> bool:
+    code = ord(character)
+    return any(low <= code <= high for low, high in _CHINESE_RANGES)
+
+
+def mostly_cjk(counts: Counter) -> bool:
+    """Whether most letters are CJK (the rule ``masking.word_segmenter: auto`` follows)."""
+    cjk = sum(count for character, count in counts.items() if cjk_characters(character))
+    letters = sum(count for character, count in counts.items() if character.isalpha())
+    return cjk > CJK_MAJORITY * letters
+
+
+def resolve_strip_accents(strip_accents: bool | None, lowercase: bool, counts: Counter) -> bool:
+    """``None``: strip accents when lowercasing (BERT uncased), except where CJK text dominates:
+    stripping decomposes kana and drops their voicing marks (が -> か, で -> て: 92 of 110
+    Japanese lines changed on a round trip)."""
+    if strip_accents is not None:
+        return strip_accents
+    if lowercase and mostly_cjk(counts):
+        logger.info("tokenizer.strip_accents: off, the training text is mostly CJK (stripping turns が into か)")
+        return False
+    return lowercase
+
+
+def continuation_pieces(alphabet: Iterable[str], chinese_chars: bool) -> list[str]:
+    """``##c`` for every character ``c`` of the alphabet that can continue a word (not
+    punctuation, nor a CJK character when those are split off one by one)."""
+    return sorted(f"##{c}" for c in alphabet
+                  if not c.isspace() and not _is_punctuation(c) and not (chinese_chars and _is_chinese(c)))
+
+
+def base_alphabet(setting: str | None) -> str:
+    """The characters of ``tokenizer.base_alphabet``: "default", "none"/null, or the characters."""
+    if setting is None or setting == "none":
+        return ""
+    return BASE_ALPHABET if setting == "default" else setting
+
+
+def train_wordpiece(
+    texts: Iterable[str] | Iterable[list[str]] | Callable[[], Iterable],
+    config: TokenizerConfig,
+    show_progress: bool = False,
+) -> BertTokenizerFast:
+    """Train a BERT-style WordPiece vocabulary as ``config`` (the ``tokenizer`` section) describes
+    it, on ``texts`` (strings, or batches of strings: streamed, so the corpus need not fit in
+    memory).
+
+    The initial alphabet holds every character that occurs ``min_frequency`` times, unless
+    ``limit_alphabet`` caps it: ``tokenizers``' own default cap of 1,000 characters loses most
+    of a Chinese corpus (10 % unknown tokens on four classical novels). Counting the alphabet
+    takes a first pass over ``texts``, so a stream must be given as a callable that starts it
+    anew (a list is read twice as it is). The characters of ``base_alphabet`` (see
+    :func:`base_alphabet`) are always kept, on top of that cap, with their ``##`` forms.
+    """
+    stream = texts if callable(texts) else (lambda: texts)
+    if not callable(texts) and not isinstance(texts, (list, tuple)) and config.limit_alphabet is None:
+        raise TypeError(
+            "train_wordpiece: give a list or a callable that yields the texts (the alphabet takes two passes)"
+        )
+    raw_counts = raw_character_counts(stream())
+    # Resolved here and saved with the tokenizer (tokenizer_config.json), which rebuilds its
+    # normaliser from it when loaded.
+    normalisation = (config.lowercase, resolve_strip_accents(config.strip_accents, config.lowercase, raw_counts),
+                     config.chinese_chars)
+    tokenizer = _backend(WordPiece(unk_token=UNK), *normalisation)
+    alphabet = _Alphabet.of(raw_counts, tokenizer.normalizer, config)
+    # The characters BERT makes words of their own (CJK, punctuation) are never merged: the trainer
+    # gets them as its initial alphabet (exactly those it would keep by their counts, counted above)
+    # and reads the text without them (a tenth of a Chinese corpus; the same vocabulary).
+    without_singles = SingleCharacterFilter(tokenizer.normalizer, tokenizer.pre_tokenizer)
+    trainer = WordPieceTrainer(
+        vocab_size=config.vocab_size,
+        min_frequency=config.min_frequency,
+        special_tokens=[*SPECIAL_TOKENS, *alphabet.reserved(config.chinese_chars)],  # in this order: [PAD] gets id 0
+        # The initial alphabet counts against the cap (it is kept first): the cap grows by it.
+        limit_alphabet=alphabet.limit + len(alphabet.added),
+        initial_alphabet=sorted({*alphabet.base, *alphabet.kept}) if alphabet.counted else alphabet.base,
+        continuing_subword_prefix="##",
+        show_progress=show_progress,
+    )
+    batches = (without_singles(batch) for batch in _batches(stream())) if alphabet.counted else _batches(stream())
+    tokenizer.train_from_iterator(batches, trainer=trainer)
+    # Renumbered (special tokens first, then by string): the token ids, and so everything
+    # downstream, are a function of the corpus alone. The reserved pieces become plain tokens.
+    trained = tokenizer.get_vocab()
+    ordered = list(SPECIAL_TOKENS) + sorted(t for t in trained if t not in SPECIAL_TOKENS)
+    _warn_about_size(len(ordered), config, alphabet)
+    canonical = _backend(WordPiece(vocab={t: i for i, t in enumerate(ordered)}, unk_token=UNK), *normalisation)
+    return wrap_tokenizer(_with_bert_post_processor(canonical), *normalisation)
+
+
+@dataclass(frozen=True)
+class _Alphabet:
+    """The characters a trained vocabulary starts from, as the tokenizer sees them (lowercased,
+    accents stripped: "A" is "a" in an uncased vocabulary)."""
+
+    kept: list[str]  # the frequent characters, up to the cap
+    added: list[str]  # base-alphabet characters beyond them
+    base: list[str]  # the whole base alphabet
+    limit: int  # the cap: tokenizer.limit_alphabet, or every frequent character
+    counted: bool  # whether the cap was counted (no tokenizer.limit_alphabet)
+
+    @classmethod
+    def of(cls, raw_counts: Counter, normalizer, config: TokenizerConfig) -> _Alphabet:
+        counts = character_counts(raw_counts, normalizer)
+        frequent = sorted((c for c, n in counts.items() if n >= config.min_frequency), key=lambda c: (-counts[c], c))
+        counted = config.limit_alphabet is None
+        limit = len(frequent) if counted else config.limit_alphabet
+        base = sorted({c for character in base_alphabet(config.base_alphabet)
+                       for c in normalizer.normalize_str(character) if not c.isspace()})
+        kept = frequent[:limit]
+        return cls(kept, sorted(set(base) - set(kept)), base, limit, counted)
+
+    def reserved(self, chinese_chars: bool) -> list[str]:
+        """Every "##c" piece, handed to the trainer up front as a reserved token. The trainer
+        creates each when it first meets it while iterating a hash map, and breaks ties between
+        equally frequent pairs by those ids: the same corpus gave a different vocabulary from run
+        to run (huggingface/tokenizers#1794; 3 runs of the default chain, 3 vocabularies). Reserved,
+        they get fixed ids (and the base alphabet gets its "##" forms, which its initial_alphabet
+        does not create)."""
+        return continuation_pieces([*self.kept, *self.added], chinese_chars)
+
+
+def _warn_about_size(size: int, config: TokenizerConfig, alphabet: _Alphabet) -> None:
+    """Say why a trained vocabulary missed ``tokenizer.vocab_size``, and what changes it."""
+    if size < config.vocab_size:
+        source = (f"its {alphabet.limit} characters that occur at least tokenizer.min_frequency={config.min_frequency} "
+                  "times" if alphabet.counted else f"tokenizer.limit_alphabet={alphabet.limit} characters")
+        logger.warning(
+            "tokenizer.vocab_size: the vocabulary has %d tokens, fewer than the %d asked for: the training text gives "
+            "%s, and no further pair of pieces occurs that often (CJK characters are never merged). "
+            "More text, or a lower tokenizer.min_frequency, gives more.",
+            size, config.vocab_size, source,
+        )
+    elif size > config.vocab_size:
+        logger.warning(
+            "tokenizer.vocab_size: the vocabulary has %d tokens, more than the %d asked for: every character of "
+            "the training text's alphabet (and its ## continuation) is kept, so that no text becomes [UNK]. "
+            "Raise tokenizer.vocab_size, or lower tokenizer.limit_alphabet to cap the alphabet.",
+            size, config.vocab_size,
+        )
+
+
+def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:
+    """Read a ``vocab.txt`` (one token per line, id = line number) and validate it."""
+    file = Path(path)
+    if not file.is_file():
+        raise VocabularyError(f"tokenizer.vocab_path: {str(file)!r} is not a file")
+    # split("\n"), not splitlines(): vocabularies hold tokens such as U+2028 or U+0085 that
+    # splitlines() treats as line breaks (bert-base-chinese does).
+    tokens = file.read_text(encoding="utf-8").split("\n")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    vocab: dict[str, int] = {}
+    duplicates = []
+    for index, token in enumerate(tokens):
+        token = token.rstrip("\r")
+        if token in vocab:
+            duplicates.append(token)
+        else:
+            vocab[token] = index
+    if duplicates:
+        raise VocabularyError(
+            f"tokenizer.vocab_path: {str(file)!r} has {len(duplicates)} duplicate token(s), "
+            f"e.g. {duplicates[:5]}"
+        )
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise VocabularyError(
+            f"tokenizer.vocab_path: {str(file)!r} lacks the special token(s) {missing}"
+        )
+    if vocab[PAD] != 0:
+        raise VocabularyError(
+            f"tokenizer.vocab_path: {PAD} must be id 0 in {str(file)!r} (it is {vocab[PAD]})"
+        )
+    return vocab
+
+
+def load_tokenizer(
+    path: str | os.PathLike,
+    lowercase: bool = True,
+    strip_accents: bool | None = None,
+    chinese_chars: bool = True,
+) -> PreTrainedTokenizerFast:
+    """Load an existing vocabulary: a ``vocab.txt`` file or a tokenizer directory."""
+    location = Path(path)
+    if location.is_dir():
+        if (location / "tokenizer.json").is_file() or (location / "tokenizer_config.json").is_file():
+            tokenizer = AutoTokenizer.from_pretrained(str(location))
+            check_tokenizer(tokenizer)
+            return tokenizer
+        if (location / "vocab.txt").is_file():
+            location = location / "vocab.txt"
+        else:
+            raise VocabularyError(
+                f"tokenizer.vocab_path: directory {str(location)!r} has neither a tokenizer.json "
+                "nor a vocab.txt"
+            )
+    vocab = read_vocab_file(location)
+    backend = _backend(WordPiece(vocab=vocab, unk_token=UNK), lowercase, strip_accents, chinese_chars)
+    return wrap_tokenizer(_with_bert_post_processor(backend), lowercase, strip_accents, chinese_chars)
+
+
+def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
+    """Refuse tokenizers that would silently break training."""
+    for name in ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"):
+        if getattr(tokenizer, name) is None:
+            raise VocabularyError(f"tokenizer: {name} is not set")
+    if tokenizer.pad_token_id != 0:
+        raise VocabularyError(f"tokenizer: [PAD] must be id 0, it is {tokenizer.pad_token_id}")
+    if len(tokenizer) <= len(SPECIAL_TOKENS):
+        raise VocabularyError(
+            f"tokenizer: the vocabulary holds only {len(tokenizer)} tokens; "
+            "it was probably loaded without its vocab (only special tokens)"
+        )
+    probe = tokenizer("a")["input_ids"]
+    if probe[0] != tokenizer.cls_token_id or probe[-1] != tokenizer.sep_token_id:
+        raise VocabularyError("tokenizer: encodings do not start with [CLS] and end with [SEP]")
+
+
+# Settings that never change a trained vocabulary: the [UNK] warning is measured on an inherited
+# one only, so a new threshold does not train the vocabulary again (extend_vocabulary stays in the
+# recipe: it is refused without an inherited vocabulary, and would change the tokenizer if it were not).
+NOT_IN_TRAINED_VOCABULARY = frozenset({"unk_warning_rate"})
+
+
+@dataclass
+class TokenizerJob:
+    """Train the vocabulary on the train split of ``documents`` (an evenly spread sample of
+    ``tokenizer.training_sample_bytes`` when larger); run by the ``tokenizer`` dataset on save, or
+    not at all when a stored version has the same recipe (core/data/reuse.py)."""
+
+    documents: object  # a core.data.documents.DocumentShards
+    config: TokenizerConfig
+    data: object  # a core.data.engine.DataConfig
+
+    def recipe(self) -> dict:
+        import tokenizers
+
+        from bert_mlm.core.data.reuse import code_digest
+
+        return {"stage": "tokenizer", "code": code_digest("bert_mlm.core.tokens.tokenizer"),
+                "tokenizers": tokenizers.__version__, "documents": self.documents.identity,
+                "tokenizer": self.config.model_dump(exclude=NOT_IN_TRAINED_VOCABULARY)}
+
+    def build(self) -> BertTokenizerFast:
+        config, documents = self.config, self.documents
+        fraction = sample_fraction(documents, config)
+        tokenizer = train_wordpiece(training_passes(documents, fraction), config)
+        logger.info(
+            "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
+            len(tokenizer), f"{fraction:.1%}" if fraction else "all", documents.utf8_bytes("train") / 1e6,
+        )
+        return tokenizer
+
+
+def sample_fraction(documents, config: TokenizerConfig) -> float | None:
+    """The share of the train split that a vocabulary is trained or measured on: an evenly spread
+    ``tokenizer.training_sample_bytes`` of a larger split (``None``: all of it)."""
+    train_bytes = documents.utf8_bytes("train")
+    sample = config.training_sample_bytes
+    return sample / train_bytes if sample and train_bytes > sample else None
+
+
+def train_texts(documents, fraction: float | None, label: str):
+    """One pass over the train split's texts (or their sample), its progress in characters under ``label``."""
+    progress = Progress(round(documents.characters("train") * (fraction or 1.0)), label, unit="chars")
+    try:
+        yield from documents.iter_texts("train", fraction, progress=progress)
+    finally:
+        progress.close()
+
+
+def training_passes(documents, fraction: float | None):
+    """The train split's texts for :func:`train_wordpiece`, which reads them twice (the alphabet,
+    then the vocabulary), each pass with its progress in characters: on a large corpus each pass
+    takes minutes, and the trainer itself reports nothing."""
+    passes = iter(["alphabet", "vocabulary"])
+
+    def one_pass():
+        what = next(passes, "vocabulary")
+        yield from train_texts(documents, fraction,
+                               f"tokenizer training: {what} (pass {1 if what == 'alphabet' else 2} of 2)")
+        if what == "vocabulary":
+            logger.info("tokenizer training: text read; computing the vocabulary (no progress from the trainer)")
+
+    return one_pass
+
+
+@functools.lru_cache(maxsize=4)
+def encoding_backend(serialised: str) -> Tokenizer:
+    """The Rust tokenizer of ``serialised``, set to encode documents whole: a transformers
+    tokenizer once called with padding or truncation (fill-mask, the probe) keeps them in its
+    backend's state, and so in ``to_str()``; a stored document must be neither padded nor cut.
+    Cached: one parse per process (data-engine workers get the string)."""
+    tokenizer = Tokenizer.from_str(serialised)
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def encode_documents(
+    tokenizer: PreTrainedTokenizerFast, texts: Sequence[str], batch_size: int = 4096
+) -> list[np.ndarray]:
+    """Token ids of each document, without special tokens, as int32 arrays.
+
+    Goes straight to the Rust ``encode_batch_fast`` (in parallel on all cores, without the
+    character offsets nobody here uses) rather than ``tokenizer(texts)``, which builds Python
+    lists of every field (measured in BENCHMARKS.md).
+    """
+    backend: Tokenizer = tokenizer.backend_tokenizer
+    if backend.padding or backend.truncation:
+        backend = encoding_backend(backend.to_str())
+    result: list[np.ndarray] = []
+    for start in range(0, len(texts), batch_size):
+        encodings = backend.encode_batch_fast(list(texts[start : start + batch_size]), add_special_tokens=False)
+        result.extend(np.asarray(e.ids, dtype=np.int32) for e in encodings)
+    return result
+
+
+def special_token_ids(tokenizer: PreTrainedTokenizerFast) -> list[int]:
+    return sorted(set(tokenizer.all_special_ids))

@@ -1,0 +1,380 @@
+"""Assembling a run from its parts: sequences per split, collator, model, evaluation set.
+
+Shared by the tuning, training and evaluation nodes so that a tuning trial and the final
+training run are built the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from transformers import BertForMaskedLM, PreTrainedTokenizerBase
+
+from bert_mlm.config import (
+    DistributedConfig,
+    EvaluationConfig,
+    MaskingConfig,
+    ModelConfig,
+    SequenceConfig,
+    TrainingConfig,
+)
+from bert_mlm.core.common.device import autocast_dtype
+from bert_mlm.core.common.redaction import redact
+from bert_mlm.core.data.corpus import RawText, clean_documents
+from bert_mlm.core.data.sources import CorpusSource
+from bert_mlm.core.data.sources.settings import source_settings
+from bert_mlm.core.evaluate.protocol import (
+    AUTO,
+    StreamedEvaluationSet,
+    baseline_accuracy,
+    change_sentence,
+    evaluate,
+    most_frequent_token,
+    paired_change,
+    prepare_evaluation_set,
+    score_sequences,
+)
+from bert_mlm.core.model.bert import build_model, planned_bert_config
+from bert_mlm.core.model.distributed import SINGLE, Rank, launch
+from bert_mlm.core.model.token_ids import TokenIds
+from bert_mlm.core.tokens.blend import plan_mixture
+from bert_mlm.core.tokens.sequences import Collator, IndexedSequences, SequenceIndex, build_sequences
+from bert_mlm.core.tokens.token_store import TokenStore
+from bert_mlm.core.tokens.tokenizer import encode_documents
+from bert_mlm.core.train.loop import StepCallback, TrainingResult, Validation, train
+from bert_mlm.cpus import intra_op_threads
+from bert_mlm.errors import UserError
+
+
+def corpus_sequences(
+    items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase, config: SequenceConfig
+) -> list[np.ndarray]:
+    """Sequences of an extra held-out corpus (``evaluation.corpus_path``): every paragraph kept
+    (no length filter, no de-duplication), encoded and cut as the training data is."""
+    documents, _ = clean_documents(items, min_words=1, deduplicate=False)
+    encoded = encode_documents(tokenizer, documents["text"].tolist())
+    return build_sequences(encoded, config.mode, config.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
+
+
+def check_extra_corpus(source: CorpusSource) -> None:
+    """An extra evaluation corpus whose files hold no byte is refused before any training."""
+    if not source.is_empty and source.total_bytes() == 0:
+        files = source.files()
+        raise UserError(f"evaluation.corpus_path: {redact(source.path)!r} is empty ({len(files)} file(s), 0 bytes)")
+
+
+def open_sequences(
+    token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase
+) -> dict[str, IndexedSequences]:
+    """Every split's sequences, read from the memory-mapped store on demand."""
+    token_store.check_tokenizer(tokenizer.get_vocab())
+    token_store.verify(sequence_index.splits, len(tokenizer))
+    return {
+        split: sequence_index.sequences(token_store, split, tokenizer.cls_token_id, tokenizer.sep_token_id)
+        for split in sequence_index.splits
+    }
+
+
+@dataclass
+class Experiment:
+    tokenizer: PreTrainedTokenizerBase
+    sequences: dict[str, Sequence[np.ndarray]]
+    model_config: ModelConfig
+    training: TrainingConfig
+    masking: MaskingConfig
+    evaluation: EvaluationConfig
+    sequence_config: SequenceConfig
+    schedule_note: str = ""  # where the learning rate and warmup came from (:meth:`TrainingConfig.resolved`)
+
+    @classmethod
+    def from_store(
+        cls, token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase, *,
+        model: ModelConfig, training: TrainingConfig, masking: MaskingConfig, evaluation: EvaluationConfig,
+        sequences: SequenceConfig, mixture: dict | list | None = None,
+    ) -> Experiment:
+        """An experiment on the stored sequences, refused when the stored index was built for other
+        ``sequences`` parameters or lacks the word boundaries that whole-word masking needs. Its
+        ``auto`` learning rate and warmup are resolved for the model: continued pretraining
+        (``model.init_from``) has rules of its own (:meth:`TrainingConfig.resolved`).
+        ``mixture``: ``corpus.sources``, whose weights (or repeats) the training epochs draw a
+        mixture's stored sources by (:mod:`bert_mlm.core.tokens.blend`)."""
+        if (sequence_index.mode, sequence_index.max_length) != (sequences.mode, sequences.max_length):
+            raise UserError(
+                f"sequences: the stored sequence_index is {sequence_index.mode} x {sequence_index.max_length}, "
+                f"the parameters ask for {sequences.mode} x {sequences.max_length}; "
+                "run the sequences pipeline with these parameters first"
+            )
+        sequence_index.check_words(masking.whole_word, masking.word_segmenter)
+        sequence_index.check_words(evaluation.whole_word, masking.word_segmenter, "evaluation.whole_word")
+        opened = open_sequences(token_store, sequence_index, tokenizer)
+        settings, train = source_settings(mixture), opened.get("train")
+        if train is not None and train.sources:
+            train.mixture = plan_mixture(train.sources, settings)
+        elif settings is not None:
+            raise UserError(f"corpus.sources: names the sources {sorted(settings)}, but the token store holds one "
+                            "corpus, not a mixture; run the data stages with these sources")
+        hidden_size = planned_bert_config(model, len(tokenizer)).hidden_size
+        training, note = training.resolved(hidden_size, bool(model.init_from), len(train) if train is not None else 0)
+        return cls(tokenizer, opened, model, training, masking, evaluation, sequences, note)
+
+    @functools.cached_property
+    def token_ids(self) -> TokenIds:
+        return TokenIds.from_tokenizer(self.tokenizer)
+
+    @property
+    def collator(self) -> Collator:
+        return self.collator_for(self.masking)
+
+    def collator_for(self, masking: MaskingConfig) -> Collator:
+        """The collator that ``masking`` trains with: whole-word masking needs each batch's word
+        starts (a tuning trial may switch it)."""
+        sequences = self.sequence_config
+        return self.token_ids.collator(sequences.max_length, sequences.padding, masking.whole_word)
+
+    def evaluation_set(self, split: str, max_sequences: int | None = None,
+                       min_masked_tokens: int | None = None) -> StreamedEvaluationSet:
+        config = self.evaluation.replace(max_sequences=max_sequences or self.evaluation.max_sequences,
+                                         min_masked_tokens=min_masked_tokens or self.evaluation.min_masked_tokens)
+        return prepare_evaluation_set(
+            self.sequences.get(split, []), self.collator, self.token_ids.mask, self.token_ids.replacement, config
+        )
+
+    def new_model(self) -> BertForMaskedLM:
+        return build_model(self.model_config, self.tokenizer, seed=self.training.seed)
+
+    def validation(self, training: TrainingConfig) -> Validation | None:
+        """Validation during training (``training.eval_every``): the fixed protocol on the valid
+        split, stopped at ``training.eval_masked_tokens`` masked tokens; the same masks at every
+        step. None when it is off."""
+        if not training.eval_every:
+            return None
+        if not len(self.sequences.get("valid", [])):
+            raise UserError("training.eval_every: the valid split holds no sequences to validate on (a corpus of few "
+                            "documents may put none there); set training.eval_every=0")
+        evaluation_set = self.evaluation_set("valid", min_masked_tokens=training.eval_masked_tokens)
+        return Validation(lambda model: self.evaluate(model, evaluation_set))
+
+    def train(self, model: BertForMaskedLM, training: TrainingConfig | None = None,
+              masking: MaskingConfig | None = None, on_step: StepCallback | None = None,
+              rank: Rank = SINGLE, validation: Validation | None = None) -> TrainingResult:
+        """Train ``model`` on the train split with the experiment's sections, or with a tuning
+        trial's ``training`` and ``masking``; validated as ``training.eval_every`` says, or by
+        ``validation`` (a tuning trial's)."""
+        masking = masking or self.masking
+        training = training or self.training
+        return train(model, self.sequences.get("train", []), self.token_ids, masking, training,
+                     self.collator_for(masking), on_step, rank, validation or self.validation(training))
+
+    def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet, precision: str = AUTO) -> dict:
+        """``precision``: ``auto`` (bf16 on GPU, fp32 on CPU: :func:`evaluation_dtype`) or a training precision."""
+        amp_dtype = AUTO if precision == AUTO else autocast_dtype(precision)
+        return evaluate(model, evaluation_set, self.evaluation.batch_size, amp_dtype=amp_dtype)
+
+
+def train_trial(
+    experiment: Experiment,
+    masking: MaskingConfig,
+    training: TrainingConfig,
+    evaluation_set: StreamedEvaluationSet,
+    eval_every: int,
+    report,
+    score: Callable[[BertForMaskedLM], float] | None = None,
+) -> float:
+    """One tuning trial: the same initial model, data order and steps for every trial. Scored by
+    the fixed-protocol eval loss, the loop's validation every ``eval_every`` steps (reported, so
+    the pruner can stop it), or, with ``score``, once by ``score(model)`` at the end (no pruning:
+    an eval loss along the way would prune by the very proxy that ``score`` replaces)."""
+    model = experiment.new_model()
+    training = training.replace(eval_every=0, keep_best=False)
+    if score is not None:
+        experiment.train(model, training, masking)
+        value = score(model)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return value
+    last = {"loss": float("nan")}
+
+    def on_step(step: int, record: dict) -> None:
+        if "valid_loss" in record:
+            last["loss"] = record["valid_loss"]
+            report(step, last["loss"])
+
+    validation = Validation(lambda trained: experiment.evaluate(trained, evaluation_set))
+    experiment.train(model, training.replace(eval_every=eval_every), masking, on_step, validation=validation)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()  # the next trial builds a fresh model
+    return last["loss"]
+
+
+def mixture_shares(sequences, seed: int = 0) -> dict | None:
+    """A mixture's per-source sequences and tokens in epoch 0 of ``seed``, counted on the drawn
+    index (not estimated); ``None`` without a mixture."""
+    plan = getattr(sequences, "mixture", None)
+    if plan is None:
+        return None
+    return plan.shares(plan.sample(seed, 0), sequences.lengths)
+
+
+def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: Mapping, model: BertForMaskedLM,
+                     stored_segmenter: str, world_size: int, sequences=None, seed: int = 0,
+                     eval_every: int | None = 0, schedule_note: str = "") -> dict:
+    """What a run trained and how (``metrics.json``, the report): tokens, speed, the masking
+    actually used and where its probability came from (``tuning``: what the tuning stage's record
+    says of it, ``TuningRecord.summary``, with the study's run, ``tuning_run``).
+    ``stored_segmenter``: the sequence index's word segmenter, which ``masking.word_segmenter:
+    auto`` resolved to. ``schedule_note``: where the learning rate and warmup came from."""
+    history = result.history
+    return {
+        "train_tokens": result.train_tokens,
+        "train_seconds": result.seconds,
+        "train_tokens_per_second": result.tokens_per_second,
+        "train_steps": int(history["step"].max()) if len(history) else 0,
+        "final_train_loss": float(history["loss"].tail(20).mean()) if len(history) else None,
+        "device": result.device,
+        "precision": result.precision,
+        "resumed_from_step": result.resumed_from_step,
+        "mask_probability": masking.probability,
+        "mask_schedule": masking.schedule,
+        "final_mask_probability": masking.final_probability if masking.schedule == "linear" else masking.probability,
+        "mask_token_fraction": masking.mask_token_fraction,
+        "random_token_fraction": masking.random_token_fraction,
+        "whole_word": masking.whole_word,
+        "word_segmenter": stored_segmenter if masking.word_segmenter == "auto" else masking.word_segmenter,
+        "mask_probability_source": tuning["mask_probability_source"],
+        "learning_rate": result.learning_rate,
+        "learning_rate_schedule": schedule_note,
+        "tuning_decision": tuning["tuning_decision"],
+        "parameter_count": int(sum(p.numel() for p in model.parameters())),
+        "tuning_run": tuning.get("tuning_run"),  # the study (tuning_best_params version) the masking came from
+        "data_parallel_workers": world_size,
+        "mixture": mixture_shares(sequences, seed),
+        **validation_summary(result, eval_every),
+    }
+
+
+def validation_summary(result: TrainingResult, eval_every: int | None) -> dict:
+    """Validation during training: how often, what it cost (its share of training and validation
+    time), and which step's weights the model holds (``kept_step``: the last step unless
+    ``training.keep_best`` chose another)."""
+    history = result.history
+    validated = history.dropna(subset=["valid_loss"]) if "valid_loss" in history else history.iloc[:0]
+    seconds = float(validated["valid_seconds"].sum()) if len(validated) else 0.0
+    last_step = int(history["step"].max()) if len(history) else 0
+    summary = {"eval_every": eval_every or 0, "kept_step": result.kept_step or last_step,
+               "keep_best": result.kept_step is not None}
+    if len(validated):
+        summary.update(valid_seconds=seconds, valid_share=seconds / max(seconds + result.seconds, 1e-12),
+                       valid_masked_tokens=int(validated["valid_masked_tokens"].iloc[-1]),
+                       final_valid_loss=float(validated["valid_loss"].iloc[-1]),
+                       best_valid_loss=float(validated["valid_loss"].min()),
+                       best_valid_step=int(validated.loc[validated["valid_loss"].idxmin(), "step"]))
+    if result.kept_valid_loss is not None:
+        summary["kept_valid_loss"] = result.kept_valid_loss
+    return summary
+
+
+def held_out_metrics(
+    model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, token_store: TokenStore, sequence_index: SequenceIndex,
+    protocol: EvaluationConfig, sequences: SequenceConfig, extra_corpus: Iterable[RawText] | None = None,
+    device: torch.device | str = "cpu", starting_model: Callable[[], BertForMaskedLM] | None = None,
+    corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path"),
+) -> dict:
+    """Fixed-protocol metrics on the test split beside the most-frequent-token reference, and the
+    same metrics (prefixed ``extra_``) on an extra held-out corpus when one is given; the model
+    is moved to ``device`` (and stays there).
+
+    ``starting_model``: for continued pretraining, what builds the weights training started from
+    (:func:`starting_weights`). It is called once, after ``model`` is scored, and its model is
+    scored on the very same masked tokens of each held-out set, then freed: the metrics gain
+    :func:`~bert_mlm.core.evaluate.protocol.paired_change`'s ``eval_loss_start``, ``eval_loss_change``
+    (± its paired standard error), ... and ``eval_change_summary``, the before/after in one
+    sentence naming ``corpus_names`` (the held-out split's, the extra corpus's)."""
+    model.to(device)
+    ids = TokenIds.from_tokenizer(tokenizer)
+    collator = ids.collator(sequences.max_length, sequences.padding)
+    sequence_index.check_words(protocol.whole_word, "auto", "evaluation.whole_word")
+    frequent = most_frequent_token(token_store.split("train").counts, ids.special)
+    held_out = {"": open_sequences(token_store, sequence_index, tokenizer)["test"]}
+    if extra_corpus is not None:
+        held_out["extra_"] = corpus_sequences(extra_corpus, tokenizer, sequences)
+        if not held_out["extra_"]:
+            raise UserError("evaluation.corpus_path: the extra evaluation corpus holds no text to evaluate on")
+    evaluation_sets = {
+        prefix: prepare_evaluation_set(rows, collator, ids.mask, ids.replacement, protocol)
+        for prefix, rows in held_out.items()
+    }
+    scores, metrics = {}, {}
+    for prefix, evaluation_set in evaluation_sets.items():
+        scores[prefix] = score_sequences(model, evaluation_set, protocol.batch_size)
+        scored = {**scores[prefix].metrics(), "eval_held_out_sequences": len(evaluation_set),
+                  "baseline_accuracy": baseline_accuracy(evaluation_set, frequent)}
+        metrics.update({f"{prefix}{k}": v for k, v in scored.items()})
+    metrics.update(
+        baseline_token=tokenizer.convert_ids_to_tokens(frequent),
+        accuracy_over_baseline=metrics["eval_accuracy"] / max(metrics["baseline_accuracy"], 1e-12),
+        eval_split="test", eval_mask_probability=protocol.mask_probability, eval_seed=protocol.seed,
+        eval_whole_word=protocol.whole_word,
+    )
+    if starting_model is not None:
+        start = starting_model().to(device)
+        for prefix, evaluation_set in evaluation_sets.items():
+            change = paired_change(scores[prefix], score_sequences(start, evaluation_set, protocol.batch_size))
+            metrics.update({f"{prefix}{k}": v for k, v in change.items()})
+        del start
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        for prefix, name in zip(("", "extra_"), corpus_names, strict=True):
+            sentence = change_sentence(metrics, name, prefix, forgetting=bool(prefix))
+            if sentence:
+                metrics[f"{prefix}eval_change_summary"] = sentence
+    return metrics
+
+
+def starting_weights(model: ModelConfig, tokenizer: PreTrainedTokenizerBase) -> Callable[[], BertForMaskedLM] | None:
+    """For continued pretraining (``model.init_from``), what builds the weights training started
+    from, exactly as the training node builds them (:func:`~bert_mlm.core.model.bert.build_model`): the
+    model the before/after compares against. None when training started from random weights."""
+    if not model.init_from:
+        return None
+    return functools.partial(build_model, model, tokenizer, 0)  # the seed draws nothing when init_from is set
+
+
+class NonMainNodeFinished(RuntimeError):
+    """Raised on machines other than node 0 after their ranks finished: they write nothing."""
+
+
+def train_data_parallel(
+    experiment: Experiment, distributed: DistributedConfig
+) -> tuple[BertForMaskedLM, TrainingResult]:
+    """Train the experiment on ``distributed.world_size`` data-parallel workers (in-process when
+    it is 1) and return the trained model and rank 0's result."""
+    if distributed.world_size == 1:
+        model = experiment.new_model()
+        return model, experiment.train(model)
+    returned = launch(distributed, _train_rank, experiment)
+    if returned is None:
+        raise NonMainNodeFinished(
+            f"distributed.node_rank={distributed.node_rank}: this machine's ranks finished training; "
+            "node 0 writes the model and the other artifacts"
+        )
+    state, result = returned
+    model = experiment.new_model()
+    model.load_state_dict(state)
+    return model, result
+
+
+def _train_rank(experiment: Experiment, rank: Rank):
+    if not torch.cuda.is_available():
+        # Workers share this machine's CPUs: oversubscribed OpenMP threads slow every step >10x.
+        threads, _ = intra_op_threads(experiment.training.threads, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+        torch.set_num_threads(threads)
+    model = experiment.new_model()
+    result = experiment.train(model, rank=rank)
+    if rank.is_main:
+        return {k: v.detach().cpu() for k, v in model.state_dict().items()}, result
+    return None
