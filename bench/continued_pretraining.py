@@ -263,7 +263,7 @@ class Case:
                   "train_seconds": time.perf_counter() - started}
         for set_name, scorer in self.scorers.items():
             scores = scorer(model)
-            record[set_name] = {**scores.metrics(), **paired_change(scores, self.start_scores[set_name])}
+            record[set_name] = paired_change(scores, self.start_scores[set_name]).to_json()
         record["seconds"] = time.perf_counter() - started
         model.save_pretrained(model_dir)  # fine-tuned in the last stage
         path.write_text(json.dumps(record, indent=1))

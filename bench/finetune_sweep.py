@@ -97,7 +97,7 @@ def main() -> None:
                     baseline, baseline_name = starting_point(config, model, tokenizer, None, 42)
                     started = time.perf_counter()
                     metrics = evaluate_finetuning(model, tokenizer, config, baseline=baseline,
-                                                  baseline_name=baseline_name).metrics()
+                                                  baseline_name=baseline_name).task_result().to_json()
                     row = {
                         "case": name,
                         "steps": steps,

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from bert_mlm.config import TokenizerConfig  # noqa: E402
 from bert_mlm.core.data.corpus import split_paragraphs  # noqa: E402
-from bert_mlm.core.finetune.runs import compare_runs  # noqa: E402
+from bert_mlm.core.finetune.result import FinetuneResults, paired_differences  # noqa: E402
 from bert_mlm.core.tokens.tokenizer import load_tokenizer, train_wordpiece  # noqa: E402
 from bert_mlm.core.tokens.vocabulary import adapt_vocabulary, measure_coverage  # noqa: E402
 from bert_mlm.scratch import scratch_project  # noqa: E402
@@ -124,8 +124,8 @@ def finetune_case(workdir: Path, start_steps: int, steps: int, extensions: list[
         })
     table = pd.DataFrame(rows)
     names = list(results)
-    paired = compare_runs({n: results[n]["finetune"]["finetune_seed_accuracy"] for n in names},
-                          {n: results[n]["finetune"]["finetune_example_accuracy"] for n in names}, names[0])
+    paired = paired_differences({n: FinetuneResults.from_json(results[n]["finetune"]).tasks[0] for n in names},
+                                names[0])
     print(paired.to_string(index=False))
     (workdir / "paired.json").write_text(paired.to_json(orient="records"))
     return table

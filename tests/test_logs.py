@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bert_mlm.core.common.progress import Progress
+from bert_mlm.core.record.results import ModelResults
 from bert_mlm.hooks import summary_lines
 
 RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) +[\w.]+: ")
@@ -92,7 +93,7 @@ def test_progress_lines_at_tenths_with_the_bars_fields(caplog):
 def test_summary_lines_are_aligned():
     rows = [{"node": "a", "seconds": 1.0, "seconds_with_io": 2.0, "peak_rss_gb": 0.5},
             {"node": "a_longer_name", "seconds": 10.0, "seconds_with_io": 20.0, "peak_rss_gb": 1.5}]
-    lines = summary_lines(rows, 33.0, {}, {"model": "m/path", "report": "r/path"})
+    lines = summary_lines(rows, 33.0, None, {"model": "m/path", "report": "r/path"})
     assert lines[0] == "Run summary: 33.0 s in the pipeline"
     assert len({len(line) for line in lines[1:4]}) == 1  # the table's columns line up
     assert lines[2].endswith("0.50") and lines[3].endswith("1.50")
@@ -102,5 +103,7 @@ def test_summary_lines_are_aligned():
 def test_the_summary_ends_with_a_continued_runs_before_and_after():
     sentences = {"eval_change_summary": "continued pretraining lowered the held-out loss on 评论.csv from 3.91 to 3.12",
                  "extra_eval_change_summary": "continued pretraining raised the held-out loss on a.txt from 3 to 3.1"}
-    lines = summary_lines([], 1.0, {"eval_loss": 3.12, **sentences}, {})
+    results = ModelResults.from_json({"eval_loss": 3.12, "eval_accuracy": 0.3, "eval_loss_start": 3.91,
+                                      "extra_eval_loss": 3.1, "extra_eval_accuracy": 0.2, **sentences})
+    lines = summary_lines([], 1.0, results, {})
     assert lines[-2:] == [f"  {sentences['eval_change_summary']}", f"  {sentences['extra_eval_change_summary']}"]

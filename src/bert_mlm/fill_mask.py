@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 from kedro.io.core import Version
 
-from bert_mlm.core.evaluate.protocol import fill_mask_examples
+from bert_mlm.core.evaluate.fill_mask import fill_mask_examples
 from bert_mlm.core.model.bert import open_model
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
 from bert_mlm.errors import UserError

@@ -30,7 +30,7 @@ from bert_mlm.core.model.bert import (
     planned_bert_config,
 )
 from bert_mlm.core.model.checkpoints import check_checkpoint_dir, checkpoint_bytes
-from bert_mlm.core.record.results import NOT_RUN
+from bert_mlm.core.record.results import ModelResults
 from bert_mlm.core.record.run_record import describe_device, run_facts
 from bert_mlm.core.study.record import check_saved_sections
 from bert_mlm.core.study.tuning import check_storage
@@ -387,14 +387,14 @@ class NodeTimingHook:
         self.started = 0.0
         self.catalog = None
         self.written: dict[str, str] = {}
-        self.metrics: dict = {}
+        self.results: ModelResults | None = None
 
     def _entry(self, node) -> dict:
         return self.nodes.setdefault(node.name, {"node": node.name, "first_io": None, "last_io": None})
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
-        self.nodes, self.started, self.catalog, self.written, self.metrics = {}, time.perf_counter(), catalog, {}, {}
+        self.nodes, self.started, self.catalog, self.written, self.results = {}, time.perf_counter(), catalog, {}, None
 
     @hook_impl
     def before_dataset_loaded(self, dataset_name: str, node) -> None:
@@ -416,24 +416,25 @@ class NodeTimingHook:
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data, node) -> None:
         self._entry(node)["last_io"] = time.perf_counter()
-        if dataset_name in self.WRITTEN and data is not NOT_RUN:  # NOT_RUN: nothing was written
+        if dataset_name in self.WRITTEN:
             path = self._saved_path(dataset_name, data)
             if path is not None:
                 self.written[self.WRITTEN[dataset_name]] = path
-        if dataset_name == "metrics" and isinstance(data, dict):
-            self.metrics = {**self.metrics, **data}
-        if dataset_name == "finetune_metrics" and isinstance(data, dict) and data.get("finetune_summary"):
-            self.metrics.setdefault("finetune_summary", data["finetune_summary"])  # a finetune-only run too
+        if dataset_name == "metrics":
+            self.results = data
 
     def _saved_path(self, dataset_name: str, data=None) -> str | None:
+        """Where ``data`` was written; None where nothing was (a stage that did not run)."""
         try:
             dataset = self.catalog.get(dataset_name)
             if hasattr(dataset, "written_path"):  # written into another dataset's folder (the model card)
                 path = dataset.written_path(data)
                 return None if path is None else str(path)
-            return str(dataset._get_versioned_path(dataset.resolve_save_version()))
+            path = str(dataset._get_versioned_path(dataset.resolve_save_version()))
         except Exception:  # noqa: BLE001 - an unversioned or unusual dataset: name it instead
             return dataset_name
+        local = getattr(dataset, "_protocol", "file") == "file"
+        return None if local and not Path(path).exists() else path
 
     @hook_impl
     def after_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
@@ -450,7 +451,7 @@ class NodeTimingHook:
         total = time.perf_counter() - self.started
         plan = self.planner.plan if self.planner is not None else None
         estimate = plan.seconds if plan is not None else None
-        for line in summary_lines(rows, total, self.metrics, self.written, estimate):
+        for line in summary_lines(rows, total, self.results, self.written, estimate):
             logger.info("%s", line)
         target = os.environ.get(NODE_TIMINGS_ENV)
         if target:
@@ -462,9 +463,10 @@ class NodeTimingHook:
                 temporary.write_text(json.dumps({"pipeline_seconds": total, "nodes": rows, "plan": planned}, indent=2))
 
 
-def summary_lines(rows: list[dict], total: float, metrics: dict, written: dict[str, str],
+def summary_lines(rows: list[dict], total: float, results: ModelResults | None, written: dict[str, str],
                   estimate: float | None = None) -> list[str]:
-    """The end-of-run summary, one aligned line per log record."""
+    """The end-of-run summary, one aligned line per log record: the node table, the reported
+    model's headline results, and where the results were written."""
     width = max([len("node"), *(len(r["node"]) for r in rows)])
     planned = f" (the plan estimated {clock(estimate)})" if estimate else ""
     lines = [
@@ -475,16 +477,14 @@ def summary_lines(rows: list[dict], total: float, metrics: dict, written: dict[s
         f"  {r['node']:<{width}}  {r['seconds']:>8.1f}  {r['seconds_with_io']:>10.1f}  {r['peak_rss_gb']:>7.2f}"
         for r in rows
     ]
-    if "eval_loss" in metrics:
-        nan = float("nan")
-        lines.append(
-            f"  eval loss {metrics.get('eval_loss', nan):.4f}, accuracy {metrics.get('eval_accuracy', nan):.4f} "
-            f"({metrics.get('accuracy_over_baseline', nan):.2f}x the most-frequent-token reference "
-            f"{metrics.get('baseline_accuracy', nan):.4f}), {metrics.get('eval_masked_tokens', 0):,} masked tokens"
-        )
-    lines += [f"  {metrics[key]}" for key in ("eval_change_summary", "extra_eval_change_summary") if metrics.get(key)]
-    if metrics.get("finetune_summary"):
-        lines.append(f"  fine-tuning: {metrics['finetune_summary']}")
+    evaluation = results.evaluation if results is not None else None
+    if evaluation is not None:
+        test, ratio = evaluation.test, evaluation.accuracy_over_baseline
+        lines.append(f"  eval loss {test.loss:.4f}, accuracy {test.accuracy:.4f} ({ratio:.2f}x the most-frequent-token "
+                     f"reference {test.baseline_accuracy or float('nan'):.4f}), {test.masked_tokens:,} masked tokens")
+        lines += [f"  {sentence}" for sentence in evaluation.change_summaries]
+    lines += [f"  fine-tuning{f' ({task.task})' if task.task else ''}: {task.summary}"
+              for task in (results.finetune if results is not None else ())]
     label = max([0, *(len(k) for k in written)])
     lines += [f"  {name:<{label}}  {path}" for name, path in sorted(written.items())]
     return lines

@@ -24,8 +24,10 @@ from kedro.framework.hooks import hook_impl
 from kedro.io.core import Version
 
 from bert_mlm.config import Section
-from bert_mlm.core.common.curves import EVALUATION_SCALARS, FINETUNE_SCALARS, TensorBoardLog, listening
+from bert_mlm.core.common.curves import TensorBoardLog, listening
 from bert_mlm.core.common.redaction import redact
+from bert_mlm.core.evaluate.result import Evaluation
+from bert_mlm.core.finetune.result import RUN_SCORE, TaskResult
 
 MLFLOW_ENV = "BERT_MLM_MLFLOW"
 
@@ -169,21 +171,20 @@ class TensorBoardHook:
             for trial in data.to_dict("records"):
                 state = str(trial.get("state", ""))
                 value = trial.get("value") if state == "COMPLETE" else trial.get("last_intermediate_value")
-                log.scalars({"value": value}, {"value": f"tuning/{state.lower() or 'trial'}_value"},
-                            int(trial["number"]))
-        elif name == "metrics" and isinstance(data, dict):
-            self._log(prefix).scalars(data, EVALUATION_SCALARS, int(data.get("train_steps") or 0))
-        elif name == "finetune_metrics" and isinstance(data, dict) and data:
+                log.scalars({f"tuning/{state.lower() or 'trial'}_value": value}, int(trial["number"]))
+        elif name == "metrics" and data.evaluation is not None:
+            self._log(prefix).scalars(evaluation_scalars(data.evaluation), data.training.train_steps if data.training
+                                      else 0)
+        elif name == "finetune_metrics":
             log = self._log(prefix)
-            log.scalars(data, FINETUNE_SCALARS, 0)
-            if data.get("finetune_summary"):
-                log.text("finetune/summary", str(data["finetune_summary"]))
+            for task in data:
+                log.scalars(finetune_scalars(task), 0)
+                log.text(f"finetune/{task.task + '/' if task.task else ''}summary", task.summary)
         elif name == "finetune_runs" and len(data):
             log = self._log(prefix)
-            means = data.groupby(["model", "epoch"], sort=False)["eval_accuracy"].mean()
-            for (model, epoch), accuracy in means.items():
-                log.scalars({"accuracy": accuracy}, {"accuracy": f"finetune/eval_accuracy_by_epoch/{model}"},
-                            int(epoch))
+            means = data.groupby(["model", "epoch"], sort=False)[RUN_SCORE].mean()
+            for (model, epoch), score in means.items():
+                log.scalars({f"finetune/{RUN_SCORE}_by_epoch/{model}": score}, int(epoch))
 
     def _close(self) -> None:
         self._stop_listening()
@@ -198,6 +199,26 @@ class TensorBoardHook:
     @hook_impl
     def on_pipeline_error(self) -> None:
         self._close()
+
+
+def evaluation_scalars(evaluation: Evaluation) -> dict[str, float | None]:
+    """The fixed-protocol evaluation's TensorBoard scalars, by tag."""
+    test, extra = evaluation.test, evaluation.extra
+    scalars = {"eval/loss": test.loss, "eval/accuracy": test.accuracy, "eval/top5_accuracy": test.top5_accuracy,
+               "eval/most_frequent_token_accuracy": test.baseline_accuracy}
+    if extra is not None:
+        scalars.update({"eval/extra_corpus_loss": extra.loss, "eval/extra_corpus_accuracy": extra.accuracy})
+    return scalars
+
+
+def finetune_scalars(task: TaskResult) -> dict[str, float | None]:
+    """A fine-tuned task's TensorBoard scalars, by tag (``finetune/accuracy``, ``finetune/<task>/...``)."""
+    prefix = f"finetune/{task.task}/" if task.task else "finetune/"
+    scalars = {f"{prefix}{name}": score.mean for name, score in task.scores.items()}
+    scalars.update({f"{prefix}baseline_{name}": score.mean for name, score in task.baseline_scores.items()})
+    scalars.update({f"{prefix}majority_class_accuracy": task.majority_accuracy,
+                    f"{prefix}gain": task.gain.mean if task.gain is not None else None})
+    return scalars
 
 
 # Written by kedro-mlflow's MlflowArtifactDataset (around each dataset's own configuration) when
@@ -272,7 +293,7 @@ class MlflowTrackingHook:
             return
         key = f"{prefix}.{{}}" if prefix else "{}"
         if name in ("metrics", "training_summary"):
-            mlflow.log_metrics({key.format(k): float(v) for k, v in data.items()
+            mlflow.log_metrics({key.format(k): float(v) for k, v in data.to_json().items()
                                 if isinstance(v, (int, float)) and not isinstance(v, bool)})
         elif len(data):
             from mlflow.entities import Metric

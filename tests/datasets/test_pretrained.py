@@ -72,18 +72,21 @@ def test_a_classifier_is_saved_only_when_kept(tmp_path, tokenizer):
     kept.save(Classifier(BertForSequenceClassification(config), tokenizer))
     loaded = ClassifierDataset(str(tmp_path / "clf"), version=Version(None, None)).load()
     assert loaded.model.config.id2label == {0: "差评", 1: "好评"} and loaded.tokenizer is not None
-    # Without finetune.save_model a version still exists (Kedro checks), and says why it is empty.
+    # Without fine-tuning nothing is written; without finetune.save_model a version says why it holds no weights,
+    # so the newest version is the newest fine-tuning's.
     ClassifierDataset(str(tmp_path / "clf"), version=Version(None, "2026-01-02T00.00.00.000Z")).save(Classifier())
+    assert [p.name for p in (tmp_path / "clf").iterdir()] == ["2026-01-01T00.00.00.000Z"]
+    ClassifierDataset(str(tmp_path / "clf"), version=Version(None, "2026-01-03T00.00.00.000Z")).save(
+        Classifier(None, tokenizer))
     latest = ClassifierDataset(str(tmp_path / "clf"), version=Version(None, None))
     assert latest.load().model is None
-    assert not list((tmp_path / "clf").glob("2026-01-02*/clf/*.safetensors"))
+    assert not list((tmp_path / "clf").glob("2026-01-03*/clf/*.safetensors"))
 
 
 def test_the_model_card_goes_into_the_models_folder_which_plain_transformers_still_loads(tmp_path, tokenizer):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from bert_mlm.core.record.model_card import ModelCard
-    from bert_mlm.core.record.results import NOT_RUN
     from bert_mlm.datasets.pretrained import ModelCardDataset
 
     version = "2026-01-01T00.00.00.000Z"
@@ -92,8 +95,7 @@ def test_the_model_card_goes_into_the_models_folder_which_plain_transformers_sti
     loaded = MaskedLMDataset(str(tmp_path / "masked_lm"), version=Version(None, None)).load()
     assert loaded.version == version  # the results made with it name it
     cards = ModelCardDataset(str(tmp_path / "masked_lm"))
-    cards.save(NOT_RUN)
-    cards.save(ModelCard(None, "a model made in memory: no folder"))
+    cards.save(ModelCard(None, "no model yet, or one made in memory: no folder"))
     folder = tmp_path / "masked_lm" / version / "masked_lm"
     assert not (folder / "README.md").exists()
     cards.save(ModelCard(version, "---\nlanguage: en\n---\n# first\n"))

@@ -63,6 +63,15 @@ class CorpusConfig(Section):
                             "blank lines end paragraphs and wrapped lines are joined; auto, each file decides from "
                             "its lines (logged)")
 
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _named(cls, sources: Any) -> Any:
+        """A list of sources (``- {path: ..., weight: 0.7}``) as the mapping every stage reads:
+        named ``source1``, ``source2``... as the catalog's corpus names them."""
+        if isinstance(sources, list):
+            return {f"source{number}": source for number, source in enumerate(sources, 1)}
+        return sources
+
     @field_validator("split_ratios")
     @classmethod
     def _shares(cls, ratios: dict[str, float]) -> dict[str, float]:

@@ -1,12 +1,12 @@
 """Kedro datasets of this project (Hugging Face directories, corpus sources, the data path, parameter sections,
-the tuning record, the run record and the model card)."""
+the stages' typed results, the run record and the model card)."""
 
 from bert_mlm.datasets.corpus import CorpusDataset
 from bert_mlm.datasets.data import DocumentShardsDataset, SequenceIndexDataset, TokenStoreDataset
 from bert_mlm.datasets.pretrained import ClassifierDataset, MaskedLMDataset, ModelCardDataset, TokenizerDataset
+from bert_mlm.datasets.results import ResultDataset
 from bert_mlm.datasets.run_record import RunRecordDataset
 from bert_mlm.datasets.sections import SectionDataset
-from bert_mlm.datasets.tuning_record import TuningRecordDataset
 
 __all__ = [
     "ClassifierDataset",
@@ -14,10 +14,10 @@ __all__ = [
     "DocumentShardsDataset",
     "MaskedLMDataset",
     "ModelCardDataset",
+    "ResultDataset",
     "RunRecordDataset",
     "SectionDataset",
     "SequenceIndexDataset",
     "TokenStoreDataset",
     "TokenizerDataset",
-    "TuningRecordDataset",
 ]

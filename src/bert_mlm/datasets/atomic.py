@@ -7,11 +7,17 @@ hidden temporary name in the same folder, fsyncs, and renames: the latest-versio
 (``<filepath>/*/<name>``) never matches a half-written file. Object stores (s3://, gs://...)
 publish an object only when its upload completes, so they are written as kedro-datasets does.
 
-Two more things every result dataset here does: a node's ``NOT_RUN`` output writes no version
-(:class:`SkipsNotRun`), and a load says which run saved it (:func:`bert_mlm.core.record.results.saved_in`);
-with ``optional: true`` in the catalog, a dataset that no run has written loads as an empty result
-(``{}``, an empty frame) instead of failing, for the report of a run that has not trained or
-fine-tuned yet.
+Two more things the result datasets here do: with ``skip_empty: true`` in the catalog, an empty
+value (a stage that did not run: no fine-tuning without ``finetune.train_path``) writes no version,
+so the newest version stays the last real result (:class:`SkipsEmpty`); and a load says which run
+saved it (:func:`bert_mlm.core.record.results.saved_in`); with ``optional: true``, a dataset that no
+run has written loads as an empty result (``{}``, an empty frame) instead of failing, for the
+report of a run that has not trained or fine-tuned yet.
+
+JSON is written as readable UTF-8 (Chinese labels as they are, not ``\\u6b63`` escapes). Results are
+not redacted: they hold results (a fill-mask token, a baseline token), and the settings they quote
+are redacted where they are made; records, manifests, locks and logs are redacted where they are
+written.
 """
 
 from __future__ import annotations
@@ -27,15 +33,19 @@ from kedro_datasets.plotly import JSONDataset as _PlotlyJSONDataset
 from kedro_datasets.text import TextDataset as _TextDataset
 
 from bert_mlm.core.common.files import written_then_renamed
-from bert_mlm.core.common.redaction import redact
-from bert_mlm.core.record.results import NOT_RUN, Saved
 
 
-class SkipsNotRun:
-    """Mixin of a versioned dataset: saving ``NOT_RUN`` (an output its node did not produce this
-    run) writes nothing, so the newest version stays the last real one. Kedro's versioned save
-    checks afterwards that the version it just saved is the newest (a warning otherwise, an error
-    where there is none), so the skip wraps Kedro's wrapper instead of living inside ``save``."""
+class SkipsEmpty:
+    """Mixin of a versioned dataset: a value that holds nothing (:meth:`holds_nothing`; with
+    ``skip_empty: true`` in the catalog, an empty frame or mapping) writes no version, so the
+    newest version stays the last real one. Kedro's versioned save checks afterwards that the
+    version it just saved is the newest (a warning otherwise, an error where there is none), so
+    the skip wraps Kedro's wrapper instead of living inside ``save``."""
+
+    skip_empty = False
+
+    def holds_nothing(self, data) -> bool:
+        return self.skip_empty and len(data) == 0
 
     @classmethod
     def _save_wrapper(cls, save_func):
@@ -43,14 +53,13 @@ class SkipsNotRun:
 
         @functools.wraps(save_func)
         def save(self, data) -> None:
-            if data is NOT_RUN:
-                return
-            saving(self, data)
+            if not self.holds_nothing(data):
+                saving(self, data)
 
         return save
 
 
-class AtomicSave(SkipsNotRun):
+class AtomicSave(SkipsEmpty):
     """Mixin placed before a kedro-datasets file dataset: ``save`` writes a temporary sibling
     and renames it to the version's path."""
 
@@ -88,11 +97,12 @@ class AtomicSave(SkipsNotRun):
 
 
 class OptionalLoad:
-    """Mixin: ``optional: true`` loads :meth:`_empty` where no run has written the dataset."""
+    """Mixin: ``optional: true`` loads an empty result where no run has written the dataset;
+    ``skip_empty: true``: see :class:`SkipsEmpty`."""
 
-    def __init__(self, *, optional: bool = False, **kwargs) -> None:
+    def __init__(self, *, optional: bool = False, skip_empty: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.optional = optional
+        self.optional, self.skip_empty = optional, skip_empty
 
     def _missing(self) -> bool:
         return self.optional and not self.exists()
@@ -115,19 +125,19 @@ class CSVDataset(OptionalLoad, AtomicSave, _CSVDataset):
 
 
 class JSONDataset(OptionalLoad, AtomicSave, _JSONDataset):
-    """``json.JSONDataset``, saved atomically, and redacted: the metrics, summaries and study
-    results hold settings (``extra_corpus_path``, a storage URL), and none of their secrets may
-    reach the file (:func:`bert_mlm.core.common.redaction.redact`). An object loads as a
-    :class:`~bert_mlm.core.record.results.Saved` mapping, which knows the run that saved it."""
+    """``json.JSONDataset``, saved atomically as readable UTF-8; a load of an optional dataset that
+    no run has written is ``{}``."""
+
+    def __init__(self, *, save_args: dict | None = None, fs_args: dict | None = None, **kwargs) -> None:
+        fs_args = dict(fs_args or {})
+        for mode in ("open_args_save", "open_args_load"):
+            fs_args[mode] = {"encoding": "utf-8", **fs_args.get(mode, {})}
+        super().__init__(save_args={"ensure_ascii": False, **(save_args or {})}, fs_args=fs_args, **kwargs)
 
     def load(self):
         if self._missing():
-            return Saved()
-        data = _JSONDataset.load.__wrapped__(self)
-        return Saved(data, self._loaded_version()) if isinstance(data, dict) else data
-
-    def _prepared(self, data):
-        return redact(data)
+            return {}
+        return _JSONDataset.load.__wrapped__(self)
 
 
 class PlotlyJSONDataset(AtomicSave, _PlotlyJSONDataset):

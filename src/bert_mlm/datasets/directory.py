@@ -16,12 +16,12 @@ from kedro.io.core import AbstractVersionedDataset, DatasetError, Version
 
 from bert_mlm.core.common.files import written_then_renamed
 from bert_mlm.core.data.reuse import find_reusable, link_tree, write_recipe
-from bert_mlm.datasets.atomic import SkipsNotRun
+from bert_mlm.datasets.atomic import SkipsEmpty
 
 logger = logging.getLogger(__name__)
 
 
-class AtomicDirectoryDataset(SkipsNotRun, AbstractVersionedDataset):
+class AtomicDirectoryDataset(SkipsEmpty, AbstractVersionedDataset):
     def __init__(self, filepath: str, version: Version | None = None, metadata: dict[str, Any] | None = None):
         super().__init__(PurePosixPath(Path(filepath).as_posix()), version)
         self.metadata = metadata

@@ -23,7 +23,6 @@ from transformers import (
 
 from bert_mlm.core.common.files import written_then_renamed
 from bert_mlm.core.record.model_card import ModelCard
-from bert_mlm.core.record.results import NOT_RUN
 from bert_mlm.core.tokens.tokenizer import TokenizerJob
 from bert_mlm.datasets.directory import AtomicDirectoryDataset
 
@@ -87,17 +86,23 @@ class MaskedLMDataset(_PretrainedDirectoryDataset):
 @dataclass
 class Classifier:
     """A fine-tuned sequence classifier (its config carries the label mapping) and its tokenizer;
-    ``model`` is None when the weights were not kept (Kedro saves no ``None`` output)."""
+    ``model`` is None when the weights were not kept, both are None where nothing was fine-tuned
+    (Kedro saves no ``None`` output)."""
 
     model: PreTrainedModel | None = None
     tokenizer: PreTrainedTokenizerBase | None = None
 
 
 class ClassifierDataset(_PretrainedDirectoryDataset):
-    """A fine-tuned classifier's directory (``AutoModelForSequenceClassification``), written only
-    when there is one: without ``finetune.save_model`` a run saves nothing here."""
+    """A fine-tuned classifier's directory (``AutoModelForSequenceClassification``). Fine-tuned
+    without ``finetune.save_model`` (a tokenizer, no weights), its version holds a note saying so,
+    so that the newest version is always the newest fine-tuning's; no fine-tuning at all (neither)
+    writes no version."""
 
     NOT_KEPT = "NOT_KEPT.txt"
+
+    def holds_nothing(self, data: Classifier) -> bool:
+        return data.model is None and data.tokenizer is None
 
     def load(self) -> Classifier:
         directory = self._load_dir()
@@ -112,7 +117,6 @@ class ClassifierDataset(_PretrainedDirectoryDataset):
             return
 
         def note(directory: Path) -> None:
-            # A version must exist once saved (Kedro checks); it says why it holds no weights.
             directory.mkdir(parents=True)
             (directory / self.NOT_KEPT).write_text(
                 "The fine-tuned weights were not kept: set finetune.save_model=true.\n"
@@ -126,8 +130,8 @@ class ModelCardDataset(AbstractDataset[ModelCard, str]):
     dataset's (``data/06_models/masked_lm``), and a card is written into the version it names
     (``<filepath>/<version>/masked_lm/README.md``), atomically, replacing the card an earlier run
     wrote there (a rebuilt report refreshes it). So the folder can be uploaded to the Hub as it
-    is; ``from_pretrained`` ignores the file. A card of no saved model (``NOT_RUN``, or a model
-    made in memory) writes nothing. Loads the newest model's card."""
+    is; ``from_pretrained`` ignores the file. A card of no saved model (no model yet, or one made
+    in memory: ``model_version`` None) writes nothing. Loads the newest model's card."""
 
     FILENAME = "README.md"
 
@@ -140,13 +144,13 @@ class ModelCardDataset(AbstractDataset[ModelCard, str]):
 
     def written_path(self, data: ModelCard) -> Path | None:
         """Where ``data`` was written (None: nowhere)."""
-        if data is NOT_RUN or data.model_version is None:
+        if data.model_version is None:
             return None
         path = self._folder(data.model_version) / self.FILENAME
         return path if path.is_file() else None
 
     def save(self, data: ModelCard) -> None:
-        if data is NOT_RUN or data.model_version is None:
+        if data.model_version is None:
             return
         folder = self._folder(data.model_version)
         if not folder.is_dir():  # the model's version was deleted: nothing to describe

@@ -1,8 +1,9 @@
 """``run_config``: the run record (:mod:`bert_mlm.core.record.run_record`) as a versioned JSON dataset.
 
-Saved like every JSON result (atomically, redacted); loaded as :class:`RunRecords`, the records of
-every run: a report describes a model with the record of the run that trained it, which is often
-not the latest run (``kedro run --pipelines reporting`` rebuilds the report of an earlier model).
+Saved atomically and redacted (a record holds the run's settings, where secrets are); loaded as
+:class:`RunRecords`, the records of every run: a report describes a model with the record of the
+run that trained it, which is often not the latest run (``kedro run --pipelines reporting``
+rebuilds the report of an earlier model).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from pathlib import Path
 from kedro_datasets._typing import JSONPreview
 from kedro_datasets.json import JSONDataset as _JSONDataset
 
-from bert_mlm.datasets.atomic import JSONDataset
+from bert_mlm.core.common.redaction import redact
+from bert_mlm.core.record.run_record import RunRecord
+from bert_mlm.datasets.atomic import AtomicSave, JSONDataset
 
 
 class RunRecords:
@@ -29,23 +32,26 @@ class RunRecords:
             return []
         return sorted((p.name for p in self.folder.iterdir() if (p / self.name).is_file()), reverse=True)
 
-    def of(self, version: str | None) -> dict | None:
+    def of(self, version: str | None) -> RunRecord | None:
         """The record of the run ``version``; None where that run saved none."""
         if not version:
             return None
         path = self.folder / version / self.name
         if not path.is_file():
             return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        return RunRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
 
     @property
-    def latest(self) -> dict | None:
+    def latest(self) -> RunRecord | None:
         """The pinned version's record (``--load-versions run_config:...``), else the newest."""
         return self.of(self.pinned or next(iter(self.versions), None))
 
 
 class RunRecordDataset(JSONDataset):
-    """Saves one run's record (a mapping) under the run's version; loads :class:`RunRecords`."""
+    """Saves one run's record (a :class:`RunRecord`) under the run's version, redacted; loads :class:`RunRecords`."""
+
+    def save(self, data: RunRecord) -> None:
+        AtomicSave.save(self, redact(data.to_json() if isinstance(data, RunRecord) else dict(data)))
 
     def load(self) -> RunRecords:
         return RunRecords(str(self._filepath), self._filepath.name, self._version.load if self._version else None)

@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 from bert_mlm.config import EvaluationConfig, ModelConfig
+from bert_mlm.core.evaluate.fill_mask import fill_mask_examples, fill_mask_sentences_from
 from bert_mlm.core.evaluate.protocol import (
     MASK_BLOCK,
     EvaluationSet,
     baseline_accuracy,
     change_sentence,
     evaluate,
-    fill_mask_examples,
-    fill_mask_sentences_from,
     most_frequent_token,
     paired_change,
     prepare_evaluation_set,
     score_sequences,
 )
+from bert_mlm.core.evaluate.result import HeldOut
 from bert_mlm.core.model.bert import build_model
 from bert_mlm.core.model.masking import IGNORE_INDEX, replacement_vocabulary
 from bert_mlm.core.tokens.sequences import Collator, pack_documents, split_documents
@@ -438,16 +439,22 @@ def _continued(model: torch.nn.Module, scale: float = 0.005, seed: int = 5) -> t
     return moved
 
 
-def _check_paired(start, after, evaluation_set) -> dict:
+def _check_paired(start, after, evaluation_set) -> HeldOut:
     """The paired change against separate evaluations of both models on the same set."""
     change = paired_change(score_sequences(after, evaluation_set, 64), score_sequences(start, evaluation_set, 64))
-    alone, before = evaluate(after, evaluation_set, 64), evaluate(start, evaluation_set, 64)
-    for key in ("eval_loss", "eval_accuracy", "eval_top5_accuracy"):
-        assert change[f"{key}_start"] == before[key] and change[f"{key}_start_se"] == before[f"{key}_se"]
-        assert change[f"{key}_change"] == pytest.approx(alone[key] - before[key], abs=1e-12)
+    alone, before = score_sequences(after, evaluation_set, 64).summary(), evaluate(start, evaluation_set, 64)
+    assert change.loss == alone.loss and change.masked_tokens == alone.masked_tokens  # the model's own scores
+    for name in ("loss", "accuracy", "top5_accuracy"):
+        assert getattr(change, f"{name}_start") == before[f"eval_{name}"]
+        assert getattr(change, f"{name}_start_se") == before[f"eval_{name}_se"]
+        assert getattr(change, f"{name}_change") == pytest.approx(getattr(alone, name) - before[f"eval_{name}"],
+                                                                  abs=1e-12)
     # The same masked tokens for both: far tighter than two independent errors combined.
-    independent = math.hypot(alone["eval_loss_se"], before["eval_loss_se"])
-    assert 0 < change["eval_loss_change_se"] < independent / 2
+    independent = math.hypot(alone.loss_se, before["eval_loss_se"])
+    assert 0 < change.loss_change_se < independent / 2
+    # The file's keys: the held-out set's, with the start and the change beside them.
+    assert {"eval_loss", "eval_loss_start", "eval_loss_change_se"} <= set(change.to_json())
+    assert HeldOut.from_json(change.to_json()) == change
     return change
 
 
@@ -461,7 +468,7 @@ def test_the_start_is_scored_on_the_same_masks_and_the_change_is_paired(tiny_tok
     rng = np.random.default_rng(0)
     picks = (rng.integers(0, len(tokens), len(tokens)) for _ in range(2000))
     draws = [difference[pick].sum() / tokens[pick].sum() for pick in picks]
-    assert change["eval_loss_change_se"] == pytest.approx(float(np.std(draws)), rel=0.15)
+    assert change.loss_change_se == pytest.approx(float(np.std(draws)), rel=0.15)
 
 
 def test_scores_of_other_masks_are_not_paired(tiny_tokenizer, data, model):
@@ -487,9 +494,7 @@ def test_before_and_after_on_chinese_text(shared_dir):
                                             EvaluationConfig(mask_draws=2, min_masked_tokens=2_000))
     start = build_model(TINY, tokenizer, seed=0)
     change = _check_paired(start, _continued(start), evaluation_set)
-    sentence = change_sentence({**change, "eval_loss": change["eval_loss_start"] + change["eval_loss_change"],
-                                "eval_accuracy": change["eval_accuracy_start"] + change["eval_accuracy_change"]},
-                               "酒店评论.csv")
+    sentence = change_sentence(change, "酒店评论.csv")
     assert sentence.startswith("continued pretraining ") and "held-out loss on 酒店评论.csv from " in sentence
 
 
@@ -508,7 +513,7 @@ def test_before_and_after_on_chinese_text(shared_dir):
 )
 def test_the_before_and_after_reads_as_one_sentence(change, error, forgetting, expected):
     corpus = "news.txt" if forgetting else "reviews.csv"
-    metrics = {"extra_eval_loss_start": 3.91, "extra_eval_loss": 3.91 + change, "extra_eval_loss_change": change,
-               "extra_eval_loss_change_se": error, "extra_eval_accuracy_start": 0.2, "extra_eval_accuracy": 0.3}
-    assert change_sentence(metrics, corpus, "extra_", forgetting) == expected
-    assert change_sentence({"eval_loss": 3.0}, corpus) is None  # no starting model scored
+    scores = HeldOut(loss=3.91 + change, accuracy=0.3, loss_se=0.01, masked_tokens=1000)
+    changed = replace(scores, loss_start=3.91, loss_change=change, loss_change_se=error, accuracy_start=0.2)
+    assert change_sentence(changed, corpus, forgetting) == expected
+    assert change_sentence(scores, corpus) is None  # no starting model scored

@@ -12,16 +12,16 @@ import pytest
 import torch
 
 from bert_mlm.config import FinetuneConfig, ModelConfig
-from bert_mlm.core.finetune.runs import (
+from bert_mlm.core.finetune.result import (
     BASELINE,
     PRETRAINED,
-    classifier_from,
-    compare_runs,
-    evaluate_finetuning,
+    Estimate,
+    FinetuneResults,
+    TaskResult,
     interval,
-    prepare_task,
-    starting_point,
+    paired_differences,
 )
+from bert_mlm.core.finetune.runs import classifier_from, evaluate_finetuning, prepare_task, starting_point
 from bert_mlm.core.model.bert import build_model
 from bert_mlm.errors import UserError
 from tests.core.conftest import synthetic_sentences
@@ -57,7 +57,7 @@ def config_for(path: str, **overrides) -> FinetuneConfig:
 
 def test_fine_tuning_learns_a_signal_and_not_noise(tmp_path, tiny_tokenizer, model, signal_file):
     result = evaluate_finetuning(model, tiny_tokenizer, config_for(signal_file), device="cpu")
-    metrics = result.metrics()
+    metrics = result.task_result().to_json()
     assert metrics["finetune_accuracy"] > 0.9 and metrics["finetune_macro_f1"] > 0.9
     assert 0 <= metrics["finetune_accuracy_se"] < 0.05 and len(metrics["finetune_seed_accuracy"]) == 2
     assert metrics["finetune_seeds"] == [0, 1] and "finetune_gain" not in metrics  # no baseline given
@@ -70,7 +70,7 @@ def test_fine_tuning_learns_a_signal_and_not_noise(tmp_path, tiny_tokenizer, mod
     assert runs["reported"].tolist() == [False, False, False, True] * 2
     rng = random.Random(0)
     noise = labelled_file(tmp_path, [(rng.randint(0, 1), s) for s in synthetic_sentences(500, seed=5)], "noise.csv")
-    nothing = evaluate_finetuning(model, tiny_tokenizer, config_for(noise), device="cpu").metrics()
+    nothing = evaluate_finetuning(model, tiny_tokenizer, config_for(noise), device="cpu").task_result().to_json()
     assert abs(nothing["finetune_accuracy"] - 0.5) < 0.12
 
 
@@ -100,7 +100,7 @@ def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model
     assert not torch.equal(
         heads[0]["bert.embeddings.word_embeddings.weight"], heads[1]["bert.embeddings.word_embeddings.weight"]
     )
-    metrics = result.metrics()
+    metrics = result.task_result().to_json()
     assert metrics["finetune_gain"] == pytest.approx(
         metrics["finetune_accuracy"] - metrics["finetune_baseline_accuracy"]
     )
@@ -140,12 +140,12 @@ def test_same_seed_same_result_and_early_stopping_reports_the_best_epoch(tiny_to
     runs = first.runs[first.runs["epoch"] > 0]
     reported = runs[runs["reported"]]
     assert len(reported) == 1 and reported["eval_accuracy"].iloc[0] == runs["eval_accuracy"].max()
-    assert first.metrics()["finetune_accuracy"] == pytest.approx(runs["eval_accuracy"].max())
+    assert first.task_result().to_json()["finetune_accuracy"] == pytest.approx(runs["eval_accuracy"].max())
 
 
 def test_frozen_mode_is_a_linear_probe(tiny_tokenizer, model, signal_file):
     result = evaluate_finetuning(model, tiny_tokenizer, config_for(signal_file, mode="frozen", seeds=1), device="cpu")
-    assert result.metrics()["finetune_accuracy"] > 0.9  # mean-pooled vectors carry the marker words
+    assert result.task_result().to_json()["finetune_accuracy"] > 0.9  # mean-pooled vectors carry the marker words
     assert result.runs["epoch"].tolist() == [1]
 
 
@@ -182,7 +182,7 @@ def test_chinese_reviews_fine_tune_above_the_majority_class(shared_dir):
         max_length=96,
         progress=False,
     )
-    metrics = evaluate_finetuning(encoder, tokenizer, config, device="cpu").metrics()
+    metrics = evaluate_finetuning(encoder, tokenizer, config, device="cpu").task_result().to_json()
     assert metrics["finetune_accuracy"] > metrics["finetune_majority_accuracy"] + 0.03
 
 
@@ -190,22 +190,49 @@ def test_the_interval_combines_seed_and_example_error():
     # Identical seeds: only the examples' sampling error remains (a binomial-like SE).
     examples = np.array([1.0] * 80 + [0.0] * 20)
     result = interval(np.full(3, 0.8), examples)
-    assert result["se"] == pytest.approx(np.std(examples, ddof=1) / 10)
-    assert result["low"] < 0.8 < result["high"]
+    assert result.se == pytest.approx(np.std(examples, ddof=1) / 10)
+    assert result.low < 0.8 < result.high
     # A clear gain: the interval excludes zero; a pure coin flip does not.
     gain = interval(np.array([0.05, 0.06, 0.04]), np.array([0.05] * 500 + [0.0] * 0))
-    assert gain["low"] > 0
+    assert gain.low > 0
     noise = interval(np.array([0.01, -0.02, 0.01]), np.random.default_rng(0).choice([-1.0, 0.0, 1.0], 400))
-    assert noise["low"] < 0 < noise["high"]
+    assert noise.low < 0 < noise.high
 
 
 def test_variants_are_paired_on_seeds_and_examples():
     per_seed = {"mask_015": [0.80, 0.82, 0.81], "mask_030": [0.85, 0.86, 0.86]}
     per_example = {"mask_015": [0.8] * 200, "mask_030": [0.85] * 200}
-    table = compare_runs(per_seed, per_example, "mask_015")
+    results = {name: TaskResult("", {"accuracy": interval_estimate(per_seed[name], per_example[name])},
+                                example_scores=per_example[name]) for name in per_seed}
+    table = paired_differences(results, "mask_015")
     assert table["variant"].tolist() == ["mask_030"]
     assert table["finetune_difference"].iloc[0] == pytest.approx(0.0467, abs=1e-3)
     assert table["finetune_difference_ci_low"].iloc[0] > 0
+
+
+def interval_estimate(per_seed: list[float], per_example: list[float]) -> Estimate:
+    found = interval(per_seed, per_example)
+    return Estimate(found.mean, found.se, per_seed)
+
+
+def test_a_result_is_typed_and_its_file_keeps_the_keys_of_earlier_versions():
+    """The keys every version wrote (``finetune_accuracy``, ``finetune_gain_ci_low``...) are made and read in one
+    place; a second task goes under ``finetune_tasks``, and a file without tasks is no result."""
+    first = TaskResult("gained +1.0 points", {"accuracy": interval_estimate([0.8, 0.82], [1.0, 0.0, 1.0]),
+                                              "macro_f1": interval_estimate([0.7, 0.72], [])},
+                       {"accuracy": interval_estimate([0.78, 0.8], [1.0, 0.0, 0.0])},
+                       interval([0.02, 0.02], [0.0, 0.0, 1.0]), [1.0, 0.0, 1.0], dataset="评论.csv", seeds=[0, 1])
+    data = FinetuneResults((first,), "2026-01-01T00.00.00.000Z").to_json()
+    assert {"finetune_accuracy", "finetune_accuracy_se", "finetune_seed_accuracy", "finetune_baseline_accuracy",
+            "finetune_gain", "finetune_gain_ci_low", "finetune_gain_ci_high", "finetune_macro_f1",
+            "finetune_example_accuracy", "finetune_summary", "finetune_model_version"} <= set(data)
+    assert FinetuneResults.from_json(data).tasks == (first,)
+    ner = TaskResult("entity F1", {"entity_f1": interval_estimate([0.6, 0.62], [0.5, 0.7])}, task="ner",
+                     kind="token", metric="entity_f1")
+    both = FinetuneResults((first, ner), "2026-01-01T00.00.00.000Z")
+    assert set(both.to_json()["finetune_tasks"]) == {"ner"} and FinetuneResults.from_json(both.to_json()) == both
+    assert "finetune_example_accuracy" not in both.to_json(examples=False)
+    assert not FinetuneResults.from_json({"eval_loss": 3.0}) and not FinetuneResults()
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -240,7 +267,7 @@ def test_a_model_at_the_majority_rate_is_said_to_be_no_better_than_always_answer
     baseline, name = starting_point(config_for(path), model, tiny_tokenizer, init_from=None, init_seed=11)
     config = config_for(path, mode="frozen", seeds=2)
     metrics = evaluate_finetuning(model, tiny_tokenizer, config, baseline=baseline, baseline_name=name,
-                                  device="cpu").metrics()
+                                  device="cpu").task_result().to_json()
     summary = metrics["finetune_summary"]
     assert re.search(r"^fine-tuned accuracy 0\.\d{3} vs 0\.\d{3} for .* \(majority class 0\.\d{3}\): "
                      r"pretraining gained .* accuracy points \[95 % CI .*\] and [+-]\d\.\d{3} macro-F1 "
@@ -250,7 +277,7 @@ def test_a_model_at_the_majority_rate_is_said_to_be_no_better_than_always_answer
     assert re.search(r"WARNING: the fine-tuned model is (no better than|not distinguishable from) always answering "
                      r"'1' \(0\.\d{4} of the eval examples", summary), summary
     signal = evaluate_finetuning(model, tiny_tokenizer, config_for(tmp_path_signal(tmp_path), mode="frozen", seeds=1),
-                                 device="cpu").metrics()
+                                 device="cpu").task_result().to_json()
     assert not signal["finetune_no_better_than_majority"] and "WARNING" not in signal["finetune_summary"]
     assert signal["finetune_summary"].startswith("fine-tuned accuracy 0.")
     assert "macro-F1 0." in signal["finetune_summary"]
@@ -267,13 +294,13 @@ def test_labelled_text_unknown_to_the_vocabulary_is_warned_about(tmp_path, tiny_
     reviews = pd.read_csv(shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv").dropna()
     reviews = reviews.groupby("label").head(150)  # the file is sorted by label
     path = labelled_file(tmp_path, reviews[["label", "review"]].values.tolist(), "reviews.csv")
-    with caplog.at_level("WARNING", logger="bert_mlm.core.finetune.runs"):
+    with caplog.at_level("WARNING", logger="bert_mlm.core.finetune"):
         prepared = prepare_task(config_for(path), tiny_tokenizer, 128)
     assert prepared.unknown_rate > 0.5
     assert re.search(r"finetune: \d+\.\d % of the labelled text's tokens are \[UNK\] under the model's vocabulary "
                      r"\(more than 5 %\)", caplog.text)
     metrics = evaluate_finetuning(model, tiny_tokenizer, config_for(path, mode="frozen", seeds=1), device="cpu",
-                                  prepared=prepared).metrics()
+                                  prepared=prepared).task_result().to_json()
     assert metrics["finetune_unknown_rate"] == prepared.unknown_rate
     assert re.search(r"WARNING: \d+ % of the labelled text's tokens are unknown to the model's vocabulary",
                      metrics["finetune_summary"])

@@ -4,27 +4,34 @@ from __future__ import annotations
 
 from huggingface_hub import ModelCard as HubCard
 
-from bert_mlm.core.record.model_card import model_card
-from bert_mlm.core.record.run_record import run_facts, run_record
+from bert_mlm.core.record import model_card as cards
+from bert_mlm.core.record.results import ModelResults
+from bert_mlm.core.record.run_record import DataRecord, RunRecord, run_facts, run_record
 
 SECRET = "Sesame-Card-3"
 MODEL = "2026-01-02T00.00.00.000Z"
 
 
-def record(language: str, *, init_from: str | None = None, path: str = f"http://reader:{SECRET}@host/c.txt") -> dict:
+def record(language: str, *, init_from: str | None = None,
+           path: str = f"http://reader:{SECRET}@host/c.txt") -> RunRecord:
     sections = {"corpus": {"path": path, "hf_dataset": None, "sources": None}, "model": {"init_from": init_from,
                 "hidden_size": 32}, "masking": {"probability": 0.15}, "training": {"batch_size": 8, "seed": 42}}
     facts = run_facts({"run_id": MODEL, "env": "smoke", "runtime_params": {"corpus": {"path": path}}},
                       sections, ["train_masked_lm"], "cpu")
     return run_record(facts, {"masking": {}, "training": {}},
-                      {"source": path, "language": language, "documents": {"train": 10, "valid": 1, "test": 1},
-                       "token_store": {"version": MODEL, "digests": {"train": "abc"}}})
+                      DataRecord(source=path, language=language, documents={"train": 10, "valid": 1, "test": 1},
+                                 token_store={"version": MODEL, "digests": {"train": "abc"}}))
 
 
 def metrics(**extra) -> dict:
     return {"model_version": MODEL, "eval_accuracy": 0.31, "eval_accuracy_se": 0.01, "eval_loss": 4.2,
             "train_steps": 12, "parameter_count": 44840, "mask_probability": 0.15,
-            "mask_probability_source": "tuning", "extra_corpus_path": f"https://u:{SECRET}@h/x", **extra}
+            "mask_probability_source": "tuning", **extra}
+
+
+def model_card(values: dict, made: RunRecord | None) -> cards.ModelCard:
+    """The card of ``values``: a metrics.json's keys."""
+    return cards.model_card(ModelResults.from_json(values), made)
 
 
 def test_the_card_is_hub_front_matter_then_the_run_and_holds_no_secret():

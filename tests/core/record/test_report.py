@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bert_mlm.core.record.report import compare_variants, run_report, training_curves, tuning_curve
+from bert_mlm.core.record import report as reports
+from bert_mlm.core.record.figures import training_curves, tuning_curve
+from bert_mlm.core.record.results import ModelResults
 
 
 def history(steps: int = 40, start: float = 9.0) -> pd.DataFrame:
@@ -40,6 +42,16 @@ def metrics(accuracy: float = 0.12, probability: float = 0.15) -> dict:
             }
         ],
     }
+
+
+def run_report(values: dict, *args, **kwargs) -> str:
+    """The report of ``values``: a metrics.json's keys (these are of this version's file and earlier ones)."""
+    return reports.run_report(ModelResults.from_json(values), *args, **kwargs)
+
+
+def compare_variants(variants: dict[str, dict], *args, **kwargs):
+    return reports.compare_variants({name: ModelResults.from_json(values) for name, values in variants.items()},
+                                    *args, **kwargs)
 
 
 def embedded_pngs(page: str) -> list[bytes]:
@@ -75,7 +87,8 @@ def test_a_continued_run_opens_with_its_before_and_after():
                                         "酒店评论.csv from 3.91 to 3.12 (-0.79 ± 0.02; accuracy 0.312 -> 0.388)",
                  "extra_eval_change_summary": "continued pretraining raised the held-out loss on news.txt from 3.02 "
                                               "to 3.15 (+0.13 ± 0.01; accuracy 0.402 -> 0.389): what it forgot there"}
-    changes = {"eval_loss_start": 3.91, "eval_loss_change": -0.79, "eval_loss_change_se": 0.02}
+    changes = {"eval_loss_start": 3.91, "eval_loss_change": -0.79, "eval_loss_change_se": 0.02,
+               "extra_eval_loss": 3.15, "extra_eval_accuracy": 0.389}
     page = run_report({**metrics(), **sentences, **changes}, history(0))
     summary = page[page.index("<h2>Summary</h2>"):page.index("<h2>Corpus</h2>")]
     assert "<b>Continued pretraining lowered the held-out loss on the test split of 酒店评论.csv" in summary

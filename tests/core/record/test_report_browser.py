@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bert_mlm.core.record.report import page, run_report
+from bert_mlm.core.record.report import page
 
-from .test_report import finetuned, history, metrics
+from .test_report import finetuned, history, metrics, run_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 pytestmark = [

@@ -7,13 +7,13 @@ import subprocess
 import pytest
 
 from bert_mlm.core.record.run_record import (
-    command_line,
+    DataRecord,
+    RunRecord,
     corpus_language,
     git_commit,
     hub_datasets,
     run_facts,
     run_record,
-    sources_line,
 )
 
 SECRET = "Sesame-Record-9"
@@ -58,20 +58,25 @@ def facts(**params) -> dict:
 
 def test_a_record_is_redacted_and_takes_the_resolved_sections_only_when_the_run_trains():
     given = facts(corpus={"path": f"https://user:{SECRET}@host/c.txt"}, finetune={"train_path": "t.csv"})
-    record = run_record(given, {"masking": {"probability": 0.3}, "training": {}}, {"source": "x"})
-    assert SECRET not in str(record)
-    assert record["sections"]["masking"] == {"probability": 0.15} and record["trained_model"] is None
-    assert record["command"] == ("kedro run --env smoke --pipelines finetune --tags reporting --params "
-                                 "corpus.path=https://user:***@host/c.txt,finetune.train_path=t.csv")
-    assert record["code"]["version"] and record["software"]["torch"] and record["device"] == "cpu"
+    record = run_record(given, {"masking": {"probability": 0.3}, "training": {}},
+                        DataRecord(source=f"http://reader:{SECRET}@host/c.txt", language="zh"))
+    assert SECRET not in str(record) and SECRET not in str(record.to_json())
+    assert record.section("masking") == {"probability": 0.15} and record.trained_model is None
+    assert record.command == ("kedro run --env smoke --pipelines finetune --tags reporting --params "
+                              "corpus.path=https://user:***@host/c.txt,finetune.train_path=t.csv")
+    assert record.code["version"] and record.software["torch"] and record.device == "cpu"
+    assert RunRecord.from_json(record.to_json()) == record  # the file reads back as it was written
     trained = run_record({**given, "nodes": ["train_masked_lm"]}, {"masking": {"probability": 0.3}, "training": {}},
-                         {})
-    assert trained["sections"]["masking"] == {"probability": 0.3} and trained["sections_from_tuning"] == ["masking"]
-    assert trained["trained_model"] == given["run_id"]
+                         DataRecord())
+    assert trained.section("masking") == {"probability": 0.3} and trained.sections_from_tuning == ["masking"]
+    assert trained.trained_model == given["run_id"]
 
 
-def test_command_line_of_a_default_run():
-    assert command_line({"env": None, "pipelines": ["__default__"], "params": {}}) == "kedro run"
+def test_command_line_of_a_default_run_and_of_a_record_of_an_earlier_version():
+    assert RunRecord(env=None, pipelines=["__default__"], params={}).command_line() == "kedro run"
+    earlier = RunRecord.from_json({"run_id": "r", "env": "smoke", "pipelines": ["training"], "unknown_key": 1,
+                                   "corpus": {"source": "books", "token_store": {"version": "v"}, "other": 2}})
+    assert earlier.command == "kedro run --env smoke --pipelines training" and earlier.corpus.source == "books"
 
 
 def test_hub_datasets_of_a_corpus():
@@ -82,8 +87,8 @@ def test_hub_datasets_of_a_corpus():
 
 
 def test_a_mixtures_sources_line_gives_each_sources_store_share_and_weight():
-    corpus = {"sources": [{"name": "新闻", "documents": 120, "tokens": 50_000, "weight": 0.7},
-                          {"name": "books", "documents": 3, "tokens": 9_000, "repeat": 2.0}]}
-    assert sources_line(corpus) == ("新闻: 120 documents, 50,000 tokens, weight 0.7; "
-                                    "books: 3 documents, 9,000 tokens, repeat 2.0")
-    assert sources_line({"source": "built-in corpus"}) is None
+    corpus = DataRecord(sources=[{"name": "新闻", "documents": 120, "tokens": 50_000, "weight": 0.7},
+                                 {"name": "books", "documents": 3, "tokens": 9_000, "repeat": 2.0}])
+    assert corpus.sources_line == ("新闻: 120 documents, 50,000 tokens, weight 0.7; "
+                                   "books: 3 documents, 9,000 tokens, repeat 2.0")
+    assert DataRecord(source="built-in corpus").sources_line is None

@@ -31,16 +31,14 @@ def test_stored_records_load_and_save_as_the_same_file(stored):
 
 
 def test_the_summary_says_where_the_probability_came_from():
-    assert TuningRecord.from_json(ADOPTED).summary == {"mask_probability_source": "tuning",
-                                                       "tuning_decision": "lowers the eval loss"}
+    adopted, kept = TuningRecord.from_json(ADOPTED), TuningRecord.from_json(KEPT)
+    assert (adopted.probability_source, adopted.decision) == ("tuning", "lowers the eval loss")
     # A kept configuration carries the configured probability, chosen by nobody.
-    assert TuningRecord.from_json(KEPT).summary == {"mask_probability_source": "parameters",
-                                                    "tuning_decision": "within seed noise"}
-    assert TuningRecord.from_json(KEPT).chosen == {"masking": {}, "training": {}}
+    assert (kept.probability_source, kept.decision) == ("parameters", "within seed noise")
+    assert kept.chosen == {"masking": {}, "training": {}}
     variant = TuningRecord.of_variant(VariantOverrides(masking={"whole_word": True}))
-    assert variant.summary["mask_probability_source"] == "parameters"  # the variant left the probability alone
-    assert TuningRecord.of_variant(VariantOverrides(masking={"probability": 0.3})).summary[
-        "mask_probability_source"] == "variant"
+    assert variant.probability_source == "parameters"  # the variant left the probability alone
+    assert TuningRecord.of_variant(VariantOverrides(masking={"probability": 0.3})).probability_source == "variant"
 
 
 def test_a_bad_source_is_refused_by_name():
@@ -52,7 +50,7 @@ def test_the_confirmation_keeps_the_configured_masking_unless_it_adopts():
     best = TuningRecord("tuning", {"probability": 0.31}, best_trial=2, best_value=4.2, objective="finetune")
     assert best.score == {"best_finetune_accuracy": pytest.approx(1 - 4.2)}
     kept = best.confirmed(Confirmation(adopted=False, reason="within seed noise"), MaskingConfig(probability=0.15))
-    assert (kept.source, kept.masking, kept.tuned, kept.summary["tuning_decision"]) == (
+    assert (kept.source, kept.masking, kept.tuned, kept.decision) == (
         "parameters", {"probability": 0.15}, {"masking": {"probability": 0.31}}, "within seed noise")
     adopted = best.confirmed(Confirmation(adopted=True, reason="clear"), MaskingConfig())
     assert adopted.source == "tuning" and adopted.chosen["masking"] == {"probability": 0.31}

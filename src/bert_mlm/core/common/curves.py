@@ -35,25 +35,11 @@ def publish(records: Sequence[dict]) -> None:
         listener(records)
 
 
-# Step record field -> TensorBoard tag.
-TRAINING_SCALARS = {
-    "loss": "train/loss", "accuracy": "train/accuracy", "learning_rate": "train/learning_rate",
-    "tokens_per_second": "train/tokens_per_second", "mask_probability": "train/mask_probability",
-    "grad_norm": "train/grad_norm",
-}
-# A validation curve's column in the training history, where the run evaluates during training.
-VALIDATION_SCALARS = {"valid_loss": "valid/loss", "eval_loss": "valid/loss", "valid_accuracy": "valid/accuracy",
-                      "eval_accuracy": "valid/accuracy"}
-EVALUATION_SCALARS = {
-    "eval_loss": "eval/loss", "eval_accuracy": "eval/accuracy", "eval_top5_accuracy": "eval/top5_accuracy",
-    "baseline_accuracy": "eval/most_frequent_token_accuracy", "extra_eval_loss": "eval/extra_corpus_loss",
-    "extra_eval_accuracy": "eval/extra_corpus_accuracy",
-}
-FINETUNE_SCALARS = {
-    "finetune_accuracy": "finetune/accuracy", "finetune_baseline_accuracy": "finetune/baseline_accuracy",
-    "finetune_majority_accuracy": "finetune/majority_class_accuracy", "finetune_gain": "finetune/gain",
-    "finetune_macro_f1": "finetune/macro_f1",
-}
+# Step record field -> TensorBoard tag: the loop's records (the training history's columns), and
+# the validation columns on the steps it validated.
+TRAINING_SCALARS = {name: f"train/{name}" for name in (
+    "loss", "accuracy", "learning_rate", "tokens_per_second", "mask_probability", "grad_norm")}
+VALIDATION_SCALARS = {f"valid_{name}": f"valid/{name}" for name in ("loss", "accuracy")}
 
 
 def _number(value) -> float | None:
@@ -90,11 +76,11 @@ class TensorBoardLog:
             self.last_step = step
         self.writer.flush()  # visible while the run goes, not at its end
 
-    def scalars(self, values: Mapping, tags: Mapping[str, str], step: int) -> None:
-        for field, tag in tags.items():
-            value = _number(values.get(field))
-            if value is not None:
-                self.writer.add_scalar(tag, value, step)
+    def scalars(self, values: Mapping[str, object], step: int) -> None:
+        """``values``: tag -> value (a value that is not a finite number is left out)."""
+        for tag, value in values.items():
+            if (number := _number(value)) is not None:
+                self.writer.add_scalar(tag, number, step)
         self.writer.flush()
 
     def text(self, tag: str, text: str, step: int = 0) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 
 def format_value(value) -> str:
@@ -20,9 +19,8 @@ def format_value(value) -> str:
     return str(value)
 
 
-def with_error(metrics: Mapping, key: str) -> str:
-    """``value ± standard error`` where the metrics hold ``<key>_se``."""
-    value, error = metrics[key], metrics.get(f"{key}_se")
+def with_error(value, error=None) -> str:
+    """``value ± standard error`` where there is a (finite) error."""
     if isinstance(error, float) and math.isfinite(error) and isinstance(value, float):
         return f"{value:.4f} ± {error:.4f}"
     return format_value(value)

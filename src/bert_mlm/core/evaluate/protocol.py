@@ -17,18 +17,17 @@ one block of memory.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from transformers import BertForMaskedLM, PreTrainedTokenizerBase, pipeline
+from transformers import BertForMaskedLM
 
 from bert_mlm.config import EvaluationConfig, MaskingConfig
 from bert_mlm.core.common.seeds import EVALUATION_ORDER_STREAM, EVALUATION_STREAM, stream_seed
-from bert_mlm.core.common.text import cjk_characters, readable_spacing
+from bert_mlm.core.evaluate.result import MEASURES, HeldOut
 from bert_mlm.core.model.bert import MaskedPositionsMLM
 from bert_mlm.core.model.masking import IGNORE_INDEX, mask_tokens
 from bert_mlm.core.tokens.sequences import Collator, sequence_lengths
@@ -173,21 +172,24 @@ class SequenceScores:
     top5: np.ndarray
     mask_draws: int  # draws begun (the last may be partial)
 
-    METRICS = (("loss", "eval_loss"), ("top1", "eval_accuracy"), ("top5", "eval_top5_accuracy"))
-
-    def metrics(self) -> dict[str, float]:
+    def summary(self) -> HeldOut:
+        """The token-weighted means, each with its standard error (see :func:`evaluate`)."""
         count = int(self.tokens.sum())
-        metrics: dict[str, float] = {}
-        for name, key in self.METRICS:
-            values = getattr(self, name)
-            ratio = float(values.sum() / count)
-            metrics[key] = ratio
-            metrics[f"{key}_se"] = ratio_standard_error(values, self.tokens, ratio)
-        metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 700.0))
-        metrics["eval_masked_tokens"] = count
-        metrics["eval_sequences"] = len(self.tokens)
-        metrics["eval_mask_draws"] = self.mask_draws
-        return metrics
+        values: dict[str, float] = {}
+        for name in MEASURES:
+            values[name] = float(self.summed(name).sum() / count)
+            values[f"{name}_se"] = ratio_standard_error(self.summed(name), self.tokens, values[name])
+        return HeldOut(**values, perplexity=math.exp(min(values["loss"], 700.0)), masked_tokens=count,
+                       sequences=len(self.tokens), mask_draws=self.mask_draws)
+
+    def metrics(self) -> dict:
+        """:meth:`summary` as the JSON files name it (``eval_loss``, ...): what the training loop's
+        validation and the tuning trials read."""
+        return self.summary().to_json()
+
+    def summed(self, name: str) -> np.ndarray:
+        """The per-sequence sums of one of :data:`~bert_mlm.core.evaluate.result.MEASURES`."""
+        return {"loss": self.loss, "accuracy": self.top1, "top5_accuracy": self.top5}[name]
 
 
 @torch.inference_mode()
@@ -256,10 +258,10 @@ def evaluate(
     return score_sequences(model, evaluation_set, batch_size, device, amp_dtype).metrics()
 
 
-def paired_change(after: SequenceScores, before: SequenceScores) -> dict[str, float]:
-    """How the metrics moved from ``before`` (the starting model) to ``after``, both scored on the
-    same evaluation set: the starting model's metrics (``eval_loss_start``, ...), and each
-    metric's change (``eval_loss_change``) with its paired standard error (``_se``).
+def paired_change(after: SequenceScores, before: SequenceScores) -> HeldOut:
+    """``after``'s scores with how they moved from ``before`` (the starting model), both scored on
+    the same evaluation set: the starting model's scores (``loss_start``, ...), and each score's
+    change (``loss_change``) with its paired standard error (``_se``).
 
     Both models predict the very same masked tokens, so the change is one ratio of summed
     per-sequence differences, ``D = sum_i (y_i - x_i) / sum_i n_i``, with the delta-method error of
@@ -268,34 +270,31 @@ def paired_change(after: SequenceScores, before: SequenceScores) -> dict[str, fl
     """
     if not (np.array_equal(after.sequence_ids, before.sequence_ids) and np.array_equal(after.tokens, before.tokens)):
         raise ValueError("paired_change: the two scores are not of the same masked tokens (another evaluation set)")
-    start = before.metrics()
-    change: dict[str, float] = {}
-    for name, key in SequenceScores.METRICS:
-        difference = getattr(after, name) - getattr(before, name)
+    start, change = before.summary(), {}
+    for name in MEASURES:
+        difference = after.summed(name) - before.summed(name)
         ratio = float(difference.sum() / after.tokens.sum())
-        change[f"{key}_start"] = start[key]
-        change[f"{key}_start_se"] = start[f"{key}_se"]
-        change[f"{key}_change"] = ratio
-        change[f"{key}_change_se"] = ratio_standard_error(difference, after.tokens, ratio)
-    return change
+        change.update({f"{name}_start": getattr(start, name), f"{name}_start_se": getattr(start, f"{name}_se"),
+                       f"{name}_change": ratio,
+                       f"{name}_change_se": ratio_standard_error(difference, after.tokens, ratio)})
+    return replace(after.summary(), **change)
 
 
-def change_sentence(metrics: Mapping, corpus: str, prefix: str = "", forgetting: bool = False) -> str | None:
-    """The before/after in one sentence, from :func:`paired_change`'s metrics (``prefix``:
-    ``extra_`` for the extra corpus): "continued pretraining lowered the held-out loss on
-    reviews.csv from 3.91 to 3.12 (-0.79 ± 0.02; accuracy 0.212 -> 0.301)". None without a
-    starting model's score. ``forgetting``: text the model is not continued on (general text),
-    where a rise is what it forgot."""
-    if f"{prefix}eval_loss_start" not in metrics:
+def change_sentence(held_out: HeldOut, corpus: str, forgetting: bool = False) -> str | None:
+    """The before/after of :func:`paired_change` in one sentence: "continued pretraining lowered
+    the held-out loss on reviews.csv from 3.91 to 3.12 (-0.79 ± 0.02; accuracy 0.212 -> 0.301)".
+    None without a starting model's score. ``forgetting``: text the model is not continued on
+    (general text), where a rise is what it forgot."""
+    if held_out.loss_start is None:
         return None
-    before, after = metrics[f"{prefix}eval_loss_start"], metrics[f"{prefix}eval_loss"]
-    change, error = metrics[f"{prefix}eval_loss_change"], metrics[f"{prefix}eval_loss_change_se"]
+    before, after = held_out.loss_start, held_out.loss
+    change, error = held_out.loss_change, held_out.loss_change_se
     # Two decimals, as a loss is usually read, unless the standard error needs more to show.
     digits = 2 if not math.isfinite(error) or error >= 0.005 else min(4, -math.floor(math.log10(max(error, 1e-9))))
     verb = "lowered" if change < 0 else "raised" if change > 0 else "left unchanged"
     noise = " (within noise)" if math.isfinite(error) and abs(change) < 2 * error else ""
     forgot = ": what it forgot there" if forgetting and change > 0 and not noise else ""
-    accuracy = f"{metrics[f'{prefix}eval_accuracy_start']:.3f} -> {metrics[f'{prefix}eval_accuracy']:.3f}"
+    accuracy = f"{held_out.accuracy_start:.3f} -> {held_out.accuracy:.3f}"
     return (f"continued pretraining {verb} the held-out loss on {corpus} from {before:.{digits}f} to "
             f"{after:.{digits}f} ({change:+.{digits}f} ± {error:.{digits}f}; accuracy {accuracy}){noise}{forgot}")
 
@@ -333,96 +332,3 @@ def baseline_accuracy(evaluation_set, token_id: int) -> float:
         total += int(selected.sum())
         hits += int((labels[selected] == token_id).sum())
     return hits / total if total else 0.0
-
-
-def fill_mask_examples(
-    model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], top_k: int = 5,
-    answers: Sequence[str] | None = None, parameter: str = "evaluation.fill_mask_sentences",
-) -> list[dict]:
-    """Top-k fills of each sentence's ``[MASK]``, with the plain ``transformers`` pipeline; with
-    ``answers`` (the masked-out words), each example also says where the true word ranks. A
-    sentence with several masks gets each mask's fills (``per_mask``, each predicted on its own,
-    as the pipeline does); ``predictions`` holds the first's. ``parameter`` names where the
-    sentences came from in errors."""
-    if not sentences:
-        return []
-    fill = pipeline("fill-mask", model=model, tokenizer=tokenizer, device=next(model.parameters()).device)
-    examples = []
-    for position, sentence in enumerate(sentences):
-        if tokenizer.mask_token not in sentence:
-            raise UserError(f"{parameter}: {sentence!r} has no {tokenizer.mask_token}")
-        predictions = fill(sentence, top_k=top_k)
-        per_mask = predictions if predictions and isinstance(predictions[0], list) else [predictions]
-        per_mask = [
-            [{"token": p["token_str"], "score": round(float(p["score"]), 4)} for p in fills] for fills in per_mask
-        ]
-        example = {"sentence": sentence, "predictions": per_mask[0]}
-        if len(per_mask) > 1:
-            example["per_mask"] = per_mask
-        if answers is not None:
-            answer = answers[position]
-            predicted = [_comparable(p["token"], tokenizer) for p in example["predictions"]]
-            truth = _comparable(answer, tokenizer)
-            example["answer"] = answer
-            example["answer_rank"] = predicted.index(truth) + 1 if truth in predicted else None
-        examples.append(example)
-    return examples
-
-
-def fill_mask_report(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str] | None,
-                     held_out_texts: Iterable[str], count: int, seed: int, top_k: int = 5) -> list[dict]:
-    """Fill-mask examples: the user's ``sentences`` when given, else ``count`` held-out sentences
-    with one word masked, each with the true word and its rank among the fills."""
-    if sentences:
-        return fill_mask_examples(model, tokenizer, sentences, top_k)
-    sentences, answers = fill_mask_sentences_from(held_out_texts, tokenizer, count=count, seed=seed)
-    return fill_mask_examples(model, tokenizer, sentences, top_k, answers)
-
-
-def _comparable(word: str, tokenizer: PreTrainedTokenizerBase) -> str:
-    return word.replace(" ", "").lower() if getattr(tokenizer, "do_lower_case", False) else word.replace(" ", "")
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*")
-
-
-def fill_mask_sentences_from(
-    texts: Iterable[str], tokenizer: PreTrainedTokenizerBase, count: int = 3, seed: int = 0,
-    min_chars: int = 8, max_chars: int = 160, max_candidates: int = 2000,
-) -> tuple[list[str], list[str]]:
-    """``count`` sentences of ``texts`` (held-out documents) with one word masked, and the true
-    words: a reader sees what the model predicts next to what the text said, in the corpus's own
-    language. A masked word is one whole token (a single-piece word, or one CJK character) made of
-    letters, so that one ``[MASK]`` can be filled with it. Drawn from the first ``max_candidates``
-    sentences with ``seed``: the same data gives the same examples."""
-    candidates: list[tuple[str, list[tuple[int, int]]]] = []
-    for text in texts:
-        for sentence in _SENTENCE_END.split(text):
-            sentence = readable_spacing(" ".join(sentence.split()), tuple(tokenizer.all_special_tokens))
-            if not min_chars <= len(sentence) <= max_chars:
-                continue
-            encoding = tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True)
-            tokens = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
-            spans = [
-                (start, end)
-                for k, ((start, end), token) in enumerate(zip(encoding["offset_mapping"], tokens, strict=True))
-                if token not in tokenizer.all_special_tokens
-                and not token.startswith("##")
-                and not (k + 1 < len(tokens) and tokens[k + 1].startswith("##"))
-                and sentence[start:end].isalpha()
-                and (len(sentence[start:end]) >= 3 or cjk_characters(sentence[start:end]))
-            ]
-            if spans:
-                candidates.append((sentence, spans))
-            if len(candidates) >= max_candidates:
-                break
-        if len(candidates) >= max_candidates:
-            break
-    rng = np.random.default_rng(seed)
-    sentences, answers = [], []
-    for choice in sorted(rng.choice(len(candidates), size=min(count, len(candidates)), replace=False)):
-        sentence, spans = candidates[choice]
-        start, end = spans[int(rng.integers(len(spans)))]
-        sentences.append(f"{sentence[:start]}{tokenizer.mask_token}{sentence[end:]}")
-        answers.append(sentence[start:end])
-    return sentences, answers

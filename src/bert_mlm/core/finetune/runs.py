@@ -9,11 +9,7 @@ This is how the literature judges pretraining choices (Gururangan et al. 2020; W
 masked-LM loss can rank them the wrong way, and a frozen probe of a small encoder cannot tell a
 trained one from a random one (``mode: frozen`` keeps that cheap check).
 
-The interval of a mean over seeds and eval examples combines two sources of error: the seeds
-(training randomness, between-seed variance of the per-seed means) and the sampling of the eval
-examples (between-example variance of the per-example means over seeds), with
-Welch-Satterthwaite degrees of freedom. For a paired difference both are taken of the
-differences, so what the two models share (the seeds' data order, hard examples) cancels.
+The result and its intervals: :mod:`bert_mlm.core.finetune.result`.
 """
 
 from __future__ import annotations
@@ -23,7 +19,8 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
 
 import numpy as np
 import pandas as pd
@@ -35,16 +32,22 @@ from bert_mlm.config import FinetuneConfig, TrainingConfig
 from bert_mlm.core.common.device import autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.finetune.labelled import EncodedExamples, Task, TaskSource, encode_examples, load_task
+from bert_mlm.core.finetune.result import (
+    BASELINE,
+    PRETRAINED,
+    RUN_COLUMNS,
+    ModelScores,
+    RunRow,
+    TaskResult,
+    macro_f1,
+    sequence_result,
+)
 from bert_mlm.core.model.bert import load_for_continued_pretraining
 from bert_mlm.core.model.checkpoints import seed_everything
 from bert_mlm.core.model.optim import Optimisation
 from bert_mlm.core.train.loop import NonFiniteLossError, epoch_batches
 
 logger = logging.getLogger(__name__)
-
-PRETRAINED, BASELINE = "pretrained", "baseline"
-RUN_COLUMNS = ("model", "seed", "epoch", "train_loss", "eval_accuracy", "eval_macro_f1", "learning_rate", "seconds",
-               "data_order", "reported")
 
 
 # Above this share of [UNK] tokens in the labelled text, the classifier barely sees the text: a
@@ -190,19 +193,13 @@ def fit_head(model: PreTrainedModel, examples: EncodedExamples, pad_id: int, dev
         model.classifier.bias.copy_(torch.as_tensor(bias, dtype=model.classifier.bias.dtype))
 
 
-def macro_f1(labels: np.ndarray, predictions: np.ndarray, classes: int) -> float:
-    from sklearn.metrics import f1_score  # imported when used: SciPy and scikit-learn weigh ~50 MB
-
-    return float(f1_score(labels, predictions, labels=list(range(classes)), average="macro", zero_division=0))
-
-
 @dataclass
 class RunOutcome:
     """One fine-tuning run: eval predictions of the reported epoch, a row per epoch, and the
     fine-tuned classifier (only when it is to be kept)."""
 
     predictions: np.ndarray
-    history: list[dict]
+    history: list[RunRow]
     model: PreTrainedModel | None = None
 
 
@@ -265,7 +262,7 @@ class Runner:
             row, predictions = self._row(model, name, seed, epoch + 1, train_loss, fit.optimisation.learning_rate,
                                          fit.order.hexdigest(), started)
             history.append(row)
-            accuracy = row["eval_accuracy"]
+            accuracy = row.eval_accuracy
             if self.progress is not None:  # the ETA from the finished epochs' own time
                 self.progress.update(1, seconds=time.perf_counter() - started, model=name, seed=seed,
                                      acc=f"{accuracy:.4f}")
@@ -280,10 +277,10 @@ class Runner:
                     self.progress.update(config.epochs - epoch - 1, seconds=0.0)
                 break
         # Early stopping reports the best fine-tuned epoch (its weights when kept); otherwise the last.
-        tuned = [row for row in history if row["epoch"] > 0]
-        reported = max(tuned, key=lambda r: r["eval_accuracy"]) if config.early_stopping_patience else tuned[-1]
+        tuned = [row for row in history if row.epoch > 0]
+        reported = max(tuned, key=lambda r: r.eval_accuracy) if config.early_stopping_patience else tuned[-1]
         for row in history:
-            row["reported"] = row is reported
+            row.reported = row is reported
         if best_state is not None:
             model.load_state_dict(best_state)
         model.to("cpu")
@@ -291,15 +288,14 @@ class Runner:
         return RunOutcome(final, history, model if keep_model else None)
 
     def _row(self, model: PreTrainedModel, name: str, seed: int, epoch: int, train_loss: float, learning_rate: float,
-             order: str, started: float) -> tuple[dict, np.ndarray]:
+             order: str, started: float) -> tuple[RunRow, np.ndarray]:
         """The eval predictions after ``epoch`` and its ``finetune_runs`` row."""
         prepared = self.prepared
         predictions = predict(model, prepared.evaluation, prepared.pad_id, self.device, autocast_dtype(self.precision),
                               self.config.pooling)
-        row = {"model": name, "seed": seed, "epoch": epoch, "train_loss": train_loss,
-               "eval_accuracy": float((predictions == prepared.evaluation.labels).mean()),
-               "eval_macro_f1": macro_f1(prepared.evaluation.labels, predictions, len(prepared.task.labels)),
-               "learning_rate": learning_rate, "seconds": time.perf_counter() - started, "data_order": order}
+        row = RunRow(name, seed, epoch, train_loss, float((predictions == prepared.evaluation.labels).mean()),
+                     macro_f1(prepared.evaluation.labels, predictions, len(prepared.task.labels)), learning_rate,
+                     time.perf_counter() - started, order)
         return row, predictions
 
     def _schedule(self, model: PreTrainedModel, seed: int) -> TrainingConfig:
@@ -364,8 +360,9 @@ class Runner:
         row, predictions = self._row(model, name, seed, 1, float("nan"), float("nan"), "", started)
         if self.progress is not None:
             self.progress.update(self.config.epochs, seconds=time.perf_counter() - started, model=name, seed=seed,
-                                 acc=f"{row['eval_accuracy']:.4f}")
-        return RunOutcome(predictions, [{**row, "reported": True}])
+                                 acc=f"{row.eval_accuracy:.4f}")
+        row.reported = True
+        return RunOutcome(predictions, [row])
 
     def seed_accuracies(self, encoder: PreTrainedModel) -> list[float]:
         """Eval accuracy after fine-tuning ``encoder`` with each seed (the tuning objective)."""
@@ -373,48 +370,10 @@ class Runner:
                 for seed in self.config.run_seeds]
 
 
-# ----------------------------------------------------------------------------- statistics
-def interval(per_seed: np.ndarray, per_example: np.ndarray, confidence: float = 0.95) -> dict:
-    """Mean, standard error and ``confidence`` interval of a quantity measured per seed and per
-    eval example (see the module's docstring): ``per_seed`` holds its mean over the examples for
-    each seed, ``per_example`` its mean over the seeds for each example."""
-    from scipy import stats
-
-    per_seed, per_example = np.asarray(per_seed, float), np.asarray(per_example, float)
-    seeds, examples = len(per_seed), len(per_example)
-    mean = float(per_seed.mean())
-    parts = [(float(per_seed.var(ddof=1)) / seeds if seeds > 1 else 0.0, seeds - 1),
-             (float(per_example.var(ddof=1)) / examples if examples > 1 else 0.0, examples - 1)]
-    variance = sum(v for v, _ in parts)
-    se = math.sqrt(variance)
-    if variance == 0:
-        return {"mean": mean, "se": 0.0, "low": mean, "high": mean}
-    freedom = variance**2 / sum(v**2 / df for v, df in parts if df > 0 and v > 0)
-    half = float(stats.t.ppf(0.5 + confidence / 2, freedom)) * se
-    return {"mean": mean, "se": se, "low": mean - half, "high": mean + half}
-
-
 @dataclass
-class ModelScores:
-    """One compared model's eval predictions over the seeds (seeds x examples) and its runs."""
-
-    predictions: np.ndarray
-    runs: list[dict] = field(default_factory=list)
-
-    def correct(self, labels: np.ndarray) -> np.ndarray:
-        return (self.predictions == labels[None, :]).astype(np.float64)
-
-    def seed_macro_f1(self, labels: np.ndarray, classes: int) -> list[float]:
-        return [macro_f1(labels, row, classes) for row in self.predictions]
-
-
-def points(value: float) -> str:
-    return f"{100 * value:+.1f}"
-
-
-@dataclass
-class FinetuneResult:
-    """Every run of one fine-tuning evaluation and what it says (:meth:`metrics`)."""
+class FinetuneRuns:
+    """Every run of one fine-tuning evaluation (``runs``: a row per model, seed and epoch) and what
+    they say (:meth:`task_result`)."""
 
     prepared: PreparedTask
     config: FinetuneConfig
@@ -425,78 +384,23 @@ class FinetuneResult:
 
     @property
     def runs(self) -> pd.DataFrame:
-        return pd.DataFrame.from_records(
-            [row for score in self.scores.values() for row in score.runs], columns=RUN_COLUMNS
-        )
+        return pd.DataFrame.from_records([asdict(row) for score in self.scores.values() for row in score.runs],
+                                         columns=RUN_COLUMNS)
 
-    def metrics(self) -> dict:
-        labels, classes = self.prepared.evaluation.labels, len(self.prepared.task.labels)
-        task = self.prepared.task
-        majority = task.label_ids[task.train["label"].mode().iloc[0]]
-        metrics: dict = {
-            "finetune_mode": self.config.mode, "finetune_dataset": str(self.config.train_path),
-            "finetune_eval_dataset": str(self.config.eval_path or f"{self.config.train_path} (hash split)"),
-            "finetune_train_examples": len(self.prepared.train), "finetune_eval_examples": len(labels),
-            "finetune_classes": classes, "finetune_majority_accuracy": float((labels == majority).mean()),
-            "finetune_seeds": self.config.run_seeds, "finetune_epochs": self.config.epochs,
-            "finetune_seconds": self.seconds, "finetune_baseline": self.baseline,
-        }
-        correct_of = {name: score.correct(labels) for name, score in self.scores.items()}
-        for name, prefix in ((PRETRAINED, "finetune_"), (BASELINE, "finetune_baseline_")):
-            if name not in self.scores:
-                continue
-            correct = correct_of[name]
-            accuracy = interval(correct.mean(1), correct.mean(0))
-            f1 = np.asarray(self.scores[name].seed_macro_f1(labels, classes))
-            metrics.update({
-                f"{prefix}accuracy": accuracy["mean"], f"{prefix}accuracy_se": accuracy["se"],
-                f"{prefix}macro_f1": float(f1.mean()),
-                f"{prefix}macro_f1_se": float(f1.std(ddof=1) / math.sqrt(len(f1))) if len(f1) > 1 else 0.0,
-                f"{prefix}seed_accuracy": correct.mean(1).tolist(), f"{prefix}seed_macro_f1": f1.tolist(),
-            })
-        metrics["finetune_example_accuracy"] = correct_of[PRETRAINED].mean(0).tolist()
-        majority_label, majority_rate = task.labels[majority], metrics["finetune_majority_accuracy"]
-        accuracy = interval(correct_of[PRETRAINED].mean(1), correct_of[PRETRAINED].mean(0))
-        metrics["finetune_unknown_rate"] = self.prepared.unknown_rate
-        metrics["finetune_no_better_than_majority"] = bool(accuracy["low"] <= majority_rate)
-        if BASELINE in self.scores:
-            difference = correct_of[PRETRAINED] - correct_of[BASELINE]
-            gain = interval(difference.mean(1), difference.mean(0))
-            f1_gain = metrics["finetune_macro_f1"] - metrics["finetune_baseline_macro_f1"]
-            metrics.update({
-                "finetune_gain": gain["mean"], "finetune_gain_se": gain["se"],
-                "finetune_gain_ci_low": gain["low"], "finetune_gain_ci_high": gain["high"],
-                "finetune_macro_f1_gain": f1_gain,
-            })
-            # Both accuracies and the majority class: +0.8 points mean something else at 55 % than at 85 %.
-            headline = (
-                f"fine-tuned accuracy {metrics['finetune_accuracy']:.3f} vs "
-                f"{metrics['finetune_baseline_accuracy']:.3f} for {self.baseline} (majority class "
-                f"{majority_rate:.3f}): pretraining gained {points(gain['mean'])} accuracy points [95 % CI "
-                f"{points(gain['low'])}, {points(gain['high'])}] and "
-                f"{f1_gain:+.3f} macro-F1 (macro-F1 {metrics['finetune_macro_f1']:.3f} vs "
-                f"{metrics['finetune_baseline_macro_f1']:.3f}; {self.config.seeds} seed(s), {len(labels):,} eval "
-                f"examples, {self.config.mode} fine-tuning)")
-        else:
-            headline = (
-                f"fine-tuned accuracy {metrics['finetune_accuracy']:.3f} ± {metrics['finetune_accuracy_se']:.3f}, "
-                f"macro-F1 {metrics['finetune_macro_f1']:.3f} (majority class {majority_rate:.3f}; no baseline: "
-                "finetune.baseline is none)")
-        cautions = []
-        if metrics["finetune_no_better_than_majority"]:
-            cautions.append(
-                f"the fine-tuned model is no better than always answering {majority_label!r} ({majority_rate:.4f} of "
-                f"the eval examples)" if accuracy["mean"] <= majority_rate else
-                f"the fine-tuned model is not distinguishable from always answering {majority_label!r} "
-                f"({majority_rate:.4f} of the eval examples lies inside its 95 % CI {accuracy['low']:.4f}-"
-                f"{accuracy['high']:.4f})")
-        for caution in cautions:
-            logger.warning("finetune: %s", caution)
-        if self.prepared.unknown_rate > UNKNOWN_WARNING_RATE:  # logged, at length, when the task was prepared
-            cautions.append(f"{100 * self.prepared.unknown_rate:.0f} % of the labelled text's tokens are unknown to "
-                            "the model's vocabulary")
-        metrics["finetune_summary"] = headline + "".join(f"; WARNING: {caution}" for caution in cautions)
-        return metrics
+    def task_result(self) -> TaskResult:
+        """The pretrained model's and its starting point's scores, the paired gain, and the sentence that says it."""
+        prepared, config = self.prepared, self.config
+        return sequence_result(self.scores, prepared.evaluation.labels, prepared.task, self.baseline, mode=config.mode,
+                               dataset=file_name(config.train_path),
+                               eval_dataset=file_name(config.eval_path) if config.eval_path else
+                               f"{file_name(config.train_path)} (hash split)", train_examples=len(prepared.train),
+                               seeds=config.run_seeds, epochs=config.epochs, seconds=self.seconds,
+                               unknown_rate=prepared.unknown_rate, warning_rate=UNKNOWN_WARNING_RATE)
+
+
+def file_name(path) -> str:
+    """A labelled file as results name it: its file name, never a local folder or a URL's credentials."""
+    return PurePosixPath(str(path).split("?")[0].rstrip("/")).name or "?"
 
 
 def starting_point(config: FinetuneConfig, trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
@@ -518,7 +422,7 @@ def starting_point(config: FinetuneConfig, trained: PreTrainedModel, tokenizer: 
 def evaluate_finetuning(trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: FinetuneConfig, *,
                         baseline: PreTrainedModel | None = None, baseline_name: str = "none", device: str = "auto",
                         precision: str = "auto", on_batch: BatchCallback | None = None,
-                        prepared: PreparedTask | None = None) -> FinetuneResult:
+                        prepared: PreparedTask | None = None) -> FinetuneRuns:
     """Fine-tune ``trained`` (and ``baseline`` when given) on the task with every seed."""
     started = time.perf_counter()
     prepared = prepared or prepare_task(config, tokenizer, trained.config.max_position_embeddings)
@@ -543,26 +447,4 @@ def evaluate_finetuning(trained: PreTrainedModel, tokenizer: PreTrainedTokenizer
                 classifier = outcome.model if keep else classifier
     finally:
         progress.close()
-    return FinetuneResult(prepared, config, scores, baseline_name, time.perf_counter() - started, classifier)
-
-
-def for_metrics_json(metrics: dict) -> dict:
-    """The scalar and per-seed values (what ``metrics.json`` takes); the per-example vector stays
-    in ``finetune_metrics``."""
-    return {k: v for k, v in metrics.items() if k != "finetune_example_accuracy"}
-
-
-def compare_runs(per_seed: dict[str, list[float]], per_example: dict[str, list[float]], reference: str) -> pd.DataFrame:
-    """Paired fine-tuning differences of every model against ``reference`` (same seeds, data
-    order and eval examples), with the interval of :func:`interval`."""
-    rows = []
-    for name in per_seed:
-        if name == reference:
-            continue
-        seed_difference = np.asarray(per_seed[name]) - np.asarray(per_seed[reference])
-        example_difference = np.asarray(per_example[name]) - np.asarray(per_example[reference])
-        result = interval(seed_difference, example_difference)
-        rows.append({"variant": name, "reference": reference, "finetune_difference": result["mean"],
-                     "finetune_difference_ci_low": result["low"], "finetune_difference_ci_high": result["high"]})
-    return pd.DataFrame(rows)
-
+    return FinetuneRuns(prepared, config, scores, baseline_name, time.perf_counter() - started, classifier)

@@ -6,56 +6,34 @@ Hugging Face front matter (``language`` from the corpus's script, a ``license`` 
 ``huggingface_hub``'s own :class:`~huggingface_hub.ModelCardData`; then the training data, the
 training steps, the masking, the evaluation results, the before/after of continued pretraining,
 the fine-tuning result, and how to use and remake the model. Plain ``transformers`` ignores the
-file. Its values are redacted before they are rendered (:func:`bert_mlm.core.common.redaction.redact`).
+file. What it quotes (corpus, files, sentences) is escaped and holds no local folder (:func:`shown`);
+the run record it is made from is redacted.
 """
 
 from __future__ import annotations
 
+import html
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bert_mlm.core.common.formatting import format_value, with_error
-from bert_mlm.core.common.redaction import redact
-from bert_mlm.core.record.run_record import (
-    command_line,
-    describe_code,
-    describe_software,
-    hub_datasets,
-    sources_line,
-    token_store_line,
-)
+from bert_mlm.core.record.results import ModelResults
+from bert_mlm.core.record.run_record import RunRecord, hub_datasets
 
 TAGS = ["bert", "fill-mask", "masked-lm", "bert-mlm"]
 LICENSE_PLACEHOLDER = "unknown"
 LICENSE_NOTE = "  # placeholder: set the model's license before uploading (the corpus's terms may restrict it)"
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
-
-# The evaluation rows of the card, in the report's order: (metric key, label).
-EVALUATION = (
-    ("eval_accuracy", "masked-token accuracy (top-1)"),
-    ("eval_top5_accuracy", "top-5 accuracy"),
-    ("eval_loss", "masked-token loss"),
-    ("eval_perplexity", "perplexity"),
-    ("baseline_accuracy", "most-frequent-token reference accuracy"),
-    ("eval_loss_start", "loss of the starting model (model.init_from)"),
-    ("eval_accuracy_start", "accuracy of the starting model"),
-    ("eval_loss_change", "loss change from the starting model (paired)"),
-    ("extra_eval_accuracy", "accuracy on evaluation.corpus_path"),
-    ("extra_eval_loss", "loss on evaluation.corpus_path"),
-    ("extra_eval_loss_start", "loss of the starting model on evaluation.corpus_path"),
-    ("extra_eval_loss_change", "loss change on evaluation.corpus_path (paired)"),
-    ("eval_masked_tokens", "masked tokens scored"),
-)
-CHANGE_SENTENCES = ("eval_change_summary", "extra_eval_change_summary")
+# An absolute local path (not a URL's path: no letter, dot, colon or slash before it).
+_LOCAL_PATH = re.compile(r"(?<![\w.:/@~-])~?/[^\s,;'\"`()]+")
 
 
 @dataclass(frozen=True)
 class ModelCard:
     """A card and the model it describes (``model_version``: the trained model's version, which
-    names its folder; None for a model that no run saved)."""
+    names its folder; None for a model that no run saved: then nothing is written)."""
 
     model_version: str | None
     text: str
@@ -66,76 +44,81 @@ def is_hub_id(name: str | None) -> bool:
     return bool(name) and _HUB_ID.fullmatch(str(name)) is not None and not Path(str(name)).exists()
 
 
-def front_matter(record: Mapping[str, Any], language: str | None) -> str:
+def shown(value: Any) -> str:
+    """A setting or a result's text as the card quotes it: on one line (a newline could open a
+    heading or a ``---`` block), its markup escaped (``<script>``), no backtick or table bar to end
+    its span or cell, and absolute local paths as their file names (the card is uploaded; this
+    machine's folders are nobody's business)."""
+    text = _LOCAL_PATH.sub(lambda match: PurePosixPath(match[0]).name or match[0], " ".join(str(value).split()))
+    return html.escape(text, quote=False).replace("`", "'").replace("|", "/")
+
+
+def code(value: Any) -> str:
+    return f"`{shown(value)}`"
+
+
+def front_matter(record: RunRecord, language: str | None) -> str:
     """The YAML between the card's ``---`` lines."""
     from huggingface_hub import ModelCardData
 
-    init_from = record.get("init_from")
-    corpus = (record.get("sections") or {}).get("corpus") or {}
+    init_from = record.init_from
     data = ModelCardData(
         language=language, license=LICENSE_PLACEHOLDER, library_name="transformers", pipeline_tag="fill-mask",
-        tags=[*TAGS, *(["continued-pretraining"] if init_from else [])], datasets=hub_datasets(corpus) or None,
-        base_model=init_from if is_hub_id(init_from) else None,
+        tags=[*TAGS, *(["continued-pretraining"] if init_from else [])],
+        datasets=hub_datasets(record.section("corpus")) or None, base_model=init_from if is_hub_id(init_from) else None,
     )
     return "\n".join(line + LICENSE_NOTE if line == f"license: {LICENSE_PLACEHOLDER}" else line
                      for line in data.to_yaml().splitlines())
 
 
-def model_card(metrics: Mapping[str, Any], record: Mapping[str, Any] | None) -> ModelCard:
-    """The card of the model that ``metrics`` (``metrics.json``: its evaluation, training summary
-    and fine-tuning result) describes, with ``record``: the record of the run that trained it
-    (None where there is none: a model trained before runs were recorded)."""
-    metrics, record = redact(dict(metrics)), redact(dict(record or {}))
-    version = metrics.get("model_version")
-    corpus = record.get("corpus") or {}
-    sections = record.get("sections") or {}
-    language = corpus.get("language")
-    init_from = record.get("init_from")
-    origin = f"continued from `{init_from}`" if init_from else "trained from scratch"
+def model_card(results: ModelResults, record: RunRecord | None) -> ModelCard:
+    """The card of ``results``' model (``metrics.json``: its evaluation, training summary and
+    fine-tuning results), with ``record``: the record of the run that trained it (None where there
+    is none: a model trained before runs were recorded)."""
+    version, evaluation, training = results.model_version, results.evaluation, results.training
+    made = record or RunRecord()
+    corpus, language = made.corpus, made.corpus.language
+    origin = f"continued from {code(made.init_from)}" if made.init_from else "trained from scratch"
     lines = [
-        "---", front_matter(record, language), "---", "",
+        "---", front_matter(made, language), "---", "",
         f"# bert-mlm masked language model {version or ''}".rstrip(), "",
         f"A BERT masked language model (`BertForMaskedLM`) {origin} with bert-mlm"
         + (f", in the run `{version}` (its version: the folder `masked_lm/{version}`)." if version else "."), "",
         "## Training data", "",
-        f"- corpus: `{corpus.get('source', 'unknown')}`",
+        f"- corpus: {code(corpus.source or 'unknown')}",
         f"- language: {language or 'unknown (set `language:` above)'}",
-        f"- documents: {_counts(corpus.get('documents'))}",
-        *([f"- sources (train split): {sources_line(corpus)}"] if sources_line(corpus) else []),
-        f"- token store: {token_store_line(corpus)}" if corpus.get("token_store") else "- token store: not recorded",
+        f"- documents: {_counts(corpus.documents)}",
+        *([f"- sources (train split): {shown(corpus.sources_line)}"] if corpus.sources_line else []),
+        f"- token store: {corpus.token_store_line}" if corpus.token_store else "- token store: not recorded",
     ]
-    if "train_tokens" in metrics:
-        lines.append(f"- training tokens seen: {format_value(metrics['train_tokens'])}")
-    lines += ["", "## Training", "", *_rows(_training_rows(metrics, sections)), "",
-              "## Masking", "", _masking(metrics, sections.get("masking") or {}), "",
-              "## Evaluation results", ""]
-    evaluation = [(label, with_error(metrics, key)) for key, label in EVALUATION if key in metrics]
-    if evaluation:
-        lines += [f"Fixed protocol: {_percent(metrics.get('eval_mask_probability', 0.15))} of the tokens of the "
-                  f"{metrics.get('eval_split', 'test')} split masked with seed {metrics.get('eval_seed', '?')} "
-                  "(80/10/10), the same masks for every model; ± is one standard error.", "",
-                  *_rows(evaluation)]
+    if training is not None:
+        lines.append(f"- training tokens seen: {format_value(training.train_tokens)}")
+    lines += ["", "## Training", "", *_rows(_training_rows(training, made)), "",
+              "## Masking", "", _masking(training, made.section("masking")), "", "## Evaluation results", ""]
+    if evaluation is not None:
+        lines += [f"Fixed protocol: {_percent(evaluation.mask_probability)} of the tokens of the {evaluation.split} "
+                  f"split masked with seed {evaluation.seed} (80/10/10), the same masks for every model; ± is one "
+                  "standard error.", "", *_rows(_evaluation_rows(evaluation))]
+        if evaluation.change_summaries:
+            lines += ["", "Before and after continued pretraining:", "",
+                      *(f"- {shown(sentence)}" for sentence in evaluation.change_summaries)]
     else:
         lines.append("Not evaluated yet (`kedro run --pipelines evaluation`).")
-    changes = [metrics[key] for key in CHANGE_SENTENCES if metrics.get(key)]
-    if changes:
-        lines += ["", "Before and after continued pretraining:", "", *(f"- {sentence}" for sentence in changes)]
-    if metrics.get("finetune_summary"):
-        lines += ["", "## Fine-tuning", "",
-                  f"On `{metrics.get('finetune_dataset', '?')}`: {metrics['finetune_summary']}."]
+    if results.finetune:
+        lines += ["", "## Fine-tuning", ""]
+        lines += [f"On {code(task.dataset or '?')}{f' ({shown(task.task)})' if task.task else ''}: "
+                  f"{shown(task.summary)}." for task in results.finetune]
     lines += [
         "", "## How to use", "", "```python", "from transformers import pipeline", "",
         'fill = pipeline("fill-mask", model="path/to/this/folder")',
-        f'print(fill("{_example(metrics, language)}"))', "```", "",
+        f'print(fill("{_example(evaluation.fill_mask_examples if evaluation else (), language)}"))', "```", "",
         "## How it was made", "",
     ]
-    if record:
-        lines += [f"- command: `{record.get('command') or command_line(record)}` (run `{record.get('run_id')}`)",
-                  f"- code: {describe_code(record.get('code'))}",
-                  f"- software: {describe_software(record.get('software'))}",
-                  f"- device: {record.get('device', 'unknown')}",
+    if record is not None:
+        lines += [f"- command: {code(record.command)} (run `{record.run_id}`)", f"- code: {shown(record.code_line)}",
+                  f"- software: {record.software_line}", f"- device: {shown(record.device or 'unknown')}",
                   "- every setting: `run_config.json` of the same run (`data/08_reporting/run_config.json/"
-                  f"{record.get('run_id')}/`)"]
+                  f"{record.run_id}/`)"]
     else:
         lines.append("No run record: the model was trained before bert-mlm recorded its runs.")
     lines += ["", "## License", "",
@@ -144,32 +127,61 @@ def model_card(metrics: Mapping[str, Any], record: Mapping[str, Any] | None) -> 
     return ModelCard(version, "\n".join(lines))
 
 
-def _training_rows(metrics: Mapping[str, Any], sections: Mapping[str, Any]) -> list[tuple[str, str]]:
-    training, model = sections.get("training") or {}, sections.get("model") or {}
-    rows = [("steps", format_value(metrics.get("train_steps", training.get("max_steps")))),
-            ("batch size", format_value(training.get("batch_size"))),
-            ("learning rate", format_value(metrics.get("learning_rate", training.get("learning_rate")))),
-            ("precision, device", f"{metrics.get('precision', '?')} on {metrics.get('device', '?')}"),
-            ("parameters", format_value(metrics.get("parameter_count"))),
+def _evaluation_rows(evaluation) -> list[tuple[str, str]]:
+    """The card's evaluation rows, in the report's order."""
+    test, extra = evaluation.test, evaluation.extra
+    rows = [("masked-token accuracy (top-1)", with_error(test.accuracy, test.accuracy_se)),
+            ("top-5 accuracy", with_error(test.top5_accuracy, test.top5_accuracy_se)),
+            ("masked-token loss", with_error(test.loss, test.loss_se)),
+            ("perplexity", format_value(test.perplexity)),
+            ("most-frequent-token reference accuracy", format_value(test.baseline_accuracy))]
+    if test.loss_start is not None:
+        rows += [("loss of the starting model (model.init_from)", with_error(test.loss_start, test.loss_start_se)),
+                 ("accuracy of the starting model", with_error(test.accuracy_start, test.accuracy_start_se)),
+                 ("loss change from the starting model (paired)", with_error(test.loss_change, test.loss_change_se))]
+    if extra is not None:
+        rows += [("accuracy on evaluation.corpus_path", with_error(extra.accuracy, extra.accuracy_se)),
+                 ("loss on evaluation.corpus_path", with_error(extra.loss, extra.loss_se))]
+        if extra.loss_start is not None:
+            rows += [("loss of the starting model on evaluation.corpus_path",
+                      with_error(extra.loss_start, extra.loss_start_se)),
+                     ("loss change on evaluation.corpus_path (paired)",
+                      with_error(extra.loss_change, extra.loss_change_se))]
+    return rows + [("masked tokens scored", format_value(test.masked_tokens))]
+
+
+def _training_rows(training, record: RunRecord) -> list[tuple[str, str]]:
+    configured, model = record.section("training"), record.section("model")
+    steps = training.train_steps if training is not None else configured.get("max_steps")
+    rows = [("steps", format_value(steps)),
+            ("batch size", format_value(configured.get("batch_size"))),
+            ("learning rate", format_value(training.learning_rate if training is not None
+                                           else configured.get("learning_rate"))),
+            ("precision, device", f"{training.precision} on {training.device}" if training is not None else "?"),
+            ("parameters", format_value(training.parameter_count if training is not None else None)),
             ("architecture", ", ".join(f"{key} {model[key]}" for key in (
                 "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                 "max_position_embeddings") if key in model) or "?"),
-            ("seed", format_value(training.get("seed")))]
+            ("seed", format_value(configured.get("seed")))]
     return [(label, value) for label, value in rows if value not in ("?", "n/a")]
 
 
-def _masking(metrics: Mapping[str, Any], masking: Mapping[str, Any]) -> str:
-    probability = metrics.get("mask_probability", masking.get("probability"))
+def _masking(training, masking: dict[str, Any]) -> str:
+    """The masking as trained (the training summary), else as configured (the run record)."""
+    def value(trained: str, setting: str, default: Any = None) -> Any:
+        found = getattr(training, trained, None)
+        return found if found is not None else masking.get(setting, default)
+
+    probability = value("mask_probability", "probability")
     if probability is None:
         return "Not recorded."
-    source = metrics.get("mask_probability_source")
+    source = training.mask_probability_source if training is not None else None
     origin = {"tuning": " (the mask-rate study's best)", "variant": " (a mask-rate variant)",
               "parameters": " (as configured)"}.get(source, "")
-    token = metrics.get("mask_token_fraction", masking.get("mask_token_fraction", 0.8))
-    random = metrics.get("random_token_fraction", masking.get("random_token_fraction", 0.1))
-    whole = metrics.get("whole_word", masking.get("whole_word"))
-    words = f"whole words ({metrics.get('word_segmenter', masking.get('word_segmenter', 'wordpiece'))})" if whole \
-        else "single tokens"
+    token = value("mask_token_fraction", "mask_token_fraction", 0.8)
+    random = value("random_token_fraction", "random_token_fraction", 0.1)
+    segmenter = value("word_segmenter", "word_segmenter", "wordpiece")
+    words = f"whole words ({segmenter})" if value("whole_word", "whole_word") else "single tokens"
     return (f"{_percent(probability)} of the tokens masked{origin}, {words}: {_percent(token)} replaced by [MASK], "
             f"{_percent(random)} by a random token, the rest kept; new masks every epoch.")
 
@@ -183,14 +195,15 @@ def _percent(value: Any) -> str:
 
 
 def _counts(counts: Any) -> str:
-    if not isinstance(counts, Mapping) or not counts:
+    if not isinstance(counts, dict) or not counts:
         return "n/a"
     return ", ".join(f"{format_value(count)} {split}" for split, count in counts.items())
 
 
-def _example(metrics: Mapping[str, Any], language: str | None) -> str:
-    for example in metrics.get("fill_mask_examples") or ():
+def _example(examples, language: str | None) -> str:
+    """A fill-mask sentence for the usage example: one of the evaluation's that fits a Python string."""
+    for example in examples:
         sentence = str(example.get("sentence", ""))
-        if "[MASK]" in sentence and '"' not in sentence and "\\" not in sentence and len(sentence) < 200:
-            return sentence
+        if "[MASK]" in sentence and not any(c in sentence for c in '"\\`\n') and len(sentence) < 200:
+            return html.escape(sentence, quote=False)
     return "北京是中国的[MASK]都。" if language == "zh" else "The capital of France is [MASK]."

@@ -16,17 +16,13 @@ import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from bert_mlm.core.common.redaction import redact
-from bert_mlm.core.record.run_record import (
-    command_line,
-    describe_code,
-    describe_software,
-    dotted,
-    sources_line,
-    token_store_line,
-)
+from bert_mlm.core.evaluate.result import Evaluation
+from bert_mlm.core.finetune.result import FinetuneResults
+from bert_mlm.core.record.results import ModelResults
+from bert_mlm.core.record.run_record import RunRecord, dotted
+from bert_mlm.core.study.record import TuningRecord
 
 OPENING = "How this run was made"
 # The report's sections, by heading, and what they are made from.
@@ -42,8 +38,8 @@ class Provenance:
     ``captions`` line and, where its result belongs to another model, a ``warnings`` line."""
 
     model: str | None
-    run: Mapping[str, Any] | None = None
-    model_record: Mapping[str, Any] | None = None
+    run: RunRecord | None = None
+    model_record: RunRecord | None = None
     captions: dict[str, str] = field(default_factory=dict)
     warnings: dict[str, str] = field(default_factory=dict)
 
@@ -69,10 +65,10 @@ class Provenance:
         if self.model_record is None and self.model is not None:
             notes.append(f"No record of the run that trained model {self.model} (it was trained before bert-mlm "
                          "recorded its runs, or that version of run_config was deleted); this run's record follows.")
-        elif self.run is not None and self.run.get("run_id") != record.get("run_id"):
+        elif self.run is not None and self.run.run_id != record.run_id:
             notes.append(f"Model {self.model} was trained by the run below; this report was made by run "
-                         f"{self.run.get('run_id')} ({self.run.get('command') or command_line(self.run)}) from the "
-                         "results saved so far. Each section says which model and run it belongs to.")
+                         f"{self.run.run_id} ({self.run.command}) from the results saved so far. Each section says "
+                         "which model and run it belongs to.")
         paragraphs = "".join(f"<p>{html.escape(note)}</p>" for note in notes)
         return paragraphs + record_table(record) + record_details(record)
 
@@ -81,117 +77,110 @@ def model_line(model: str | None) -> str:
     return f"Model {model}." if model else "No trained model yet."
 
 
-def record_rows(record: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The record as labelled rows (redacted)."""
-    record = redact(dict(record))
-    sections = record.get("sections") or {}
-    corpus = record.get("corpus") or {}
-    masking, training = sections.get("masking") or {}, sections.get("training") or {}
-    from_tuning = set(record.get("sections_from_tuning") or ())
-    params = dotted(record.get("params") or {})
+def record_rows(record: RunRecord) -> list[tuple[str, str]]:
+    """The record as labelled rows."""
+    corpus, masking, training = record.corpus, record.section("masking"), record.section("training")
+    params = dotted(redact(record.params))
     rows = [
-        ("run", f"{record.get('run_id')} (started {record.get('started')})"),
-        ("command", record.get("command") or command_line(record)),
-        ("environment (--env)", str(record.get("env"))),
+        ("run", f"{record.run_id} (started {record.started})"),
+        ("command", record.command),
+        ("environment (--env)", str(record.env)),
         ("--params", ", ".join(f"{k}={v}" for k, v in params.items()) or "none"),
-        ("pipelines", ", ".join(record.get("pipelines") or ())),
-        ("model", (f"trained in this run (version {record['trained_model']}), " if record.get("trained_model")
+        ("pipelines", ", ".join(record.pipelines)),
+        ("model", (f"trained in this run (version {record.trained_model}), " if record.trained_model
                    else "none trained in this run, ")
-         + (f"continued from {record['init_from']}" if record.get("init_from") else "from scratch")),
-        ("corpus", f"{corpus.get('source', 'not recorded')} (language: {corpus.get('language') or 'unknown'})"),
+         + (f"continued from {record.init_from}" if record.init_from else "from scratch")),
+        ("corpus", f"{corpus.source or 'not recorded'} (language: {corpus.language or 'unknown'})"),
     ]
-    if sources_line(corpus):
-        rows.append(("sources (train split)", sources_line(corpus)))
-    if corpus.get("token_store"):
-        rows.append(("token store", token_store_line(corpus)))
+    if corpus.sources_line:
+        rows.append(("sources (train split)", corpus.sources_line))
+    if corpus.token_store:
+        rows.append(("token store", corpus.token_store_line))
     if masking:
-        origin = " (the tuning stage's resolved_masking)" if "masking" in from_tuning else ""
+        origin = " (the tuning stage's resolved_masking)" if "masking" in record.sections_from_tuning else ""
         rows.append(("masking", f"probability {masking.get('probability')}, mask/random fractions "
                                 f"{masking.get('mask_token_fraction')}/{masking.get('random_token_fraction')}, whole "
                                 f"words {masking.get('whole_word')}{origin}"))
     if training:
-        origin = " (the tuning stage's resolved_training)" if "training" in from_tuning else ""
+        origin = " (the tuning stage's resolved_training)" if "training" in record.sections_from_tuning else ""
         rows.append(("training", ", ".join(f"{key} {training[key]}" for key in (
             "max_steps", "batch_size", "learning_rate", "warmup_steps", "seed", "precision") if key in training)
             + origin))
-    rows += [("code", describe_code(record.get("code"))), ("software", describe_software(record.get("software"))),
-             ("device", str(record.get("device")))]
-    return rows
+    return rows + [("code", record.code_line), ("software", record.software_line), ("device", str(record.device))]
 
 
-def record_table(record: Mapping[str, Any]) -> str:
+def record_table(record: RunRecord) -> str:
     cells = "".join(f"<tr><td>{html.escape(label)}</td><td style='text-align:left'>{html.escape(value)}</td></tr>"
                     for label, value in record_rows(record))
     return f"<table>{cells}</table>"
 
 
-def record_details(record: Mapping[str, Any]) -> str:
-    sections = json.dumps(redact(dict(record.get("sections") or {})), indent=2, ensure_ascii=False, default=str)
+def record_details(record: RunRecord) -> str:
+    sections = json.dumps(redact(record.sections), indent=2, ensure_ascii=False, default=str)
     return (f"<details><summary>Every section as the run used it (run_config.json of run "
-            f"{html.escape(str(record.get('run_id')))})</summary><pre>{html.escape(sections)}</pre></details>")
+            f"{html.escape(str(record.run_id))})</summary><pre>{html.escape(sections)}</pre></details>")
 
 
-def provenance(metrics: Mapping[str, Any], run: Mapping[str, Any] | None, model_record: Mapping[str, Any] | None,
-               *, study: Any = None, study_run: str | None = None, finetune: Mapping[str, Any] | None = None,
-               finetune_run: str | None = None, evaluation_model: str | None = None,
-               evaluation_run: str | None = None, data_runs: Mapping[str, str | None] | None = None,
+def provenance(results: ModelResults, run: RunRecord | None, model_record: RunRecord | None, *,
+               study: TuningRecord | None = None, finetune: FinetuneResults | None = None,
+               evaluation: Evaluation | None = None, data_runs: Mapping[str, str | None] | None = None,
                history_run: str | None = None) -> Provenance:
-    """The lines of every section of the report of ``metrics``' model (``metrics.json``).
+    """The lines of every section of the report of ``results``' model (``metrics.json``).
 
-    ``study``: the newest tuning record (its ``version``: ``study_run``); ``finetune``: the newest
-    fine-tuning result (saved in ``finetune_run``); ``evaluation_model``/``evaluation_run``: the
-    newest evaluation's model and run; ``data_runs``: the runs that saved the corpus, tokenization
-    and sequence stats; ``history_run``: the run that saved the training history."""
-    model = metrics.get("model_version")
+    ``study``: the newest tuning record; ``finetune``: the newest fine-tuning results;
+    ``evaluation``: the newest evaluation (each with the run that saved it, ``version``);
+    ``data_runs``: the runs that saved the corpus, tokenization and sequence stats;
+    ``history_run``: the run that saved the training history."""
+    model = results.model_version
     found = Provenance(model, run, model_record)
-    trained = model_record.get("corpus") if model_record else None
+    trained = model_record.corpus if model_record and model_record.corpus.token_store else None
     data_runs = data_runs or {}
-    for heading, key, what in ((CORPUS, "corpus", "documents_version"), (TOKENIZER, "tokenization", None),
-                               (SEQUENCES, "sequences", None)):
+    for heading, key in ((CORPUS, "corpus"), (TOKENIZER, "tokenization"), (SEQUENCES, "sequences")):
         saved = data_runs.get(key)
         line = f"Data of run {saved}." if saved else "Data of an unrecorded run."
         if trained:
-            used = trained.get(what) if what else (trained.get("token_store") or {}).get("version")
-            if key == "sequences" or used is None:
-                line += f" Model {model} was trained on the token store of run " \
-                        f"{(trained.get('token_store') or {}).get('version', '?')}."
+            store = trained.token_store.get("version")
+            used = {CORPUS: trained.documents_version, TOKENIZER: store}.get(heading)
+            if used is None:
+                line += f" Model {model} was trained on the token store of run {store or '?'}."
             elif used == saved:
                 line += f" Model {model} was trained on it."
             else:
                 found.warnings[heading] = (f"model {model} was trained on the data of run {used}; these statistics "
                                            f"are of the data the run {saved} made since.")
         found.captions[heading] = line
-    found.captions[SUMMARY] = summary_line(metrics)
+    found.captions[SUMMARY] = summary_line(results)
     found.captions[TRAINING] = (f"Model {model}: its training in run {history_run}." if history_run
                                 else model_line(model))
     if history_run and model and history_run != model:
         found.warnings[TRAINING] = f"these curves are of the model of run {history_run}, not of model {model}."
-    evaluated = metrics.get("evaluated_in_run")
+    evaluated = results.evaluation.version if results.evaluation else None
     for heading in (EVALUATION, FILL_MASK):
         found.captions[heading] = (f"Model {model}, evaluated in run {evaluated}." if evaluated
                                    else f"Model {model} has not been evaluated yet (kedro run --pipelines evaluation).")
-        if not evaluated and evaluation_run and evaluation_model != model:
-            found.warnings[heading] = (f"the newest evaluation (run {evaluation_run}) is of model {evaluation_model}; "
-                                       "it is not shown.")
-    _tuning(found, metrics, study, study_run)
-    _finetuning(found, metrics, finetune or {}, finetune_run)
+        if not evaluated and evaluation is not None and evaluation.model_version != model:
+            found.warnings[heading] = (f"the newest evaluation (run {evaluation.version}) is of model "
+                                       f"{evaluation.model_version}; it is not shown.")
+    _tuning(found, results, study)
+    _finetuning(found, results, finetune or FinetuneResults())
     return found
 
 
-def summary_line(metrics: Mapping[str, Any]) -> str:
-    model = metrics.get("model_version")
+def summary_line(results: ModelResults) -> str:
+    model = results.model_version
     if not model:
         return model_line(model)
     parts = [f"Model {model} (data/06_models/masked_lm/{model}/masked_lm)"]
-    if metrics.get("evaluated_in_run"):
-        parts.append(f"evaluated in run {metrics['evaluated_in_run']}")
-    if metrics.get("finetuned_in_run"):
-        parts.append(f"fine-tuned in run {metrics['finetuned_in_run']}")
+    if results.evaluation and results.evaluation.version:
+        parts.append(f"evaluated in run {results.evaluation.version}")
+    if results.finetune.version:
+        parts.append(f"fine-tuned in run {results.finetune.version}")
     return ", ".join(parts) + "."
 
 
-def _tuning(found: Provenance, metrics: Mapping[str, Any], study: Any, study_run: str | None) -> None:
-    model, trained_with = found.model, metrics.get("tuning_run")
+def _tuning(found: Provenance, results: ModelResults, study: TuningRecord | None) -> None:
+    model, training = found.model, results.training
+    trained_with = training.tuning_run if training else None
     if study is None:
         found.captions[TUNING] = "No study saved."
         return
@@ -199,29 +188,27 @@ def _tuning(found: Provenance, metrics: Mapping[str, Any], study: Any, study_run
     adopted = f"{adopted:.3g}" if isinstance(adopted, float) else adopted
     what = {"tuning": f"adopted {adopted}", "variant": f"a variant at {adopted}"}.get(
         study.source, "the configured masking kept" if study.finished_trials else "no trials: tuning.n_trials=0")
-    found.captions[TUNING] = f"The study of run {study_run} ({what})."
-    if trained_with is None and "tuning_run" not in metrics:
-        return  # a model of an earlier version: which study it trained with is not recorded
-    if trained_with == study_run:
+    found.captions[TUNING] = f"The study of run {study.version} ({what})."
+    if trained_with is None:
+        return  # no training summary, or one of an earlier version: which study it trained with is not recorded
+    if trained_with == study.version:
         found.captions[TUNING] += f" Model {model} was trained with it."
         return
-    trained_at = metrics.get("mask_probability")
     found.warnings[TUNING] = (
-        f"this mask-rate study ({what}) was run for another model than the one reported (trained at {trained_at}"
-        + (f", with the study of run {trained_with}" if trained_with else "") + "); to train with it: "
+        f"this mask-rate study ({what}) was run for another model than the one reported (trained at "
+        f"{training.mask_probability}, with the study of run {trained_with}); to train with it: "
         "kedro run --pipelines training,evaluation")
 
 
-def _finetuning(found: Provenance, metrics: Mapping[str, Any], finetune: Mapping[str, Any],
-                finetune_run: str | None) -> None:
+def _finetuning(found: Provenance, results: ModelResults, finetune: FinetuneResults) -> None:
     model = found.model
-    if metrics.get("finetuned_in_run"):
-        found.captions[FINETUNE] = f"Model {model}, fine-tuned in run {metrics['finetuned_in_run']}."
+    if results.finetune:
+        found.captions[FINETUNE] = f"Model {model}, fine-tuned in run {results.finetune.version}."
         return
     found.captions[FINETUNE] = f"Model {model} has no fine-tuning evaluation."
-    other = finetune.get("finetune_model_version")
-    if finetune.get("finetune_summary") and other != model:
+    if finetune and finetune.model_version != model:
         found.warnings[FINETUNE] = (
-            f"the newest fine-tuning result (run {finetune_run}, data/08_reporting/finetune_metrics.json/"
-            f"{finetune_run}/) was made for model {other or 'not recorded'}; it is not shown beside model {model}. "
-            "Fine-tune this model: kedro run --pipelines finetune --params finetune.train_path=...")
+            f"the newest fine-tuning result (run {finetune.version}, data/08_reporting/finetune_metrics.json/"
+            f"{finetune.version}/) was made for model {finetune.model_version or 'not recorded'}; it is not shown "
+            f"beside model {model}. Fine-tune this model: kedro run --pipelines finetune --params "
+            "finetune.train_path=...")

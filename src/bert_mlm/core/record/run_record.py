@@ -18,7 +18,8 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -107,20 +108,6 @@ def selection_flags(pipelines: Iterable[str], selection: Mapping[str, Iterable])
                     for key, values in selection.items() if values]
 
 
-def command_line(record: Mapping[str, Any]) -> str:
-    """The ``kedro run`` command that makes the same run (the ``--params`` redacted)."""
-    parts = ["kedro run"]
-    if record.get("env"):
-        parts.append(f"--env {record['env']}")
-    parts += selection_flags(record.get("pipelines") or (), record.get("selection") or {})
-    if record.get("load_versions"):
-        parts.append("--load-versions " + ",".join(f"{k}:{v}" for k, v in record["load_versions"].items()))
-    params = dotted(redact(record.get("params") or {}))
-    if params:
-        parts.append("--params " + ",".join(f"{key}={value}" for key, value in params.items()))
-    return " ".join(parts)
-
-
 def dotted(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
     flat: dict[str, Any] = {}
@@ -165,33 +152,113 @@ def corpus_language(texts: Iterable[str]) -> str | None:
     return "en" if latin > MAJORITY * letters else None
 
 
-def run_record(facts: Mapping[str, Any], resolved: Mapping[str, Any], data: Mapping[str, Any]) -> dict:
+@dataclass(frozen=True)
+class DataRecord:
+    """The corpus a run read (its source, language, documents per split and their version) and
+    the token store it was encoded into (``token_store``: its version and digests); a mixture's
+    ``sources``: each source's documents and tokens in the store, and its weight or repeat."""
+
+    source: str | None = None
+    language: str | None = None
+    documents: dict[str, int] = field(default_factory=dict)
+    documents_version: str | None = None
+    token_store: dict[str, Any] = field(default_factory=dict)
+    sources: list[dict[str, Any]] | None = None
+
+    @property
+    def token_store_line(self) -> str:
+        digests = [f"{split} {digest}" for split, digest in (self.token_store.get("digests") or {}).items()]
+        return f"version {self.token_store.get('version') or '?'}; digests {', '.join(digests) or 'n/a'}"
+
+    @property
+    def sources_line(self) -> str | None:
+        """``news: 120 documents, 50,000 tokens, weight 0.7; ...``; None outside a mixture."""
+        if not self.sources:
+            return None
+        return "; ".join(
+            f"{source['name']}: {source.get('documents', '?')} documents, {source.get('tokens', 0):,} tokens"
+            + "".join(f", {key} {source[key]}" for key in ("weight", "repeat") if source.get(key) is not None)
+            for source in self.sources)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """How a run was made (the ``run_config`` dataset): see the module. ``sections``: every section
+    as the run used it (plain values); ``sections_from_tuning``: those training took from the
+    tuning stage. Redacted when it is made (:func:`run_record`) and again when it is saved."""
+
+    run_id: str | None = None
+    started: str | None = None
+    env: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    pipelines: list[str] = field(default_factory=lambda: ["__default__"])
+    selection: dict[str, list] = field(default_factory=dict)
+    load_versions: dict[str, str] = field(default_factory=dict)
+    nodes: list[str] = field(default_factory=list)
+    trained_model: str | None = None
+    init_from: str | None = None
+    corpus: DataRecord = field(default_factory=DataRecord)
+    sections: dict[str, Any] = field(default_factory=dict)
+    sections_from_tuning: list[str] = field(default_factory=list)
+    code: dict[str, Any] = field(default_factory=dict)
+    software: dict[str, str | None] = field(default_factory=dict)
+    device: str | None = None
+    command: str = ""  # the `kedro run` command that makes the same run
+    format: int = FORMAT
+
+    def section(self, name: str) -> dict[str, Any]:
+        return self.sections.get(name) or {}
+
+    def command_line(self) -> str:
+        """``kedro run --env ... --pipelines ... --params ...`` (the ``--params`` redacted)."""
+        parts = ["kedro run", *([f"--env {self.env}"] if self.env else []),
+                 *selection_flags(self.pipelines, self.selection)]
+        if self.load_versions:
+            parts.append("--load-versions " + ",".join(f"{k}:{v}" for k, v in self.load_versions.items()))
+        if params := dotted(redact(self.params)):
+            parts.append("--params " + ",".join(f"{key}={value}" for key, value in params.items()))
+        return " ".join(parts)
+
+    @property
+    def code_line(self) -> str:
+        """``bert_mlm 0.1, git 1a2b3c4d5e6f (with uncommitted changes)``."""
+        git = self.code.get("git") or {}
+        commit = f", git {git['commit'][:12]}" if git.get("commit") else ", not in a git checkout"
+        dirty = " (with uncommitted changes)" if git.get("dirty") else ""
+        return f"{self.code.get('package', 'bert_mlm')} {self.code.get('version') or '?'}{commit}{dirty}"
+
+    @property
+    def software_line(self) -> str:
+        return ", ".join(f"{name} {version}" for name, version in self.software.items() if version)
+
+    def to_json(self) -> dict[str, Any]:
+        return redact(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
+        """A stored record (one of an earlier version too: its command is made again where it has none)."""
+        known = {f.name for f in fields(cls)} - {"corpus"}
+        corpus = {k: v for k, v in (data.get("corpus") or {}).items() if k in {f.name for f in fields(DataRecord)}}
+        record = cls(**{k: v for k, v in data.items() if k in known and v is not None}, corpus=DataRecord(**corpus))
+        return record if record.command else replace(record, command=record.command_line())
+
+
+def run_record(facts: Mapping[str, Any], resolved: Mapping[str, Any], data: DataRecord) -> RunRecord:
     """The record of a run: its ``facts`` (:func:`run_facts`), with the masking and training
     sections the tuning stage resolved (``resolved``: plain sections, ``{}`` where none) in place
     of the configured ones when this run trains (what the model was trained with), and ``data``:
     the corpus and the token store the run read. Redacted."""
     trains = "train_masked_lm" in (facts.get("nodes") or ())
     sections = dict(facts.get("sections") or {})
-    taken = []
-    if trains:
-        for name, section in resolved.items():
-            if section:
-                sections[name] = dict(section)
-                taken.append(name)
-    model = sections.get("model") or {}
-    record = {
-        "format": FORMAT,
-        **{key: facts.get(key) for key in ("run_id", "started", "env", "params", "pipelines", "selection",
-                                           "load_versions", "nodes")},
-        "trained_model": facts.get("run_id") if trains else None,
-        "init_from": model.get("init_from"),
-        "corpus": dict(data),
-        "sections": sections,
-        "sections_from_tuning": taken,
-        **{key: facts.get(key) for key in ("code", "software", "device")},
-    }
-    record["command"] = command_line(record)
-    return redact(record)
+    taken = [name for name, section in resolved.items() if trains and section]
+    sections.update({name: dict(resolved[name]) for name in taken})
+    copied = ("run_id", "started", "env", "params", "pipelines", "selection", "load_versions", "nodes", "code",
+              "software", "device")
+    record = RunRecord(**{key: facts.get(key) for key in copied},
+                       trained_model=facts.get("run_id") if trains else None,
+                       init_from=(sections.get("model") or {}).get("init_from"), corpus=data, sections=sections,
+                       sections_from_tuning=taken)
+    return RunRecord.from_json(record.to_json())  # redacted, with its command
 
 
 def hub_datasets(corpus: Mapping[str, Any]) -> list[str]:
@@ -213,35 +280,3 @@ def hub_datasets(corpus: Mapping[str, Any]) -> list[str]:
 
     visit(corpus)
     return list(dict.fromkeys(found))
-
-
-def describe_code(code: Mapping[str, Any] | None) -> str:
-    """``bert_mlm 0.1, git 1a2b3c4d5e6f (with uncommitted changes)``."""
-    code = code or {}
-    git = code.get("git") or {}
-    commit = f", git {git['commit'][:12]}" if git.get("commit") else ", not in a git checkout"
-    dirty = " (with uncommitted changes)" if git.get("dirty") else ""
-    return f"{code.get('package', 'bert_mlm')} {code.get('version') or '?'}{commit}{dirty}"
-
-
-def describe_software(software: Mapping[str, Any] | None) -> str:
-    return ", ".join(f"{name} {version}" for name, version in (software or {}).items() if version)
-
-
-def token_store_line(corpus: Mapping[str, Any]) -> str:
-    store = corpus.get("token_store") or {}
-    digests: Sequence = [f"{split} {digest}" for split, digest in (store.get("digests") or {}).items()]
-    return f"version {store.get('version') or '?'}; digests {', '.join(digests) or 'n/a'}"
-
-
-def sources_line(corpus: Mapping[str, Any]) -> str | None:
-    """A mixture's sources as stored and drawn: ``news: 120 documents, 50,000 tokens, weight 0.7;
-    ...``; None outside a mixture."""
-    sources = corpus.get("sources")
-    if not sources:
-        return None
-    return "; ".join(
-        f"{source['name']}: {source.get('documents', '?')} documents, {source.get('tokens', 0):,} tokens"
-        + "".join(f", {key} {source[key]}" for key in ("weight", "repeat") if source.get(key) is not None)
-        for source in sources)
-

@@ -94,11 +94,9 @@ class TuningRecord:
         return {"masking": dict(self.masking), "training": dict(self.training)}
 
     @property
-    def summary(self) -> dict:
-        """What the training summary (and ``metrics.json``) says about the masking's origin."""
-        probability = "probability" in self.chosen["masking"]
-        return {"mask_probability_source": self.source if probability else "parameters",
-                "tuning_decision": self.decision}
+    def probability_source(self) -> str:
+        """Where the trained mask probability came from (what the training summary says of it)."""
+        return self.source if "probability" in self.chosen["masking"] else "parameters"
 
     @property
     def decision(self) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -39,6 +39,7 @@ from bert_mlm.core.evaluate.protocol import (
     prepare_evaluation_set,
     score_sequences,
 )
+from bert_mlm.core.evaluate.result import Evaluation
 from bert_mlm.core.model.bert import build_model, planned_bert_config
 from bert_mlm.core.model.distributed import SINGLE, Rank, launch
 from bert_mlm.core.model.token_ids import TokenIds
@@ -220,119 +221,53 @@ def mixture_shares(sequences, seed: int = 0) -> dict | None:
     return plan.shares(plan.sample(seed, 0), sequences.lengths)
 
 
-def training_summary(result: TrainingResult, masking: MaskingConfig, tuning: Mapping, model: BertForMaskedLM,
-                     stored_segmenter: str, world_size: int, sequences=None, seed: int = 0,
-                     eval_every: int | None = 0, schedule_note: str = "") -> dict:
-    """What a run trained and how (``metrics.json``, the report): tokens, speed, the masking
-    actually used and where its probability came from (``tuning``: what the tuning stage's record
-    says of it, ``TuningRecord.summary``, with the study's run, ``tuning_run``).
-    ``stored_segmenter``: the sequence index's word segmenter, which ``masking.word_segmenter:
-    auto`` resolved to. ``schedule_note``: where the learning rate and warmup came from."""
-    history = result.history
-    return {
-        "train_tokens": result.train_tokens,
-        "train_seconds": result.seconds,
-        "train_tokens_per_second": result.tokens_per_second,
-        "train_steps": int(history["step"].max()) if len(history) else 0,
-        "final_train_loss": float(history["loss"].tail(20).mean()) if len(history) else None,
-        "device": result.device,
-        "precision": result.precision,
-        "resumed_from_step": result.resumed_from_step,
-        "mask_probability": masking.probability,
-        "mask_schedule": masking.schedule,
-        "final_mask_probability": masking.final_probability if masking.schedule == "linear" else masking.probability,
-        "mask_token_fraction": masking.mask_token_fraction,
-        "random_token_fraction": masking.random_token_fraction,
-        "whole_word": masking.whole_word,
-        "word_segmenter": stored_segmenter if masking.word_segmenter == "auto" else masking.word_segmenter,
-        "mask_probability_source": tuning["mask_probability_source"],
-        "learning_rate": result.learning_rate,
-        "learning_rate_schedule": schedule_note,
-        "tuning_decision": tuning["tuning_decision"],
-        "parameter_count": int(sum(p.numel() for p in model.parameters())),
-        "tuning_run": tuning.get("tuning_run"),  # the study (tuning_best_params version) the masking came from
-        "data_parallel_workers": world_size,
-        "mixture": mixture_shares(sequences, seed),
-        **validation_summary(result, eval_every),
-    }
-
-
-def validation_summary(result: TrainingResult, eval_every: int | None) -> dict:
-    """Validation during training: how often, what it cost (its share of training and validation
-    time), and which step's weights the model holds (``kept_step``: the last step unless
-    ``training.keep_best`` chose another)."""
-    history = result.history
-    validated = history.dropna(subset=["valid_loss"]) if "valid_loss" in history else history.iloc[:0]
-    seconds = float(validated["valid_seconds"].sum()) if len(validated) else 0.0
-    last_step = int(history["step"].max()) if len(history) else 0
-    summary = {"eval_every": eval_every or 0, "kept_step": result.kept_step or last_step,
-               "keep_best": result.kept_step is not None}
-    if len(validated):
-        summary.update(valid_seconds=seconds, valid_share=seconds / max(seconds + result.seconds, 1e-12),
-                       valid_masked_tokens=int(validated["valid_masked_tokens"].iloc[-1]),
-                       final_valid_loss=float(validated["valid_loss"].iloc[-1]),
-                       best_valid_loss=float(validated["valid_loss"].min()),
-                       best_valid_step=int(validated.loc[validated["valid_loss"].idxmin(), "step"]))
-    if result.kept_valid_loss is not None:
-        summary["kept_valid_loss"] = result.kept_valid_loss
-    return summary
-
-
 def held_out_metrics(
     model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, token_store: TokenStore, sequence_index: SequenceIndex,
     protocol: EvaluationConfig, sequences: SequenceConfig, extra_corpus: Iterable[RawText] | None = None,
     device: torch.device | str = "cpu", starting_model: Callable[[], BertForMaskedLM] | None = None,
     corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path"),
-) -> dict:
-    """Fixed-protocol metrics on the test split beside the most-frequent-token reference, and the
-    same metrics (prefixed ``extra_``) on an extra held-out corpus when one is given; the model
-    is moved to ``device`` (and stays there).
+) -> Evaluation:
+    """Fixed-protocol scores on the test split beside the most-frequent-token reference, and the
+    same on an extra held-out corpus when one is given; the model is moved to ``device`` (and
+    stays there).
 
     ``starting_model``: for continued pretraining, what builds the weights training started from
     (:func:`starting_weights`). It is called once, after ``model`` is scored, and its model is
-    scored on the very same masked tokens of each held-out set, then freed: the metrics gain
-    :func:`~bert_mlm.core.evaluate.protocol.paired_change`'s ``eval_loss_start``, ``eval_loss_change``
-    (± its paired standard error), ... and ``eval_change_summary``, the before/after in one
-    sentence naming ``corpus_names`` (the held-out split's, the extra corpus's)."""
+    scored on the very same masked tokens of each held-out set, then freed: each set gains
+    :func:`~bert_mlm.core.evaluate.protocol.paired_change`'s starting scores and changes (± their
+    paired standard errors) and the before/after in one sentence naming ``corpus_names`` (the
+    held-out split's, the extra corpus's)."""
     model.to(device)
     ids = TokenIds.from_tokenizer(tokenizer)
     collator = ids.collator(sequences.max_length, sequences.padding)
     sequence_index.check_words(protocol.whole_word, "auto", "evaluation.whole_word")
     frequent = most_frequent_token(token_store.split("train").counts, ids.special)
-    held_out = {"": open_sequences(token_store, sequence_index, tokenizer)["test"]}
+    held_out = {"test": open_sequences(token_store, sequence_index, tokenizer)["test"]}
     if extra_corpus is not None:
-        held_out["extra_"] = corpus_sequences(extra_corpus, tokenizer, sequences)
-        if not held_out["extra_"]:
+        held_out["extra"] = corpus_sequences(extra_corpus, tokenizer, sequences)
+        if not held_out["extra"]:
             raise UserError("evaluation.corpus_path: the extra evaluation corpus holds no text to evaluate on")
     evaluation_sets = {
-        prefix: prepare_evaluation_set(rows, collator, ids.mask, ids.replacement, protocol)
-        for prefix, rows in held_out.items()
+        name: prepare_evaluation_set(rows, collator, ids.mask, ids.replacement, protocol)
+        for name, rows in held_out.items()
     }
-    scores, metrics = {}, {}
-    for prefix, evaluation_set in evaluation_sets.items():
-        scores[prefix] = score_sequences(model, evaluation_set, protocol.batch_size)
-        scored = {**scores[prefix].metrics(), "eval_held_out_sequences": len(evaluation_set),
-                  "baseline_accuracy": baseline_accuracy(evaluation_set, frequent)}
-        metrics.update({f"{prefix}{k}": v for k, v in scored.items()})
-    metrics.update(
-        baseline_token=tokenizer.convert_ids_to_tokens(frequent),
-        accuracy_over_baseline=metrics["eval_accuracy"] / max(metrics["baseline_accuracy"], 1e-12),
-        eval_split="test", eval_mask_probability=protocol.mask_probability, eval_seed=protocol.seed,
-        eval_whole_word=protocol.whole_word,
-    )
+    scores = {name: score_sequences(model, evaluation_set, protocol.batch_size)
+              for name, evaluation_set in evaluation_sets.items()}
+    scored = {name: score.summary() for name, score in scores.items()}
     if starting_model is not None:
         start = starting_model().to(device)
-        for prefix, evaluation_set in evaluation_sets.items():
-            change = paired_change(scores[prefix], score_sequences(start, evaluation_set, protocol.batch_size))
-            metrics.update({f"{prefix}{k}": v for k, v in change.items()})
+        scored = {name: paired_change(scores[name], score_sequences(start, evaluation_set, protocol.batch_size))
+                  for name, evaluation_set in evaluation_sets.items()}
         del start
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        for prefix, name in zip(("", "extra_"), corpus_names, strict=True):
-            sentence = change_sentence(metrics, name, prefix, forgetting=bool(prefix))
-            if sentence:
-                metrics[f"{prefix}eval_change_summary"] = sentence
-    return metrics
+        scored = {name: replace(held, change_summary=change_sentence(held, corpus, forgetting=name == "extra"))
+                  for (name, held), corpus in zip(scored.items(), corpus_names, strict=False)}
+    scored = {name: replace(held, held_out_sequences=len(evaluation_sets[name]),
+                            baseline_accuracy=baseline_accuracy(evaluation_sets[name], frequent))
+              for name, held in scored.items()}
+    return Evaluation(scored["test"], tokenizer.convert_ids_to_tokens(frequent), protocol.mask_probability,
+                      protocol.seed, protocol.whole_word, extra=scored.get("extra"))
 
 
 def starting_weights(model: ModelConfig, tokenizer: PreTrainedTokenizerBase) -> Callable[[], BertForMaskedLM] | None:

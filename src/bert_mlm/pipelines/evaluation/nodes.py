@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 from bert_mlm.config import CorpusConfig, EvaluationParameters, ModelConfig, SequenceConfig
@@ -9,7 +10,8 @@ from bert_mlm.core.common.device import resolve_device
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.data.documents import DocumentShards
 from bert_mlm.core.data.sources import CorpusSource
-from bert_mlm.core.evaluate.protocol import fill_mask_report
+from bert_mlm.core.evaluate.fill_mask import fill_mask_report
+from bert_mlm.core.evaluate.result import Evaluation
 from bert_mlm.core.tokens.sequences import SequenceIndex
 from bert_mlm.core.tokens.token_store import TokenStore
 from bert_mlm.core.train.experiment import held_out_metrics, starting_weights
@@ -26,7 +28,7 @@ def evaluate_masked_lm(
     sequences: SequenceConfig,
     model: ModelConfig,
     corpus: CorpusConfig,
-) -> dict:
+) -> Evaluation:
     """Metrics on the test split (and on ``evaluation.corpus_path`` when given) under the fixed
     protocol, the most-frequent-token reference, and fill-mask examples: the configured sentences,
     else test-split sentences with one word masked and the true word beside the fills; with the
@@ -38,17 +40,15 @@ def evaluate_masked_lm(
     extra = None if extra_eval_corpus.is_empty else (item for batch in extra_eval_corpus.batches() for item in batch)
     names = (f"the test split of {source_name(corpus.path)}" if corpus.path else "the test split",
              source_name(evaluation.corpus_path or ""))
-    metrics = held_out_metrics(trained, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra,
-                               device=resolve_device("auto"), starting_model=starting_weights(model, tokenizer),
-                               corpus_names=names)
-    metrics["model_version"] = trained_model.version
-    if extra is not None:
-        metrics["extra_corpus_path"] = redact(evaluation.corpus_path)
+    scored = held_out_metrics(trained, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra,
+                              device=resolve_device("auto"), starting_model=starting_weights(model, tokenizer),
+                              corpus_names=names)
     held_out_texts = (text for batch in corpus_documents.iter_texts("test") for text in batch)
-    metrics["fill_mask_examples"] = fill_mask_report(trained, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
-                                                     evaluation.fill_mask_count, evaluation.seed, evaluation.top_k)
+    examples = fill_mask_report(trained, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
+                                evaluation.fill_mask_count, evaluation.seed, evaluation.top_k)
     # The run summary logs the headline and the before/after sentences (bert_mlm.hooks.NodeTimingHook), once
-    return metrics
+    return replace(scored, model_version=trained_model.version, fill_mask_examples=examples,
+                   extra_corpus_path=redact(evaluation.corpus_path) if extra is not None else None)
 
 
 def source_name(path: str | None) -> str:

@@ -7,7 +7,6 @@ import pandas as pd
 
 from bert_mlm.config import MaskingConfig, TrainingConfig, VariantOverrides
 from bert_mlm.core.record.report import compare_variants
-from bert_mlm.core.record.results import belongs
 from bert_mlm.core.study.record import TuningRecord
 
 
@@ -21,11 +20,10 @@ def variant_sections(
 
 def compare_mask_rates(**inputs) -> tuple[pd.DataFrame, str]:
     """``inputs`` holds ``<variant>_metrics``, ``<variant>_history`` and ``<variant>_finetune``
-    (its newest fine-tuning metrics, used only where they were made for the variant's model: empty
+    (its newest fine-tuning results, used only where they were made for the variant's model: none
     without ``finetune.train_path``) for every variant."""
     names = sorted(k.removesuffix("_metrics") for k in inputs if k.endswith("_metrics"))
-    metrics = {n: inputs[f"{n}_metrics"] for n in names}
-    finetune = {n: inputs.get(f"{n}_finetune") or {} for n in names}
-    return compare_variants(metrics, {n: inputs[f"{n}_history"] for n in names},
-                            {n: f if belongs(f.get("finetune_model_version"), metrics[n].get("model_version")) else {}
-                             for n, f in finetune.items()})
+    results = {n: inputs[f"{n}_metrics"] for n in names}
+    finetune = {n: found for n in names if (found := inputs.get(f"{n}_finetune"))
+                and found.model_version == results[n].model_version}
+    return compare_variants(results, {n: inputs[f"{n}_history"] for n in names}, finetune)

@@ -11,14 +11,17 @@ import pandas as pd
 
 from bert_mlm.config import MaskingConfig, TrainingConfig
 from bert_mlm.core.data.documents import DocumentShards
-from bert_mlm.core.finetune.runs import for_metrics_json
+from bert_mlm.core.data.sources.settings import source_settings
+from bert_mlm.core.evaluate.result import Evaluation
+from bert_mlm.core.finetune.result import FinetuneResults
 from bert_mlm.core.record.model_card import ModelCard, model_card
 from bert_mlm.core.record.provenance import provenance
 from bert_mlm.core.record.report import run_report
-from bert_mlm.core.record.results import NOT_RUN, collect_metrics, saved_in
-from bert_mlm.core.record.run_record import LANGUAGE_SAMPLE_CHARS, corpus_language, run_record
+from bert_mlm.core.record.results import ModelResults, collect, saved_in
+from bert_mlm.core.record.run_record import LANGUAGE_SAMPLE_CHARS, DataRecord, RunRecord, corpus_language, run_record
 from bert_mlm.core.study.record import TuningRecord
 from bert_mlm.core.tokens.token_store import TokenStore
+from bert_mlm.core.train.result import TrainingSummary
 from bert_mlm.datasets.run_record import RunRecords
 
 
@@ -28,47 +31,46 @@ def record_run(
     resolved_training: TrainingConfig | dict,
     corpus_documents: DocumentShards,
     token_store: TokenStore,
-) -> dict:
+) -> RunRecord:
     """The run's record (``run_config``): the hook's facts, the masking and training sections the
     training took from the tuning stage (when this run trains), and the corpus (its source,
     language and documents) and token store (version and digests) the run read."""
     resolved = {name: section.model_dump(mode="json") if hasattr(section, "model_dump") else dict(section)
                 for name, section in (("masking", resolved_masking), ("training", resolved_training))}
     splits = corpus_documents.manifest["splits"]
-    data = {
-        "source": (corpus_documents.manifest.get("settings") or {}).get("source"),
-        "language": corpus_language(corpus_documents.sample_texts("train", LANGUAGE_SAMPLE_CHARS)),
-        "documents": {split: info["documents"] for split, info in splits.items()},
-        "documents_version": corpus_documents.directory.parent.name,
-        "token_store": {"version": token_store.directory.parent.name,
-                        "digests": {**{split: token_store.digest(split) for split in splits},
-                                    "vocabulary": token_store.vocabulary_digest}},
-    }
-    if token_store.sources:  # a mixture: each source's share of the store, and its weight or repeat
-        settings = (run_facts.get("sections") or {}).get("corpus", {}).get("sources") or {}
-        data["sources"] = [{**source, **{key: value for key, value in (settings.get(source["name"]) or {}).items()
-                                         if key in ("weight", "repeat") and value is not None}}
-                           for source in token_store.sources]
+    # A mixture: each source's share of the store, and its weight or repeat (corpus.sources, a mapping or a list).
+    settings = source_settings((run_facts.get("sections") or {}).get("corpus", {}).get("sources")) or {}
+    data = DataRecord(
+        source=(corpus_documents.manifest.get("settings") or {}).get("source"),
+        language=corpus_language(corpus_documents.sample_texts("train", LANGUAGE_SAMPLE_CHARS)),
+        documents={split: info["documents"] for split, info in splits.items()},
+        documents_version=corpus_documents.directory.parent.name,
+        token_store={"version": token_store.directory.parent.name,
+                     "digests": {**{split: token_store.digest(split) for split in splits},
+                                 "vocabulary": token_store.vocabulary_digest}},
+        sources=[{**source, **dict([settings[source["name"]]] if source["name"] in settings else [])}
+                 for source in token_store.sources or ()] or None,
+    )
     return run_record(run_facts, resolved, data)
 
 
-def gather_metrics(run_facts: dict, evaluation_metrics: dict, training_summary: dict, finetune_metrics: dict) -> dict:
-    """``metrics.json``: the evaluation, training summary and fine-tuning result of one model (the
+def gather_metrics(run_facts: dict, evaluation_metrics: Evaluation | None, training_summary: TrainingSummary | None,
+                   finetune_metrics: FinetuneResults) -> ModelResults:
+    """``metrics.json``: the evaluation, training summary and fine-tuning results of one model (the
     one this run used, else the newest), each only where it was made for that model."""
-    return collect_metrics(run_facts.get("run_id"), evaluation_metrics, training_summary, finetune_metrics,
-                           for_metrics=for_metrics_json)
+    return collect(run_facts.get("run_id"), evaluation_metrics, training_summary, finetune_metrics)
 
 
 def build_run_report(
-    metrics: dict,
+    metrics: ModelResults,
     training_history: pd.DataFrame,
     corpus_stats: pd.DataFrame,
     tokenization_stats: pd.DataFrame,
     sequence_stats: pd.DataFrame,
     tuning_trials: pd.DataFrame,
-    tuning_best_params: TuningRecord,
-    evaluation_metrics: dict,
-    finetune_metrics: dict,
+    tuning_best_params: TuningRecord | None,
+    evaluation_metrics: Evaluation | None,
+    finetune_metrics: FinetuneResults,
     finetune_runs: pd.DataFrame,
     vocabulary_coverage: dict,
     run_config: RunRecords,
@@ -78,26 +80,21 @@ def build_run_report(
     tuning curves, metrics and fill-mask examples, and the fine-tuning evaluation, on one
     self-contained HTML page that opens with how the model's run was made and says which model and
     run each section belongs to."""
-    model = metrics.get("model_version")
-    finetune_run = saved_in(finetune_metrics)
     origin = provenance(
-        metrics, run_config.of(run_facts.get("run_id")) or run_config.latest, run_config.of(model),
-        study=tuning_best_params, study_run=saved_in(tuning_best_params), finetune=finetune_metrics,
-        finetune_run=finetune_run, evaluation_model=evaluation_metrics.get("model_version"),
-        evaluation_run=saved_in(evaluation_metrics),
+        metrics, run_config.of(run_facts.get("run_id")) or run_config.latest, run_config.of(metrics.model_version),
+        study=tuning_best_params, finetune=finetune_metrics, evaluation=evaluation_metrics,
         data_runs={"corpus": saved_in(corpus_stats), "tokenization": saved_in(tokenization_stats),
                    "sequences": saved_in(sequence_stats)},
         history_run=saved_in(training_history) if len(training_history) else None,
     )
-    shown_runs = finetune_runs if metrics.get("finetuned_in_run") == saved_in(finetune_runs) else None
+    shown_runs = finetune_runs if metrics.finetune and metrics.finetune.version == saved_in(finetune_runs) else None
     return run_report(metrics, training_history, corpus_stats, tokenization_stats, sequence_stats, tuning_trials,
                       shown_runs, vocabulary_coverage, provenance=origin)
 
 
-def write_model_card(metrics: dict, run_config: RunRecords) -> ModelCard:
-    """The card (``README.md``) of ``metrics``' model, written into its folder; nothing
-    (``NOT_RUN``) where no run has saved a model yet."""
-    model = metrics.get("model_version")
-    if not model:
-        return NOT_RUN
-    return model_card(metrics, run_config.of(model))
+def write_model_card(metrics: ModelResults, run_config: RunRecords) -> ModelCard:
+    """The card (``README.md``) of ``metrics``' model, written into its folder; none (a card of no
+    model, which its dataset does not write) where no run has saved a model yet."""
+    if not metrics.model_version:
+        return ModelCard(None, "")
+    return model_card(metrics, run_config.of(metrics.model_version))

@@ -17,11 +17,12 @@ from bert_mlm.config import (
     SequenceConfig,
     TrainingConfig,
 )
-from bert_mlm.core.record.report import training_curves
+from bert_mlm.core.record.figures import training_curves
 from bert_mlm.core.study.record import TuningRecord
 from bert_mlm.core.tokens.sequences import SequenceIndex
 from bert_mlm.core.tokens.token_store import TokenStore
-from bert_mlm.core.train.experiment import Experiment, train_data_parallel, training_summary
+from bert_mlm.core.train.experiment import Experiment, mixture_shares, train_data_parallel
+from bert_mlm.core.train.result import TrainingSummary
 from bert_mlm.datasets.pretrained import MaskedLM
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def train_masked_lm(
     sequences: SequenceConfig,
     distributed: DistributedConfig,
     corpus: CorpusConfig,
-) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, dict]:
+) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, TrainingSummary]:
     """Train with per-epoch dynamic masking.
 
     ``masking``: the section the tuning stage resolved (a mask-rate variant's, in its namespace);
@@ -58,10 +59,12 @@ def train_masked_lm(
     logger.info("Training with masking %s (from %s)", masking.model_dump(), tuning_record.source)
     logger.info("Training with %s", experiment.schedule_note)
     trained, result = train_data_parallel(experiment, distributed)
-    origin = {**tuning_record.summary, "tuning_run": tuning_record.version}
-    summary = training_summary(result, masking, origin, trained, sequence_index.word_segmenter,
-                               distributed.world_size, experiment.sequences.get("train"), training.seed,
-                               training.eval_every, experiment.schedule_note)
+    summary = TrainingSummary.of(
+        result, masking, probability_source=tuning_record.probability_source, decision=tuning_record.decision,
+        tuning_run=tuning_record.version, parameter_count=sum(p.numel() for p in trained.parameters()),
+        word_segmenter=sequence_index.word_segmenter, world_size=distributed.world_size,
+        mixture=mixture_shares(experiment.sequences.get("train"), training.seed), eval_every=training.eval_every,
+        schedule_note=experiment.schedule_note)
     trained.to("cpu")
-    curves = training_curves(result.history, summary["kept_step"])
+    curves = training_curves(result.history, summary.kept_step)
     return MaskedLM(model=trained, tokenizer=tokenizer), result.history, curves, summary

@@ -18,7 +18,7 @@ from bert_mlm.config import (
     TrainingConfig,
     TuningConfig,
 )
-from bert_mlm.core.record.report import tuning_curve
+from bert_mlm.core.record.figures import tuning_curve
 from bert_mlm.core.study.mask_study import tune_masking
 from bert_mlm.core.study.record import TuningRecord
 from bert_mlm.core.study.tuning import trials_table

@@ -1,0 +1,54 @@
+"""The stages' typed results as Kedro datasets: versioned JSON files written by each result's
+``to_json`` and loaded by its ``from_json`` (files of earlier versions too), saved atomically, and
+knowing the run that saved them (``version``). A result that holds nothing (a fine-tuning result
+without tasks: no ``finetune.train_path``) writes no version; an ``optional: true`` result that no
+run has written loads as None (the stage has not run yet)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from kedro_datasets._typing import JSONPreview
+from kedro_datasets.json import JSONDataset as _JSONDataset
+
+from bert_mlm.core.evaluate.result import Evaluation
+from bert_mlm.core.finetune.result import FinetuneResults
+from bert_mlm.core.record.results import ModelResults
+from bert_mlm.core.study.record import TuningRecord
+from bert_mlm.core.train.result import TrainingSummary
+from bert_mlm.datasets.atomic import AtomicSave, JSONDataset
+from bert_mlm.errors import UserError
+
+# The catalog's `result:` -> the type its file holds.
+RESULTS = {"evaluation": Evaluation, "training": TrainingSummary, "finetune": FinetuneResults,
+           "model": ModelResults, "study": TuningRecord}
+
+
+class ResultDataset(JSONDataset):
+    """A versioned JSON file holding one stage's result (``result``: a key of :data:`RESULTS`)."""
+
+    def __init__(self, *, result: str, **kwargs) -> None:
+        if result not in RESULTS:
+            raise UserError(f"ResultDataset: result {result!r} is not one of {list(RESULTS)}")
+        super().__init__(**kwargs)
+        self._type = RESULTS[result]
+
+    def holds_nothing(self, data) -> bool:
+        return not data
+
+    # Kedro wraps every dataset's load and save (logging, versions); these call the parents' own
+    # functions, so that one save resolves its version once.
+    def load(self) -> Any:
+        if self._missing():
+            return self._type() if self._type is FinetuneResults else None
+        found = self._type.from_json(_JSONDataset.load.__wrapped__(self))
+        return None if found is None else replace(found, version=self._loaded_version())
+
+    def save(self, data) -> None:
+        AtomicSave.save(self, data.to_json())
+
+    def preview(self) -> JSONPreview:
+        """The file as kedro-viz shows a JSON dataset (the parent's preview would dump the class)."""
+        return JSONPreview(json.dumps(_JSONDataset.load.__wrapped__(self), ensure_ascii=False))
