@@ -27,7 +27,9 @@ from bert_mlm.config import Section
 from bert_mlm.core.common.curves import TensorBoardLog, listening
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.evaluate.result import Evaluation
-from bert_mlm.core.finetune.result import RUN_SCORE, TaskResult
+from bert_mlm.core.finetune.result import RUN_SCORE, FinetuneResults, TaskResult
+from bert_mlm.core.record.results import ModelResults
+from bert_mlm.core.train.result import VALID_ACCURACY, VALID_LOSS
 
 MLFLOW_ENV = "BERT_MLM_MLFLOW"
 
@@ -172,10 +174,10 @@ class TensorBoardHook:
                 state = str(trial.get("state", ""))
                 value = trial.get("value") if state == "COMPLETE" else trial.get("last_intermediate_value")
                 log.scalars({f"tuning/{state.lower() or 'trial'}_value": value}, int(trial["number"]))
-        elif name == "metrics" and data.evaluation is not None:
-            self._log(prefix).scalars(evaluation_scalars(data.evaluation), data.training.train_steps if data.training
-                                      else 0)
-        elif name == "finetune_metrics":
+        elif isinstance(data, ModelResults) and data.evaluation is not None:  # metrics.json
+            steps = data.training.train_steps if data.training is not None else 0
+            self._log(prefix).scalars(evaluation_scalars(data.evaluation), steps)
+        elif isinstance(data, FinetuneResults):
             log = self._log(prefix)
             for task in data:
                 log.scalars(finetune_scalars(task), 0)
@@ -269,9 +271,9 @@ class MlflowTrackingHook:
     Variant outputs (``mask_030.metrics``) keep their prefix. Does nothing without an active run.
     """
 
-    CURVES = {"loss": "train_loss", "accuracy": "train_accuracy", "learning_rate": "train_learning_rate",
-              "tokens_per_second": "train_tokens_per_second",
-              "valid_loss": "valid_loss", "valid_accuracy": "valid_accuracy"}  # on the validated steps only
+    # History column -> MLflow metric: the training curves, and the validation ones on the validated steps only.
+    CURVES = {**{name: f"train_{name}" for name in ("loss", "accuracy", "learning_rate", "tokens_per_second")},
+              VALID_LOSS: VALID_LOSS, VALID_ACCURACY: VALID_ACCURACY}
 
     @hook_impl
     def after_catalog_created(self, catalog, conf_catalog: dict, save_version: str, load_versions: dict) -> None:

@@ -10,6 +10,7 @@ from kedro_datasets._typing import JSONPreview
 from kedro_datasets.json import JSONDataset as _JSONDataset
 
 from bert_mlm.config import SECTIONS, Section
+from bert_mlm.core.common.redaction import redact
 from bert_mlm.datasets.atomic import AtomicSave, JSONDataset
 from bert_mlm.errors import UserError
 
@@ -36,7 +37,8 @@ class SectionDataset(JSONDataset):
             raise UserError(f"{self._filepath}: {error}") from error
 
     def save(self, data: Section | dict) -> None:
-        AtomicSave.save(self, data.model_dump(mode="json") if isinstance(data, Section) else {})
+        # Settings: redacted, as every record of them is (a result is not).
+        AtomicSave.save(self, redact(data.model_dump(mode="json")) if isinstance(data, Section) else {})
 
     def preview(self) -> JSONPreview:
         return JSONPreview(json.dumps(_JSONDataset.load.__wrapped__(self)))

@@ -21,13 +21,15 @@ from typing import Any
 from bert_mlm.core.common.formatting import format_value, with_error
 from bert_mlm.core.record.results import ModelResults
 from bert_mlm.core.record.run_record import RunRecord, hub_datasets
+from bert_mlm.core.train.result import TrainingSummary
 
 TAGS = ["bert", "fill-mask", "masked-lm", "bert-mlm"]
 LICENSE_PLACEHOLDER = "unknown"
 LICENSE_NOTE = "  # placeholder: set the model's license before uploading (the corpus's terms may restrict it)"
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
-# An absolute local path (not a URL's path: no letter, dot, colon or slash before it).
-_LOCAL_PATH = re.compile(r"(?<![\w.:/@~-])~?/[^\s,;'\"`()]+")
+# An absolute local path: "/" or "~/" at the start, or after a space, "=", a quote or a bracket (not a
+# URL's path, not a closing tag's "</").
+_LOCAL_PATH = re.compile(r"(?<![^\s='\"(\[,])~?/(?!/)[^\s,;'\"`()<>]+")
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ def _evaluation_rows(evaluation) -> list[tuple[str, str]]:
     return rows + [("masked tokens scored", format_value(test.masked_tokens))]
 
 
-def _training_rows(training, record: RunRecord) -> list[tuple[str, str]]:
+def _training_rows(training: TrainingSummary | None, record: RunRecord) -> list[tuple[str, str]]:
     configured, model = record.section("training"), record.section("model")
     steps = training.train_steps if training is not None else configured.get("max_steps")
     rows = [("steps", format_value(steps)),
@@ -166,22 +168,22 @@ def _training_rows(training, record: RunRecord) -> list[tuple[str, str]]:
     return [(label, value) for label, value in rows if value not in ("?", "n/a")]
 
 
-def _masking(training, masking: dict[str, Any]) -> str:
+def _masking(training: TrainingSummary | None, masking: dict[str, Any]) -> str:
     """The masking as trained (the training summary), else as configured (the run record)."""
-    def value(trained: str, setting: str, default: Any = None) -> Any:
-        found = getattr(training, trained, None)
+    trained = training or TrainingSummary()
+
+    def value(found: Any, setting: str, default: Any = None) -> Any:
         return found if found is not None else masking.get(setting, default)
 
-    probability = value("mask_probability", "probability")
+    probability = value(trained.mask_probability, "probability")
     if probability is None:
         return "Not recorded."
-    source = training.mask_probability_source if training is not None else None
     origin = {"tuning": " (the mask-rate study's best)", "variant": " (a mask-rate variant)",
-              "parameters": " (as configured)"}.get(source, "")
-    token = value("mask_token_fraction", "mask_token_fraction", 0.8)
-    random = value("random_token_fraction", "random_token_fraction", 0.1)
-    segmenter = value("word_segmenter", "word_segmenter", "wordpiece")
-    words = f"whole words ({segmenter})" if value("whole_word", "whole_word") else "single tokens"
+              "parameters": " (as configured)"}.get(trained.mask_probability_source, "")
+    token = value(trained.mask_token_fraction, "mask_token_fraction", 0.8)
+    random = value(trained.random_token_fraction, "random_token_fraction", 0.1)
+    segmenter = value(trained.word_segmenter, "word_segmenter", "wordpiece")
+    words = f"whole words ({segmenter})" if value(trained.whole_word, "whole_word") else "single tokens"
     return (f"{_percent(probability)} of the tokens masked{origin}, {words}: {_percent(token)} replaced by [MASK], "
             f"{_percent(random)} by a random token, the rest kept; new masks every epoch.")
 

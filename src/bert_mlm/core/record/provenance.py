@@ -82,9 +82,9 @@ def record_rows(record: RunRecord) -> list[tuple[str, str]]:
     corpus, masking, training = record.corpus, record.section("masking"), record.section("training")
     params = dotted(redact(record.params))
     rows = [
-        ("run", f"{record.run_id} (started {record.started})"),
+        ("run", f"{record.run_id} (started {record.started or '?'})"),
         ("command", record.command),
-        ("environment (--env)", str(record.env)),
+        ("environment (--env)", record.env or "none (conf/base and conf/local)"),
         ("--params", ", ".join(f"{k}={v}" for k, v in params.items()) or "none"),
         ("pipelines", ", ".join(record.pipelines)),
         ("model", (f"trained in this run (version {record.trained_model}), " if record.trained_model
@@ -106,7 +106,8 @@ def record_rows(record: RunRecord) -> list[tuple[str, str]]:
         rows.append(("training", ", ".join(f"{key} {training[key]}" for key in (
             "max_steps", "batch_size", "learning_rate", "warmup_steps", "seed", "precision") if key in training)
             + origin))
-    return rows + [("code", record.code_line), ("software", record.software_line), ("device", str(record.device))]
+    return rows + [("code", record.code_line), ("software", record.software_line or "?"),
+                   ("device", record.device or "?")]
 
 
 def record_table(record: RunRecord) -> str:
@@ -156,8 +157,9 @@ def provenance(results: ModelResults, run: RunRecord | None, model_record: RunRe
         found.warnings[TRAINING] = f"these curves are of the model of run {history_run}, not of model {model}."
     evaluated = results.evaluation.version if results.evaluation else None
     for heading in (EVALUATION, FILL_MASK):
-        found.captions[heading] = (f"Model {model}, evaluated in run {evaluated}." if evaluated
-                                   else f"Model {model} has not been evaluated yet (kedro run --pipelines evaluation).")
+        found.captions[heading] = (
+            f"Model {model}, evaluated in run {evaluated}." if evaluated else model_line(model) if not model
+            else f"Model {model} has not been evaluated yet (kedro run --pipelines evaluation).")
         if not evaluated and evaluation is not None and evaluation.model_version != model:
             found.warnings[heading] = (f"the newest evaluation (run {evaluation.version}) is of model "
                                        f"{evaluation.model_version}; it is not shown.")
@@ -205,7 +207,7 @@ def _finetuning(found: Provenance, results: ModelResults, finetune: FinetuneResu
     if results.finetune:
         found.captions[FINETUNE] = f"Model {model}, fine-tuned in run {results.finetune.version}."
         return
-    found.captions[FINETUNE] = f"Model {model} has no fine-tuning evaluation."
+    found.captions[FINETUNE] = f"Model {model} has no fine-tuning evaluation." if model else model_line(model)
     if finetune and finetune.model_version != model:
         found.warnings[FINETUNE] = (
             f"the newest fine-tuning result (run {finetune.version}, data/08_reporting/finetune_metrics.json/"

@@ -48,6 +48,7 @@ from bert_mlm.core.tokens.sequences import Collator, IndexedSequences, SequenceI
 from bert_mlm.core.tokens.token_store import TokenStore
 from bert_mlm.core.tokens.tokenizer import encode_documents
 from bert_mlm.core.train.loop import StepCallback, TrainingResult, Validation, train
+from bert_mlm.core.train.result import VALID_LOSS
 from bert_mlm.cpus import intra_op_threads
 from bert_mlm.errors import UserError
 
@@ -201,8 +202,8 @@ def train_trial(
     last = {"loss": float("nan")}
 
     def on_step(step: int, record: dict) -> None:
-        if "valid_loss" in record:
-            last["loss"] = record["valid_loss"]
+        if VALID_LOSS in record:
+            last["loss"] = record[VALID_LOSS]
             report(step, last["loss"])
 
     validation = Validation(lambda trained: experiment.evaluate(trained, evaluation_set))

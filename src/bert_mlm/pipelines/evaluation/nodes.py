@@ -53,5 +53,6 @@ def evaluate_masked_lm(
 
 def source_name(path: str | None) -> str:
     """A corpus as the before/after sentence names it: its file or folder name (a full path
-    rarely reads well in a sentence)."""
-    return PurePosixPath(str(path).rstrip("/")).name or str(path)
+    rarely reads well in a sentence; a URL's query may hold a signature)."""
+    path = redact(str(path)).split("?")[0].rstrip("/")
+    return PurePosixPath(path).name or path

@@ -17,6 +17,7 @@ from bert_mlm.config import (
     TuningConfig,
     whole_word_requested,
 )
+from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.data.documents import DocumentShards
 from bert_mlm.core.model.bert import resolve_checkpoint
 from bert_mlm.core.tokens.token_store import EncodingJob, TokenStore, token_store_stats
@@ -48,7 +49,7 @@ def build_tokenizer(
     fraction = sample_fraction(corpus_documents, config)
     # The measurement reads the texts a few times, each pass with its progress.
     passes = functools.partial(train_texts, corpus_documents, fraction, "vocabulary coverage")
-    tokenizer, report = adapt_vocabulary(tokenizer, passes, config, str(origin), fraction)
+    tokenizer, report = adapt_vocabulary(tokenizer, passes, config, redact(str(origin)), fraction)
     return tokenizer, report.as_dict()
 
 
