@@ -293,7 +293,9 @@ def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(
     # The card says where the model came from and the corpus's language (the reviews are Chinese).
     card = HubCard((latest(data / "06_models" / "masked_lm") / "README.md").read_text(encoding="utf-8"))
     assert card.data.language == "zh" and "continued-pretraining" in card.data.tags
-    assert f"continued from `{tiny_chinese_bert}`" in card.text and card.data.base_model is None  # a local folder
+    # A local folder: named, never its path on this machine (the card is uploaded with the model).
+    assert f"continued from `{tiny_chinese_bert.name}`" in card.text and card.data.base_model is None
+    assert str(tiny_chinese_bert.parent) not in card.text
     new = coverage["added"][0]
     saved = AutoTokenizer.from_pretrained(model_dir)
     assert saved(f"房间{new}")["input_ids"][1:-1] == saved.convert_tokens_to_ids(["房", "间", new])
@@ -326,7 +328,7 @@ def assert_before_equals_a_separate_evaluation(project: Path, metrics: dict, sta
     tokenizer = load_tokenizer(latest(data / "06_models" / "tokenizer"))
     separate = held_out_metrics(load_for_continued_pretraining(start, tokenizer), tokenizer,
                                 TokenStore(latest(data / "04_feature" / "token_store")), index, evaluation.protocol,
-                                sequences, read_corpus(extra))
+                                sequences, read_corpus(extra)).to_json()
     for key in ("eval_loss", "eval_accuracy", "eval_top5_accuracy", "extra_eval_loss", "extra_eval_accuracy"):
         assert metrics[f"{key}_start"] == pytest.approx(separate[key], rel=1e-9), key
         assert metrics[f"{key}_change"] == pytest.approx(metrics[key] - separate[key], abs=1e-7), key
