@@ -18,7 +18,8 @@ from bert_mlm.errors import UserError
 A, B = "2026-01-01T00.00.00.000Z", "2026-01-02T00.00.00.000Z"
 
 
-def TuningRecordDataset(**kwargs) -> ResultDataset:  # noqa: N802 - the catalog's tuning_best_params
+def study_dataset(**kwargs) -> ResultDataset:
+    """The catalog's tuning_best_params."""
     return ResultDataset(result="study", **kwargs)
 
 
@@ -28,17 +29,17 @@ def test_a_record_saves_once_per_version_and_loads_typed(tmp_path):
                           confirmation=Confirmation([4.0], [4.1], 0.15, 0.1, 0.05, 0.15, True, "clear"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no save/load version mismatch: the version is resolved once
-        TuningRecordDataset(filepath=str(tmp_path / "best.json"), version=Version(None, None)).save(record)
+        study_dataset(filepath=str(tmp_path / "best.json"), version=Version(None, None)).save(record)
     versions = list((tmp_path / "best.json").iterdir())
     assert len(versions) == 1 and [p.name for p in versions[0].iterdir()] == ["best.json"]
-    loaded = TuningRecordDataset(filepath=str(tmp_path / "best.json"), version=Version(None, None)).load()
+    loaded = study_dataset(filepath=str(tmp_path / "best.json"), version=Version(None, None)).load()
     assert loaded == record and isinstance(loaded.confirmation, Confirmation)
 
 
 def test_a_file_of_an_earlier_version_loads(tmp_path):
     path = tmp_path / "best.json"
     path.write_text(json.dumps({"masking": {"probability": 0.2}, "source": "parameters"}))
-    loaded = TuningRecordDataset(filepath=str(path)).load()
+    loaded = study_dataset(filepath=str(path)).load()
     assert loaded == TuningRecord("parameters", {"probability": 0.2})
     assert loaded.probability_source == "parameters"
 
@@ -47,14 +48,14 @@ def test_a_bad_source_is_one_user_error(tmp_path):
     path = tmp_path / "best.json"
     path.write_text(json.dumps({"source": "guess"}))
     with pytest.raises(DatasetError) as raised:
-        TuningRecordDataset(filepath=str(path)).load()
+        study_dataset(filepath=str(path)).load()
     assert isinstance(raised.value.__cause__, UserError) and "source 'guess'" in str(raised.value.__cause__)
 
 
 def test_kedro_viz_previews_the_file(tmp_path):
     path = tmp_path / "best.json"
     path.write_text(json.dumps({"masking": {"probability": 0.2}, "source": "parameters"}))
-    assert json.loads(TuningRecordDataset(filepath=str(path)).preview()) == {"masking": {"probability": 0.2},
+    assert json.loads(study_dataset(filepath=str(path)).preview()) == {"masking": {"probability": 0.2},
                                                                              "source": "parameters"}
 
 
