@@ -29,6 +29,7 @@ from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.evaluate.result import Evaluation
 from bert_mlm.core.finetune.result import RUN_SCORE, FinetuneResults, TaskResult
 from bert_mlm.core.record.results import ModelResults
+from bert_mlm.core.record.run_record import dotted
 from bert_mlm.core.train.result import VALID_ACCURACY, VALID_LOSS
 
 MLFLOW_ENV = "BERT_MLM_MLFLOW"
@@ -93,21 +94,10 @@ def keep_mlflow_unimported() -> None:
         sys.modules.setdefault(name, _stand_in(name, attributes))
 
 
-def flattened(values: dict, prefix: str) -> dict:
-    """``{"a": {"b": 1}}`` -> ``{"<prefix>.a.b": 1}``, as kedro-mlflow names parameters."""
-    flat = {}
-    for key, value in values.items():
-        if isinstance(value, dict):
-            flat.update(flattened(value, f"{prefix}.{key}"))
-        else:
-            flat[f"{prefix}.{key}"] = value
-    return flat
-
-
 def section_parameters(name: str, section: Section) -> dict:
     """A typed section's values, flattened, with secrets masked (a URL's password or signed query:
     ``tuning.storage``, ``corpus.path`` ...; :func:`bert_mlm.core.common.redaction.redact`)."""
-    return redact(flattened(section.model_dump(), name))
+    return redact(dotted(section.model_dump(), f"{name}."))
 
 
 class TensorBoardHook:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from bert_mlm.core.evaluate.result import Evaluation, HeldOut
-from bert_mlm.core.finetune.result import Estimate, FinetuneResults, Interval, RunRow, TaskResult
+from bert_mlm.core.finetune.result import Estimate, FinetuneResults, RunRow, TaskResult
 from bert_mlm.core.record.model_card import ModelCard
 from bert_mlm.core.record.run_record import RunRecord
 from bert_mlm.core.study.record import TuningRecord
@@ -34,9 +34,10 @@ def frame(version: str | None, **columns) -> pd.DataFrame:
 def stage_results(evaluated: bool, trained: bool, finetuned: bool, studied: bool) -> dict:
     """The reporting nodes' inputs as the catalog loads them, with each stage present (model B's, saved by
     run B) or absent (None, an empty result or frame: as before any run wrote it)."""
-    task = TaskResult("fine-tuned accuracy 0.810 vs 0.790", {"accuracy": Estimate(0.81, 0.01, [0.8, 0.82])},
-                      {"accuracy": Estimate(0.79, 0.01, [0.78, 0.8])}, Interval(0.02, 0.01, 0.0, 0.04), [1.0, 0.0],
-                      dataset="评论.csv", seeds=[0, 1], majority_accuracy=0.6, train_examples=8, eval_examples=2)
+    task = TaskResult("fine-tuned accuracy 0.810 vs 0.790", {"accuracy": Estimate(0.81, 0.01, seeds=[0.8, 0.82])},
+                      {"accuracy": Estimate(0.79, 0.01, seeds=[0.78, 0.8])}, Estimate(0.02, 0.01, 0.0, 0.04),
+                      [1.0, 0.0], dataset="评论.csv", seeds=[0, 1], majority_accuracy=0.6, train_examples=8,
+                      eval_examples=2)
     rows = [RunRow("pretrained", 0, epoch, 0.5, 0.8, 0.7, 1e-4, 0.1, "abc") for epoch in (1, 2)]
     return {
         "evaluation_metrics": Evaluation(HeldOut(loss=6.0, accuracy=0.1, loss_se=0.1, baseline_accuracy=0.05,

@@ -6,8 +6,7 @@ from __future__ import annotations
 from huggingface_hub import ModelCard as HubCard
 from kedro.io.core import Version
 
-from bert_mlm.core.finetune.result import Estimate, FinetuneResults, TaskResult
-from bert_mlm.core.finetune.runs import file_name
+from bert_mlm.core.finetune.result import Estimate, FinetuneResults, TaskResult, file_name
 from bert_mlm.core.record.model_card import model_card
 from bert_mlm.core.record.results import ModelResults
 from bert_mlm.core.record.run_record import DataRecord, run_facts, run_record

@@ -211,8 +211,9 @@ def test_variants_are_paired_on_seeds_and_examples():
 
 
 def interval_estimate(per_seed: list[float], per_example: list[float]) -> Estimate:
+    """A model's score as a task result keeps it: mean, standard error and each seed's."""
     found = interval(per_seed, per_example)
-    return Estimate(found.mean, found.se, per_seed)
+    return Estimate(found.mean, found.se, seeds=per_seed)
 
 
 def test_a_result_is_typed_and_its_file_keeps_the_keys_of_earlier_versions():
@@ -221,7 +222,7 @@ def test_a_result_is_typed_and_its_file_keeps_the_keys_of_earlier_versions():
     first = TaskResult("gained +1.0 points", {"accuracy": interval_estimate([0.8, 0.82], [1.0, 0.0, 1.0]),
                                               "macro_f1": interval_estimate([0.7, 0.72], [])},
                        {"accuracy": interval_estimate([0.78, 0.8], [1.0, 0.0, 0.0])},
-                       interval([0.02, 0.02], [0.0, 0.0, 1.0]), [1.0, 0.0, 1.0], dataset="评论.csv", seeds=[0, 1])
+                       Estimate(0.02, 0.01, -0.01, 0.05), [1.0, 0.0, 1.0], dataset="评论.csv", seeds=[0, 1])
     data = FinetuneResults((first,), "2026-01-01T00.00.00.000Z").to_json()
     assert {"finetune_accuracy", "finetune_accuracy_se", "finetune_seed_accuracy", "finetune_baseline_accuracy",
             "finetune_gain", "finetune_gain_ci_low", "finetune_gain_ci_high", "finetune_macro_f1",

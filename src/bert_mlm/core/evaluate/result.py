@@ -10,7 +10,7 @@ every earlier version, so their files load.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # The three scores of a held-out set, each with its standard error (and, for continued
@@ -116,6 +116,3 @@ class Evaluation:
                    data.get("eval_seed", 0), data.get("eval_whole_word", False), data.get("eval_split", "test"),
                    HeldOut.from_json(data, "extra_"), data.get("extra_corpus_path"), data.get("model_version"),
                    list(data.get("fill_mask_examples") or ()), version)
-
-    def made_for(self, model_version: str | None) -> Evaluation:
-        return replace(self, model_version=model_version)

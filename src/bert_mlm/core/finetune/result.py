@@ -1,15 +1,11 @@
-"""The fine-tuning stage's result (``finetune_metrics``): one :class:`TaskResult` per labelled task,
-typed, in a :class:`FinetuneResults` collection that is empty where no task was fine-tuned (no
-``finetune.train_path``: the project's result datasets write no version for it, so the newest
-version stays the last real result).
-
-A task result holds what any task kind reports: its name, its kind (``sequence`` classification;
-``token`` classification adds entity F1 as its headline), the headline metric's name, the
-fine-tuned model's and its starting point's scores over the seeds, the paired gain with its 95 %
-interval, and the kind's other scores (macro-F1 for sequences). The JSON keys are written by
-:meth:`TaskResult.to_json` and read back by :meth:`TaskResult.from_json`: ``finetune_<metric>``,
-``finetune_baseline_<metric>``, ``finetune_seed_<metric>``, ``finetune_gain``... as every earlier
-version wrote them; a run of several tasks adds the others under ``finetune_tasks``.
+"""The fine-tuning stage's result (``finetune_metrics``): a :class:`TaskResult` per labelled task in
+a :class:`FinetuneResults`, empty where no task was fine-tuned (no ``finetune.train_path``: no
+version is written). A task result holds what any task kind reports: its name, its kind
+(``sequence``; ``token`` has entity F1 for headline), the headline metric's name, both models'
+scores over the seeds, the paired gain with its 95 % interval, and the kind's other scores
+(macro-F1). Its keys (``finetune_accuracy``, ``finetune_seed_accuracy``, ``finetune_gain_ci_low``...,
+as every earlier version wrote them) are written and read here only; more tasks go under
+``finetune_tasks``.
 
 The interval of a mean over seeds and eval examples combines two sources of error: the seeds
 (training randomness, between-seed variance of the per-seed means) and the sampling of the eval
@@ -23,18 +19,29 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from bert_mlm.config import FinetuneConfig
 from bert_mlm.core.finetune.labelled import Task
+
+if TYPE_CHECKING:  # the runs import the result: the prepared task and the classifier are only annotated here
+    from transformers import PreTrainedModel
+
+    from bert_mlm.core.finetune.runs import PreparedTask
 
 logger = logging.getLogger(__name__)
 
 PRETRAINED, BASELINE = "pretrained", "baseline"  # the two fine-tuned models of a task
 PREFIX = "finetune_"
+# Above this share of [UNK] tokens in the labelled text, the classifier barely sees the text: a
+# model of another language or script (an English vocabulary on Chinese reviews: 87 %). BERT's
+# own vocabularies leave well under 1 % unknown on text of their language.
+UNKNOWN_WARNING_RATE = 0.05
 # The task's facts, each stored under its own name after the prefix.
 FACTS = ("task", "kind", "metric", "mode", "dataset", "eval_dataset", "train_examples", "eval_examples", "classes",
          "majority_accuracy", "seeds", "epochs", "seconds", "baseline", "unknown_rate", "no_better_than_majority",
@@ -62,42 +69,33 @@ RUN_SCORE = "eval_accuracy"  # the runs' score column: what the report and Tenso
 
 
 @dataclass(frozen=True)
-class Interval:
-    """A mean with its standard error and its 95 % interval."""
+class Estimate:
+    """A mean with its standard error (None: not recorded) and its 95 % interval; a model's score
+    over the seeds holds each seed's too."""
 
     mean: float
-    se: float
-    low: float
-    high: float
+    se: float | None = None
+    low: float | None = None
+    high: float | None = None
+    seeds: list[float] = field(default_factory=list)
 
 
-def interval(per_seed, per_example, confidence: float = 0.95) -> Interval:
+def interval(per_seed, per_example, confidence: float = 0.95) -> Estimate:
     """Mean, standard error and ``confidence`` interval of a quantity measured per seed and per
     eval example (see the module's docstring): ``per_seed`` holds its mean over the examples for
     each seed, ``per_example`` its mean over the seeds for each example."""
     from scipy import stats
 
     per_seed, per_example = np.asarray(per_seed, float), np.asarray(per_example, float)
-    seeds, examples = len(per_seed), len(per_example)
-    mean = float(per_seed.mean())
+    seeds, examples, mean = len(per_seed), len(per_example), float(per_seed.mean())
     parts = [(float(per_seed.var(ddof=1)) / seeds if seeds > 1 else 0.0, seeds - 1),
              (float(per_example.var(ddof=1)) / examples if examples > 1 else 0.0, examples - 1)]
     variance = sum(v for v, _ in parts)
     if variance == 0:
-        return Interval(mean, 0.0, mean, mean)
-    se = math.sqrt(variance)
+        return Estimate(mean, 0.0, mean, mean, per_seed.tolist())
     freedom = variance**2 / sum(v**2 / df for v, df in parts if df > 0 and v > 0)
-    half = float(stats.t.ppf(0.5 + confidence / 2, freedom)) * se
-    return Interval(mean, se, mean - half, mean + half)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """One model's score on a task: the mean over the seeds, its standard error, each seed's."""
-
-    mean: float
-    se: float | None = None  # None: not recorded (a file of an earlier version)
-    seeds: list[float] = field(default_factory=list)
+    half = float(stats.t.ppf(0.5 + confidence / 2, freedom)) * math.sqrt(variance)
+    return Estimate(mean, math.sqrt(variance), mean - half, mean + half, per_seed.tolist())
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,7 @@ class TaskResult:
     summary: str
     scores: dict[str, Estimate]
     baseline_scores: dict[str, Estimate] = field(default_factory=dict)
-    gain: Interval | None = None
+    gain: Estimate | None = None
     example_scores: list[float] = field(default_factory=list)
     task: str = ""  # the task's name ("": the one task of finetune.train_path)
     kind: str = "sequence"  # sequence or token classification
@@ -180,12 +178,12 @@ class TaskResult:
                        key=lambda name: name != metric)
 
         def scores(which: str) -> dict[str, Estimate]:
-            return {name: Estimate(data[key], data.get(f"{key}_se"), list(data.get(f"{prefix}{which}seed_{name}", ())))
+            return {name: Estimate(data[key], data.get(f"{key}_se"),
+                                   seeds=list(data.get(f"{prefix}{which}seed_{name}", ())))
                     for name in names if (key := f"{prefix}{which}{name}") in data}
 
-        gain = None
-        if f"{prefix}gain" in data:
-            gain = Interval(*(data.get(f"{prefix}{key}") for key in ("gain", "gain_se", "gain_ci_low", "gain_ci_high")))
+        gain = Estimate(*(data.get(f"{prefix}{key}") for key in ("gain", "gain_se", "gain_ci_low", "gain_ci_high"))) \
+            if f"{prefix}gain" in data else None
         facts = {name: data[f"{prefix}{name}"] for name in FACTS if data.get(f"{prefix}{name}") is not None}
         return cls(scores=scores(""), baseline_scores=scores("baseline_"), gain=gain,
                    example_scores=list(data.get(f"{prefix}example_{metric}", ())), **{"summary": "", **facts})
@@ -210,11 +208,10 @@ class ModelScores:
     def estimates(self, labels: np.ndarray, classes: int) -> dict[str, Estimate]:
         """Accuracy (its error from the seeds and the examples: :func:`interval`) and macro-F1 (from the seeds)."""
         correct = self.correct(labels)
-        accuracy = interval(correct.mean(1), correct.mean(0))
         f1 = np.asarray([macro_f1(labels, row, classes) for row in self.predictions])
         f1_se = float(f1.std(ddof=1) / math.sqrt(len(f1))) if len(f1) > 1 else 0.0
-        return {"accuracy": Estimate(accuracy.mean, accuracy.se, correct.mean(1).tolist()),
-                "macro_f1": Estimate(float(f1.mean()), f1_se, f1.tolist())}
+        return {"accuracy": interval(correct.mean(1), correct.mean(0)),
+                "macro_f1": Estimate(float(f1.mean()), f1_se, seeds=f1.tolist())}
 
 
 def sequence_result(scores: Mapping[str, ModelScores], labels: np.ndarray, task: Task, baseline: str, *,
@@ -227,12 +224,10 @@ def sequence_result(scores: Mapping[str, ModelScores], labels: np.ndarray, task:
     majority_rate = float((labels == majority).mean())
     correct = scores[PRETRAINED].correct(labels)
     accuracy = interval(correct.mean(1), correct.mean(0))
-    gain = None
-    if BASELINE in scores:
-        difference = correct - scores[BASELINE].correct(labels)
-        gain = interval(difference.mean(1), difference.mean(0))
+    difference = correct - scores[BASELINE].correct(labels) if BASELINE in scores else None
     result = TaskResult("", scores[PRETRAINED].estimates(labels, len(task.labels)),
-                        scores[BASELINE].estimates(labels, len(task.labels)) if BASELINE in scores else {}, gain,
+                        scores[BASELINE].estimates(labels, len(task.labels)) if BASELINE in scores else {},
+                        None if difference is None else interval(difference.mean(1), difference.mean(0)),
                         correct.mean(0).tolist(), eval_examples=len(labels), classes=len(task.labels),
                         majority_accuracy=majority_rate, baseline=baseline,
                         no_better_than_majority=bool(accuracy.low <= majority_rate), **facts)
@@ -249,6 +244,39 @@ def sequence_result(scores: Mapping[str, ModelScores], labels: np.ndarray, task:
         cautions.append(f"{100 * result.unknown_rate:.0f} % of the labelled text's tokens are unknown to the model's "
                         "vocabulary")
     return replace(result, summary=result.headline() + "".join(f"; WARNING: {caution}" for caution in cautions))
+
+
+@dataclass
+class FinetuneRuns:
+    """Every run of one fine-tuning evaluation (``runs``: a row per model, seed and epoch) and what
+    they say (:meth:`task_result`)."""
+
+    prepared: PreparedTask  # the task, encoded
+    config: FinetuneConfig
+    scores: dict[str, ModelScores]
+    baseline: str
+    seconds: float
+    classifier: PreTrainedModel | None = None
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        return pd.DataFrame.from_records([asdict(row) for score in self.scores.values() for row in score.runs],
+                                         columns=RUN_COLUMNS)
+
+    def task_result(self) -> TaskResult:
+        """The pretrained model's and its starting point's scores, the paired gain, and the sentence that says it."""
+        prepared, config = self.prepared, self.config
+        return sequence_result(self.scores, prepared.evaluation.labels, prepared.task, self.baseline, mode=config.mode,
+                               dataset=file_name(config.train_path),
+                               eval_dataset=file_name(config.eval_path) if config.eval_path else
+                               f"{file_name(config.train_path)} (hash split)", train_examples=len(prepared.train),
+                               seeds=config.run_seeds, epochs=config.epochs, seconds=self.seconds,
+                               unknown_rate=prepared.unknown_rate, warning_rate=UNKNOWN_WARNING_RATE)
+
+
+def file_name(path) -> str:
+    """A labelled file as results name it: its file name, never a local folder or a URL's credentials."""
+    return PurePosixPath(str(path).split("?")[0].rstrip("/")).name or "?"
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,13 @@
 """Fine-tuning evaluation: did pretraining help the user's task?
 
-The pretrained encoder is fine-tuned (all weights) for sequence classification on a labelled
-task, ``finetune.seeds`` times, and so is its starting point (the ``model.init_from`` checkpoint,
-or a randomly initialised model of the same shape: the pretraining's own initial weights) with
-the same seeds, the same classifier-head initialisation, the same batches in the same order and
-the same tokenizer. The result reads "pretraining gained +x.x accuracy points [95 % CI lo, hi]".
-This is how the literature judges pretraining choices (Gururangan et al. 2020; Wettig et al. 2023):
-masked-LM loss can rank them the wrong way, and a frozen probe of a small encoder cannot tell a
-trained one from a random one (``mode: frozen`` keeps that cheap check).
-
-The result and its intervals: :mod:`bert_mlm.core.finetune.result`.
+The pretrained encoder is fine-tuned (all weights) for sequence classification on a labelled task,
+``finetune.seeds`` times, and so is its starting point (the ``model.init_from`` checkpoint, or a
+randomly initialised model of the same shape: the pretraining's own initial weights) with the same
+seeds, classifier head, batches in the same order and tokenizer: "pretraining gained +x.x accuracy
+points [95 % CI lo, hi]" (:mod:`bert_mlm.core.finetune.result`). This is how the literature judges
+pretraining (Gururangan et al. 2020; Wettig et al. 2023): masked-LM loss can rank choices the wrong
+way, and a frozen probe of a small encoder cannot tell a trained one from a random one (``mode:
+frozen`` keeps that cheap check).
 """
 
 from __future__ import annotations
@@ -19,11 +17,9 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import PurePosixPath
+from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn.functional as F
 from transformers import AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
@@ -35,12 +31,11 @@ from bert_mlm.core.finetune.labelled import EncodedExamples, Task, TaskSource, e
 from bert_mlm.core.finetune.result import (
     BASELINE,
     PRETRAINED,
-    RUN_COLUMNS,
+    UNKNOWN_WARNING_RATE,
+    FinetuneRuns,
     ModelScores,
     RunRow,
-    TaskResult,
     macro_f1,
-    sequence_result,
 )
 from bert_mlm.core.model.bert import load_for_continued_pretraining
 from bert_mlm.core.model.checkpoints import seed_everything
@@ -48,12 +43,6 @@ from bert_mlm.core.model.optim import Optimisation
 from bert_mlm.core.train.loop import NonFiniteLossError, epoch_batches
 
 logger = logging.getLogger(__name__)
-
-
-# Above this share of [UNK] tokens in the labelled text, the classifier barely sees the text: a
-# model of another language or script (an English vocabulary on Chinese reviews: 87 %). BERT's
-# own vocabularies leave well under 1 % unknown on text of their language.
-UNKNOWN_WARNING_RATE = 0.05
 
 
 @dataclass
@@ -306,19 +295,11 @@ class Runner:
         fine-tuning usually is."""
         config = self.config
         total = config.epochs * math.ceil(len(self.prepared.train) / config.batch_size)
-        return TrainingConfig(
-            max_steps=total,
-            batch_size=config.batch_size,
-            learning_rate=config.learning_rate_for(model.config.hidden_size),
-            weight_decay=config.weight_decay,
-            adam_beta2=0.999,
-            adam_epsilon=1e-8,
-            schedule="linear",
-            warmup_steps=round(config.warmup_ratio * total),
-            seed=seed,
-            precision=self.precision,
-            progress=False,
-        )
+        return TrainingConfig(max_steps=total, batch_size=config.batch_size,
+                              learning_rate=config.learning_rate_for(model.config.hidden_size),
+                              weight_decay=config.weight_decay, adam_beta2=0.999, adam_epsilon=1e-8, schedule="linear",
+                              warmup_steps=round(config.warmup_ratio * total), seed=seed, precision=self.precision,
+                              progress=False)
 
     def _epoch(self, fit: _Fit, epoch: int) -> float:
         """One pass over the training examples in (seed, epoch)'s batch order; the mean loss."""
@@ -329,9 +310,8 @@ class Runner:
             fit.order.update(np.ascontiguousarray(indices, dtype=np.int64).tobytes())
             if self.on_batch is not None:
                 self.on_batch(fit.name, fit.schedule.seed, epoch, indices)
-            batch = {
-                k: v.to(device, non_blocking=True) for k, v in collate(prepared.train, indices, prepared.pad_id).items()
-            }
+            batch = {k: v.to(device, non_blocking=True)
+                     for k, v in collate(prepared.train, indices, prepared.pad_id).items()}
             labels = batch.pop("labels")
             with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
                 logits = classify(fit.model, batch, self.config.pooling)
@@ -370,39 +350,6 @@ class Runner:
                 for seed in self.config.run_seeds]
 
 
-@dataclass
-class FinetuneRuns:
-    """Every run of one fine-tuning evaluation (``runs``: a row per model, seed and epoch) and what
-    they say (:meth:`task_result`)."""
-
-    prepared: PreparedTask
-    config: FinetuneConfig
-    scores: dict[str, ModelScores]
-    baseline: str
-    seconds: float
-    classifier: PreTrainedModel | None = None
-
-    @property
-    def runs(self) -> pd.DataFrame:
-        return pd.DataFrame.from_records([asdict(row) for score in self.scores.values() for row in score.runs],
-                                         columns=RUN_COLUMNS)
-
-    def task_result(self) -> TaskResult:
-        """The pretrained model's and its starting point's scores, the paired gain, and the sentence that says it."""
-        prepared, config = self.prepared, self.config
-        return sequence_result(self.scores, prepared.evaluation.labels, prepared.task, self.baseline, mode=config.mode,
-                               dataset=file_name(config.train_path),
-                               eval_dataset=file_name(config.eval_path) if config.eval_path else
-                               f"{file_name(config.train_path)} (hash split)", train_examples=len(prepared.train),
-                               seeds=config.run_seeds, epochs=config.epochs, seconds=self.seconds,
-                               unknown_rate=prepared.unknown_rate, warning_rate=UNKNOWN_WARNING_RATE)
-
-
-def file_name(path) -> str:
-    """A labelled file as results name it: its file name, never a local folder or a URL's credentials."""
-    return PurePosixPath(str(path).split("?")[0].rstrip("/")).name or "?"
-
-
 def starting_point(config: FinetuneConfig, trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                    init_from: str | None, init_seed: int) -> tuple[PreTrainedModel | None, str]:
     """The baseline encoder and how the report names it: the ``model.init_from`` checkpoint for
@@ -427,15 +374,14 @@ def evaluate_finetuning(trained: PreTrainedModel, tokenizer: PreTrainedTokenizer
     started = time.perf_counter()
     prepared = prepared or prepare_task(config, tokenizer, trained.config.max_position_embeddings)
     candidates = {PRETRAINED: trained, **({BASELINE: baseline} if baseline is not None else {})}
-    epochs = config.epochs
-    progress = Progress(len(candidates) * config.seeds * epochs, "fine-tuning", unit="epoch", enabled=config.progress)
+    progress = Progress(len(candidates) * config.seeds * config.epochs, "fine-tuning", unit="epoch",
+                        enabled=config.progress)
     runner = Runner.create(prepared, config, device, precision, on_batch=on_batch, progress=progress)
     logger.info("Fine-tuning on %d labelled examples (%d classes), evaluated on %d; %s mode, %d seed(s) x %d epoch(s), "
                 "%s on %s", len(prepared.train), len(prepared.task.labels), len(prepared.evaluation), config.mode,
-                config.seeds, epochs, runner.precision, runner.device)
-    scores = {
-        name: ModelScores(np.zeros((config.seeds, len(prepared.evaluation)), dtype=np.int64)) for name in candidates
-    }
+                config.seeds, config.epochs, runner.precision, runner.device)
+    scores = {name: ModelScores(np.zeros((config.seeds, len(prepared.evaluation)), dtype=np.int64))
+              for name in candidates}
     classifier = None
     try:
         for row, seed in enumerate(config.run_seeds):

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bert_mlm.core.common.formatting import format_value, with_error
-from bert_mlm.core.record.results import ModelResults
+from bert_mlm.core.common.formatting import format_value
+from bert_mlm.core.record.results import ModelResults, evaluation_rows
 from bert_mlm.core.record.run_record import RunRecord, hub_datasets
 from bert_mlm.core.train.result import TrainingSummary
 
@@ -100,7 +100,7 @@ def model_card(results: ModelResults, record: RunRecord | None) -> ModelCard:
     if evaluation is not None:
         lines += [f"Fixed protocol: {_percent(evaluation.mask_probability)} of the tokens of the {evaluation.split} "
                   f"split masked with seed {evaluation.seed} (80/10/10), the same masks for every model; ± is one "
-                  "standard error.", "", *_rows(_evaluation_rows(evaluation))]
+                  "standard error.", "", *_rows(evaluation_rows(evaluation))]
         if evaluation.change_summaries:
             lines += ["", "Before and after continued pretraining:", "",
                       *(f"- {shown(sentence)}" for sentence in evaluation.change_summaries)]
@@ -127,29 +127,6 @@ def model_card(results: ModelResults, record: RunRecord | None) -> ModelCard:
               f"Not set: replace `license: {LICENSE_PLACEHOLDER}` in the front matter with the model's license "
               "before uploading; the training corpus's terms may restrict it.", ""]
     return ModelCard(version, "\n".join(lines))
-
-
-def _evaluation_rows(evaluation) -> list[tuple[str, str]]:
-    """The card's evaluation rows, in the report's order."""
-    test, extra = evaluation.test, evaluation.extra
-    rows = [("masked-token accuracy (top-1)", with_error(test.accuracy, test.accuracy_se)),
-            ("top-5 accuracy", with_error(test.top5_accuracy, test.top5_accuracy_se)),
-            ("masked-token loss", with_error(test.loss, test.loss_se)),
-            ("perplexity", format_value(test.perplexity)),
-            ("most-frequent-token reference accuracy", format_value(test.baseline_accuracy))]
-    if test.loss_start is not None:
-        rows += [("loss of the starting model (model.init_from)", with_error(test.loss_start, test.loss_start_se)),
-                 ("accuracy of the starting model", with_error(test.accuracy_start, test.accuracy_start_se)),
-                 ("loss change from the starting model (paired)", with_error(test.loss_change, test.loss_change_se))]
-    if extra is not None:
-        rows += [("accuracy on evaluation.corpus_path", with_error(extra.accuracy, extra.accuracy_se)),
-                 ("loss on evaluation.corpus_path", with_error(extra.loss, extra.loss_se))]
-        if extra.loss_start is not None:
-            rows += [("loss of the starting model on evaluation.corpus_path",
-                      with_error(extra.loss_start, extra.loss_start_se)),
-                     ("loss change on evaluation.corpus_path (paired)",
-                      with_error(extra.loss_change, extra.loss_change_se))]
-    return rows + [("masked tokens scored", format_value(test.masked_tokens))]
 
 
 def _training_rows(training: TrainingSummary | None, record: RunRecord) -> list[tuple[str, str]]:

@@ -19,7 +19,7 @@ from bert_mlm.core.finetune.result import FinetuneResults, TaskResult, paired_di
 from bert_mlm.core.record import provenance as heading  # the sections' headings, which provenance captions
 from bert_mlm.core.record.figures import comparison_figure, finetune_curves, image, training_curves, tuning_curve
 from bert_mlm.core.record.provenance import Provenance
-from bert_mlm.core.record.results import COMPARED, ModelResults
+from bert_mlm.core.record.results import COMPARED, ModelResults, evaluation_rows
 from bert_mlm.core.train.result import TrainingSummary
 
 STYLE = """
@@ -69,30 +69,6 @@ def tuning_decision(training: TrainingSummary | None) -> str:
     return {"parameters": "tuning skipped (tuning.n_trials=0)",
             "tuning": "the study's best adopted as it is (tuning.adopt=always)"}.get(training.mask_probability_source,
                                                                                     "n/a")
-
-
-def evaluation_rows(evaluation: Evaluation) -> list[tuple[str, str]]:
-    test, extra = evaluation.test, evaluation.extra
-    rows = [("masked-token accuracy (top-1)", with_error(test.accuracy, test.accuracy_se)),
-            ("most-frequent-token reference", format_value(test.baseline_accuracy)),
-            ("accuracy / reference", f"{evaluation.accuracy_over_baseline:.2f}x"),
-            ("top-5 accuracy", with_error(test.top5_accuracy, test.top5_accuracy_se)),
-            ("masked-token loss", with_error(test.loss, test.loss_se)),
-            ("perplexity", format_value(test.perplexity))]
-    if test.loss_start is not None:
-        rows += [("masked-token loss of the starting model (model.init_from)",
-                  with_error(test.loss_start, test.loss_start_se)),
-                 ("loss change from the starting model (paired)", with_error(test.loss_change, test.loss_change_se)),
-                 ("accuracy of the starting model", with_error(test.accuracy_start, test.accuracy_start_se))]
-    if extra is not None:
-        where = "on evaluation.corpus_path"
-        rows += [(f"accuracy {where}", with_error(extra.accuracy, extra.accuracy_se)),
-                 (f"reference {where}", format_value(extra.baseline_accuracy)),
-                 (f"loss {where}", with_error(extra.loss, extra.loss_se))]
-        if extra.loss_start is not None:
-            rows += [(f"loss of the starting model {where}", with_error(extra.loss_start, extra.loss_start_se)),
-                     (f"loss change {where} (paired)", with_error(extra.loss_change, extra.loss_change_se))]
-    return rows
 
 
 def finetune_rows(task: TaskResult) -> list[tuple[str, str]]:

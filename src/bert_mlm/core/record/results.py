@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bert_mlm.core.common.formatting import format_value, with_error
 from bert_mlm.core.evaluate.result import Evaluation
 from bert_mlm.core.finetune.result import FinetuneResults
 from bert_mlm.core.train.result import TrainingSummary
@@ -106,3 +107,28 @@ def collect(run_id: str | None, evaluation: Evaluation | None, training: Trainin
         model, evaluation if evaluation is not None and evaluation.model_version == model else None,
         training if training is not None and saved_in(training) == model else None,
         finetune if finetune and finetune.model_version == model else FinetuneResults())
+
+
+def evaluation_rows(evaluation: Evaluation) -> list[tuple[str, str]]:
+    """The evaluation's headline numbers as labelled rows (the report's summary, the model card)."""
+    test, extra = evaluation.test, evaluation.extra
+    rows = [("masked-token accuracy (top-1)", with_error(test.accuracy, test.accuracy_se)),
+            ("most-frequent-token reference", format_value(test.baseline_accuracy)),
+            ("accuracy / reference", f"{evaluation.accuracy_over_baseline:.2f}x"),
+            ("top-5 accuracy", with_error(test.top5_accuracy, test.top5_accuracy_se)),
+            ("masked-token loss", with_error(test.loss, test.loss_se)),
+            ("perplexity", format_value(test.perplexity))]
+    if test.loss_start is not None:
+        rows += [("masked-token loss of the starting model (model.init_from)",
+                  with_error(test.loss_start, test.loss_start_se)),
+                 ("loss change from the starting model (paired)", with_error(test.loss_change, test.loss_change_se)),
+                 ("accuracy of the starting model", with_error(test.accuracy_start, test.accuracy_start_se))]
+    if extra is not None:
+        where = "on evaluation.corpus_path"
+        rows += [(f"accuracy {where}", with_error(extra.accuracy, extra.accuracy_se)),
+                 (f"reference {where}", format_value(extra.baseline_accuracy)),
+                 (f"loss {where}", with_error(extra.loss, extra.loss_se))]
+        if extra.loss_start is not None:
+            rows += [(f"loss of the starting model {where}", with_error(extra.loss_start, extra.loss_start_se)),
+                     (f"loss change {where} (paired)", with_error(extra.loss_change, extra.loss_change_se))]
+    return rows
