@@ -49,7 +49,9 @@ def test_a_run_writes_tensorboard_curves_while_it_trains(project_copy, monkeypat
     assert len(scalars(run, "tuning/complete_value")) == 2  # the smoke study's trials
     (finetuned,) = scalars(run, "finetune/accuracy")
     assert finetuned.value == pytest.approx(metrics["finetune_accuracy"], rel=1e-6)
-    assert scalars(run, "finetune/majority_class_accuracy") and scalars(run, "finetune/baseline_accuracy")
+    assert scalars(run, "finetune/majority_accuracy") and scalars(run, "finetune/baseline_accuracy")
+    (gain,) = scalars(run, "finetune/gain")
+    assert gain.value == pytest.approx(metrics["finetune_gain"], rel=1e-6) and scalars(run, "train/loss_scale")
     assert [e.step for e in scalars(run, "finetune/eval_accuracy_by_epoch/pretrained")] == [0, 1, 2]
 
 

@@ -20,6 +20,7 @@ import types
 from pathlib import Path
 
 import click
+import pandas as pd
 from kedro.framework.hooks import hook_impl
 from kedro.io.core import Version
 
@@ -27,7 +28,7 @@ from bert_mlm.config import Section
 from bert_mlm.core.common.curves import TensorBoardLog, listening
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.evaluate.result import Evaluation
-from bert_mlm.core.finetune.result import RUN_SCORE, FinetuneResults, TaskResult
+from bert_mlm.core.finetune.result import RUN_COLUMNS, RUN_SCORE, FinetuneResults
 from bert_mlm.core.record.results import ModelResults
 from bert_mlm.core.record.run_record import dotted
 from bert_mlm.core.train.result import VALID_ACCURACY, VALID_LOSS
@@ -133,7 +134,8 @@ class TensorBoardHook:
 
     @hook_impl
     def before_node_run(self, node) -> None:
-        if self.root is not None and node.name.split(".")[-1] == "train_masked_lm":
+        # The training node (a variant's too): the one that makes a training history.
+        if self.root is not None and any(output.rpartition(".")[2] == "training_history" for output in node.outputs):
             self._listening = listening(self._log(node.namespace or "").records)
             self._listening.__enter__()
 
@@ -169,10 +171,11 @@ class TensorBoardHook:
             self._log(prefix).scalars(evaluation_scalars(data.evaluation), steps)
         elif isinstance(data, FinetuneResults):
             log = self._log(prefix)
-            for task in data:
-                log.scalars(finetune_scalars(task), 0)
-                log.text(f"finetune/{task.task + '/' if task.task else ''}summary", task.summary)
-        elif name == "finetune_runs" and len(data):
+            for task in data:  # every number of the task's result: finetune/accuracy, finetune/gain ...
+                tag = f"finetune/{task.task + '/' if task.task else ''}"
+                log.scalars({f"{tag}{key}": value for key, value in task.to_json("", examples=False).items()}, 0)
+                log.text(f"{tag}summary", task.summary)
+        elif isinstance(data, pd.DataFrame) and set(RUN_COLUMNS) <= set(data.columns) and len(data):  # the runs
             log = self._log(prefix)
             means = data.groupby(["model", "epoch"], sort=False)[RUN_SCORE].mean()
             for (model, epoch), score in means.items():
@@ -200,16 +203,6 @@ def evaluation_scalars(evaluation: Evaluation) -> dict[str, float | None]:
                "eval/most_frequent_token_accuracy": test.baseline_accuracy}
     if extra is not None:
         scalars.update({"eval/extra_corpus_loss": extra.loss, "eval/extra_corpus_accuracy": extra.accuracy})
-    return scalars
-
-
-def finetune_scalars(task: TaskResult) -> dict[str, float | None]:
-    """A fine-tuned task's TensorBoard scalars, by tag (``finetune/accuracy``, ``finetune/<task>/...``)."""
-    prefix = f"finetune/{task.task}/" if task.task else "finetune/"
-    scalars = {f"{prefix}{name}": score.mean for name, score in task.scores.items()}
-    scalars.update({f"{prefix}baseline_{name}": score.mean for name, score in task.baseline_scores.items()})
-    scalars.update({f"{prefix}majority_class_accuracy": task.majority_accuracy,
-                    f"{prefix}gain": task.gain.mean if task.gain is not None else None})
     return scalars
 
 

@@ -35,11 +35,13 @@ def publish(records: Sequence[dict]) -> None:
         listener(records)
 
 
-# Step record field -> TensorBoard tag: the loop's records (the training history's columns), and
-# the validation columns on the steps it validated.
-TRAINING_SCALARS = {name: f"train/{name}" for name in (
-    "loss", "accuracy", "learning_rate", "tokens_per_second", "mask_probability", "grad_norm")}
-VALIDATION_SCALARS = {f"valid_{name}": f"valid/{name}" for name in ("loss", "accuracy")}
+# A step record's validation fields (on the steps the run validated) go under valid/, the others under train/.
+VALIDATION_PREFIX = "valid_"
+
+
+def tag_of(field: str) -> str:
+    """``loss`` -> ``train/loss``, ``valid_loss`` -> ``valid/loss``."""
+    return field.replace(VALIDATION_PREFIX, "valid/", 1) if field.startswith(VALIDATION_PREFIX) else f"train/{field}"
 
 
 def _number(value) -> float | None:
@@ -69,10 +71,9 @@ class TensorBoardLog:
             step = int(record["step"])
             if step <= self.last_step:
                 continue
-            for field, tag in (*TRAINING_SCALARS.items(), *VALIDATION_SCALARS.items()):
-                value = _number(record.get(field))
-                if value is not None:
-                    self.writer.add_scalar(tag, value, step)
+            for field, value in record.items():  # every number the loop records
+                if field != "step" and (number := _number(value)) is not None:
+                    self.writer.add_scalar(tag_of(field), number, step)
             self.last_step = step
         self.writer.flush()  # visible while the run goes, not at its end
 
