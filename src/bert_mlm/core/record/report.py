@@ -61,14 +61,7 @@ def _counts_with_gaps(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def tuning_decision(training: TrainingSummary | None) -> str:
-    """The decision in words; ``metrics.json`` of earlier versions held ``null`` when there was none."""
-    if training is None:
-        return "n/a"
-    if training.tuning_decision:
-        return training.tuning_decision
-    return {"parameters": "tuning skipped (tuning.n_trials=0)",
-            "tuning": "the study's best adopted as it is (tuning.adopt=always)"}.get(training.mask_probability_source,
-                                                                                    "n/a")
+    return (training.tuning_decision if training is not None else None) or "n/a"
 
 
 def finetune_rows(task: TaskResult) -> list[tuple[str, str]]:

@@ -17,8 +17,10 @@ from bert_mlm.core.train.loop import TrainingResult
 # The training history's validation columns: the loop writes them on the steps it validated.
 VALID_LOSS, VALID_ACCURACY, VALID_TOKENS, VALID_SECONDS = "valid_loss", "valid_accuracy", "valid_masked_tokens", \
     "valid_seconds"
-# Keys of earlier versions' files, and what they are called now.
+# Keys of earlier versions' files, and what they are called now; the decisions their null stood for.
 RENAMED = {"parameters": "parameter_count"}
+DECISIONS = {"parameters": "tuning skipped (tuning.n_trials=0)",
+             "tuning": "the study's best adopted as it is (tuning.adopt=always)"}
 # Present only where the run validated (training.eval_every) or kept its best step.
 VALIDATION = ("valid_seconds", "valid_share", "valid_masked_tokens", "final_valid_loss", "best_valid_loss",
               "best_valid_step", "kept_valid_loss")
@@ -109,6 +111,8 @@ class TrainingSummary:
         """The summary in ``data`` (a ``metrics.json`` too), None where it holds none."""
         data = {RENAMED.get(key, key): value for key, value in data.items()}
         found = {f.name: data[f.name] for f in fields(cls) if f.name in data and f.name != "version"}
+        if found and not found.get("tuning_decision"):
+            found["tuning_decision"] = DECISIONS.get(found.get("mask_probability_source"))
         return cls(**found, version=version) if found else None
 
 
