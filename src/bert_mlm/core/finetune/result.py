@@ -21,18 +21,13 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from bert_mlm.config import FinetuneConfig
 from bert_mlm.core.finetune.labelled import Task
-
-if TYPE_CHECKING:  # the runs import the result: the prepared task and the classifier are only annotated here
-    from transformers import PreTrainedModel
-
-    from bert_mlm.core.finetune.runs import PreparedTask
 
 logger = logging.getLogger(__name__)
 
@@ -251,12 +246,12 @@ class FinetuneRuns:
     """Every run of one fine-tuning evaluation (``runs``: a row per model, seed and epoch) and what
     they say (:meth:`task_result`)."""
 
-    prepared: PreparedTask  # the task, encoded
+    prepared: Any  # the task, encoded (bert_mlm.core.finetune.runs.PreparedTask, which imports this module)
     config: FinetuneConfig
     scores: dict[str, ModelScores]
     baseline: str
     seconds: float
-    classifier: PreTrainedModel | None = None
+    classifier: Any = None  # the first seed's fine-tuned classifier, when finetune.save_model keeps it
 
     @property
     def runs(self) -> pd.DataFrame:
