@@ -9,7 +9,9 @@ version). A result loaded from the catalog knows the run that saved it (``versio
 does not belong to, and says so. A stage that did not run is absent: ``None``, or a fine-tuning
 result without tasks.
 
-Kedro-free: the datasets (``bert_mlm.datasets``) attach the versions on load.
+Kedro-free: the datasets (``bert_mlm.datasets``) attach the versions on load. The results are frozen
+dataclasses, not pydantic models as the configuration is: code makes them, no user types them, so
+there is nothing to validate, and ``dataclasses.replace`` and ``asdict`` are all they need.
 """
 
 from __future__ import annotations
