@@ -69,7 +69,7 @@ def test_the_reporting_nodes_never_raise_whatever_stages_ran(tmp_path, evaluated
 
         RunRecordDataset(filepath=str(tmp_path / "run_config.json"), version=Version(None, B)).save(
             RunRecord(run_id=B, trained_model=B, env="smoke"))
-    facts = {"run_id": A if not trained else B}
+    facts = RunRecord(run_id=A if not trained else B)
     metrics = gather_metrics(facts, inputs["evaluation_metrics"], inputs["training_summary"],
                              inputs["finetune_metrics"])
     assert json.loads(json.dumps(metrics.to_json()))["model_version"] == (B if evaluated or trained or finetuned

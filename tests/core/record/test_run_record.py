@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 
 import pytest
 
@@ -47,7 +48,7 @@ def test_git_commit_of_a_checkout(tmp_path):
     assert len(found["commit"]) == 40 and found["dirty"] is False
 
 
-def facts(**params) -> dict:
+def facts(**params) -> RunRecord:
     run = {"run_id": "2026-01-01T00.00.00.000Z", "env": "smoke", "runtime_params": params,
            "pipeline_names": ["finetune"], "tags": ["reporting"]}
     sections = {"masking": {"probability": 0.15}, "training": {"max_steps": 10},
@@ -66,10 +67,10 @@ def test_a_record_is_redacted_and_takes_the_resolved_sections_only_when_the_run_
                               "corpus.path=https://user:***@host/c.txt,finetune.train_path=t.csv")
     assert record.code["version"] and record.software["torch"] and record.device == "cpu"
     assert RunRecord.from_json(record.to_json()) == record  # the file reads back as it was written
-    trained = run_record({**given, "nodes": ["train_masked_lm"]}, {"masking": {"probability": 0.3}, "training": {}},
+    trained = run_record(replace(given, nodes=["train_masked_lm"]), {"masking": {"probability": 0.3}, "training": {}},
                          DataRecord())
     assert trained.section("masking") == {"probability": 0.3} and trained.sections_from_tuning == ["masking"]
-    assert trained.trained_model == given["run_id"]
+    assert trained.trained_model == given.run_id
 
 
 def test_command_line_of_a_default_run_and_of_a_record_of_an_earlier_version():

@@ -82,23 +82,18 @@ def describe_device(device) -> str:
     return str(device)
 
 
-def run_facts(run_params: Mapping[str, Any], sections: Mapping[str, Any], nodes: Iterable[str], device: str) -> dict:
+def run_facts(run_params: Mapping[str, Any], sections: Mapping[str, Any], nodes: Iterable[str],
+              device: str) -> RunRecord:
     """What the run's hook knows and no node can: the run's id (the version of all it saves), how
     it was started, the configured sections (plain values), the nodes it runs, the code and the device."""
-    return {
-        "run_id": run_params.get("run_id"),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "env": run_params.get("env"),
-        "params": dict(run_params.get("runtime_params") or {}),
-        "pipelines": list(run_params.get("pipeline_names") or ["__default__"]),
-        "selection": {key: list(value) for key in SELECTION if (value := run_params.get(key))},
-        "load_versions": dict(run_params.get("load_versions") or {}),
-        "nodes": sorted(nodes),
-        "sections": dict(sections),
-        "code": {"package": "bert_mlm", "version": package_version(), "git": git_commit()},
-        "software": software_versions(),
-        "device": device,
-    }
+    return RunRecord(
+        run_id=run_params.get("run_id"), started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        env=run_params.get("env"), params=dict(run_params.get("runtime_params") or {}),
+        pipelines=list(run_params.get("pipeline_names") or ["__default__"]),
+        selection={key: list(value) for key in SELECTION if (value := run_params.get(key))},
+        load_versions=dict(run_params.get("load_versions") or {}), nodes=sorted(nodes), sections=dict(sections),
+        code={"package": "bert_mlm", "version": package_version(), "git": git_commit()},
+        software=software_versions(), device=device)
 
 
 def selection_flags(pipelines: Iterable[str], selection: Mapping[str, Iterable]) -> list[str]:
@@ -243,21 +238,16 @@ class RunRecord:
         return record if record.command else replace(record, command=record.command_line())
 
 
-def run_record(facts: Mapping[str, Any], resolved: Mapping[str, Any], data: DataRecord) -> RunRecord:
+def run_record(facts: RunRecord, resolved: Mapping[str, Any], data: DataRecord) -> RunRecord:
     """The record of a run: its ``facts`` (:func:`run_facts`), with the masking and training
     sections the tuning stage resolved (``resolved``: plain sections, ``{}`` where none) in place
     of the configured ones when this run trains (what the model was trained with), and ``data``:
     the corpus and the token store the run read. Redacted."""
-    trains = "train_masked_lm" in (facts.get("nodes") or ())
-    sections = dict(facts.get("sections") or {})
+    trains = "train_masked_lm" in facts.nodes
     taken = [name for name, section in resolved.items() if trains and section]
-    sections.update({name: dict(resolved[name]) for name in taken})
-    copied = ("run_id", "started", "env", "params", "pipelines", "selection", "load_versions", "nodes", "code",
-              "software", "device")
-    record = RunRecord(**{key: facts.get(key) for key in copied},
-                       trained_model=facts.get("run_id") if trains else None,
-                       init_from=(sections.get("model") or {}).get("init_from"), corpus=data, sections=sections,
-                       sections_from_tuning=taken)
+    sections = {**facts.sections, **{name: dict(resolved[name]) for name in taken}}
+    record = replace(facts, trained_model=facts.run_id if trains else None, corpus=data, sections=sections,
+                     init_from=(sections.get("model") or {}).get("init_from"), sections_from_tuning=taken)
     return RunRecord.from_json(record.to_json())  # redacted, with its command
 
 

@@ -26,7 +26,7 @@ from bert_mlm.datasets.run_record import RunRecords
 
 
 def record_run(
-    run_facts: dict,
+    run_facts: RunRecord,
     resolved_masking: MaskingConfig | dict,
     resolved_training: TrainingConfig | dict,
     corpus_documents: DocumentShards,
@@ -39,7 +39,7 @@ def record_run(
                 for name, section in (("masking", resolved_masking), ("training", resolved_training))}
     splits = corpus_documents.manifest["splits"]
     # A mixture: each source's share of the store, and its weight or repeat (corpus.sources, a mapping or a list).
-    settings = source_settings((run_facts.get("sections") or {}).get("corpus", {}).get("sources")) or {}
+    settings = source_settings(run_facts.section("corpus").get("sources")) or {}
     data = DataRecord(
         source=(corpus_documents.manifest.get("settings") or {}).get("source"),
         language=corpus_language(corpus_documents.sample_texts("train", LANGUAGE_SAMPLE_CHARS)),
@@ -54,11 +54,11 @@ def record_run(
     return run_record(run_facts, resolved, data)
 
 
-def gather_metrics(run_facts: dict, evaluation_metrics: Evaluation | None, training_summary: TrainingSummary | None,
-                   finetune_metrics: FinetuneResults) -> ModelResults:
+def gather_metrics(run_facts: RunRecord, evaluation_metrics: Evaluation | None,
+                   training_summary: TrainingSummary | None, finetune_metrics: FinetuneResults) -> ModelResults:
     """``metrics.json``: the evaluation, training summary and fine-tuning results of one model (the
     one this run used, else the newest), each only where it was made for that model."""
-    return collect(run_facts.get("run_id"), evaluation_metrics, training_summary, finetune_metrics)
+    return collect(run_facts.run_id, evaluation_metrics, training_summary, finetune_metrics)
 
 
 def build_run_report(
@@ -74,14 +74,14 @@ def build_run_report(
     finetune_runs: pd.DataFrame,
     vocabulary_coverage: dict,
     run_config: RunRecords,
-    run_facts: dict,
+    run_facts: RunRecord,
 ) -> str:
     """Corpus, tokenizer and padding stats (with an inherited vocabulary's coverage), training and
     tuning curves, metrics and fill-mask examples, and the fine-tuning evaluation, on one
     self-contained HTML page that opens with how the model's run was made and says which model and
     run each section belongs to."""
     origin = provenance(
-        metrics, run_config.of(run_facts.get("run_id")) or run_config.latest, run_config.of(metrics.model_version),
+        metrics, run_config.of(run_facts.run_id) or run_config.latest, run_config.of(metrics.model_version),
         study=tuning_best_params, finetune=finetune_metrics, evaluation=evaluation_metrics,
         data_runs={"corpus": saved_in(corpus_stats), "tokenization": saved_in(tokenization_stats),
                    "sequences": saved_in(sequence_stats)},
