@@ -4,11 +4,17 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 
 # Instantiated project hooks.
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
+import os
 import warnings
 
 from bert_mlm.hooks import NodeTimingHook, RedactedForPlugins, RunPlanHook, ThreadsHook, ValidateParametersHook
 from bert_mlm.logs import configure_logging
 from bert_mlm.tracking import MlflowTrackingHook, TensorBoardHook, keep_mlflow_unimported, mlflow_tracking
+
+# Kedro's ParallelRunner starts its workers from a fresh fork server, not by forking this process:
+# a child forked after torch's OpenMP threads ran (the plan's measured step) hangs in its first
+# parallel operation (seen: train_masked_lm asleep in layer_norm until killed).
+os.environ.setdefault("KEDRO_MP_CONTEXT", "forkserver")
 
 # Plain one-line records in log files, Rich in a terminal (conf/logging.yml, bert_mlm/logs.py).
 configure_logging()

@@ -16,6 +16,7 @@ from bert_mlm.config import ExperimentConfig, MaskingConfig, TrainingConfig
 from bert_mlm.core.common.device import autocast_dtype, resolve_precision
 from bert_mlm.core.common.progress import clock
 from bert_mlm.core.model.bert import MaskedPositionsMLM, masked_lm_loss, planned_bert_config
+from bert_mlm.core.model.construction import MODEL_LOCK
 from bert_mlm.core.model.distributed import SINGLE
 from bert_mlm.core.model.masking import mask_tokens, replacement_vocabulary
 from bert_mlm.core.model.optim import Optimisation
@@ -43,7 +44,8 @@ def time_training_steps(bert_config, batch_size: int, length: int, device: torch
 
     started = time.perf_counter()
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        model = BertForMaskedLM(bert_config).to(device).train()
+        with MODEL_LOCK:
+            model = BertForMaskedLM(bert_config).to(device).train()
         mlm, amp_dtype = MaskedPositionsMLM(model), autocast_dtype(precision)
         optimisation = Optimisation.build(model, TrainingConfig(max_steps=max_steps + 2, warmup_steps=0), device,
                                           precision)
