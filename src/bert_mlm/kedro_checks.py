@@ -109,6 +109,44 @@ def kedro_mistake(error: BaseException) -> UserError | None:
     return None
 
 
+def merge_conflict(error: BaseException, env: str | None, conf_source: str | None, project: Path) -> UserError | None:
+    """OmegaConf's "Cannot merge incompatible container types" (77 lines naming neither file nor
+    key) as one line: the key that is a mapping in conf/base and a list in the run environment, or
+    the other way round, with both files. ``None`` for any other error."""
+    import yaml
+
+    if "Cannot merge incompatible container types" not in str(error):
+        return None
+    from kedro.framework.project import settings
+
+    conf = Path(conf_source or settings.CONF_SOURCE)
+    conf = conf if conf.is_absolute() else project / conf
+
+    def containers(folder: str) -> dict[tuple[str, ...], tuple[type, Path]]:
+        found = {}
+
+        def walk(value, path: tuple[str, ...], file: Path) -> None:
+            if isinstance(value, (dict, list)) and path:
+                found[path] = (dict if isinstance(value, dict) else list, file)
+            for key, item in value.items() if isinstance(value, dict) else ():
+                walk(item, (*path, str(key)), file)
+
+        for file in sorted((conf / folder).rglob("*.y*ml")) if (conf / folder).is_dir() else []:
+            try:
+                walk(yaml.safe_load(file.read_text(encoding="utf-8")) or {}, (), file)
+            except (OSError, yaml.YAMLError):
+                continue
+        return found
+
+    base = containers("base")
+    for path, (kind, file) in containers(env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV).items():
+        if path in base and base[path][0] is not kind:
+            names = {dict: "a mapping", list: "a list"}
+            return UserError(f"{_relative(file)}: {'.'.join(path)} is {names[kind]} where {_relative(base[path][1])} "
+                             f"has {names[base[path][0]]}; an environment overrides keys, so give it the same form")
+    return UserError(f"conf: {error}: a key is a mapping in one environment and a list in another")
+
+
 def check_no_globals_file(conf_source: str | Path, env: str | None) -> None:
     """The settings load the parameters files as globals (each corpus key has one home), so a
     ``globals.yml`` is not read: its ``corpus.path`` or ``corpus.sources`` (where earlier versions

@@ -256,3 +256,20 @@ def test_read_tasks_name_each_mixture_source_the_sequential_reading_names(tmp_pa
     for local_files in (True, False):
         tasks = list(read_tasks(mixture, 1 << 16, local_files=local_files))
         assert [item.origin for task in tasks for item in read_task(task)] == expected
+
+
+@pytest.mark.parametrize("name", ["books[2024]", "notes*", "what?"])
+def test_a_folder_whose_name_holds_glob_characters_is_that_folder(tmp_path, name):
+    """``corpus.path`` naming an existing folder ``books[2024]`` was read as a glob that matched
+    nothing ("holds no corpus file" although it holds a.txt); locally and on a remote file system."""
+    import fsspec
+
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "a.txt").write_text("Some text.\n\n中文的句子。\n", encoding="utf-8")
+    assert [path.name for path, _ in list_corpus_files(str(folder))] == ["a.txt"]
+    if "?" not in name:  # in a URL, ? starts the query (a signed URL's signature)
+        fsspec.filesystem("memory").pipe(f"/glob-names/{name}/a.txt", "Some text.".encode())
+        remote = list_corpus_files(f"memory://glob-names/{name}")
+        assert [str(url).rsplit("/", 1)[-1] for url, _ in remote] == ["a.txt"]
+    assert [path.name for path, _ in list_corpus_files(str(tmp_path / "*" / "a.txt"))] == ["a.txt"]  # still a glob
