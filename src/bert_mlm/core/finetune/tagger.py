@@ -8,6 +8,7 @@ import torch
 from transformers import AutoModelForTokenClassification, PreTrainedModel
 
 from bert_mlm.core.finetune.alignment import IGNORED, AlignedSentences
+from bert_mlm.core.model.construction import MODEL_LOCK
 
 
 def collate_tagged(sentences: AlignedSentences, indices: np.ndarray, pad_id: int) -> dict[str, torch.Tensor]:
@@ -33,7 +34,8 @@ def tagger_from(encoder: PreTrainedModel, labels: list[str], seed: int) -> PreTr
     config.id2label, config.label2id = dict(enumerate(labels)), {label: i for i, label in enumerate(labels)}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = AutoModelForTokenClassification.from_config(config)
+        with MODEL_LOCK:  # transformers' process-wide patches while a model is built (core.model.construction)
+            model = AutoModelForTokenClassification.from_config(config)
     missing, unexpected = model.base_model.load_state_dict(encoder.base_model.state_dict(), strict=False)
     stray = [k for k in missing if not k.startswith("pooler.")] + [k for k in unexpected if not k.startswith("pooler.")]
     if stray:
