@@ -277,12 +277,10 @@ class TaggedTask:
 def load_tagged_task(config: FinetuneConfig) -> TaggedTask:
     """Read, convert to IOB2, split, subsample and check the tagged sentences (see the module's
     docstring); ``notes`` say which schemes were converted and what the strict IOB2 reading skips."""
-    notes = []
-    train = read_tagged(config.train_path, config, "finetune.train_path")
-    train, notes = _in_iob2(train, config.train_path, notes)
+    notes: list[str] = []
+    train = _in_iob2(read_tagged(config.train_path, config, "finetune.train_path"), config.train_path, notes)
     if config.eval_path:
-        evaluation = read_tagged(config.eval_path, config, "finetune.eval_path")
-        evaluation, notes = _in_iob2(evaluation, config.eval_path, notes)
+        evaluation = _in_iob2(read_tagged(config.eval_path, config, "finetune.eval_path"), config.eval_path, notes)
     else:  # by a hash of the sentence: stable whatever the file order, and duplicates never straddle
         held_out = hash_fraction(train["tokens"].map(" ".join), config.seed) < config.eval_fraction
         train, evaluation = train[~held_out], train[held_out]
@@ -305,6 +303,8 @@ def load_tagged_task(config: FinetuneConfig) -> TaggedTask:
     return TaggedTask(train.reset_index(drop=True), evaluation.reset_index(drop=True), labels, notes)
 
 
-def _in_iob2(frame: pd.DataFrame, path: str, notes: list[str]) -> tuple[pd.DataFrame, list[str]]:
+def _in_iob2(frame: pd.DataFrame, path: str, notes: list[str]) -> pd.DataFrame:
+    """``frame`` with its tags in IOB2; what was found and done appended to ``notes``."""
     tags, report = to_iob2(frame["tags"].tolist())
-    return frame.assign(tags=tags), [*notes, report.describe(repr(path))]
+    notes.append(report.describe(repr(path)))
+    return frame.assign(tags=tags)
