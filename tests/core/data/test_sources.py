@@ -269,7 +269,7 @@ def test_a_folder_whose_name_holds_glob_characters_is_that_folder(tmp_path, name
     (folder / "a.txt").write_text("Some text.\n\n中文的句子。\n", encoding="utf-8")
     assert [path.name for path, _ in list_corpus_files(str(folder))] == ["a.txt"]
     if "?" not in name:  # in a URL, ? starts the query (a signed URL's signature)
-        fsspec.filesystem("memory").pipe(f"/glob-names/{name}/a.txt", "Some text.".encode())
+        fsspec.filesystem("memory").pipe(f"/glob-names/{name}/a.txt", b"Some text.")
         remote = list_corpus_files(f"memory://glob-names/{name}")
         assert [str(url).rsplit("/", 1)[-1] for url, _ in remote] == ["a.txt"]
     assert [path.name for path, _ in list_corpus_files(str(tmp_path / "*" / "a.txt"))] == ["a.txt"]  # still a glob
