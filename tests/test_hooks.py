@@ -83,3 +83,20 @@ def test_the_plan_lists_the_stages_a_partial_run_runs_and_no_other():
     stages, variants = planned_stages(registered["mask_rate_comparison"])
     assert stages == ["ingestion", "tokenization", "sequences", "reporting", "mask_rate_comparison"] and variants >= 2
     assert planned_stages(Pipeline([])) == ([], 0)
+
+
+def test_a_budget_beyond_any_plausible_run_is_refused_with_its_estimate(project_copy):
+    """training.max_steps=10**21 was accepted: the plan said ~2x10^15 hours and it trained until killed."""
+    import re
+
+    from tests.kedro_runs import kedro_cli
+
+    result = kedro_cli(project_copy, "--params", "training.max_steps=1000000000000000000000")
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.match(r"Error: training: 1,000,000,000,000,000,000,000 steps of .* would take ~[\d,]+ days on this "
+                    r"machine \(a training step measured at .* s\): beyond any plausible run", last), last
+    assert not (project_copy / "data" / "02_intermediate").exists()  # before the data stages
+    from bert_mlm import run_lock
+
+    assert not run_lock.lock_path(project_copy).exists()  # the refused run gave its lock back

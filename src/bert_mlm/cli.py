@@ -23,7 +23,6 @@ from bert_mlm.kedro_checks import (
     check_pipeline_names,
     check_selection,
     kedro_mistake,
-    merge_conflict,
 )
 
 DEBUG_ENV = "BERT_MLM_DEBUG"
@@ -40,8 +39,8 @@ def user_errors_in_one_line(callback):
             check_namespaces(kwargs.get("namespaces"), names)
             return callback(*args, **kwargs)
         except Exception as error:
-            cause = (user_error_in(error) or kedro_mistake(error)
-                     or merge_conflict(error, kwargs.get("env"), kwargs.get("conf_source"), Path.cwd()))
+            cause = user_error_in(error) or kedro_mistake(error, kwargs.get("env"), kwargs.get("conf_source"),
+                                                          Path.cwd())
             if cause is None or os.environ.get(DEBUG_ENV, "").strip() not in ("", "0"):
                 raise
             click.echo(f"Error: {redact(str(cause))}  ({DEBUG_ENV}=1 shows the traceback)", err=True)

@@ -194,6 +194,9 @@ class ThreadsHook:
         torch.set_num_threads(self.threads)
 
 
+IMPLAUSIBLE_SECONDS = 365 * 86400  # a stage the plan estimates longer than a year is refused
+
+
 class RunPlanHook:
     """Starts every run by saying what will run: the stages, each budget, and an estimate of the
     training steps and forward passes from a step measured here and now (``core.train.plan``).
@@ -218,6 +221,13 @@ class RunPlanHook:
         self.plan = plan_run(stages, config, timing, variants)
         for line in self.plan.lines():
             logger.info("%s", line)
+        beyond = [stage for stage in self.plan.stages if (stage.seconds or 0) > IMPLAUSIBLE_SECONDS]
+        if beyond:  # training.max_steps=10**21 once planned ~2x10^15 hours and trained until killed
+            close_engines()  # Kedro calls no on_pipeline_error for a hook's error: give back what the run took
+            run_lock.release(run_params.get("project_path") or Path.cwd())
+            raise UserError(f"{beyond[0].name}: {beyond[0].budget} would take ~{beyond[0].seconds / 86400:,.0f} days "
+                            f"on this machine (a training step measured at {timing.step_seconds:.3g} s): beyond any "
+                            "plausible run; lower the budget (training.max_steps, tuning.n_trials, ...)")
         waits = os.environ.get(WAIT_ENV, "").upper() or "unset: threads spin while they wait"
         facts = f"{device}, {resolve_precision(config.training.precision, device)}, {self.threads.threads} torch " \
                 f"thread(s) ({self.threads.source}), {WAIT_ENV} {waits}"

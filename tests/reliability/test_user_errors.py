@@ -259,11 +259,13 @@ CONFIGURATION_MISTAKES = [
     ("conf/smoke/parameters_mine.yml", "corpus:\n  split_ratios: [0.8, 0.1, 0.1]\n",
      r"conf/smoke/parameters_mine\.yml: corpus\.split_ratios is a list where conf/base/parameters_corpus\.yml has a "
      r"mapping; an environment overrides keys, so give it the same form"),
+    ("conf/smoke/parameters_mine.yml", "corpus:\n  sources:\n    books: {path: a.txt}\n    books: {path: b.txt}\n",
+     r"conf/smoke/parameters_mine\.yml: found duplicate key books \(line 4, column 5\)"),
 ]
 
 
 @pytest.mark.parametrize(("path", "text", "message"), CONFIGURATION_MISTAKES, ids=[
-    "broken YAML", "a key set twice", "a globals file", "a list for a mapping"])
+    "broken YAML", "a key set twice", "a globals file", "a list for a mapping", "a source named twice"])
 def test_a_configuration_mistake_is_one_line(project_copy, path, text, message):
     """A corpus set in globals.yml (where earlier versions kept it) trained silently on the built-in corpus; broken
     YAML was an 86-line traceback, a list where conf/base has a mapping a 77-line one naming neither file nor key."""
