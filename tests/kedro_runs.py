@@ -38,14 +38,15 @@ DEFAULT_CHAIN_NODES = [
 
 
 def run_session(project: Path, monkeypatch, env: str = "smoke", pipeline_name: str | list[str] | None = None,
-                **params):
-    """As `kedro run --env ENV --pipelines NAME[,NAME] --params a.b=v,...` does it."""
+                runner=None, **params):
+    """As `kedro run --env ENV --pipelines NAME[,NAME] --params a.b=v,...` does it (``runner``: a
+    Kedro runner instance, Kedro's SequentialRunner by default)."""
     monkeypatch.chdir(project)
     bootstrap_project(project)
     runtime = OmegaConf.to_container(OmegaConf.from_dotlist([f"{k}={v}" for k, v in params.items()]))
     names = [pipeline_name] if isinstance(pipeline_name, str) else pipeline_name
     with KedroSession.create(project_path=project, env=env, runtime_params=runtime or None) as session:
-        return session.run(pipeline_names=names)
+        return session.run(pipeline_names=names, runner=runner)
 
 
 def latest(path: Path) -> Path:

@@ -64,3 +64,39 @@ def test_log_records_are_redacted_in_every_handler():
     assert RedactedRecords().filter(record)
     assert record.getMessage() == "cannot open https://u:***@h/x"
     assert "Sesame" not in record.exc_text and "https://u:***@h/x?sig=***" in record.exc_text
+
+
+def test_the_plan_lists_the_stages_a_partial_run_runs_and_no_other():
+    """``--pipelines finetune`` runs the fine-tuning and the reporting nodes registered with it: the plan
+    lists those two stages, not the tuning and training stages whose registered pipelines share the
+    reporting nodes (it once timed ~21 minutes of stages that did not run)."""
+    from kedro.pipeline import Pipeline
+
+    from bert_mlm.hooks import planned_stages
+    from bert_mlm.pipeline_registry import register_pipelines
+
+    registered = register_pipelines()
+    assert planned_stages(registered["finetune"]) == (["finetune", "reporting"], 0)
+    assert planned_stages(registered["evaluation"]) == (["evaluation", "reporting"], 0)
+    assert planned_stages(registered["__default__"])[0] == [
+        "ingestion", "tokenization", "sequences", "tuning", "training", "finetune", "evaluation", "reporting"]
+    stages, variants = planned_stages(registered["mask_rate_comparison"])
+    assert stages == ["ingestion", "tokenization", "sequences", "reporting", "mask_rate_comparison"] and variants >= 2
+    assert planned_stages(Pipeline([])) == ([], 0)
+
+
+def test_a_budget_beyond_any_plausible_run_is_refused_with_its_estimate(project_copy):
+    """training.max_steps=10**21 was accepted: the plan said ~2x10^15 hours and it trained until killed."""
+    import re
+
+    from tests.kedro_runs import kedro_cli
+
+    result = kedro_cli(project_copy, "--params", "training.max_steps=1000000000000000000000")
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.match(r"Error: training: 1,000,000,000,000,000,000,000 steps of .* would take ~[\d,]+ days on this "
+                    r"machine \(a training step measured at .* s\): beyond any plausible run", last), last
+    assert not (project_copy / "data" / "02_intermediate").exists()  # before the data stages
+    from bert_mlm import run_lock
+
+    assert not run_lock.lock_path(project_copy).exists()  # the refused run gave its lock back

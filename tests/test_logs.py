@@ -59,12 +59,12 @@ def test_a_run_logged_to_a_file_has_one_plain_line_per_record(project_copy):
     assert plan[0] == ("Plan: ingestion -> tokenization -> sequences -> tuning -> training -> finetune -> "
                        "evaluation -> reporting")
     assert "Plan: training: 12 steps of 8 x 64 tokens" in plan
-    assert re.fullmatch(r"Plan: estimate ~\d+:\d\d on this machine now \(ingestion \d+:\d\d, .*, reporting "
-                        r"\d+:\d\d\)", plan[-2])
-    assert re.fullmatch(r"Plan: a training step measured at [\d.]+ s \(in [\d.]+ s\); cpu, fp32, 1 torch thread\(s\) "
-                        r"\(OMP_NUM_THREADS\), OMP_WAIT_POLICY PASSIVE; load [\d.]+ on \d+ usable CPU\(s\): other work "
-                        r"slows this run", plan[-1])
-    assert lines.index(next(line for line in lines if "Plan: estimate" in line)) < lines.index(
+    assert re.fullmatch(r"Plan: steps and forward passes ~\d+:\d\d on this machine now \(tuning \d+:\d\d, "
+                        r"training \d+:\d\d, evaluation \d+:\d\d\); a training step measured at [\d.]+ s "
+                        r"\(in [\d.]+ s\)",
+                        plan[-2])
+    assert re.fullmatch(r"Plan: cpu, fp32, 1 torch thread\(s\) \(OMP_NUM_THREADS\), OMP_WAIT_POLICY PASSIVE", plan[-1])
+    assert lines.index(next(line for line in lines if "Plan: steps and forward" in line)) < lines.index(
         next(line for line in lines if "Running node: clean_and_split_corpus" in line))
     # One line per fact: the precision once, the evaluation's headline once (in the summary), each
     # node's start once, and none of Kedro's dataset loads and saves or repeated completions.

@@ -18,7 +18,12 @@ from kedro.framework.cli.project import run as kedro_run
 
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.errors import UserError
-from bert_mlm.kedro_checks import check_environment, check_pipeline_names, check_selection, kedro_mistake
+from bert_mlm.kedro_checks import (
+    check_environment,
+    check_pipeline_names,
+    check_selection,
+    kedro_mistake,
+)
 
 DEBUG_ENV = "BERT_MLM_DEBUG"
 
@@ -34,7 +39,8 @@ def user_errors_in_one_line(callback):
             check_namespaces(kwargs.get("namespaces"), names)
             return callback(*args, **kwargs)
         except Exception as error:
-            cause = user_error_in(error) or kedro_mistake(error)
+            cause = user_error_in(error) or kedro_mistake(error, kwargs.get("env"), kwargs.get("conf_source"),
+                                                          Path.cwd())
             if cause is None or os.environ.get(DEBUG_ENV, "").strip() not in ("", "0"):
                 raise
             click.echo(f"Error: {redact(str(cause))}  ({DEBUG_ENV}=1 shows the traceback)", err=True)

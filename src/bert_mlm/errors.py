@@ -11,3 +11,10 @@ from __future__ import annotations
 
 class UserError(ValueError):
     """Invalid parameters or inputs; the message names the parameter or the file."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (its type's name when the message is empty): what a
+    one-line message quotes of an error from a library."""
+    lines = str(error).strip().splitlines()
+    return lines[0].strip() if lines else type(error).__name__

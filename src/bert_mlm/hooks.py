@@ -18,6 +18,7 @@ from bert_mlm import run_lock
 from bert_mlm.config import ExperimentConfig
 from bert_mlm.core.common.device import resolve_device, resolve_precision
 from bert_mlm.core.common.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
+from bert_mlm.core.common.progress import clock
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.data.engine import close_engines
 from bert_mlm.core.data.sources.settings import source_settings
@@ -35,17 +36,9 @@ from bert_mlm.core.record.run_record import describe_device, run_facts
 from bert_mlm.core.study.record import check_saved_sections
 from bert_mlm.core.study.tuning import check_storage
 from bert_mlm.core.train.experiment import check_extra_corpus
-from bert_mlm.core.train.plan import (
-    STEP_STAGES,
-    Plan,
-    StepTiming,
-    clock,
-    plan_run,
-    python_slowdown,
-    time_training_steps,
-)
+from bert_mlm.core.train.plan import STEP_STAGES, Plan, measure_step, plan_run
 from bert_mlm.cpus import WAIT_ENV, intra_op_threads, usable_cpus
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, first_line
 from bert_mlm.kedro_checks import (
     check_credentials,
     check_inputs_written,
@@ -183,129 +176,81 @@ class ValidateParametersHook:
         run_lock.release(project)
 
 
-class RunPlanHook:
-    """Starts every run by setting torch's CPU threads (``training.threads``) and saying what will
-    run: the stages, each budget, and an estimate from a training step measured here and now
-    (``core.train.plan``). Registered first in ``settings.HOOKS``, so that it runs after the
-    parameters, the inputs and the run lock are checked (pluggy calls hooks last-in, first-out):
-    a run that is refused spends nothing on measuring."""
+class ThreadsHook:
+    """Sets torch's CPU threads for the run (``training.threads``: the CPUs this process may use,
+    shared among data-parallel processes; ``cpus.intra_op_threads``) before anything is timed or run.
+    Registered after the plan's hook, so that pluggy (last registered, first called) calls it first."""
 
-    def __init__(self, validated: ValidateParametersHook | None = None) -> None:
-        self.plan: Plan | None = None
-        self.validated = validated  # whose configuration, built once from the parameters, the plan reads
+    def __init__(self, validated: ValidateParametersHook) -> None:
+        self.validated = validated
+        self.threads, self.source = 1, ""
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
-        from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
-
-        config = ((self.validated and self.validated.config)
-                  or ExperimentConfig.from_parameters(catalog.load("parameters"), variants=VARIANTS))
+        config = self.validated.config or validate_parameters(catalog.load("parameters"))
         device = resolve_device(config.training.device)
         processes = config.distributed.nproc_per_node if device.type == "cpu" else 1
-        threads, source = intra_op_threads(config.training.threads, processes)
-        torch.set_num_threads(threads)
+        self.threads, self.source = intra_op_threads(config.training.threads, processes)
+        torch.set_num_threads(self.threads)
+
+
+IMPLAUSIBLE_SECONDS = 365 * 86400  # a stage the plan estimates longer than a year is refused
+
+
+class RunPlanHook:
+    """Starts every run by saying what will run: the stages, each budget, and an estimate of the
+    training steps and forward passes from a step measured here and now (``core.train.plan``).
+    Registered first in ``settings.HOOKS``, so that pluggy calls it after the parameters, the inputs
+    and the run lock are checked: a run that is refused spends nothing on measuring."""
+
+    def __init__(self, validated: ValidateParametersHook, threads: ThreadsHook) -> None:
+        self.plan: Plan | None = None
+        self.validated, self.threads = validated, threads
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
+        config = self.validated.config or validate_parameters(catalog.load("parameters"))
+        device = resolve_device(config.training.device)
         stages, variants = planned_stages(pipeline)
-        timing, warnings = None, []
+        timing = None
         if any(stage in STEP_STAGES for stage in stages):
             try:
-                timing, warnings = measure_step(config, device, threads)
+                timing = measure_step(config, device)
             except Exception as error:  # noqa: BLE001 - an estimate never stops a run (the run reports its own errors)
-                warnings = [f"Plan: no estimate of the training stages: measuring a step failed ({error})"]
-        corpus_bytes, builtin = corpus_size(catalog) if "raw_corpus" in pipeline.all_inputs() else (None, 0.0)
-        self.plan = plan_run(stages, config, timing, corpus_bytes, builtin, variants, python_slowdown())
-        precision = resolve_precision(config.training.precision, device)
-        waits = os.environ.get(WAIT_ENV, "").upper() or "unset: threads spin while they wait"
-        self.plan.facts = [f"{device}, {precision}, {threads} torch thread(s) ({source}), {WAIT_ENV} {waits}"]
-        if timing is not None:
-            self.plan.facts.insert(0, f"a training step measured at {timing.step_seconds:.3f} s (in "
-                                      f"{timing.seconds:.1f} s)")
-        if hasattr(os, "getloadavg"):
-            self.plan.facts.append(f"load {os.getloadavg()[0]:.1f} on {usable_cpus()} usable CPU(s): other work "
-                                   "slows this run")
+                logger.warning("Plan: no estimate of the training steps: measuring one failed (%s)", first_line(error))
+        self.plan = plan_run(stages, config, timing, variants)
         for line in self.plan.lines():
             logger.info("%s", line)
-        for line in warnings:
-            logger.warning("%s", line)
+        beyond = [stage for stage in self.plan.stages if (stage.seconds or 0) > IMPLAUSIBLE_SECONDS]
+        if beyond:  # training.max_steps=10**21 once planned ~2x10^15 hours and trained until killed
+            close_engines()  # Kedro calls no on_pipeline_error for a hook's error: give back what the run took
+            run_lock.release(run_params.get("project_path") or Path.cwd())
+            raise UserError(f"{beyond[0].name}: {beyond[0].budget} would take ~{beyond[0].seconds / 86400:,.0f} days "
+                            f"on this machine (a training step measured at {timing.step_seconds:.3g} s): beyond any "
+                            "plausible run; lower the budget (training.max_steps, tuning.n_trials, ...)")
+        waits = os.environ.get(WAIT_ENV, "").upper() or "unset: threads spin while they wait"
+        facts = f"{device}, {resolve_precision(config.training.precision, device)}, {self.threads.threads} torch " \
+                f"thread(s) ({self.threads.source}), {WAIT_ENV} {waits}"
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        if load > usable_cpus() and self.threads.threads > 1 and device.type == "cpu":
+            facts += (f"; load {load:.1f} on {usable_cpus()} usable CPU(s): other work slows this run, and threads "
+                      "wait on each other (training.threads=1 can be faster now; docs/gpu-and-performance.md)")
+        logger.info("Plan: %s", facts)
 
 
 def planned_stages(pipeline) -> tuple[list[str], int]:
-    """The registered stages that ``pipeline`` runs (some of), in the chain's order, and how many
-    mask-rate variants it trains."""
-    from kedro.framework.project import pipelines
-
+    """The stages of the chain that ``pipeline`` runs nodes of, in the chain's order (each stage
+    by its own nodes: not the reporting nodes registered with it), and how many mask-rate variants
+    it trains."""
     from bert_mlm.pipeline_registry import CHAIN
 
     names = {node.name for node in pipeline.nodes}
-    stages = [name for name in CHAIN if names & {node.name for node in pipelines[name].nodes}]
+    stages = [name for name, module in CHAIN.items() if names & {node.name for node in module.create_pipeline().nodes}]
     variants = len({node.namespace.split(".")[0] for node in pipeline.nodes
                     if node.namespace and node.name.endswith(".train_masked_lm")})
     if variants:
         stages.append("mask_rate_comparison")
     return stages, variants
-
-
-# The largest batch the plan times a step at (CPU, CUDA); larger ones are scaled linearly from it.
-PLAN_MAX_BATCH = (256, 1024)
-
-
-def scaled(timing: StepTiming, factor: float) -> StepTiming:
-    """``timing`` of a step ``factor`` times as large (the work of a step grows with its batch)."""
-    if factor == 1:
-        return timing
-    return dataclasses.replace(timing, step_seconds=timing.step_seconds * factor,
-                               flops_per_step=timing.flops_per_step * factor)
-
-
-def measure_step(config: ExperimentConfig, device, threads: int) -> tuple[StepTiming, list[str]]:
-    """The configured training step timed here and now; on a busy CPU with more than one thread,
-    also with one, and a warning where one is clearly faster (the thread count is not changed:
-    the same configuration on the same machine gives the same weights, and torch's reductions
-    differ with the thread count)."""
-    training = config.training
-    bert = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
-    precision = resolve_precision(training.precision, device)
-    # A step of at most PLAN_MAX_BATCH sequences, scaled to the configured batch: a huge
-    # training.batch_size (warned about, and capped by the train split's size in training) must not
-    # cost the plan its memory before the data stages have even run.
-    measured_batch = min(training.batch_size, PLAN_MAX_BATCH[device.type == "cuda"])
-    arguments = (bert, measured_batch, config.sequences.max_length, device, precision,
-                 config.masking.probability)
-    timing = scaled(time_training_steps(*arguments, accumulation=training.gradient_accumulation_steps),
-                    training.batch_size / measured_batch)
-    cpus = usable_cpus()
-    if device.type != "cpu" or threads == 1 or not hasattr(os, "getloadavg") or os.getloadavg()[0] <= cpus:
-        return timing, []
-    torch.set_num_threads(1)
-    try:
-        single = scaled(time_training_steps(*arguments, accumulation=training.gradient_accumulation_steps),
-                        training.batch_size / measured_batch)
-    finally:
-        torch.set_num_threads(threads)
-    if single.step_seconds * 1.3 >= timing.step_seconds:
-        return timing, []
-    return timing, [
-        f"This machine is busy (load {os.getloadavg()[0]:.1f} on {cpus} CPUs): a training step took "
-        f"{timing.step_seconds:.2f} s with {threads} threads and {single.step_seconds:.2f} s with 1 (threads wait on "
-        f"each other when other work holds the cores). training.threads=1 (or OMP_NUM_THREADS=1) runs "
-        f"~{timing.step_seconds / single.step_seconds:.0f}x faster now; its results differ from {threads}-thread "
-        "runs in the last digits"]
-
-
-def corpus_size(catalog) -> tuple[int | None, float]:
-    """The corpus's size in bytes where its listing knows it (uncompressed local or remote files),
-    and the share of the built-in corpus it reads (0: another corpus); never fails (ingestion
-    reports a bad source)."""
-    try:
-        source = catalog.load("raw_corpus")
-        if not getattr(source, "is_builtin", False):
-            return source.total_bytes(), 0.0
-        if source.builtin_max_files is None:
-            return None, 1.0
-        from bert_mlm.core.data.sources.source import stdlib_source_files
-
-        return None, min(1.0, source.builtin_max_files / max(1, len(stdlib_source_files())))
-    except Exception:  # noqa: BLE001 - an estimate, not a check
-        return None, 0.0
 
 
 def _section(config_loader, key: str) -> dict:
@@ -457,7 +402,7 @@ class NodeTimingHook:
         if target:
             planned = None if plan is None else {
                 "seconds": estimate, "step_seconds": plan.timing.step_seconds if plan.timing else None,
-                "calibration_seconds": plan.timing.seconds if plan.timing else None, "slowdown": plan.slowdown,
+                "calibration_seconds": plan.timing.seconds if plan.timing else None,
                 "stages": {stage.name: stage.seconds for stage in plan.stages}}
             with written_then_renamed(target) as temporary:
                 temporary.write_text(json.dumps({"pipeline_seconds": total, "nodes": rows, "plan": planned}, indent=2))
@@ -468,7 +413,7 @@ def summary_lines(rows: list[dict], total: float, results: ModelResults | None, 
     """The end-of-run summary, one aligned line per log record: the node table, the reported
     model's headline results, and where the results were written."""
     width = max([len("node"), *(len(r["node"]) for r in rows)])
-    planned = f" (the plan estimated {clock(estimate)})" if estimate else ""
+    planned = f" (the plan estimated {clock(estimate)} for its steps and forward passes)" if estimate else ""
     lines = [
         f"Run summary: {total:.1f} s in the pipeline{planned}",
         f"  {'node':<{width}}  {'node s':>8}  {'with I/O s':>10}  {'peak GB':>7}",

@@ -82,10 +82,13 @@ def check_load_versions(catalog, load_versions: Mapping[str, str] | None) -> Non
                             f"its newest versions: {shown}")
 
 
-def kedro_mistake(error: BaseException) -> UserError | None:
-    """A Kedro error that is the user's to fix, as one line: configuration that is not valid YAML,
-    a key given twice in one environment, a ``--load-versions`` dataset the catalog lacks. ``None``
-    for anything else (a bug keeps its traceback)."""
+def kedro_mistake(error: BaseException, env: str | None = None, conf_source: str | None = None,
+                  project: Path | None = None) -> UserError | None:
+    """A Kedro error that is the user's to fix, as one line: configuration that is not valid YAML
+    (in the file that holds it: Kedro parses text and YAML names it "<file>"), a key given twice in
+    one environment, a key that is a mapping in one environment and a list in another, a
+    ``--load-versions`` dataset the catalog lacks. ``None`` for anything else (a bug keeps its
+    traceback)."""
     import yaml
     from kedro.config import MissingConfigException
     from kedro.io.core import DatasetNotFoundError
@@ -98,15 +101,76 @@ def kedro_mistake(error: BaseException) -> UserError | None:
             where = getattr(error, "problem_mark", None)
             if where is None:  # Kedro's own ParserError: its text names the file and the line
                 return UserError(f"conf: {text}")
-            return UserError(f"conf: {text.splitlines()[0]} (line {where.line + 1}, column {where.column + 1}: "
-                             f"{error.problem})")
+            file = _yaml_file_failing_at(where, conf_files(env, conf_source, project)) if "<file>" in text else None
+            return UserError(f"{_relative(file) if file else 'conf'}: {error.problem} (line {where.line + 1}, column "
+                             f"{where.column + 1})")
         if isinstance(error, (MissingConfigException, DatasetNotFoundError)):
             return UserError(f"conf: {text}")
         if isinstance(error, ValueError) and text.startswith("Duplicate keys found"):
             return UserError(f"conf: {text}; an environment may set a key once (conf/base and the run environment "
                              "may each set it: the environment's value wins)")
+        if "Cannot merge incompatible container types" in text:
+            return merge_conflict(env, conf_source, project)
         error = error.__cause__ or error.__context__
     return None
+
+
+def conf_files(env: str | None, conf_source: str | None, project: Path | None) -> dict[str, list[Path]]:
+    """The YAML files of conf/base and of the run's environment, by environment."""
+    from kedro.framework.project import settings
+
+    conf = Path(conf_source or settings.CONF_SOURCE)
+    conf = conf if conf.is_absolute() else (project or Path.cwd()) / conf
+    return {folder: sorted((conf / folder).rglob("*.y*ml")) if (conf / folder).is_dir() else []
+            for folder in dict.fromkeys(("base", env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV))}
+
+
+def _yaml_file_failing_at(where, files: dict[str, list[Path]]) -> Path | None:
+    """The file whose YAML fails to load at the line and column of ``where``."""
+    from omegaconf import OmegaConf
+
+    for path in (path for paths in files.values() for path in paths):
+        try:
+            OmegaConf.load(path)
+        except Exception as error:  # noqa: BLE001 - any failure at the same place is the one
+            mark = getattr(error, "problem_mark", None)
+            if mark is not None and (mark.line, mark.column) == (where.line, where.column):
+                return path
+    return None
+
+
+def merge_conflict(env: str | None, conf_source: str | None, project: Path | None) -> UserError:
+    """OmegaConf's "Cannot merge incompatible container types" (77 lines naming neither file nor
+    key) as one line: the key that is a mapping in conf/base and a list in the run environment, or
+    the other way round, with both files."""
+    import yaml
+
+    def containers(paths: list[Path]) -> dict[tuple[str, ...], tuple[type, Path]]:
+        found = {}
+
+        def walk(value, path: tuple[str, ...], file: Path) -> None:
+            if isinstance(value, (dict, list)) and path:
+                found[path] = (dict if isinstance(value, dict) else list, file)
+            for key, item in value.items() if isinstance(value, dict) else ():
+                walk(item, (*path, str(key)), file)
+
+        for file in paths:
+            try:
+                walk(yaml.safe_load(file.read_text(encoding="utf-8")) or {}, (), file)
+            except (OSError, yaml.YAMLError):
+                continue
+        return found
+
+    files = conf_files(env, conf_source, project)
+    base, *rest = files.values()
+    base = containers(base)
+    for path, (kind, file) in containers(rest[0] if rest else []).items():
+        if path in base and base[path][0] is not kind:
+            names = {dict: "a mapping", list: "a list"}
+            return UserError(f"{_relative(file)}: {'.'.join(path)} is {names[kind]} where {_relative(base[path][1])} "
+                             f"has {names[base[path][0]]}; an environment overrides keys, so give it the same form")
+    return UserError("conf: Cannot merge incompatible container types: a key is a mapping in one environment and a "
+                     "list in another")
 
 
 def check_no_globals_file(conf_source: str | Path, env: str | None) -> None:

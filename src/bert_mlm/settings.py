@@ -4,11 +4,17 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 
 # Instantiated project hooks.
 # For example, after creating a hooks.py and defining a ProjectHooks class there, do
+import os
 import warnings
 
-from bert_mlm.hooks import NodeTimingHook, RedactedForPlugins, RunPlanHook, ValidateParametersHook
+from bert_mlm.hooks import NodeTimingHook, RedactedForPlugins, RunPlanHook, ThreadsHook, ValidateParametersHook
 from bert_mlm.logs import configure_logging
 from bert_mlm.tracking import MlflowTrackingHook, TensorBoardHook, keep_mlflow_unimported, mlflow_tracking
+
+# Kedro's ParallelRunner starts its workers from a fresh fork server, not by forking this process:
+# a child forked after torch's OpenMP threads ran (the plan's measured step) hangs in its first
+# parallel operation (seen: train_masked_lm asleep in layer_norm until killed).
+os.environ.setdefault("KEDRO_MP_CONTEXT", "forkserver")
 
 # Plain one-line records in log files, Rich in a terminal (conf/logging.yml, bert_mlm/logs.py).
 configure_logging()
@@ -16,11 +22,13 @@ configure_logging()
 # Raised inside Kedro's own config loader on every run; nothing a user of this project can act on.
 warnings.filterwarnings("ignore", message=r"register_new_resolver\(\) is deprecated", category=UserWarning)
 
-# Pluggy calls hooks last-registered first: the plan (and its measurement) comes after the
-# parameters, the inputs and the run lock are checked.
+# Pluggy calls hooks last-registered first: the parameters, the inputs and the run lock are checked,
+# then torch's threads are set, then the plan measures a step.
 _VALIDATE = ValidateParametersHook()
-_PLAN = RunPlanHook(_VALIDATE)
-HOOKS = (_PLAN, _VALIDATE, NodeTimingHook(_PLAN), MlflowTrackingHook(), TensorBoardHook(), RedactedForPlugins())
+_THREADS = ThreadsHook(_VALIDATE)
+_PLAN = RunPlanHook(_VALIDATE, _THREADS)
+HOOKS = (_PLAN, _THREADS, _VALIDATE, NodeTimingHook(_PLAN), MlflowTrackingHook(), TensorBoardHook(),
+         RedactedForPlugins())
 
 # MLflow tracking through kedro-mlflow (`pip install -e ".[mlflow]"`) is off by default, also
 # when installed: `BERT_MLM_MLFLOW=1 kedro run` turns it on (configuration: conf/base/mlflow.yml).

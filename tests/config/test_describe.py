@@ -31,7 +31,10 @@ def test_params_lists_every_section_and_parameter():
         for field, info in section.model_fields.items():
             assert re.search(rf"^  {name}\.{field}\s", result.output, re.M), f"{name}.{field}"
             assert info.description in result.output
-    assert "mask_030.overrides.masking" in result.output
+    assert re.search(r"^<variant>\.overrides: .*\n  \(conf/base/parameters_mask_rate_comparison\.yml, under each "
+                     r"variant's name", result.output, re.M)
+    assert re.search(r"^  <variant>\.overrides\.masking\s+mapping", result.output, re.M)
+    assert not re.search(r"^\s*mask_030", result.output, re.M)  # no one variant listed as if it were a section
     # type, default and range on the parameter's line
     assert re.search(r"^  masking\.probability\s+float\s+0\.15\s+a number in the open interval \(0, 1\)$",
                      result.output, re.M)

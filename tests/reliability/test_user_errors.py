@@ -147,18 +147,21 @@ def test_a_storage_url_is_shown_without_its_password():
     assert redact("notaurl") == "notaurl"
 
 
-@pytest.mark.parametrize("kind", ["empty file", "empty folder"])
-def test_an_empty_extra_evaluation_corpus_is_named_as_evaluation_corpus_path(project_copy, tmp_path, kind):
+@pytest.mark.parametrize("kind", ["empty file", "empty folder", "binary file"])
+def test_an_unreadable_extra_evaluation_corpus_is_named_as_evaluation_corpus_path(project_copy, tmp_path, kind):
+    """An empty or binary evaluation.corpus_path is refused before the data stages (a binary one was
+    found only after training)."""
     target = tmp_path / "held_out"
     target.mkdir()
-    if kind == "empty file":
+    if kind != "empty folder":
         target = target / "held_out.txt"
-        target.write_text("")
+        target.write_bytes(b"" if kind == "empty file" else bytes(range(32)) * 100)
     result = kedro_cli(project_copy, "--params", f"evaluation.corpus_path={target}")
     assert result.returncode == 2, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]
-    expected = "is empty (1 file(s), 0 bytes)" if kind == "empty file" else "holds no corpus file"
-    assert last.startswith(f"Error: evaluation.corpus_path: '{target}' {expected}"), last
+    expected = {"empty file": f"'{target}' is empty (1 file(s), 0 bytes)", "empty folder": f"'{target}' holds no "
+                "corpus file", "binary file": f"corpus file '{target}' looks binary"}[kind]
+    assert last.startswith(f"Error: evaluation.corpus_path: {expected}"), last
     assert not (project_copy / "data" / "02_intermediate").exists()  # stopped before the data stages
 
 
@@ -253,14 +256,19 @@ CONFIGURATION_MISTAKES = [
     ("conf/smoke/globals.yml", "corpus:\n  path: /data/corpus\n",
      r"conf/smoke/globals\.yml: globals files are not read: the corpus settings \(corpus\.path, corpus\.sources, "
      r"\.\.\.\) live in the parameters; move its keys to conf/smoke/parameters_corpus\.yml"),
+    ("conf/smoke/parameters_mine.yml", "corpus:\n  split_ratios: [0.8, 0.1, 0.1]\n",
+     r"conf/smoke/parameters_mine\.yml: corpus\.split_ratios is a list where conf/base/parameters_corpus\.yml has a "
+     r"mapping; an environment overrides keys, so give it the same form"),
+    ("conf/smoke/parameters_mine.yml", "corpus:\n  sources:\n    books: {path: a.txt}\n    books: {path: b.txt}\n",
+     r"conf/smoke/parameters_mine\.yml: found duplicate key books \(line 4, column 5\)"),
 ]
 
 
-@pytest.mark.parametrize(("path", "text", "message"), CONFIGURATION_MISTAKES, ids=["broken YAML", "a key set twice",
-                                                                                 "a globals file"])
+@pytest.mark.parametrize(("path", "text", "message"), CONFIGURATION_MISTAKES, ids=[
+    "broken YAML", "a key set twice", "a globals file", "a list for a mapping", "a source named twice"])
 def test_a_configuration_mistake_is_one_line(project_copy, path, text, message):
     """A corpus set in globals.yml (where earlier versions kept it) trained silently on the built-in corpus; broken
-    YAML was an 86-line traceback."""
+    YAML was an 86-line traceback, a list where conf/base has a mapping a 77-line one naming neither file nor key."""
     (project_copy / path).write_text(text)
     result = kedro_cli(project_copy, "--pipelines", "ingestion")
     assert result.returncode == 2, result.stderr[-2000:]

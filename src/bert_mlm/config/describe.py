@@ -14,7 +14,9 @@ from bert_mlm.config.base import Section, alternatives, requirement, worded
 from bert_mlm.config.experiment import SECTIONS, ExperimentConfig
 from bert_mlm.config.variants import VariantOverrides
 
-VARIANT_EXAMPLE = "mask_030"
+# The mask-rate variants' overrides, listed once for every variant (mask_015, mask_030, ... are
+# conf's, not the types'): `bert-mlm params variant`.
+VARIANTS_SECTION = "variant"
 
 
 def type_name(annotation: Any) -> str:
@@ -52,14 +54,15 @@ def parameter_rows(name: str, section: type[Section]) -> list[tuple[str, str, st
 def parameters_text(only: str | None = None) -> str:
     """Every section (or ``only`` that one), its file and its parameters: type, default, what is
     allowed and a one-line help."""
-    sections = {**SECTIONS, VARIANT_EXAMPLE: VariantOverrides}
+    sections = {**SECTIONS, VARIANTS_SECTION: VariantOverrides}
     if only is not None:
         sections = {only: sections[only]}
     blocks = []
     for name, section in sections.items():
-        where = ("conf/base/parameters_mask_rate_comparison.yml, under each variant (mask_015, mask_030, ...)"
+        where = ("conf/base/parameters_mask_rate_comparison.yml, under each variant's name: "
+                 "--params mask_030.overrides.masking.probability=0.25"
                  if section is VariantOverrides else f"conf/base/parameters_{name}.yml")
-        prefix = f"{name}.overrides" if section is VariantOverrides else name
+        prefix = "<variant>.overrides" if section is VariantOverrides else name
         rows = parameter_rows(prefix, section)
         widths = [max(len(row[column]) for row in rows) for column in range(3)]
         lines = [f"{prefix}: {summary(section)}", f"  ({where})"]
@@ -86,7 +89,7 @@ def json_schema() -> dict:
 
 
 def _section_names() -> list[str]:
-    return [*SECTIONS, VARIANT_EXAMPLE]
+    return [*SECTIONS, VARIANTS_SECTION]
 
 
 @click.command("params")

@@ -14,6 +14,7 @@ from bert_mlm.errors import UserError
 MODES = ("full", "frozen")
 POOLINGS = ("mean", "cls")
 HEAD_INITS = ("probe", "random")
+TASKS = ("auto", "sequence", "token")
 # "auto" learning rate: 5e-4 for a 128-wide encoder, scaled by 1/width as pretraining's auto rule
 # (8e-5 for BERT-base's 768, inside the 2e-5..1e-4 range BERT's fine-tuning recipes use).
 AUTO_LR_BASE, AUTO_LR_WIDTH = 5e-4, 128
@@ -26,8 +27,11 @@ class FinetuneConfig(Section):
     SECTION = "finetune"
 
     train_path: str | None = Field(
-        None, description="CSV / TSV / Parquet / JSONL with a text and a label column; null: no fine-tuning "
-                          "evaluation")
+        None, description="CSV / TSV / Parquet / JSONL with a text and a label column, or CoNLL-style token and tag "
+                          "lines / JSONL / Parquet with lists of tokens and tags; null: no fine-tuning evaluation")
+    task: Literal[TASKS] = Field(
+        "auto", description="auto: token when train_path is CoNLL-style or has list-valued tokens_column and "
+                            "tag_column, else sequence | sequence: a label per text | token: a tag per token (NER)")
     eval_path: str | None = Field(None, description="null: a hash split of train_path (eval_fraction of it)")
     text_column: str = Field("text", min_length=1, description="the column holding the text")
     eval_text_column: str | None = Field(
@@ -36,6 +40,14 @@ class FinetuneConfig(Section):
         None, description="text-pair tasks (NLI, paraphrase): the second text's column")
     label_column: str = Field(
         "label", min_length=1, description="labels of any type, mapped to class ids (the mapping is saved)")
+    tokens_column: str = Field(
+        "tokens", min_length=1, description="token tasks in JSONL / Parquet: the column of each sentence's tokens")
+    tag_column: str = Field(
+        "ner_tags", min_length=1, description="token tasks in JSONL / Parquet: the column of each sentence's tags "
+                                              "(IOB2, IOB1 or BIOES; integers when the Parquet file names them)")
+    label_all_pieces: bool = Field(
+        False, description="token tasks: false: a word's first WordPiece carries its tag, the others are ignored | "
+                           "true: every piece is labelled (I- for the continuation pieces of a B- word)")
     eval_fraction: float = Field(0.2, gt=0, lt=1, description="the share of train_path held out when eval_path is null")
     max_train_examples: int = Field(
         1000, gt=0, description="labelled examples fine-tuned on (a sample of the train file)")
@@ -81,9 +93,11 @@ class FinetuneConfig(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> FinetuneConfig:
-        if self.save_model and self.pooling != "cls":
+        # A token classifier reads every piece's hidden state: no pooling to agree with plain transformers.
+        if self.save_model and self.pooling != "cls" and self.task != "token":
             raise UserError("finetune.save_model: a kept classifier must work in plain transformers, whose "
-                            "AutoModelForSequenceClassification reads the pooled [CLS] state; set finetune.pooling=cls")
+                            "AutoModelForSequenceClassification reads the pooled [CLS] state; set finetune.pooling=cls "
+                            "(a tagger pools nothing: finetune.task=token)")
         if self.eval_path and not self.train_path:
             raise UserError("finetune.train_path: required when finetune.eval_path is set")
         return self

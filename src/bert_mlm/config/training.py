@@ -66,7 +66,7 @@ class TrainingConfig(Section):
     # (-20 %); measure per configuration (BENCHMARKS.md).
     compile: bool | Literal[COMPILE_MODES] = Field(
         False, description="true | a torch.compile mode (reduce-overhead, max-autotune, ...): the encoder under "
-                           "torch.compile; off until a device measurement says it pays (README)")
+                           "torch.compile; off until a device measurement says it pays (docs/gpu-and-performance.md)")
     # The history still has every step; a non-finite streak is seen at the next read.
     record_every: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
         "auto", description="steps between host reads of the loss (a device sync): auto = 10 on GPU, 1 on CPU")

@@ -65,6 +65,25 @@ class AtomicSave(SkipsEmpty):
 
     _writing_to: PurePosixPath | None = None
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        """Kedro-viz previews only what a run wrote: a versioned dataset no run has written (a
+        mask-rate variant never run) previews nothing, where ``kedro viz build`` printed a
+        ``VersionNotFoundError`` warning for each. ``functools.wraps`` keeps the preview's return
+        annotation, from which kedro-viz picks how to show it."""
+        super().__init_subclass__(**kwargs)
+        original = getattr(cls, "preview", None)
+        if original is None or getattr(original, "written_only", False):
+            return
+
+        @functools.wraps(original)
+        def preview(self, *args, **kwargs):
+            if self._version is not None and not self.exists():
+                return None
+            return original(self, *args, **kwargs)
+
+        preview.written_only = True
+        cls.preview = preview
+
     def _get_save_path(self) -> PurePosixPath:
         return self._writing_to if self._writing_to is not None else super()._get_save_path()
 

@@ -22,6 +22,7 @@ from transformers import (
 )
 
 from bert_mlm.core.common.files import written_then_renamed
+from bert_mlm.core.model.construction import MODEL_LOCK
 from bert_mlm.core.record.model_card import ModelCard
 from bert_mlm.core.tokens.tokenizer import TokenizerJob
 from bert_mlm.datasets.directory import AtomicDirectoryDataset
@@ -73,8 +74,10 @@ class MaskedLMDataset(_PretrainedDirectoryDataset):
 
     def load(self) -> MaskedLM:
         directory = str(self._load_dir())
+        with MODEL_LOCK:  # not thread-safe in transformers (core.model.construction)
+            model = AutoModelForMaskedLM.from_pretrained(directory)
         return MaskedLM(
-            model=AutoModelForMaskedLM.from_pretrained(directory),
+            model=model,
             tokenizer=AutoTokenizer.from_pretrained(directory),
             version=self.resolve_load_version() if self._version else None,
         )
@@ -108,8 +111,9 @@ class ClassifierDataset(_PretrainedDirectoryDataset):
         directory = self._load_dir()
         if (directory / self.NOT_KEPT).exists():
             return Classifier()
-        return Classifier(AutoModelForSequenceClassification.from_pretrained(str(directory)),
-                          AutoTokenizer.from_pretrained(str(directory)))
+        with MODEL_LOCK:
+            model = AutoModelForSequenceClassification.from_pretrained(str(directory))
+        return Classifier(model, AutoTokenizer.from_pretrained(str(directory)))
 
     def save(self, data: Classifier) -> None:
         if data.model is not None:

@@ -256,3 +256,61 @@ def test_read_tasks_name_each_mixture_source_the_sequential_reading_names(tmp_pa
     for local_files in (True, False):
         tasks = list(read_tasks(mixture, 1 << 16, local_files=local_files))
         assert [item.origin for task in tasks for item in read_task(task)] == expected
+
+
+@pytest.mark.parametrize("name", ["books[2024]", "notes*", "what?"])
+def test_a_folder_whose_name_holds_glob_characters_is_that_folder(tmp_path, name):
+    """``corpus.path`` naming an existing folder ``books[2024]`` was read as a glob that matched
+    nothing ("holds no corpus file" although it holds a.txt); locally and on a remote file system."""
+    import fsspec
+
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "a.txt").write_text("Some text.\n\n中文的句子。\n", encoding="utf-8")
+    assert [path.name for path, _ in list_corpus_files(str(folder))] == ["a.txt"]
+    if "?" not in name:  # in a URL, ? starts the query (a signed URL's signature)
+        fsspec.filesystem("memory").pipe(f"/glob-names/{name}/a.txt", b"Some text.")
+        remote = list_corpus_files(f"memory://glob-names/{name}")
+        assert [str(url).rsplit("/", 1)[-1] for url, _ in remote] == ["a.txt"]
+    assert [path.name for path, _ in list_corpus_files(str(tmp_path / "*" / "a.txt"))] == ["a.txt"]  # still a glob
+
+
+def test_lines_without_sentence_ends_that_run_on_without_a_blank_line_are_documents(tmp_path):
+    """Japanese titles without sentence-final punctuation, one per line, were joined into one
+    100,000-character document; wrapped verse without stanza breaks (lines filled to the width) is
+    still joined."""
+    import random
+
+    from bert_mlm.core.data.sources import iter_text_file
+    from bert_mlm.core.data.sources.streams import lines_are_paragraphs
+
+    rng = random.Random(0)
+    kana = "日本語の文章を書くことはとても楽しいです私たちは毎日新しい言葉を学びます東京大阪京都"
+    titles = "\n".join("".join(rng.choice(kana) for _ in range(rng.randint(8, 40))) for _ in range(3000)) + "\n"
+    decided, why = lines_are_paragraphs(titles.encode())
+    assert decided and "run on without a blank line" in why
+    verse = "\n".join(" ".join(rng.choice(["of", "man's", "first", "disobedience", "and", "the", "fruit"])
+                               for _ in range(40))[:60] for _ in range(3000)) + "\n"
+    assert not lines_are_paragraphs(verse.encode())[0]
+    path = tmp_path / "titles.txt"
+    path.write_text(titles, encoding="utf-8")
+    documents = [p for raw in iter_text_file(path) for p in raw.text.split("\n") if p]
+    assert len(documents) == 3000
+
+
+def test_a_file_that_changes_form_midway_is_read_in_each_form(tmp_path, caplog):
+    """Hard-wrapped in its first 64 KiB and one paragraph per line after: each chunk is read as its
+    head says, so the tail is not merged into documents of ~95,000 characters."""
+    from bert_mlm.core.data.sources import iter_text_file
+    from bert_mlm.core.data.sources.streams import HEAD_BYTES
+
+    words = "the quick brown fox jumps over the lazy dog while a cat watches from the wall".split()
+    wrapped = ("\n".join(" ".join(words[(i + j) % len(words)] for j in range(11)) for i in range(6)) + "\n\n") * 400
+    assert len(wrapped.encode()) > HEAD_BYTES
+    lines = "".join(f"Sentence number {i} is a line of its own, as in a corpus dump.\n" for i in range(6000))
+    path = tmp_path / "mixed.txt"
+    path.write_text(wrapped + lines, encoding="utf-8")
+    with caplog.at_level(logging.INFO, logger="bert_mlm.core.data.sources.streams"):
+        raws = list(iter_text_file(path, chunk_bytes=HEAD_BYTES))
+    assert [raw.line_by_line for raw in raws][0] is False and raws[-1].line_by_line is True
+    assert any("from here on" in record.getMessage() for record in caplog.records)

@@ -136,13 +136,18 @@ def test_bad_inputs_get_one_message_that_names_the_parameter(tmp_path, case):
 @pytest.mark.parametrize("language", ["English", "Chinese"])
 def test_rows_without_a_label_or_a_text_are_counted_and_logged_when_dropped(tmp_path, caplog, language):
     text = "a fine stay" if language == "English" else "房间很大，床很舒服"
-    rows = [(i % 2, f"{text} {i}") for i in range(50)] + [(None, f"{text} x"), (None, None), (1, None), (0, "")]
+    rows = [(i % 2, f"{text} {i}") for i in range(50)] + [(None, f"{text} x"), (None, None), (1, None), (0, ""),
+                                                          (1, "   "), (0, "\u3000")]  # spaces only: no text either
     path = labelled_csv(tmp_path, rows)
     with caplog.at_level("WARNING", logger="bert_mlm.core.finetune.labelled"):
         frame = read_labelled(path, ("review",), "label", "finetune.train_path")
     assert len(frame) == 50
-    assert (f"finetune.train_path: 4 of 54 rows of '{path}' dropped: 2 without a label (column 'label'), 2 without "
+    assert (f"finetune.train_path: 6 of 56 rows of '{path}' dropped: 2 without a label (column 'label'), 4 without "
             "a text ('review')") in caplog.text
+    parquet = tmp_path / "rows.parquet"
+    pd.DataFrame({"review": [f"{text} {i}" for i in range(10)] + ["  "], "label": [i % 2 for i in range(11)]}
+                 ).to_parquet(parquet)
+    assert len(read_labelled(str(parquet), ("review",), "label", "finetune.train_path")) == 10
 
 
 @pytest.mark.parametrize("written", ["1.0/0.0 in a CSV", "floats in JSONL", "floats in Parquet"])

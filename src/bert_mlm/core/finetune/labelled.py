@@ -19,7 +19,7 @@ from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.config import FinetuneConfig
 from bert_mlm.core.common.text import hash_unit
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, first_line
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def read_labelled(path: str, text_columns: tuple[str, ...], label_column: str, p
     except pd.errors.EmptyDataError as error:
         raise UserError(f"{parameter}: {path!r} is empty") from error
     except ValueError as error:
-        raise UserError(f"{parameter}: {path!r} cannot be read ({str(error).splitlines()[0][:160]})") from error
+        raise UserError(f"{parameter}: {path!r} cannot be read ({first_line(error)[:160]})") from error
     names = ("text_column", "pair_column")
     for column, name in (*zip(text_columns, names, strict=False), (label_column, "label_column")):
         if column not in frame:
@@ -74,7 +74,9 @@ def read_labelled(path: str, text_columns: tuple[str, ...], label_column: str, p
                             f"its columns are {list(frame.columns)}")
     frame = frame[[*text_columns, label_column]]
     no_label = frame[label_column].isna()
-    no_text = frame[list(text_columns)].isna().any(axis=1) & ~no_label
+    # A text of spaces only is no text (a CSV's empty cell reads as missing; Parquet and JSON keep "  ").
+    blank = frame[list(text_columns)].apply(lambda column: column.isna() | column.astype(str).str.strip().eq(""))
+    no_text = blank.any(axis=1) & ~no_label
     if no_label.any() or no_text.any():
         logger.warning("%s: %d of %d rows of %r dropped: %d without a label (column %r), %d without a text (%s)",
                        parameter, int(no_label.sum() + no_text.sum()), len(frame), path, int(no_label.sum()),

@@ -39,6 +39,7 @@ from bert_mlm.core.finetune.result import (
 )
 from bert_mlm.core.model.bert import load_for_continued_pretraining
 from bert_mlm.core.model.checkpoints import seed_everything
+from bert_mlm.core.model.construction import MODEL_LOCK
 from bert_mlm.core.model.optim import Optimisation
 from bert_mlm.core.train.loop import NonFiniteLossError, epoch_batches
 
@@ -110,7 +111,8 @@ def classifier_from(encoder: PreTrainedModel, task: Task, seed: int) -> PreTrain
     config.architectures = None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = AutoModelForSequenceClassification.from_config(config)
+        with MODEL_LOCK:
+            model = AutoModelForSequenceClassification.from_config(config)
     missing, unexpected = model.base_model.load_state_dict(encoder.base_model.state_dict(), strict=False)
     stray = [k for k in missing if not k.startswith("pooler.")] + list(unexpected)
     if stray:

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerBase
 
 from bert_mlm.config import ModelConfig
+from bert_mlm.core.model.construction import MODEL_LOCK
 from bert_mlm.core.model.masking import IGNORE_INDEX
 from bert_mlm.errors import UserError
 
@@ -34,7 +35,7 @@ def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: i
         type_vocab_size=2,
         attn_implementation=config.attn_implementation,
     )
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), MODEL_LOCK:
         torch.manual_seed(seed)
         model = BertForMaskedLM(bert_config)
     return model
@@ -197,7 +198,7 @@ def _reason(error: BaseException) -> str:
 
 
 def _expected_shapes(config: BertConfig) -> dict[str, torch.Size]:
-    with torch.device("meta"):  # no memory, no initialisation: the shapes alone
+    with MODEL_LOCK, torch.device("meta"):  # no memory, no initialisation: the shapes alone
         model = BertForMaskedLM(config)
     return {key: value.shape for key, value in model.state_dict().items()}
 
@@ -279,7 +280,8 @@ def load_for_continued_pretraining(
     from bert_mlm.core.tokens.vocabulary import grow_embeddings
 
     directory = resolve_checkpoint(path)
-    model = BertForMaskedLM.from_pretrained(directory, attn_implementation=attn_implementation)
+    with MODEL_LOCK:
+        model = BertForMaskedLM.from_pretrained(directory, attn_implementation=attn_implementation)
     size = model.config.vocab_size
     if len(tokenizer) < size:
         raise UserError(

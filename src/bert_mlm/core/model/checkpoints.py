@@ -35,6 +35,7 @@ from safetensors.torch import load_file, save_file
 
 from bert_mlm.core.common.files import written_then_renamed
 from bert_mlm.core.common.state_codec import flatten, unflatten
+from bert_mlm.core.model.construction import MODEL_LOCK
 from bert_mlm.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def checkpoint_bytes(bert_config, keep_best: bool = False) -> int:
     RNG states and the history are small beside them."""
     from transformers import BertForMaskedLM
 
-    with torch.device("meta"):  # shapes only: nothing allocated, nothing initialised
+    with MODEL_LOCK, torch.device("meta"):  # shapes only: nothing allocated, nothing initialised
         model = BertForMaskedLM(bert_config)
     weights = sum(t.numel() for t in model.state_dict().values())
     return 4 * weights * (2 if keep_best else 1) + 8 * sum(p.numel() for p in model.parameters())

@@ -64,10 +64,12 @@ def corpus_sequences(
 
 
 def check_extra_corpus(source: CorpusSource) -> None:
-    """An extra evaluation corpus whose files hold no byte is refused before any training."""
+    """An extra evaluation corpus whose files hold no byte, or whose first texts cannot be read (a
+    binary file), is refused before any training."""
     if not source.is_empty and source.total_bytes() == 0:
         files = source.files()
         raise UserError(f"evaluation.corpus_path: {redact(source.path)!r} is empty ({len(files)} file(s), 0 bytes)")
+    source.check_first_texts()
 
 
 def open_sequences(

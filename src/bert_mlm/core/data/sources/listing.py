@@ -98,6 +98,8 @@ def list_remote_files(url: str, storage_options: dict | None, parameter: str) ->
     fs, root = remote_filesystem(url, storage_options, parameter)
     shown, is_glob = redact_text(url), any(ch in root for ch in "*?[")
     try:
+        if is_glob and fs.exists(root):  # a name with glob characters that exists as it is written
+            is_glob = False
         if is_glob:
             found = fs.glob(root, detail=True)
         else:
@@ -117,7 +119,9 @@ def list_remote_files(url: str, storage_options: dict | None, parameter: str) ->
 
 
 def list_local_files(text: str, parameter: str) -> list[tuple[Path, int]]:
-    if any(ch in text for ch in "*?["):
+    """Every file of a local file, directory (recursively) or glob; a path that exists as it is
+    written is that path, even with glob characters in its name (a folder named ``books[2024]``)."""
+    if any(ch in text for ch in "*?[") and not Path(text).expanduser().exists():
         candidates = [Path(p) for p in glob.glob(os.path.expanduser(text), recursive=True)]
         if not candidates:
             raise CorpusError(f"{parameter}: the glob {text!r} matches no file")

@@ -79,6 +79,16 @@ class CorpusSource:
         if self.hf_dataset is not None:
             self.hf_dataset.open()
 
+    def check_first_texts(self) -> None:
+        """Read the first batch of texts now, so that what fails on reading (a binary file, a table
+        without its text column) fails before any work, not after training (an evaluation corpus)."""
+        try:
+            next(iter(self.batches()), None)
+        except CorpusError as error:
+            if str(error).startswith(self.parameter):
+                raise
+            raise CorpusError(f"{self.parameter}: {error}") from error
+
     def total_bytes(self) -> int | None:
         """The text's size for progress, when the listing knows it (uncompressed files only)."""
         if self.parts:

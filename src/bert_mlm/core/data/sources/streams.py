@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import itertools
 import logging
 import re
 import threading
@@ -231,33 +232,61 @@ WRAPPED_WIDTH = 100  # columns (a CJK character counts two): hard-wrapped text i
 LINE_SHARE = 0.5  # measured: hard-wrapped books 4-23 % such lines, one-per-line corpora 89-100 %
 
 
+# A file whose head has a run of this many lines without a blank one, most of them short of the wrap
+# width, is not hard-wrapped prose: one document per line (Japanese titles without sentence-final
+# punctuation were joined into one 100,000-character document). Verse without stanza breaks
+# (Paradise Lost: runs of ~800 lines) fills its lines to the width: 94 % within 3/4 of it, and stays.
+LONG_RUN = 200
+FULL_SHARE = 0.5
+
+
 def lines_are_paragraphs(head: bytes) -> tuple[bool, str]:
     """``corpus.line_by_line=auto`` for one file, from its first bytes: whether the lines that a
     hard-wrapped reading would join to the next (a non-empty line followed by another) mostly end a
-    sentence or are wider than wrapped text: then each line is a paragraph. Returns the reason too."""
+    sentence or are wider than wrapped text, or run on for hundreds of lines without a blank one
+    and mostly short of the width a wrap would fill: then each line is a paragraph. Returns the
+    reason too."""
     lines = head.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n").split("\n")[:-1]
     joined = [a.strip() for a, b in zip(lines, lines[1:], strict=False) if a.strip() and b.strip()]
     if len(joined) < 3:
         return False, "almost no line is followed by another without a blank line"
-    ends = sum(1 for line in joined if _SENTENCE_END.search(line) or len(line) + cjk_characters(line) > WRAPPED_WIDTH)
+    widths = [len(line) + cjk_characters(line) for line in joined]  # columns: a CJK character counts two
+    ends = sum(1 for line, width in zip(joined, widths, strict=True) if _SENTENCE_END.search(line)
+               or width > WRAPPED_WIDTH)
     share = ends / len(joined)
-    return share >= LINE_SHARE, (f"{share:.0%} of its first {len(joined):,} lines followed by another end a sentence "
-                                 f"or are wider than {WRAPPED_WIDTH} columns; the rule is {LINE_SHARE:.0%}")
+    if share >= LINE_SHARE:
+        return True, (f"{share:.0%} of its first {len(joined):,} lines followed by another end a sentence or are "
+                      f"wider than {WRAPPED_WIDTH} columns; the rule is {LINE_SHARE:.0%}")
+    run = max(len(list(group)) for filled, group in itertools.groupby(lines, key=lambda line: bool(line.strip()))
+              if filled)
+    wrap = sorted(widths)[int(0.9 * (len(widths) - 1))]  # about the width a hard wrap fills
+    full = sum(width >= 0.75 * wrap for width in widths) / len(widths)
+    if run >= LONG_RUN and full < FULL_SHARE:
+        return True, (f"{run:,} lines run on without a blank line and {1 - full:.0%} of them are short of the width "
+                      f"a hard wrap fills; only {share:.0%} end a sentence")
+    return False, (f"{share:.0%} of its first {len(joined):,} lines followed by another end a sentence or are wider "
+                   f"than {WRAPPED_WIDTH} columns; the rule is {LINE_SHARE:.0%}")
 
 
-def resolve_line_by_line(setting: bool | str, head: bytes, source: str) -> bool:
-    """A file's ``corpus.line_by_line``: the setting, or with ``auto`` the file's own (logged once)."""
+def resolve_line_by_line(setting: bool | str, head: bytes, source: str, before: bool | None = None) -> bool:
+    """A file's ``corpus.line_by_line``: the setting, or with ``auto`` the file's own, decided on each
+    chunk's head (``before``: the previous chunk's decision; logged once per file and at a change)."""
     if setting != "auto":
         return bool(setting)
     decided, why = lines_are_paragraphs(head)
-    logger.info("corpus.line_by_line=auto: %r is read %s (%s)", source,
-                "one paragraph per line" if decided else "in blank-line paragraphs, wrapped lines joined", why)
+    if decided != before:
+        where = "" if before is None else " from here on"
+        logger.info("corpus.line_by_line=auto: %r is read %s%s (%s)", source,
+                    "one paragraph per line" if decided else "in blank-line paragraphs, wrapped lines joined",
+                    where, why)
     return decided
 
 
 def iter_text_file(file: CorpusFile, chunk_bytes: int = READ_CHUNK_BYTES, storage_options: dict | None = None,
                    line_by_line: bool | str = "auto") -> Iterator[RawText]:
-    """A text file in chunks of about ``chunk_bytes``, each ending where a paragraph ends."""
+    """A text file in chunks of about ``chunk_bytes``, each ending where a paragraph ends; with
+    ``line_by_line: auto``, each chunk is read as its own head says (a file that changes form
+    midway is read in both)."""
     source = source_name(file)
     with open_corpus_file(file, storage_options) as handle:
         data = handle.read(max(chunk_bytes, HEAD_BYTES))
@@ -271,5 +300,6 @@ def iter_text_file(file: CorpusFile, chunk_bytes: int = READ_CHUNK_BYTES, storag
             if cut:
                 yield decode_text(block[:cut], source, False, starts_source=first, line_by_line=one_per_line)
                 block, first = block[cut:], False
+                one_per_line = resolve_line_by_line(line_by_line, (block + data)[:HEAD_BYTES], source, one_per_line)
         if block:
             yield decode_text(block, source, False, starts_source=first, line_by_line=one_per_line)
