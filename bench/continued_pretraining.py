@@ -69,7 +69,8 @@ from bert_mlm.core.evaluate.protocol import (
     prepare_evaluation_set,
     score_sequences,
 )
-from bert_mlm.core.finetune.runs import PreparedTask, Runner, interval, prepare_task
+from bert_mlm.core.finetune.result import interval
+from bert_mlm.core.finetune.runs import PreparedTask, Runner, prepare_task
 from bert_mlm.core.model.bert import build_model, load_for_continued_pretraining
 from bert_mlm.core.model.token_ids import TokenIds
 from bert_mlm.core.tokens.sequences import build_sequences
@@ -207,8 +208,9 @@ def finetune_predictions(model: BertForMaskedLM, prepared: PreparedTask, config:
 def paired_gain(predictions: np.ndarray, start: np.ndarray, labels: np.ndarray) -> dict:
     correct, start_correct = (predictions == labels).astype(float), (start == labels).astype(float)
     difference = correct - start_correct
+    gain = interval(difference.mean(1), difference.mean(0))
     return {"accuracy": float(correct.mean()), "start_accuracy": float(start_correct.mean()),
-            **{f"gain_{k}": v for k, v in interval(difference.mean(1), difference.mean(0)).items()}}
+            **{f"gain_{k}": getattr(gain, k) for k in ("mean", "se", "low", "high")}}
 
 
 def net_gain(record: dict) -> float:

@@ -8,10 +8,9 @@ as every earlier version wrote them) are written and read here only; more tasks 
 ``finetune_tasks``.
 
 The interval of a mean over seeds and eval examples combines two sources of error: the seeds
-(training randomness, between-seed variance of the per-seed means) and the sampling of the eval
-examples (between-example variance of the per-example means over seeds), with
-Welch-Satterthwaite degrees of freedom. For a paired difference both are taken of the
-differences, so what the two models share (the seeds' data order, hard examples) cancels.
+(between-seed variance of the per-seed means) and the sampling of the eval examples
+(between-example variance of the per-example means over seeds). For a paired difference both are
+taken of the differences, so what the two models share (data order, hard examples) cancels.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from bert_mlm.config import FinetuneConfig
+from bert_mlm.core.common.statistics import combined_interval
 from bert_mlm.core.finetune.labelled import Task
 
 logger = logging.getLogger(__name__)
@@ -77,20 +77,19 @@ class Estimate:
 
 def interval(per_seed, per_example, confidence: float = 0.95) -> Estimate:
     """Mean, standard error and ``confidence`` interval of a quantity measured per seed and per
-    eval example (see the module's docstring): ``per_seed`` holds its mean over the examples for
-    each seed, ``per_example`` its mean over the seeds for each example."""
-    from scipy import stats
-
+    eval example (:func:`~bert_mlm.core.common.statistics.combined_interval` of the two sources of
+    error): ``per_seed`` holds its mean over the examples for each seed, ``per_example`` its mean
+    over the seeds for each example."""
     per_seed, per_example = np.asarray(per_seed, float), np.asarray(per_example, float)
-    seeds, examples, mean = len(per_seed), len(per_example), float(per_seed.mean())
-    parts = [(float(per_seed.var(ddof=1)) / seeds if seeds > 1 else 0.0, seeds - 1),
-             (float(per_example.var(ddof=1)) / examples if examples > 1 else 0.0, examples - 1)]
-    variance = sum(v for v, _ in parts)
-    if variance == 0:
-        return Estimate(mean, 0.0, mean, mean, per_seed.tolist())
-    freedom = variance**2 / sum(v**2 / df for v, df in parts if df > 0 and v > 0)
-    half = float(stats.t.ppf(0.5 + confidence / 2, freedom)) * math.sqrt(variance)
-    return Estimate(mean, math.sqrt(variance), mean - half, mean + half, per_seed.tolist())
+    parts = [(float(values.var(ddof=1)) / len(values) if len(values) > 1 else 0.0, len(values) - 1)
+             for values in (per_seed, per_example)]
+    found = combined_interval(float(per_seed.mean()), parts, confidence)
+    return Estimate(found.mean, found.se, found.low, found.high, per_seed.tolist())
+
+
+def points(value: float) -> str:
+    """A share as signed percentage points: ``+0.7``."""
+    return f"{100 * value:+.1f}"
 
 
 @dataclass(frozen=True)
@@ -141,8 +140,8 @@ class TaskResult:
                     "finetune.baseline is none)")
         gain = self.gain
         sentence = (f"fine-tuned {metric} {score.mean:.3f} vs {base.mean:.3f} for {self.baseline} ({majority}): "
-                    f"pretraining gained {100 * gain.mean:+.1f} {metric} points [95 % CI {100 * gain.low:+.1f}, "
-                    f"{100 * gain.high:+.1f}]")
+                    f"pretraining gained {points(gain.mean)} {metric} points [95 % CI {points(gain.low)}, "
+                    f"{points(gain.high)}]")
         if "macro_f1" in self.baseline_scores:
             f1, base_f1 = self.scores["macro_f1"].mean, self.baseline_scores["macro_f1"].mean
             sentence += f" and {f1 - base_f1:+.3f} macro-F1 (macro-F1 {f1:.3f} vs {base_f1:.3f}"

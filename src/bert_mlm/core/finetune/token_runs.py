@@ -31,14 +31,8 @@ from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.common.statistics import ratio_interval
 from bert_mlm.core.finetune.alignment import IGNORED, AlignedSentences, align, outside_id
 from bert_mlm.core.finetune.entities import EntityCounts, TagCodes
-from bert_mlm.core.finetune.runs import (
-    BASELINE,
-    MAX_NONFINITE_STEPS,
-    PRETRAINED,
-    UNKNOWN_WARNING_RATE,
-    BatchCallback,
-    points,
-)
+from bert_mlm.core.finetune.result import BASELINE, PRETRAINED, UNKNOWN_WARNING_RATE, points
+from bert_mlm.core.finetune.runs import MAX_NONFINITE_STEPS, BatchCallback
 from bert_mlm.core.finetune.tagged import TaggedTask, load_tagged_task
 from bert_mlm.core.finetune.tagger import collate_tagged, fit_tag_head, predict_tags, tagger_from
 from bert_mlm.core.model.checkpoints import seed_everything
