@@ -229,7 +229,7 @@ def test_a_result_is_typed_and_its_file_keeps_the_keys_of_earlier_versions():
             "finetune_example_accuracy", "finetune_summary", "finetune_model_version"} <= set(data)
     assert FinetuneResults.from_json(data).tasks == (first,)
     ner = TaskResult("entity F1", {"entity_f1": interval_estimate([0.6, 0.62], [0.5, 0.7])}, task="ner",
-                     kind="token", metric="entity_f1")
+                     kind="token", metric="entity_f1", detail={"eval_entities": {"LOC": 3, "PER": 2}, "eval_words": 40})
     both = FinetuneResults((first, ner), "2026-01-01T00.00.00.000Z")
     assert set(both.to_json()["finetune_tasks"]) == {"ner"} and FinetuneResults.from_json(both.to_json()) == both
     assert "finetune_example_accuracy" not in both.to_json(examples=False)

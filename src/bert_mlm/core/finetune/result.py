@@ -120,6 +120,7 @@ class TaskResult:
     baseline: str | None = None  # the starting point, in words
     unknown_rate: float | None = None  # share of the labelled text's tokens that are [UNK]
     no_better_than_majority: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)  # the kind's own facts (a token task's entity types...)
 
     @property
     def score(self) -> Estimate:
@@ -163,7 +164,7 @@ class TaskResult:
                      for name, baseline in self.baseline_scores.items() if name != self.metric})
         if examples:
             data[f"{prefix}example_{self.metric}"] = self.example_scores
-        return data
+        return {**{f"{prefix}{key}": value for key, value in self.detail.items()}, **data}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], prefix: str = PREFIX) -> TaskResult:
@@ -179,8 +180,11 @@ class TaskResult:
         gain = Estimate(*(data.get(f"{prefix}{key}") for key in ("gain", "gain_se", "gain_ci_low", "gain_ci_high"))) \
             if f"{prefix}gain" in data else None
         facts = {name: data[f"{prefix}{name}"] for name in FACTS if data.get(f"{prefix}{name}") is not None}
-        return cls(scores=scores(""), baseline_scores=scores("baseline_"), gain=gain,
-                   example_scores=list(data.get(f"{prefix}example_{metric}", ())), **{"summary": "", **facts})
+        found = cls(scores=scores(""), baseline_scores=scores("baseline_"), gain=gain,
+                    example_scores=list(data.get(f"{prefix}example_{metric}", ())), **{"summary": "", **facts})
+        known = {*found.to_json(prefix), f"{prefix}model_version", f"{prefix}tasks"}  # the rest is the kind's detail
+        return replace(found, detail={key.removeprefix(prefix): value for key, value in data.items()
+                                      if key.startswith(prefix) and key not in known})
 
 
 def macro_f1(labels: np.ndarray, predictions: np.ndarray, classes: int) -> float:
