@@ -52,7 +52,7 @@ def test_a_run_writes_tensorboard_curves_while_it_trains(project_copy, monkeypat
     assert scalars(run, "finetune/majority_accuracy") and scalars(run, "finetune/baseline_accuracy")
     (gain,) = scalars(run, "finetune/gain")
     assert gain.value == pytest.approx(metrics["finetune_gain"], rel=1e-6) and scalars(run, "train/loss_scale")
-    assert [e.step for e in scalars(run, "finetune/eval_accuracy_by_epoch/pretrained")] == [0, 1, 2]
+    assert [e.step for e in scalars(run, "finetune/eval_score_by_epoch/pretrained")] == [0, 1, 2]
 
 
 def test_tracking_off_by_default_writes_nothing(project_copy, monkeypatch):

@@ -177,9 +177,9 @@ class TensorBoardHook:
                 log.text(f"{tag}summary", task.summary)
         elif isinstance(data, pd.DataFrame) and set(RUN_COLUMNS) <= set(data.columns) and len(data):  # the runs
             log = self._log(prefix)
-            means = data.groupby(["model", "epoch"], sort=False)[RUN_SCORE].mean()
-            for (model, epoch), score in means.items():
-                log.scalars({f"finetune/{RUN_SCORE}_by_epoch/{model}": score}, int(epoch))
+            means = data.groupby(["task", "model", "epoch"], sort=False)[RUN_SCORE].mean()
+            for (task, model, epoch), score in means.items():
+                log.scalars({f"finetune/{task + '/' if task else ''}{RUN_SCORE}_by_epoch/{model}": score}, int(epoch))
 
     def _close(self) -> None:
         self._stop_listening()

@@ -77,6 +77,10 @@ class ExperimentConfig(Section):
             )
         if self.tuning.objective == "finetune" and self.tuning.n_trials > 0 and not self.finetune.enabled:
             raise UserError("tuning.objective: finetune needs a labelled task: set finetune.train_path")
+        chosen, tasks = self.tuning.finetune_task, self.finetune.tasks
+        if chosen != "mean" and self.finetune.enabled and chosen not in tasks:
+            raise UserError(f"tuning.finetune_task: {chosen!r} is not one of finetune.tasks "
+                            f"({', '.join(tasks) or 'none: one task, finetune.train_path'}) or mean")
         for name, overrides in self.variants.items():
             try:
                 overrides.sections(self.masking, self.training)

@@ -28,7 +28,7 @@ PROBABILITIES = ("probability", "final_probability")
 SAMPLERS = ("qmc", "tpe", "random")
 ADOPT = ("if_better", "always")
 # eval_loss: fixed-protocol masked-LM loss on the validation split | finetune: 1 - the trial
-# model's mean fine-tuning accuracy on the finetune task (what pretraining is for; slower)
+# model's mean fine-tuning score (accuracy, entity F1) on the finetune task(s) (what pretraining is for; slower)
 OBJECTIVES = ("eval_loss", "finetune")
 PRUNERS = ("median", "hyperband", "none")
 
@@ -66,7 +66,11 @@ class TuningConfig(Section):
                                  "the study's best")
     objective: Literal[OBJECTIVES] = Field(
         "eval_loss", description="eval_loss: the fixed-protocol loss on the valid split | finetune: the fine-tuning "
-                                 "error on finetune's task (set finetune.train_path)")
+                                 "error (1 - accuracy, or 1 - entity F1 for a token task) on finetune's task (set "
+                                 "finetune.train_path)")
+    finetune_task: str = Field(
+        "mean", min_length=1, description="objective finetune with several finetune.tasks: the task whose error the "
+                                          "study minimises | mean: the mean of every task's error")
 
     @field_validator("search_space")
     @classmethod
