@@ -207,7 +207,8 @@ def finetune_overview(task: TaskResult) -> pd.DataFrame:
 
     def row(title: str, scores: Mapping) -> tuple:
         score = scores[task.metric]
-        return (title, with_error(score.mean, score.se), *(format_value(scores[name].mean) for name in others))
+        return (title, with_error(score.mean, score.se),
+                *(format_value(scores[name].mean) if name in scores else "" for name in others))
 
     def gain_row(title: str, gain) -> tuple:
         return (title, f"{100 * gain.mean:+.1f} [95 % CI {100 * gain.low:+.1f}, {100 * gain.high:+.1f}]",
@@ -247,7 +248,8 @@ def finetune_section(finetune: FinetuneResults, runs: pd.DataFrame | None) -> st
                   f"<p class='muted'>{format_value(task.train_examples)} training and "
                   f"{format_value(task.eval_examples)} eval {unit} of {html.escape(str(task.dataset))} "
                   f"({task.kind} classification){majority}{html.escape(earlier)}.</p>",
-                  table(finetune_overview(task)), table(per_type_table(task)), table(finetune_table(task)),
+                  table(finetune_overview(task)), "" if task.kind != "token" else table(per_type_table(task)),
+                  table(finetune_table(task)),
                   image(finetune_curves(None if earlier else runs, task.majority_accuracy, task.metric, task.task),
                         "fine-tuning curves")]
     return "".join(parts)
