@@ -336,6 +336,11 @@ def refuse_other_runs(root: str | os.PathLike, fingerprint: dict) -> None:
     )
 
 
+def cpu_weights(model: torch.nn.Module) -> dict:
+    """A copy of the model's weights in host memory (the best validated step's, kept aside)."""
+    return {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+
+
 @dataclass
 class BestWeights:
     """The step with the lowest validation loss so far (``training.keep_best``) and a CPU copy of
@@ -355,8 +360,7 @@ class BestWeights:
     def restored(cls, stored: dict | None, model: torch.nn.Module) -> BestWeights | None:
         if stored is None:
             return None
-        weights = stored["weights"] or {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-        return cls(stored["step"], stored["valid_loss"], weights)
+        return cls(stored["step"], stored["valid_loss"], stored["weights"] or cpu_weights(model))
 
 
 @dataclass
