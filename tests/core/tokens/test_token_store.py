@@ -12,7 +12,8 @@ import pytest
 
 from bert_mlm.config import CorpusConfig, DataConfig, SequenceConfig
 from bert_mlm.core.data.corpus import SPLITS, CorpusError, clean_documents
-from bert_mlm.core.data.documents import DocumentShards, DocumentStream
+from bert_mlm.core.data.documents import DocumentShards
+from bert_mlm.core.data.ingestion import DocumentStream
 from bert_mlm.core.data.sources import CorpusSource, read_corpus
 from bert_mlm.core.tokens.sequences import build_sequence_index
 from bert_mlm.core.tokens.token_store import (
