@@ -101,7 +101,7 @@ def _documents_and_first_store(tmp_path: Path, shared: Path, vocab: Path):
     from bert_mlm.core.data.documents import DocumentShards
     from bert_mlm.core.data.ingestion import DocumentStream
     from bert_mlm.core.data.sources import CorpusSource
-    from bert_mlm.core.tokens.token_store import EncodingJob
+    from bert_mlm.core.tokens.tokenization import EncodingJob
     from bert_mlm.core.tokens.tokenizer import load_tokenizer
     from bert_mlm.datasets.data import TokenStoreDataset
 

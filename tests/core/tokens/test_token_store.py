@@ -17,7 +17,6 @@ from bert_mlm.core.data.ingestion import DocumentStream
 from bert_mlm.core.data.sources import CorpusSource, read_corpus
 from bert_mlm.core.tokens.sequences import build_sequence_index
 from bert_mlm.core.tokens.token_store import (
-    EncodingJob,
     TokenSplit,
     TokenStore,
     TokenStoreError,
@@ -25,6 +24,7 @@ from bert_mlm.core.tokens.token_store import (
     token_store_stats,
     write_token_store,
 )
+from bert_mlm.core.tokens.tokenization import EncodingJob
 from bert_mlm.core.tokens.tokenizer import encode_documents, load_tokenizer
 from bert_mlm.core.train.experiment import open_sequences
 from tests.core.conftest import synthetic_sentences

@@ -38,7 +38,8 @@ from bert_mlm.core.model.distributed import SINGLE, Rank, all_reduce_sum, gather
 from bert_mlm.core.model.masking import IGNORE_INDEX, mask_generator, mask_tokens
 from bert_mlm.core.model.optim import Optimisation
 from bert_mlm.core.model.token_ids import TokenIds
-from bert_mlm.core.tokens.sequences import Batches, Collator, batch_order, sequence_lengths
+from bert_mlm.core.tokens.batches import Batches, batch_order
+from bert_mlm.core.tokens.sequences import Collator, sequence_lengths
 from bert_mlm.core.train.records import RecordWindow, StepRecord, history_frame
 from bert_mlm.errors import UserError, first_line
 
