@@ -25,18 +25,11 @@ from bert_mlm.config import MaskingConfig, TrainingConfig
 from bert_mlm.core.common.device import autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.common.seeds import DROPOUT_STREAM, ORDER_STREAM, stream_seed
 from bert_mlm.core.model.bert import MaskedPositionsMLM, check_step_memory, masked_lm_loss
-from bert_mlm.core.model.checkpoints import (
-    BestWeights,
-    Position,
-    RunCheckpoints,
-    cpu_weights,
-    rng_states,
-    run_fingerprint,
-    seed_everything,
-)
+from bert_mlm.core.model.checkpoints import cpu_weights, rng_states, seed_everything
 from bert_mlm.core.model.distributed import SINGLE, Rank, all_reduce_sum, gather_objects
 from bert_mlm.core.model.masking import IGNORE_INDEX, mask_generator, mask_tokens
 from bert_mlm.core.model.optim import Optimisation
+from bert_mlm.core.model.resume import BestWeights, Position, RunCheckpoints, run_fingerprint
 from bert_mlm.core.model.token_ids import TokenIds
 from bert_mlm.core.tokens.batches import Batches, batch_order
 from bert_mlm.core.tokens.sequences import Collator, sequence_lengths
