@@ -47,7 +47,7 @@ def test_layout_and_reader(store, tiny_tokenizer):
     sep = tiny_tokenizer.sep_token_id
     assert train.num_tokens == sum(len(d) + 1 for d in expected)
     assert (train.tokens[train.offsets[1:] - 1] == sep).all()
-    assert train.slice(0, len(expected[0]) + 1).tolist() == [*expected[0].tolist(), sep]
+    assert train.tokens[: len(expected[0]) + 1].tolist() == [*expected[0].tolist(), sep]
     assert isinstance(train.tokens, np.memmap)
     np.testing.assert_array_equal(train.counts, np.bincount(train.tokens, minlength=len(tiny_tokenizer)))
     assert (store.directory / "train.bin").stat().st_size == 2 * train.num_tokens  # 2 bytes a token

@@ -96,14 +96,6 @@ class TokenSplit:
     def document(self, index: int) -> np.ndarray:
         return self.tokens[self.offsets[index] : self.offsets[index + 1] - 1]
 
-    def documents(self) -> Iterator[np.ndarray]:
-        for index in range(len(self)):
-            yield self.document(index)
-
-    def slice(self, start: int, stop: int) -> np.ndarray:
-        """A slice of the token stream (separators included)."""
-        return self.tokens[start:stop]
-
 
 def _open_split(directory: str, split: str) -> TokenSplit:
     return TokenStore(directory).split(split)
