@@ -37,7 +37,8 @@ from bert_mlm.core.finetune.tagged import TaggedTask, load_tagged_task
 from bert_mlm.core.finetune.tagger import collate_tagged, fit_tag_head, predict_tags, tagger_from
 from bert_mlm.core.model.checkpoints import seed_everything
 from bert_mlm.core.model.optim import Optimisation
-from bert_mlm.core.train.loop import NonFiniteLossError, epoch_batches
+from bert_mlm.core.train.loop import epoch_batches
+from bert_mlm.core.train.records import NonFiniteLossError
 
 logger = logging.getLogger(__name__)
 
