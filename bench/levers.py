@@ -20,7 +20,8 @@ from _timing import Table, alternate_rates, median
 
 from bert_mlm.core.model.bert import MaskedPositionsMLM, masked_lm_loss
 from bert_mlm.core.model.masking import mask_generator, mask_tokens
-from bert_mlm.core.tokens.sequences import batch_order, build_sequences, padding_efficiency
+from bert_mlm.core.tokens.batches import batch_order, padding_efficiency
+from bert_mlm.core.tokens.sequences import build_sequences
 
 
 class StepSystem:

@@ -38,6 +38,7 @@ elif mode == "store":
     from bert_mlm.config import DataConfig
     from bert_mlm.core.data.documents import DocumentShards
     from bert_mlm.core.tokens import token_store as store_module
+    from bert_mlm.core.tokens.tokenization import EncodingJob
     from bert_mlm.core.tokens.tokenizer import load_tokenizer
     from bert_mlm.datasets.data import TokenStoreDataset
 
@@ -55,9 +56,9 @@ elif mode == "store":
 
     store_module.TokenStoreWriter.write_split = stalling_write_split
     tokenizer = load_tokenizer(sys.argv[3])
-    job = store_module.EncodingJob(DocumentShards(Path(directory) / "documents"), tokenizer.backend_tokenizer.to_str(),
-                                   tokenizer.get_vocab(), tokenizer.sep_token_id,
-                                   DataConfig(workers=1, reuse=False))  # the same job again: written, not reused
+    job = EncodingJob(DocumentShards(Path(directory) / "documents"), tokenizer.backend_tokenizer.to_str(),
+                      tokenizer.get_vocab(), tokenizer.sep_token_id,
+                      DataConfig(workers=1, reuse=False))  # the same job again: written, not reused
     TokenStoreDataset(str(Path(directory) / "token_store"), version=Version(None, "2026-01-02T00.00.00.000Z")).save(job)
 elif mode == "model":
     from kedro.io.core import Version

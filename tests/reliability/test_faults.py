@@ -98,9 +98,10 @@ def _documents_and_first_store(tmp_path: Path, shared: Path, vocab: Path):
     from kedro.io.core import Version
 
     from bert_mlm.config import CorpusConfig, DataConfig
-    from bert_mlm.core.data.documents import DocumentShards, DocumentStream
+    from bert_mlm.core.data.documents import DocumentShards
+    from bert_mlm.core.data.ingestion import DocumentStream
     from bert_mlm.core.data.sources import CorpusSource
-    from bert_mlm.core.tokens.token_store import EncodingJob
+    from bert_mlm.core.tokens.tokenization import EncodingJob
     from bert_mlm.core.tokens.tokenizer import load_tokenizer
     from bert_mlm.datasets.data import TokenStoreDataset
 
@@ -149,7 +150,7 @@ def test_a_full_disk_while_shards_or_the_store_are_written_leaves_no_version(tmp
     from kedro.io.core import Version
 
     from bert_mlm.config import CorpusConfig, DataConfig
-    from bert_mlm.core.data.documents import DocumentStream
+    from bert_mlm.core.data.ingestion import DocumentStream
     from bert_mlm.core.data.sources import CorpusSource
     from bert_mlm.datasets.data import DocumentShardsDataset, TokenStoreDataset
 

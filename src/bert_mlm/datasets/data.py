@@ -2,8 +2,8 @@
 
 Each saves atomically (see :class:`~bert_mlm.datasets.directory.AtomicDirectoryDataset`) and
 loads a light handle that reads its files on demand, never the whole corpus. The document and
-token datasets save *jobs* (a :class:`~bert_mlm.core.data.documents.DocumentStream`, an
-:class:`~bert_mlm.core.tokens.token_store.EncodingJob`): the node describes the work, and the data is
+token datasets save *jobs* (a :class:`~bert_mlm.core.data.ingestion.DocumentStream`, an
+:class:`~bert_mlm.core.tokens.tokenization.EncodingJob`): the node describes the work, and the data is
 written here while it is produced, so it never has to fit in memory.
 """
 
@@ -17,10 +17,12 @@ import pandas as pd
 from kedro.io.core import DatasetError
 
 from bert_mlm.core.data.corpus import SPLITS, CorpusError
-from bert_mlm.core.data.documents import DocumentShards, DocumentStream, write_json
+from bert_mlm.core.data.documents import DocumentShards, write_json
+from bert_mlm.core.data.ingestion import DocumentStream
 from bert_mlm.core.data.reuse import link_or_copy
 from bert_mlm.core.tokens.sequences import SequenceIndex, SplitIndex
-from bert_mlm.core.tokens.token_store import EncodingJob, TokenStore
+from bert_mlm.core.tokens.token_store import TokenStore
+from bert_mlm.core.tokens.tokenization import EncodingJob
 from bert_mlm.core.tokens.words import WORD_SCHEMES, words_path
 from bert_mlm.datasets.directory import AtomicDirectoryDataset
 

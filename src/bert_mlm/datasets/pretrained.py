@@ -26,7 +26,7 @@ from transformers import (
 from bert_mlm.core.common.files import written_then_renamed
 from bert_mlm.core.model.construction import MODEL_LOCK
 from bert_mlm.core.record.model_card import ModelCard
-from bert_mlm.core.tokens.tokenizer import TokenizerJob
+from bert_mlm.core.tokens.tokenization import TokenizerJob
 from bert_mlm.datasets.directory import AtomicDirectoryDataset
 
 

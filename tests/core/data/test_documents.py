@@ -19,7 +19,8 @@ from bert_mlm.core.data.corpus import (
     split_paragraphs,
     stream_documents,
 )
-from bert_mlm.core.data.documents import DocumentShards, DocumentShardWriter, DocumentStream, sample_key
+from bert_mlm.core.data.documents import DocumentShards, DocumentShardWriter, sample_key
+from bert_mlm.core.data.ingestion import DocumentStream
 from bert_mlm.core.data.sources import CorpusSource, iter_table_rows, iter_text_file, read_corpus
 
 RATIOS = {"train": 0.8, "valid": 0.1, "test": 0.1}
@@ -264,8 +265,8 @@ def test_a_mixture_stores_each_sources_documents_once_whatever_its_weight(tmp_pa
         name: s["train_documents"] for name, s in sources.items()}
     evened = {name: {**spec, "weight": 0.5} for name, spec in parts.items()}
     assert _shard_bytes(_mixture(tmp_path / "b", evened)) == _shard_bytes(shards)
-    stats = shards.source_stats().set_index("source")
-    assert stats.loc["small", "train_documents"] == sources["small"]["train_documents"]
+    stats = shards.stats().set_index("split")
+    assert stats.loc["train:small", "train_documents"] == sources["small"]["train_documents"]
 
 
 def test_a_source_without_training_documents_is_named(tmp_path, shared_data):

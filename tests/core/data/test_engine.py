@@ -12,10 +12,12 @@ import pytest
 
 from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.common.progress import Progress
-from bert_mlm.core.data.documents import DocumentShards, DocumentStream
+from bert_mlm.core.data.documents import DocumentShards
 from bert_mlm.core.data.engine import Finished, open_engine
+from bert_mlm.core.data.ingestion import DocumentStream
 from bert_mlm.core.data.sources import CorpusSource, read_task, read_tasks
-from bert_mlm.core.tokens.token_store import EncodingJob, TokenStore
+from bert_mlm.core.tokens.token_store import TokenStore
+from bert_mlm.core.tokens.tokenization import EncodingJob
 from bert_mlm.core.tokens.tokenizer import load_tokenizer
 
 

@@ -21,7 +21,8 @@ import pytest
 
 from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.data.corpus import CorpusError, clean_documents
-from bert_mlm.core.data.documents import DocumentShards, DocumentStream
+from bert_mlm.core.data.documents import DocumentShards
+from bert_mlm.core.data.ingestion import DocumentStream
 from bert_mlm.core.data.sources import (
     CorpusSource,
     HFDataset,

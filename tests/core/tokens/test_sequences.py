@@ -10,15 +10,15 @@ from bert_mlm.config import SequenceConfig
 from bert_mlm.core.tokens.sequences import (
     Collator,
     IndexedSequences,
-    batch_order,
     build_sequence_index,
     build_sequences,
     index_split,
+    index_token_store,
     pack_documents,
     padded_length,
-    padding_efficiency,
     split_documents,
 )
+from bert_mlm.errors import UserError
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 SPECIALS = [PAD, UNK, CLS, SEP, MASK]
@@ -143,60 +143,6 @@ def test_collator_refuses_too_long_sequences():
         collator([np.full(17, 7, dtype=np.int32)])
 
 
-# ----------------------------------------------------------------------------- batch order and bucketing
-def _varied_lengths(n=3000, seed=0):
-    return np.random.default_rng(seed).integers(8, 129, size=n).tolist()
-
-
-@pytest.mark.parametrize("bucketed", [False, True])
-@pytest.mark.parametrize("shuffled", [False, True])
-def test_batch_order_covers_every_index_once(bucketed, shuffled):
-    lengths = _varied_lengths(1003)
-    generator = torch.Generator().manual_seed(0) if shuffled else None
-    batches = batch_order(lengths, 32, generator, bucketed=bucketed, bucket_batches=5)
-    flat = [i for b in batches for i in b]
-    assert sorted(flat) == list(range(1003))
-    assert all(1 <= len(b) <= 32 for b in batches)
-    assert sum(len(b) == 32 for b in batches) == 1003 // 32
-    if not shuffled and not bucketed:
-        assert flat == list(range(1003))
-
-
-def test_batch_order_deterministic_per_generator_seed():
-    lengths = _varied_lengths(500)
-    one = batch_order(lengths, 16, torch.Generator().manual_seed(3), bucketed=True)
-    two = batch_order(lengths, 16, torch.Generator().manual_seed(3), bucketed=True)
-    other = batch_order(lengths, 16, torch.Generator().manual_seed(4), bucketed=True)
-    assert one.tolist() == two.tolist()
-    assert one.tolist() != other.tolist()
-
-
-def test_bucketing_improves_padding_efficiency():
-    lengths = _varied_lengths()
-    collator = Collator(PAD, SPECIALS, 128, padding="dynamic")
-    plain = batch_order(lengths, 32, torch.Generator().manual_seed(0), bucketed=False)
-    bucketed = batch_order(lengths, 32, torch.Generator().manual_seed(0), bucketed=True)
-    plain_eff = padding_efficiency(lengths, plain, collator)
-    bucketed_eff = padding_efficiency(lengths, bucketed, collator)
-    assert bucketed_eff > plain_eff + 0.2
-    assert 0 < plain_eff < bucketed_eff <= 1
-    static = Collator(PAD, SPECIALS, 128, padding="static")
-    assert padding_efficiency(lengths, bucketed, static) == pytest.approx(sum(lengths) / (128 * len(lengths)))
-
-
-def test_padding_efficiency_matches_collated_batches():
-    sequences = _sequences()
-    lengths = [len(s) for s in sequences]
-    collator = Collator(PAD, SPECIALS, 128, padding="dynamic")
-    batches = batch_order(lengths, 8, torch.Generator().manual_seed(1), bucketed=True, bucket_batches=3)
-    real = total = 0
-    for indices in batches:
-        batch = collator([sequences[i] for i in indices])
-        real += int(batch["attention_mask"].sum())
-        total += batch["attention_mask"].numel()
-    assert padding_efficiency(lengths, batches, collator) == pytest.approx(real / total)
-
-
 # ----------------------------------------------------------------------------- configuration
 @pytest.mark.parametrize(
     ("kwargs", "parameter"),
@@ -261,12 +207,26 @@ def sequences_of(index, store, split):
     return index.sequences(store, split, CLS, SEP)
 
 
-def test_batches_are_views_of_one_order():
-    lengths = _varied_lengths(1000)
-    batches = batch_order(lengths, 32, torch.Generator().manual_seed(0), bucketed=True)
-    assert len(batches) == 32 and len(batches[::2]) == 16
-    assert batches[::2][1].tolist() == batches[2].tolist()
-    assert batches[3].base is not None  # a view, not a copy
+def test_a_store_is_indexed_only_with_its_tokenizer_and_the_word_boundaries_asked_for(tmp_path, tiny_tokenizer):
+    """The sequences stage refuses, in one line naming what to rerun, a store encoded with another
+    vocabulary or one without the Chinese word boundaries whole-word masking needs; its recipe
+    names the settings that make the index."""
+    from bert_mlm.config import TokenizerConfig
+    from bert_mlm.core.tokens.token_store import TokenStoreError, write_token_store
+    from bert_mlm.core.tokens.tokenizer import train_wordpiece
+
+    texts = ["酒店的房间很干净，服务也很好", "the room was clean and the staff kind"] * 20
+    store = write_token_store(tmp_path / "s", {"train": texts, "valid": texts[:4], "test": texts[:4]}, tiny_tokenizer)
+    index = index_token_store(store, tiny_tokenizer, SequenceConfig(max_length=16), "wordpiece", None)
+    assert len(index.splits["train"]) > 0 and index.words is None
+    longer = index_token_store(store, tiny_tokenizer, SequenceConfig(max_length=32), "wordpiece", None)
+    assert index.recipe["max_length"] == 16 and longer.recipe != index.recipe
+    with pytest.raises(UserError, match=r"masking\.whole_word: whole-word masking on jieba words .* holds no word "
+                                        r"boundaries"):
+        index_token_store(store, tiny_tokenizer, SequenceConfig(max_length=16), "jieba", "jieba")
+    other = train_wordpiece(texts, TokenizerConfig(vocab_size=120, min_frequency=1, base_alphabet="none"))
+    with pytest.raises(TokenStoreError, match="encoded with another vocabulary"):
+        index_token_store(store, other, SequenceConfig(max_length=16), "wordpiece", None)
 
 
 # ----------------------------------------------------------------------------- word starts (whole-word masking)

@@ -12,11 +12,11 @@ import pytest
 
 from bert_mlm.config import CorpusConfig, DataConfig, SequenceConfig
 from bert_mlm.core.data.corpus import SPLITS, CorpusError, clean_documents
-from bert_mlm.core.data.documents import DocumentShards, DocumentStream
+from bert_mlm.core.data.documents import DocumentShards
+from bert_mlm.core.data.ingestion import DocumentStream
 from bert_mlm.core.data.sources import CorpusSource, read_corpus
 from bert_mlm.core.tokens.sequences import build_sequence_index
 from bert_mlm.core.tokens.token_store import (
-    EncodingJob,
     TokenSplit,
     TokenStore,
     TokenStoreError,
@@ -24,6 +24,7 @@ from bert_mlm.core.tokens.token_store import (
     token_store_stats,
     write_token_store,
 )
+from bert_mlm.core.tokens.tokenization import EncodingJob
 from bert_mlm.core.tokens.tokenizer import encode_documents, load_tokenizer
 from bert_mlm.core.train.experiment import open_sequences
 from tests.core.conftest import synthetic_sentences
@@ -46,7 +47,7 @@ def test_layout_and_reader(store, tiny_tokenizer):
     sep = tiny_tokenizer.sep_token_id
     assert train.num_tokens == sum(len(d) + 1 for d in expected)
     assert (train.tokens[train.offsets[1:] - 1] == sep).all()
-    assert train.slice(0, len(expected[0]) + 1).tolist() == [*expected[0].tolist(), sep]
+    assert train.tokens[: len(expected[0]) + 1].tolist() == [*expected[0].tolist(), sep]
     assert isinstance(train.tokens, np.memmap)
     np.testing.assert_array_equal(train.counts, np.bincount(train.tokens, minlength=len(tiny_tokenizer)))
     assert (store.directory / "train.bin").stat().st_size == 2 * train.num_tokens  # 2 bytes a token

@@ -286,7 +286,15 @@ def test_the_same_corpus_gives_the_same_vocabulary_every_time():
                     for _ in range(8)}
     assert len(vocabularies) == 1
     vocabulary = dict(next(iter(vocabularies)))
-    assert "##eg" in vocabulary or "omeg" in vocabulary  # the tie that used to flip
+    # The merges, pinned: every process (every test run) must break the ties the same way. Unreserved,
+    # runs learned "alph" or "kapp" or neither, and "##eg"/"omeg" or not (4 vocabularies in 16 runs).
+    # A tokenizers release that changes its algorithm may change them: check and update them then.
+    words = sorted(t for t in vocabulary if len(t) > 1 and not t.startswith(("##", "[")))
+    pieces = sorted(t for t in vocabulary if t.startswith("##") and len(t) > 3)
+    assert words == ["alp", "alpha", "beta", "del", "delta", "gam", "gamma", "kap", "kappa", "omeg", "omega", "sigma",
+                     "theta"]
+    assert pieces == ["##am", "##ap", "##eg", "##el", "##eta", "##gma", "##ha", "##heta", "##igma", "##lp", "##ma",
+                      "##meg", "##pa", "##ta"]
     assert not any(token.startswith("##") and token[2:] in ".,;" for token in vocabulary)
 
 

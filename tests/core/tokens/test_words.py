@@ -16,8 +16,10 @@ from bert_mlm.core.data.corpus import SPLITS, CleaningReport, RawText, clean_bat
 from bert_mlm.core.data.documents import DocumentShards, DocumentShardWriter
 from bert_mlm.core.model.masking import IGNORE_INDEX, mask_generator, mask_tokens
 from bert_mlm.core.model.token_ids import TokenIds
-from bert_mlm.core.tokens.sequences import batch_order, build_sequence_index
-from bert_mlm.core.tokens.token_store import EncodingJob, TokenStore, TokenStoreError, encode_texts
+from bert_mlm.core.tokens.batches import batch_order
+from bert_mlm.core.tokens.sequences import build_sequence_index
+from bert_mlm.core.tokens.token_store import TokenStore, TokenStoreError, encode_texts
+from bert_mlm.core.tokens.tokenization import EncodingJob
 from bert_mlm.core.tokens.tokenizer import load_tokenizer
 from bert_mlm.core.tokens.words import (
     BitWriter,

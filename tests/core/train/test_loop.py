@@ -21,7 +21,9 @@ from bert_mlm.core.model.optim import parameter_groups
 from bert_mlm.core.model.token_ids import TokenIds
 from bert_mlm.core.tokens.sequences import Collator
 from bert_mlm.core.train import loop as training_module
-from bert_mlm.core.train.loop import NonFiniteLossError, Validation, train
+from bert_mlm.core.train import records as records_module
+from bert_mlm.core.train.loop import Validation, train
+from bert_mlm.core.train.records import NonFiniteLossError
 from bert_mlm.errors import UserError
 
 VOCAB = 64
@@ -226,13 +228,13 @@ def test_host_reads_the_device_values_only_at_record_steps(monkeypatch):
     record_every-th and the last): one read per window, yet every step in the history, and the
     same weights and per-step values as reading every step."""
     reads = []
-    real_read = training_module.read_records
+    real_read = records_module.RecordWindow.read
 
-    def counting_read(pending, device):  # the real reader, observed
-        reads.append([record["step"] for record in pending])
-        return real_read(pending, device)
+    def counting_read(window):  # the real reader, observed
+        reads.append([record.step for record, _ in window.pending])
+        return real_read(window)
 
-    monkeypatch.setattr(training_module, "read_records", counting_read)
+    monkeypatch.setattr(records_module.RecordWindow, "read", counting_read)
     runs = {}
     for record_every in (1, 5):
         reads.clear()

@@ -20,7 +20,7 @@ import itertools
 import json
 import operator
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,13 +29,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.common.redaction import redact
-from bert_mlm.core.data.corpus import SPLITS, CleanedBatch, CleaningReport, CorpusError, clean_batch, stream_documents
-from bert_mlm.core.data.engine import PIECE_CHARS, DaskEngine, Finished, open_engine
-from bert_mlm.core.data.reuse import code_digest, recipe_identity, source_fingerprint
-from bert_mlm.core.data.sources import CorpusSource, ReadTask, read_task, read_tasks
+from bert_mlm.core.data.corpus import SPLITS, CleanedBatch, CleaningReport, CorpusError
+from bert_mlm.core.data.engine import PIECE_CHARS
+from bert_mlm.core.data.reuse import recipe_identity
 
 MANIFEST = "manifest.json"
 FORMAT = "bert-mlm-document-shards"
@@ -322,19 +320,9 @@ class DocumentShards:
                 yield "", self.texts(part, group)
                 continue
             table = self.read(part, group, ("text", "origin"))
-            texts, origins = table.column("text").to_pylist(), table.column("origin").to_pylist()
-            start = 0
-            for stop in range(1, len(texts) + 1):
-                if stop == len(texts) or origins[stop] != origins[start]:
-                    yield origins[start], texts[start:stop]
-                    start = stop
-
-    def source_stats(self) -> pd.DataFrame | None:
-        """A mixture's sources: training documents and characters, as stored (once each; the
-        weights apply when training samples its epochs). ``None`` without a mixture."""
-        if self.sources is None:
-            return None
-        return pd.DataFrame([{"source": name, **info} for name, info in self.sources.items()])
+            pairs = zip(table.column("origin").to_pylist(), table.column("text").to_pylist(), strict=True)
+            for origin, run in itertools.groupby(pairs, key=operator.itemgetter(0)):
+                yield origin, [text for _, text in run]
 
     def sample_texts(self, split: str, max_chars: int) -> list[str]:
         """The split's first texts, about ``max_chars`` characters (a look at its language)."""
@@ -359,31 +347,22 @@ class DocumentShards:
         return pd.concat(frames, ignore_index=True)[["split", "source", "text"]]
 
     def stats(self) -> pd.DataFrame:
-        """One row per split plus ``all``: documents, characters, sources, and the cleaning counts."""
-        splits = self.manifest["splits"]
-        cleaning = self.manifest["cleaning"]
-        rows = [
-            {"split": s, "documents": splits[s]["documents"], "characters": splits[s]["characters"],
-             "sources": splits[s]["sources"]}
-            for s in SPLITS
-        ]
-        rows.append(
-            {"split": "all", "documents": sum(r["documents"] for r in rows),
-             "characters": sum(r["characters"] for r in rows), "sources": len(cleaning["all_sources"])}
-        )
-        stats = pd.DataFrame(rows)
-        stats["replaced_bytes"] = cleaning["replaced_bytes"]
-        stats["duplicates_dropped"] = cleaning["duplicates_dropped"]
-        stats["short_dropped"] = cleaning["short_dropped"]
-        return stats
+        """One row per split plus ``all``: documents, characters, sources; the cleaning counts (the
+        corpus's, on ``all`` only); and a mixture's sources (``train:<name>``), their training
+        documents and characters as stored (once each: the weights apply when training samples its epochs)."""
+        splits, cleaning = self.manifest["splits"], self.manifest["cleaning"]
+        rows = [{"split": s, **{k: splits[s][k] for k in ("documents", "characters", "sources")}} for s in SPLITS]
+        totals = {k: cleaning[k] for k in ("replaced_bytes", "duplicates_dropped", "short_dropped")}
+        rows.append({"split": "all", **{k: sum(r[k] for r in rows) for k in ("documents", "characters")},
+                     "sources": len(cleaning["all_sources"]), **totals})
+        rows += [{"split": f"train:{name}", "source": name, **info} for name, info in (self.sources or {}).items()]
+        return pd.DataFrame(rows).astype(dict.fromkeys(totals, "Int64"))
 
 
 def sample_key(positions: np.ndarray) -> np.ndarray:
     """A low-discrepancy value in [0, 1) per document position (a Weyl sequence): any share of
     documents taken by ``key < share`` is spread evenly over the split."""
     return np.modf(positions.astype(np.float64) * 0.6180339887498949)[0]
-
-
 
 
 def in_pieces(texts: list[str], max_chars: int = PIECE_CHARS) -> Iterator[list[str]]:
@@ -398,131 +377,5 @@ def in_pieces(texts: list[str], max_chars: int = PIECE_CHARS) -> Iterator[list[s
         yield texts[start:]
 
 
-def mixture_names(source: CorpusSource) -> list[str] | None:
-    """A mixture's source names, in the order they are read (``None``: not a mixture)."""
-    return [part.name for part in source.parts] or None
-
-
 def characters(texts: list[str]) -> int:
     return sum(map(len, texts))
-
-
-def raw_bytes(items: list) -> int:
-    """The UTF-8 size of a batch of raw texts (ingestion's progress counts what it read)."""
-    return sum(len(item.text.encode("utf-8", "replace")) for item in items)
-
-
-def read_and_clean(task: ReadTask, *cleaning) -> CleanedBatch:
-    """One piece of the corpus, read and cleaned where it runs (a Dask worker)."""
-    items = read_task(task)
-    batch = clean_batch(items, *cleaning)
-    batch.read_bytes = raw_bytes(items)
-    return batch
-
-
-def counted(batches: Iterable[CleanedBatch], progress: Progress) -> Iterator[CleanedBatch]:
-    for batch in batches:
-        progress.update(batch.read_bytes)
-        yield batch
-
-
-def write_document_shards(
-    directory: str | os.PathLike, batches: Iterable[CleanedBatch], report: CleaningReport, settings: dict,
-    row_group_bytes: int = ROW_GROUP_BYTES, sources: list[str] | None = None,
-) -> dict:
-    """Drain ``batches`` into a new shard directory; returns the manifest."""
-    writer = DocumentShardWriter(directory, row_group_bytes=row_group_bytes)
-    try:
-        for batch in batches:
-            writer.write(batch)
-        return writer.close(report, settings, sources)
-    except BaseException:
-        writer.abort()
-        raise
-
-
-@dataclass
-class DocumentStream:
-    """The cleaned, de-duplicated, split corpus, produced while it is written.
-
-    The ingestion node returns one of these instead of the documents; the catalog's shard
-    dataset calls :meth:`write`, so the corpus flows from the source files into shards without
-    ever being held in memory.
-    """
-
-    source: CorpusSource
-    config: CorpusConfig
-    data: DataConfig
-    report: CleaningReport = field(default_factory=CleaningReport)
-
-    def recipe(self) -> dict | None:
-        """What determines the shards (core/data/reuse.py): the corpus files (sizes and times, not read),
-        the cleaning and split settings, the chunk size (it places the row groups) and the code.
-        A mixture's weights are not in it: they are training's. ``None``: a corpus whose content
-        cannot be told without reading it (read every run)."""
-        fingerprint = source_fingerprint(self.source)
-        if fingerprint is None:
-            return None
-        read_by_catalog = ("path", "text_column", "credentials", "hf_dataset", "sources")
-        return {
-            "stage": "corpus_documents",
-            "code": code_digest("bert_mlm.core.data.corpus", "bert_mlm.core.data.documents",
-                                "bert_mlm.core.data.sources"),
-            "source": fingerprint,
-            "corpus": {k: v for k, v in self.config.model_dump().items() if k not in read_by_catalog},
-            "chunk_bytes": self.data.chunk_bytes,
-        }
-
-    def write(self, directory: str | os.PathLike) -> dict:
-        config = self.config
-        self.report = CleaningReport()  # a retried write counts afresh
-        total = self.source.total_bytes()
-        progress = Progress(total, "ingestion", unit="B")
-
-        settings = {
-            "source": self.source.describe(),
-            "text_column": self.source.text_column,
-            "corpus": config.model_dump(),
-        }
-        cleaning = (config.min_words, config.max_document_chars, dict(config.split_ratios), config.split_salt)
-        try:
-            with open_engine(self.data) as engine:
-                if isinstance(engine, DaskEngine):
-                    # Workers read their pieces from wherever the files are: the client lists them only
-                    # (local files too, on a LocalCluster; a remote scheduler's workers get their texts).
-                    tasks = read_tasks(self.source, self.data.chunk_bytes, line_by_line=config.line_by_line,
-                                       local_files=self.data.scheduler_address is None)
-                    cleaned = counted(engine.map_ordered(read_and_clean, tasks, *cleaning), progress)
-                else:
-                    batches = self.source.batches(self.data.chunk_bytes, config.line_by_line)
-                    cleaned = engine.map_ordered(clean_batch, batches, *cleaning,
-                                                 finished=Finished(progress, raw_bytes))
-                manifest = write_document_shards(
-                    directory, stream_documents(cleaned, config.deduplicate, self.report), self.report, settings,
-                    row_group_bytes=self.data.chunk_bytes, sources=mixture_names(self.source),
-                )
-        finally:
-            progress.close()
-        splits = manifest["splits"]
-        documents = sum(s["documents"] for s in splits.values())
-        if documents == 0:
-            raise CorpusError(
-                f"corpus.path: the corpus is empty after cleaning ({self.report.raw_items} raw item(s), "
-                f"{self.report.dropped_short} with fewer than corpus.min_words={config.min_words} words, or empty rows)"
-            )
-        if splits["train"]["documents"] == 0:
-            raise CorpusError(
-                f"corpus.path: the corpus is too small: none of its {documents} document(s) landed in "
-                "the train split (corpus.split_ratios); add text"
-            )
-        for split, use in (("valid", "tuning"), ("test", "evaluation")):
-            ratio = float(dict(config.split_ratios).get(split, 0.0))
-            if ratio > 0 and splits[split]["documents"] == 0:
-                # Found now, not after tuning and training: the held-out splits are fixed here.
-                raise CorpusError(
-                    f"corpus.path: none of the corpus's {documents} document(s) landed in the {split} split "
-                    f"(corpus.split_ratios.{split}={ratio}), which {use} needs. Documents are paragraphs (split at "
-                    f"blank lines, and at corpus.max_document_chars={config.max_document_chars}) and are assigned "
-                    "to splits by their hash: give more text or more paragraphs"
-                )
-        return manifest

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bert_mlm.core.common.redaction import redact_text
+from bert_mlm.errors import first_line
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +139,7 @@ def find_reusable(versions: Path, recipe: dict, check: Callable[[Path], Any], na
             check(candidate)
         except Exception as error:  # noqa: BLE001 - whatever is wrong with it, the stage is recomputed
             logger.warning("%s: version %s has this run's inputs and settings but cannot be reused (%s); "
-                           "recomputing", name, version.name, str(error).splitlines()[0] if str(error) else error)
+                           "recomputing", name, version.name, first_line(error))
             return None
         return candidate
     return None

@@ -41,7 +41,8 @@ from bert_mlm.core.finetune.tagger import PreparedTagging
 from bert_mlm.core.model.bert import load_for_continued_pretraining
 from bert_mlm.core.model.checkpoints import seed_everything
 from bert_mlm.core.model.optim import Optimisation
-from bert_mlm.core.train.loop import NonFiniteLossError, epoch_batches
+from bert_mlm.core.train.loop import epoch_batches
+from bert_mlm.core.train.records import NonFiniteLossError
 from bert_mlm.errors import UserError
 
 logger = logging.getLogger(__name__)

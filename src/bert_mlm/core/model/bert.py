@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 from pathlib import Path
 
 import torch
@@ -14,7 +13,8 @@ from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerBase
 from bert_mlm.config import ModelConfig
 from bert_mlm.core.model.construction import MODEL_LOCK
 from bert_mlm.core.model.masking import IGNORE_INDEX
-from bert_mlm.errors import UserError
+from bert_mlm.core.model.model_files import check_model_directory, check_weights
+from bert_mlm.errors import UserError, first_line
 
 
 def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: int) -> BertForMaskedLM:
@@ -22,35 +22,17 @@ def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: i
     or the checkpoint at ``config.init_from`` for continued pretraining."""
     if config.init_from:
         return load_for_continued_pretraining(config.init_from, tokenizer, config.attn_implementation)
-    bert_config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=config.hidden_size,
-        num_hidden_layers=config.num_hidden_layers,
-        num_attention_heads=config.num_attention_heads,
-        intermediate_size=config.intermediate_size,
-        hidden_dropout_prob=config.hidden_dropout_prob,
-        attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-        max_position_embeddings=config.max_position_embeddings,
-        pad_token_id=tokenizer.pad_token_id,
-        type_vocab_size=2,
-        attn_implementation=config.attn_implementation,
-    )
     with torch.random.fork_rng(devices=[]), MODEL_LOCK:
         torch.manual_seed(seed)
-        model = BertForMaskedLM(bert_config)
-    return model
+        return BertForMaskedLM(bert_config(config, len(tokenizer), pad_token_id=tokenizer.pad_token_id))
 
 
-class CheckpointNotFound(UserError, FileNotFoundError):
-    """A model path that is missing, a file, or a directory without a model; one line says which."""
-
-
-WEIGHT_FILES = (
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
-)
+def bert_config(config: ModelConfig, vocab_size: int, **settings) -> BertConfig:
+    """``model.*`` as a ``BertConfig`` of ``vocab_size`` tokens (and any other ``settings``)."""
+    shape = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_position_embeddings",
+             "hidden_dropout_prob", "attention_probs_dropout_prob", "attn_implementation")
+    return BertConfig(vocab_size=vocab_size, type_vocab_size=2, **{name: getattr(config, name) for name in shape},
+                      **settings)
 
 
 def _looks_like_a_path(text: str, path: Path) -> bool:
@@ -59,23 +41,6 @@ def _looks_like_a_path(text: str, path: Path) -> bool:
     parts = Path(text).parts
     return (text.startswith(("/", "./", "../", "~")) or path.exists() or len(parts) > 2
             or (len(parts) == 2 and Path(parts[0]).exists()))
-
-
-def check_model_directory(text: str, what: str = "model.init_from") -> Path:
-    """``text`` as a model directory, or one line saying what is missing there."""
-    path = Path(text).expanduser()
-    if not path.exists():
-        existing = next((parent for parent in path.absolute().parents if parent.exists()), None)
-        raise CheckpointNotFound(f"{what}: {text!r} does not exist (the nearest existing folder is {str(existing)!r})")
-    if not path.is_dir():
-        raise CheckpointNotFound(f"{what}: {text!r} is a file, not a model directory (a folder with config.json and "
-                                 "model.safetensors, as a trained model version or save_pretrained writes it)")
-    if not (path / "config.json").is_file():
-        raise CheckpointNotFound(f"{what}: {text!r} is not a model directory (no config.json there)")
-    if not any((path / name).is_file() for name in WEIGHT_FILES):
-        raise CheckpointNotFound(f"{what}: {text!r} is not a model directory: it has a config.json but no weights "
-                                 f"({' or '.join(WEIGHT_FILES[::2])})")
-    return path
 
 
 def resolve_checkpoint(name: str | os.PathLike, what: str = "model.init_from") -> str:
@@ -98,119 +63,17 @@ def resolve_checkpoint(name: str | os.PathLike, what: str = "model.init_from") -
         return snapshot_download(text, allow_patterns=patterns)
     except Exception as error:  # noqa: BLE001 - network, unknown repository, gated model: one message
         raise UserError(
-            f"{_offline_message(text, what)} ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+            f"{_offline_message(text, what)} ({type(error).__name__}: {first_line(error)[:200]})"
         ) from error
 
 
 def open_model(name: str | os.PathLike, what: str = "model.init_from") -> str:
     """The model at ``name`` (a directory or a Hub id), opened as loading it would be but without
-    its weights: ``config.json`` read as a BERT config, and every weight file checked (a
-    safetensors header, which also proves the file is whole; a ``pytorch_model.bin`` read by the
-    weights-only loader onto the meta device, which refuses a pickle that names code), and each
-    tensor's shape against the config. A broken model fails here in one line naming the file,
-    not at its first use after the data stages. Returns the resolved directory."""
+    its weights (:func:`~bert_mlm.core.model.model_files.check_weights`): a broken model fails here
+    in one line naming the file. Returns the resolved directory."""
     directory = Path(resolve_checkpoint(name, what))
-    config = _config_of(directory, what)
-    expected = _expected_shapes(config)
-    found: dict[str, tuple[int, ...]] = {}
-    for file in _weight_files(directory, what):
-        found.update(_tensor_shapes(file, what))
-    matched = 0
-    for key, shape in found.items():
-        model_key = _model_key(key, expected)
-        if model_key is None:
-            continue
-        matched += 1
-        if tuple(expected[model_key]) != tuple(shape):
-            raise UserError(
-                f"{what}: the weights of {str(directory)!r} do not fit its config.json: {key!r} has shape "
-                f"{list(shape)}, the config makes it {list(expected[model_key])} (a config.json from another model?)"
-            )
-    if found and not matched:
-        raise UserError(f"{what}: {str(directory)!r} holds no weight of a BERT model (its tensors are named "
-                        f"{', '.join(repr(k) for k in list(found)[:3])} ...)")
+    check_weights(directory, what)
     return str(directory)
-
-
-def _config_of(directory: Path, what: str) -> BertConfig:
-    path = directory / "config.json"
-    try:
-        json.loads(path.read_text(encoding="utf-8"))
-        return BertConfig.from_pretrained(str(directory))
-    except (OSError, ValueError, TypeError) as error:
-        reason = _reason(error)
-        raise UserError(f"{what}: {str(path)!r} is not a readable model config ({reason})") from error
-
-
-def _weight_files(directory: Path, what: str) -> list[Path]:
-    """The weight files loading would read: the safetensors file(s) when present, else the .bin(s);
-    a sharded index lists its shards, each of which must be there."""
-    for single, index in (("model.safetensors", "model.safetensors.index.json"),
-                          ("pytorch_model.bin", "pytorch_model.bin.index.json")):
-        if (directory / single).is_file():
-            return [directory / single]
-        if (directory / index).is_file():
-            try:
-                shards = sorted(set(json.loads((directory / index).read_text())["weight_map"].values()))
-            except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-                raise UserError(f"{what}: {str(directory / index)!r} is not a readable shard index "
-                                f"({error})") from error
-            missing = [shard for shard in shards if not (directory / shard).is_file()]
-            if missing:
-                raise UserError(f"{what}: {str(directory / index)!r} lists {len(shards)} weight file(s), "
-                                f"of which {', '.join(map(repr, missing[:3]))} is missing")
-            return [directory / shard for shard in shards]
-    return []
-
-
-def _tensor_shapes(file: Path, what: str) -> dict[str, tuple[int, ...]]:
-    """Every tensor's shape, read without loading a tensor; one line for a file that cannot be."""
-    if file.suffix == ".safetensors":
-        from safetensors import SafetensorError, safe_open
-
-        try:
-            with safe_open(str(file), framework="pt") as handle:
-                return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
-        except (OSError, SafetensorError) as error:
-            raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({_reason(error)}; truncated, or "
-                            "not a safetensors file?)") from error
-    try:
-        try:
-            state = torch.load(file, map_location="meta", weights_only=True, mmap=True)
-        except OSError:  # a truncated zip cannot be memory-mapped: read it plainly, for the reason
-            state = torch.load(file, map_location="meta", weights_only=True)
-    except pickle.UnpicklingError as error:
-        raise UserError(
-            f"{what}: {str(file)!r} is a pickle that names code or objects other than tensors, which the "
-            "weights-only loader refuses (unpickling it could run anything). Convert it where you trust it: "
-            "BertForMaskedLM.from_pretrained(dir).save_pretrained(dir) writes model.safetensors"
-        ) from error
-    except (OSError, RuntimeError, EOFError, ValueError) as error:
-        raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({_reason(error)}; truncated?)") from error
-    if not isinstance(state, dict):
-        raise UserError(f"{what}: {str(file)!r} holds a {type(state).__name__}, not a state dict of tensors")
-    return {key: tuple(value.shape) for key, value in state.items() if isinstance(value, torch.Tensor)}
-
-
-def _reason(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0][:200] if text else type(error).__name__
-
-
-def _expected_shapes(config: BertConfig) -> dict[str, torch.Size]:
-    with MODEL_LOCK, torch.device("meta"):  # no memory, no initialisation: the shapes alone
-        model = BertForMaskedLM(config)
-    return {key: value.shape for key, value in model.state_dict().items()}
-
-
-def _model_key(key: str, expected: dict) -> str | None:
-    """``key`` as BertForMaskedLM names it (a bare BertModel's keys lack ``bert.``; TF-era
-    checkpoints say gamma/beta for LayerNorm weight/bias), or None for a tensor it does not have."""
-    key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
-    for candidate in (key, f"bert.{key}"):
-        if candidate in expected:
-            return candidate
-    return None
 
 
 def _offline_message(name: str, what: str = "model.init_from") -> str:
@@ -262,8 +125,9 @@ def check_starting_tokenizer(init_from: str, lowercase: bool = True, strip_accen
         raise UserError(f"model.init_from: {directory!r} has no usable tokenizer ({error}); give the model's "
                         "vocabulary as tokenizer.vocab_path") from error
     except Exception as error:  # noqa: BLE001 - tokenizers' Rust parser raises a bare Exception
-        raise UserError(f"model.init_from: the tokenizer files of {directory!r} are unreadable ({_reason(error)}); "
-                        "restore them, or give the model's vocabulary as tokenizer.vocab_path") from error
+        raise UserError(f"model.init_from: the tokenizer files of {directory!r} are unreadable "
+                        f"({first_line(error)[:200]}); restore them, or give the model's vocabulary as "
+                        "tokenizer.vocab_path") from error
     size = json.loads((Path(directory) / "config.json").read_text()).get("vocab_size")
     if size is not None and size != len(tokenizer):
         raise UserError(f"model.init_from: {directory!r} has a tokenizer of {len(tokenizer)} tokens but a model "
@@ -457,11 +321,8 @@ def planned_bert_config(config: ModelConfig, vocab_size: int, added_tokens: int 
     """The shape the run will train, known before any data: the ``init_from`` checkpoint's (with
     up to ``added_tokens`` more rows: ``tokenizer.extend_vocabulary``), or ``model.*`` with the
     planned ``tokenizer.vocab_size``."""
-    if config.init_from:
-        planned = BertConfig.from_pretrained(resolve_checkpoint(config.init_from))
-        planned.vocab_size += added_tokens
-        return planned
-    return BertConfig(vocab_size=vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
-                      num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
-                      max_position_embeddings=config.max_position_embeddings,
-                      attn_implementation=config.attn_implementation)
+    if not config.init_from:
+        return bert_config(config, vocab_size)
+    planned = BertConfig.from_pretrained(resolve_checkpoint(config.init_from))
+    planned.vocab_size += added_tokens
+    return planned

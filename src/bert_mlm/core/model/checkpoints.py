@@ -1,11 +1,5 @@
-"""Training checkpoints: one folder per run, written atomically, resumed only by the same run.
-
-A run is what its fingerprint says: the training data (token store digest and sequence index),
-the initial weights (seed or ``init_from``) and the model's shape, the masking, the training seed,
-the optimisation settings and the number of data-parallel ranks. Its checkpoints live in
-``checkpoint_dir/run-<digest>/step-NNNNNNNN/``, so runs never share a folder by accident, and
-``training.resume`` continues only a checkpoint of the very same run. The step budget
-(``max_steps``/``epochs``) is not part of the run: raising it continues a finished run.
+"""Training checkpoints on disk: one folder per run (``checkpoint_dir/run-<digest>/step-NNNNNNNN/``,
+the digest of the run's fingerprint: core/model/resume.py), each checkpoint written atomically.
 
 Nothing is unpickled: a checkpoint is ``checkpoint.safetensors`` (every tensor) and
 ``checkpoint.json`` (the run fingerprint, the digest of the tensor file, and everything else:
@@ -24,8 +18,6 @@ import logging
 import os
 import random
 import shutil
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from bert_mlm.core.common.files import written_then_renamed
 from bert_mlm.core.common.state_codec import flatten, unflatten
 from bert_mlm.core.model.construction import MODEL_LOCK
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, first_line
 
 logger = logging.getLogger(__name__)
 
@@ -45,34 +37,6 @@ TENSORS_FILE = "checkpoint.safetensors"
 LEGACY_FILE = "checkpoint.pt"  # the earlier, pickled format: refused
 FORMAT = 2
 RUN_FILE = "run.json"  # the fingerprint, readable, beside the run's checkpoints
-# TrainingConfig fields that change the optimisation (the rest is budget or bookkeeping).
-OPTIMISATION_FIELDS = (
-    "batch_size", "gradient_accumulation_steps", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2",
-    "adam_epsilon", "warmup_steps", "schedule", "max_grad_norm", "bucketing",
-)
-MODEL_FIELDS = (
-    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-    "max_position_embeddings", "hidden_dropout_prob", "attention_probs_dropout_prob",
-)
-
-
-def weights_digest(model: torch.nn.Module) -> str:
-    """Digest of the weights (a fresh model's: the seed or the ``init_from`` checkpoint)."""
-    digest = hashlib.blake2b(digest_size=8)
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
-
-
-def data_digest(sequences: Sequence[np.ndarray]) -> str:
-    fingerprint = getattr(sequences, "fingerprint", None)  # IndexedSequences: the store digest and the index
-    if fingerprint is not None:
-        return str(fingerprint)
-    digest = hashlib.blake2b(digest_size=8)
-    for sequence in sequences:
-        digest.update(np.asarray(sequence, dtype=np.int64).tobytes())
-    return digest.hexdigest()
 
 
 def checkpoint_bytes(bert_config, keep_best: bool = False) -> int:
@@ -129,22 +93,6 @@ def check_checkpoint_dir(directory: str | os.PathLike, needed: int) -> None:
         )
 
 
-def run_fingerprint(model, sequences, masking, config, world_size: int, precision: str | None = None) -> dict:
-    """What defines a run, readable: a resume is refused when any of it differs. ``precision`` is
-    the resolved one (``auto`` is fp32 on a CPU, bf16 on a recent GPU): fp32 and bf16 steps give
-    other weights, so a run does not change precision half way."""
-    return {
-        "data": data_digest(sequences),
-        "initial_weights": weights_digest(model),
-        "model": {name: getattr(model.config, name, None) for name in MODEL_FIELDS},
-        "masking": masking.model_dump(),
-        "seed": config.seed,
-        "optimisation": {name: getattr(config, name) for name in OPTIMISATION_FIELDS},
-        "ranks": world_size,
-        "precision": precision or config.precision,
-    }
-
-
 def run_folder(root: str | os.PathLike, fingerprint: dict) -> Path:
     key = json.dumps(fingerprint, sort_keys=True, default=str)
     return Path(root) / f"run-{hashlib.blake2b(key.encode(), digest_size=6).hexdigest()}"
@@ -175,11 +123,8 @@ class DamagedCheckpoint(Exception):
 
 
 def file_digest(path: Path) -> str:
-    digest = hashlib.blake2b(digest_size=16)
     with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
 
 
 def _as_json(value) -> object:
@@ -285,9 +230,8 @@ def load_checkpoint(directory: str | os.PathLike, fingerprint: dict | None = Non
                 except UserError:
                     raise
                 except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as error:
-                    reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
                     raise DamagedCheckpoint(f"{str(path)!r} cannot be restored ({type(error).__name__}: "
-                                            f"{reason})") from error
+                                            f"{first_line(error)[:200]})") from error
         except DamagedCheckpoint as error:
             logger.warning("training.resume: the checkpoint %s; resuming from the previous complete one", error)
             damaged.append(str(error))
@@ -313,113 +257,9 @@ def differences(old: dict, new: dict, prefix: str = "") -> list[str]:
     return lines
 
 
-def refuse_other_runs(root: str | os.PathLike, fingerprint: dict) -> None:
-    """``training.resume`` found no checkpoint of this run: stop if another run left one (the
-    user meant to resume something), saying what differs; start fresh if the folder is empty."""
-    others = run_folders(root)
-    legacy = list_checkpoints(root)  # written before runs had folders: nothing says which run
-    if not others and not legacy:
-        return
-    if others:
-        newest = others[-1]
-        try:
-            previous = json.loads((newest / RUN_FILE).read_text())
-            changed = "; ".join(differences(previous, fingerprint)) or "nothing readable"
-        except (OSError, ValueError):
-            changed = "unknown (its run.json is missing)"
-        where = f"{str(list_checkpoints(newest)[-1])!r} is another run's; what differs: {changed}"
-    else:
-        where = f"{str(legacy[-1])!r} was written without a run fingerprint, so it cannot be matched"
-    raise UserError(
-        f"training.resume: no checkpoint of this run in {str(root)!r}; the newest checkpoint there, {where}. "
-        "Set training.resume=false to start fresh (or restore the settings of that run to continue it)."
-    )
-
-
-@dataclass
-class BestWeights:
-    """The step with the lowest validation loss so far (``training.keep_best``) and a CPU copy of
-    its weights."""
-
-    step: int
-    valid_loss: float
-    weights: dict
-
-    def stored(self, at_step: int) -> dict:
-        """As a checkpoint written at ``at_step`` holds it: no second copy of the weights when the
-        best step is that checkpoint's own."""
-        return {"step": self.step, "valid_loss": self.valid_loss,
-                "weights": None if self.step == at_step else self.weights}
-
-    @classmethod
-    def restored(cls, stored: dict | None, model: torch.nn.Module) -> BestWeights | None:
-        if stored is None:
-            return None
-        weights = stored["weights"] or {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-        return cls(stored["step"], stored["valid_loss"], weights)
-
-
-@dataclass
-class Position:
-    """Where a run is: optimizer steps done, epoch, next micro-batch of the epoch, history, and
-    the best validated weights when the run keeps them."""
-
-    step: int = 0
-    epoch: int = 0
-    next_batch: int = 0
-    records: list = field(default_factory=list)
-    best: BestWeights | None = None
-
-
-class RunCheckpoints:
-    """The checkpoints of one run (its fingerprint's folder): ``save`` and ``resume``, the pair.
-
-    ``stateful`` maps names to objects with ``state_dict``/``load_state_dict`` (model,
-    optimizer, scheduler, scaler); the RNG states of every rank and the position travel along.
-    """
-
-    def __init__(self, root: str | os.PathLike, fingerprint: dict, every: int, keep: int) -> None:
-        self.root, self.fingerprint, self.every, self.keep = Path(root), fingerprint, every, keep
-        self.folder = run_folder(root, fingerprint)
-
-    def due(self, step: int, max_steps: int) -> bool:
-        return bool(self.every) and (step % self.every == 0 or step == max_steps)
-
-    def save(self, position: Position, stateful: dict, rng: list, config: dict) -> Path:
-        state = {name: part.state_dict() for name, part in stateful.items()}
-        state.update(rng=rng, step=position.step, epoch=position.epoch, next_batch=position.next_batch,
-                     history=position.records, config=config,
-                     best=position.best.stored(position.step) if position.best else None)
-        return save_checkpoint(self.folder, position.step, state, keep=self.keep, fingerprint=self.fingerprint)
-
-    def resume(self, stateful: dict, rank: int, max_steps: int) -> Position:
-        """Restore this run's newest checkpoint into ``stateful`` and this process's RNGs; a fresh
-        position when there is none (and no other run's checkpoint is waiting to be resumed)."""
-        def apply(path: Path, state: dict) -> None:
-            position = [state[key] for key in ("step", "epoch", "next_batch")]
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in position) or not isinstance(
-                    state["history"], list):
-                raise TypeError(f"its position (step, epoch, next_batch: {position}) is not three integers")
-            if state["step"] >= max_steps:
-                raise UserError(
-                    f"training.resume: the checkpoint {str(path)!r} already completed this run's {state['step']} "
-                    f"steps (training.max_steps={max_steps}); nothing is left to train and no new model version is "
-                    "written. Raise training.max_steps to train longer, or set training.resume=false to train again "
-                    "from scratch."
-                )
-            for name, part in stateful.items():
-                part.load_state_dict(state[name])
-            restore_rng_states(state["rng"][rank])
-
-        found = load_checkpoint(self.folder, self.fingerprint, apply)
-        if found is None:
-            refuse_other_runs(self.root, self.fingerprint)
-            logger.info("training.resume: no checkpoint in %s, starting fresh", self.root)
-            return Position()
-        path, state = found
-        logger.info("Resumed from %s (step %d, epoch %d)", path, state["step"], state["epoch"])
-        return Position(state["step"], state["epoch"], state["next_batch"], state["history"],
-                        BestWeights.restored(state.get("best"), stateful["model"]))
+def cpu_weights(model: torch.nn.Module) -> dict:
+    """A copy of the model's weights in host memory (the best validated step's, kept aside)."""
+    return {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
 
 
 def rng_states() -> dict:

@@ -35,10 +35,19 @@ from tokenizers import Tokenizer
 RUN, SINGLE, SPACE = 0, 1, 2
 _UNKNOWN, _IRREGULAR = -2, -3
 # The CJK blocks BERT's normaliser isolates (tokenizers' is_chinese_char).
-_CHINESE = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-            (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+CHINESE_BLOCKS = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+                  (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 # Mostly CJK: below this share of "single" characters a batch goes to tokenizers as it is.
 MIN_SINGLE_SHARE = 0.3
+
+
+def is_punctuation(character: str) -> bool:
+    """BERT's rule: ASCII's symbols and Unicode's P* categories (its pre-tokenizer splits them off)."""
+    return character in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~" or unicodedata.category(character).startswith("P")
+
+
+def is_chinese(character: str) -> bool:
+    return any(low <= ord(character) <= high for low, high in CHINESE_BLOCKS)
 
 
 @functools.lru_cache(maxsize=1)
@@ -47,13 +56,12 @@ def character_classes() -> np.ndarray:
     as BERT's pre-tokenizer isolates them), SPACE (tab, newline, CR, Z* categories: white space to
     both the normaliser and the pre-tokenizer), else RUN."""
     classes = np.zeros(0x110000, dtype=np.uint8)
-    for low, high in _CHINESE:
+    for low, high in CHINESE_BLOCKS:
         classes[low : high + 1] = SINGLE
     for code in range(0x10000):
-        category = unicodedata.category(chr(code))
-        if category.startswith("P") or (code < 128 and chr(code) in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"):
+        if is_punctuation(chr(code)):
             classes[code] = SINGLE
-        elif category in ("Zs", "Zl", "Zp") or code in (9, 10, 13):
+        elif unicodedata.category(chr(code)) in ("Zs", "Zl", "Zp") or code in (9, 10, 13):
             classes[code] = SPACE
     return classes
 

@@ -18,7 +18,10 @@ import torch
 
 from bert_mlm.config import SequenceConfig
 from bert_mlm.config.sequences import MODES
+from bert_mlm.core.data.corpus import SPLITS
+from bert_mlm.core.data.reuse import code_digest
 from bert_mlm.core.tokens.token_store import TokenSplit
+from bert_mlm.core.tokens.words import WORD_SCHEMES
 from bert_mlm.errors import UserError
 
 
@@ -50,11 +53,10 @@ def index_packed(split: TokenSplit, max_length: int, ranges: Sequence[tuple[int,
     """Documents back to back, each followed by ``[SEP]``, cut into blocks of ``max_length``
     that start with ``[CLS]``. Every token is kept: the final block is shorter. ``ranges``: stretches
     of the stream packed apart (a mixture's sources: no block holds two sources' text)."""
-    body = max_length - 1
-    starts = np.concatenate([np.arange(start, stop, body, dtype=np.int64)
-                             for start, stop in (ranges or [(0, split.num_tokens)])] or [np.zeros(0, np.int64)])
-    stops = np.repeat([stop for _, stop in (ranges or [(0, split.num_tokens)])],
-                      [len(range(start, stop, body)) for start, stop in (ranges or [(0, split.num_tokens)])])
+    body, ranges = max_length - 1, ranges or [(0, split.num_tokens)]
+    pieces = [np.arange(start, stop, body, dtype=np.int64) for start, stop in ranges]
+    starts = np.concatenate(pieces)
+    stops = np.repeat([stop for _, stop in ranges], [len(piece) for piece in pieces])
     counts = np.minimum(body, stops - starts).astype(_count_dtype(max_length))
     return SplitIndex(starts, counts, np.zeros(len(starts), dtype=bool))
 
@@ -251,80 +253,6 @@ class Collator:
         return starts
 
 
-class Batches(Sequence):
-    """The batches of one epoch: views into one shuffled order (no list per batch).
-
-    ``batches[k]`` is an index array; slicing gives a subset of batches (e.g. one rank's).
-    """
-
-    def __init__(self, order: np.ndarray, batch_size: int, picks: np.ndarray):
-        self.order, self.batch_size, self.picks = order, batch_size, picks
-
-    def __len__(self) -> int:
-        return len(self.picks)
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return Batches(self.order, self.batch_size, self.picks[k])
-        start = int(self.picks[k]) * self.batch_size
-        return self.order[start : start + self.batch_size]
-
-    def tolist(self) -> list[list[int]]:
-        return [self[k].tolist() for k in range(len(self))]
-
-    def sizes_and_maxima(self, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per batch (in this object's order): size, sum and maximum of the lengths."""
-        if not len(self.order):
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, empty
-        ordered = np.asarray(lengths)[self.order].astype(np.int64)
-        starts = np.arange(0, len(ordered), self.batch_size)
-        sizes = np.diff(np.append(starts, len(ordered)))
-        sums = np.add.reduceat(ordered, starts)
-        maxima = np.maximum.reduceat(ordered, starts)
-        return sizes[self.picks], sums[self.picks], maxima[self.picks]
-
-
-def batch_order(
-    lengths: Sequence[int],
-    batch_size: int,
-    generator: torch.Generator | None,
-    bucketed: bool,
-    bucket_batches: int = 50,
-) -> Batches:
-    """Indices of each batch of one epoch.
-
-    Shuffled with ``generator`` (``None`` keeps the stored order, for evaluation). With
-    ``bucketed``, each window of ``bucket_batches`` batches is sorted by length (stable) before it
-    is cut, so batches hold similar lengths (less padding) while the epoch stays shuffled.
-    Vectorised: 8 bytes per sequence for the order, whatever the corpus size.
-    """
-    n = len(lengths)
-    order = torch.randperm(n, generator=generator).numpy() if generator is not None else np.arange(n)
-    if bucketed and n:
-        window = batch_size * bucket_batches
-        by_length = -np.asarray(lengths, dtype=np.int64)[order]
-        order = order[np.lexsort((by_length, np.arange(n) // window))]  # stable, as sorted() was
-    n_batches = -(-n // batch_size)
-    if bucketed and generator is not None:
-        picks = torch.randperm(n_batches, generator=generator).numpy()
-    else:
-        picks = np.arange(n_batches)
-    return Batches(order, batch_size, picks)
-
-
-def padding_efficiency(lengths: Sequence[int], batches: Batches, collator: Collator) -> float:
-    """Real tokens / all tokens over the given batches, as the collator would pad them."""
-    sizes, sums, maxima = batches.sizes_and_maxima(np.asarray(lengths))
-    if not len(sizes):
-        return 0.0
-    if collator.padding == "static":
-        widths = np.full(len(sizes), collator.max_length)
-    else:
-        widths = np.minimum(-(-maxima // 8) * 8, collator.max_length)
-    return float(sums.sum() / (widths * sizes).sum())
-
-
 @dataclass
 class SequenceIndex:
     """Where every sequence of every split lies in a token store, and which store that is."""
@@ -411,30 +339,22 @@ def build_sequence_index(store, config: SequenceConfig, splits: Sequence[str], w
     )
 
 
-def sequence_stats(index: SequenceIndex, store, collator: Collator, batch_size: int, bucketing: bool) -> list[dict]:
-    """Per split: sequences, tokens, mean length, and the padding efficiency of the chosen
-    padding at the training batch size (bucketed batches for the train split when enabled)."""
-    rows = []
-    for split, split_index in index.splits.items():
-        lengths = split_index.lengths
-        batches = batch_order(lengths, batch_size, None, bucketed=bucketing and split == "train")
-        info = store.manifest["splits"][split]
-        rows.append(
-            {
-                "split": split,
-                "sequences": len(lengths),
-                "tokens": int(lengths.sum()),
-                "document_tokens": int(info["document_tokens"]),
-                "mean_length": float(lengths.mean()) if len(lengths) else 0.0,
-                "padding_efficiency": padding_efficiency(lengths, batches, collator),
-                "mode": index.mode,
-                "padding": collator.padding,
-                "max_length": index.max_length,
-            }
-        )
-    for span in index.source_spans() or []:  # a mixture's stored sequences per source (weights apply per epoch)
-        lengths = index.splits["train"][span.first:span.stop].lengths
-        rows.append({"split": f"train:{span.name}", "sequences": span.stored, "tokens": int(lengths.sum()),
-                     "mean_length": float(lengths.mean()) if len(lengths) else 0.0, "mode": index.mode,
-                     "max_length": index.max_length})
-    return rows
+def index_token_store(store, tokenizer, config: SequenceConfig, segmenter: str, stored: str | None) -> SequenceIndex:
+    """Every split's index (:func:`build_sequence_index`) with its recipe (core/data/reuse.py), for the
+    word boundaries of ``segmenter`` (``stored``: the rjieba or jieba words the store must hold, or
+    None). Refused in one line first: a store encoded with another vocabulary, damaged document
+    offsets (indexing follows them), or word boundaries the store does not hold."""
+    store.check_tokenizer(tokenizer.get_vocab())
+    for split in SPLITS:
+        store.verify_offsets(split)
+    store.check_words(stored)
+    index = build_sequence_index(store, config, SPLITS, segmenter, store_words=stored is not None)
+    index.recipe = {
+        "stage": "sequence_index", "code": code_digest("bert_mlm.core.tokens.sequences", "bert_mlm.core.tokens.words"),
+        "store": {split: [store.digest(split), store.manifest["splits"][split].get("offsets_digest")]
+                  for split in SPLITS},
+        "sources": store.sources, "mode": config.mode, "max_length": config.max_length,
+        "word_segmenter": segmenter, "words": WORD_SCHEMES[stored] if stored else None,
+        "tokenizer": hashlib.blake2b(tokenizer.backend_tokenizer.to_str().encode(), digest_size=10).hexdigest(),
+    }
+    return index

@@ -30,22 +30,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bert_mlm.config import DataConfig
-from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.data.corpus import SPLITS, CorpusError
-from bert_mlm.core.data.documents import DocumentShards, characters, in_pieces, read_manifest, write_json
-from bert_mlm.core.data.engine import Finished, open_engine
-from bert_mlm.core.data.reuse import code_digest
+from bert_mlm.core.data.documents import read_manifest, write_json
 from bert_mlm.core.tokens.cjk_encoding import fast_encoder, library_encode, with_separators
-from bert_mlm.core.tokens.tokenizer import CJK_MAJORITY, encoding_backend
-from bert_mlm.core.tokens.words import (
-    SEGMENTER_SAMPLE_CHARS,
-    WORD_SCHEMES,
-    BitWriter,
-    cjk_share,
-    segment_texts,
-    words_path,
-)
+from bert_mlm.core.tokens.tokenizer import encoding_backend
+from bert_mlm.core.tokens.words import WORD_SCHEMES, BitWriter, words_path
+from bert_mlm.errors import UserError
 
 FORMAT = "bert-mlm-token-store"
 FORMAT_VERSION = 1
@@ -105,14 +95,6 @@ class TokenSplit:
 
     def document(self, index: int) -> np.ndarray:
         return self.tokens[self.offsets[index] : self.offsets[index + 1] - 1]
-
-    def documents(self) -> Iterator[np.ndarray]:
-        for index in range(len(self)):
-            yield self.document(index)
-
-    def slice(self, start: int, stop: int) -> np.ndarray:
-        """A slice of the token stream (separators included)."""
-        return self.tokens[start:stop]
 
 
 def _open_split(directory: str, split: str) -> TokenSplit:
@@ -251,6 +233,16 @@ class TokenStore:
                 "given with it; run the tokenization pipeline again so both come from one run"
             )
 
+    def check_words(self, segmenter: str | None) -> None:
+        """Refuse a store without the word boundaries of ``segmenter`` (rjieba or jieba; None: none
+        needed) under its current scheme, which whole-word masking on those words reads."""
+        if segmenter is not None and (self.word_segmenter, self.word_scheme) != (segmenter, WORD_SCHEMES[segmenter]):
+            held = f"{self.word_segmenter} words" if self.word_segmenter else "no word boundaries"
+            raise UserError(
+                f"masking.whole_word: whole-word masking on {segmenter} words needs the token store to hold them, and "
+                f"{str(self.directory)!r} holds {held} (encoded with other masking settings); run the "
+                "tokenization pipeline again with these parameters (`kedro run` reruns only what changed)")
+
 
 def _map(path: Path, dtype: np.dtype, count: int, random_access: bool = False) -> np.ndarray:
     if count == 0:  # an empty file cannot be mapped
@@ -347,110 +339,6 @@ def encode_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype
     ids, _, per_text = (fast.encode_flat(texts) if fast is not None
                         else library_encode(encoding_backend(tokenizer_json), texts))
     return with_separators(ids, per_text, separator_id, dtype)
-
-
-def encode_source_texts(item: tuple[str, list[str]], tokenizer_json: str, separator_id: int,
-                        dtype: str, word_segmenter: str | None = None) -> tuple[str, int, tuple]:
-    """:func:`encode_texts` of one source's texts (``item``: its name and texts), returning the name
-    and how many texts were read (what the store writer counts per source, carried with the work
-    rather than beside it) with the tokens and the document lengths, and, with ``word_segmenter``,
-    each token's word-continuation flag (:func:`~bert_mlm.core.tokens.words.segment_texts`)."""
-    name, texts = item
-    if word_segmenter is not None:
-        return name, len(texts), segment_texts(texts, tokenizer_json, separator_id, dtype, word_segmenter)
-    return name, len(texts), encode_texts(texts, tokenizer_json, separator_id, dtype)
-
-
-@dataclass
-class EncodingJob:
-    """Encode document shards into a token store; run by the catalog's store dataset on save,
-    so the token ids are written as they are made, never held.
-
-    A mixture's train split is stored as its documents once each, source after source (no weight is
-    applied here: training samples each source in proportion to its weight, per epoch); the
-    manifest's ``sources`` gives each source's documents and tokens, so its range of the stream."""
-
-    documents: DocumentShards
-    tokenizer_json: str
-    vocabulary: dict[str, int]
-    separator_id: int
-    data: DataConfig
-    # rjieba or jieba: their word boundaries are computed in the same pass and stored beside the
-    # tokens (whole-word masking on Chinese words); None: none stored.
-    word_segmenter: str | None = None
-
-    def recipe(self) -> dict:
-        """What determines the store (core/data/reuse.py): the documents' version, the tokenizer, the
-        word boundaries, the code."""
-        return {
-            "stage": "token_store",
-            "code": code_digest("bert_mlm.core.tokens.token_store", "bert_mlm.core.data.documents",
-                                "bert_mlm.core.tokens.words"),
-            "documents": self.documents.identity,
-            "tokenizer": hashlib.blake2b(self.tokenizer_json.encode(), digest_size=10).hexdigest(),
-            "words": WORD_SCHEMES[self.word_segmenter] if self.word_segmenter else None,
-        }
-
-    def vectorised(self) -> bool:
-        """Whether the encoding runs on the worker processes: mostly-CJK text with a BERT-shaped
-        tokenizer is encoded by core/tokens/cjk_encoding.py, in Python and NumPy (one core each); other
-        text by ``tokenizers``, which uses every core in this process."""
-        return (fast_encoder(self.tokenizer_json) is not None
-                and cjk_share(self.documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS)) > CJK_MAJORITY)
-
-    def write(self, directory: str | os.PathLike) -> dict:
-        vocab_size = max(self.vocabulary.values()) + 1
-        writer = TokenStoreWriter(directory, vocab_size, self.separator_id)
-        total = sum(self.documents.characters(split) for split in SPLITS)
-        segmenter = self.word_segmenter
-        progress = Progress(total, f"encoding and word segmentation ({segmenter})" if segmenter else "encoding",
-                            unit="chars")
-        sources: dict[str, dict[str, int]] = {}
-        # Segmenting is Python and NumPy on the worker processes, whatever the text.
-        vectorised = segmenter is not None or self.vectorised()
-        try:
-            with open_engine(self.data) as engine:
-                for split in SPLITS:
-                    read = {"texts": 0}
-                    items = self.documents.iter_source_texts(split)
-                    if vectorised:  # on the worker processes: pieces that keep every one busy
-                        size = engine.piece_chars
-                        items = ((name, piece) for name, texts in items for piece in in_pieces(texts, size))
-                    encoded = engine.map_ordered(
-                        encode_source_texts,
-                        items,
-                        self.tokenizer_json,
-                        self.separator_id,
-                        writer.dtype.name,
-                        segmenter,
-                        python_bound=vectorised,
-                        finished=Finished(progress, lambda item: characters(item[1])),
-                    )
-                    counted = _per_source(encoded, read, sources if split == "train" else {})
-                    written = writer.write_split(split, counted, words=segmenter is not None)
-                    written["documents_without_tokens"] = read["texts"] - written["documents"]
-        finally:
-            progress.close()
-        extra: dict = {"vocabulary_digest": vocabulary_digest(self.vocabulary)}
-        if segmenter is not None:
-            extra |= {"word_segmenter": segmenter, "word_scheme": WORD_SCHEMES[segmenter]}
-        if self.documents.sources is not None:
-            extra["sources"] = [{"name": name, **counts} for name, counts in sources.items()]
-        return writer.close(extra)
-
-
-def _per_source(encoded: Iterator[tuple[str, int, tuple]], read: dict[str, int],
-                sources: dict[str, dict[str, int]]) -> Iterator[tuple]:
-    """The store writer's (tokens, lengths[, word flags]), counting the texts read and, into
-    ``sources``, each source's documents and stream tokens (separators included: its range of the
-    stream)."""
-    for name, texts, work in encoded:
-        tokens, lengths = work[0], work[1]
-        read["texts"] += texts
-        counts = sources.setdefault(name, {"documents": 0, "tokens": 0})
-        counts["documents"] += len(lengths)
-        counts["tokens"] += len(tokens)
-        yield work
 
 
 def token_store_stats(store: TokenStore, unk_id: int, vocab_size: int):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,9 +22,8 @@ from tokenizers.trainers import WordPieceTrainer
 from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
 
 from bert_mlm.config import TokenizerConfig
-from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.common.text import cjk_characters
-from bert_mlm.core.tokens.cjk_encoding import SingleCharacterFilter
+from bert_mlm.core.tokens.cjk_encoding import SingleCharacterFilter, is_chinese, is_punctuation
 from bert_mlm.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -150,23 +148,6 @@ def character_counts(counts: Counter, normalizer) -> Counter:
     return normalised
 
 
-def _is_punctuation(character: str) -> bool:
-    """BERT's rule (its pre-tokenizer splits these off as words of their own)."""
-    code = ord(character)
-    if 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126:
-        return True
-    return unicodedata.category(character).startswith("P")
-
-
-_CHINESE_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-                   (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
-
-
-def _is_chinese(character: str) -> bool:
-    code = ord(character)
-    return any(low <= code <= high for low, high in _CHINESE_RANGES)
-
-
 def mostly_cjk(counts: Counter) -> bool:
     """Whether most letters are CJK (the rule ``masking.word_segmenter: auto`` follows)."""
     cjk = sum(count for character, count in counts.items() if cjk_characters(character))
@@ -190,7 +171,7 @@ def continuation_pieces(alphabet: Iterable[str], chinese_chars: bool) -> list[st
     """``##c`` for every character ``c`` of the alphabet that can continue a word (not
     punctuation, nor a CJK character when those are split off one by one)."""
     return sorted(f"##{c}" for c in alphabet
-                  if not c.isspace() and not _is_punctuation(c) and not (chinese_chars and _is_chinese(c)))
+                  if not c.isspace() and not is_punctuation(c) and not (chinese_chars and is_chinese(c)))
 
 
 def base_alphabet(setting: str | None) -> str:
@@ -380,75 +361,6 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
     probe = tokenizer("a")["input_ids"]
     if probe[0] != tokenizer.cls_token_id or probe[-1] != tokenizer.sep_token_id:
         raise VocabularyError("tokenizer: encodings do not start with [CLS] and end with [SEP]")
-
-
-# Settings that never change a trained vocabulary: the [UNK] warning is measured on an inherited
-# one only, so a new threshold does not train the vocabulary again (extend_vocabulary stays in the
-# recipe: it is refused without an inherited vocabulary, and would change the tokenizer if it were not).
-NOT_IN_TRAINED_VOCABULARY = frozenset({"unk_warning_rate"})
-
-
-@dataclass
-class TokenizerJob:
-    """Train the vocabulary on the train split of ``documents`` (an evenly spread sample of
-    ``tokenizer.training_sample_bytes`` when larger); run by the ``tokenizer`` dataset on save, or
-    not at all when a stored version has the same recipe (core/data/reuse.py)."""
-
-    documents: object  # a core.data.documents.DocumentShards
-    config: TokenizerConfig
-    data: object  # a core.data.engine.DataConfig
-
-    def recipe(self) -> dict:
-        import tokenizers
-
-        from bert_mlm.core.data.reuse import code_digest
-
-        return {"stage": "tokenizer", "code": code_digest("bert_mlm.core.tokens.tokenizer"),
-                "tokenizers": tokenizers.__version__, "documents": self.documents.identity,
-                "tokenizer": self.config.model_dump(exclude=NOT_IN_TRAINED_VOCABULARY)}
-
-    def build(self) -> BertTokenizerFast:
-        config, documents = self.config, self.documents
-        fraction = sample_fraction(documents, config)
-        tokenizer = train_wordpiece(training_passes(documents, fraction), config)
-        logger.info(
-            "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
-            len(tokenizer), f"{fraction:.1%}" if fraction else "all", documents.utf8_bytes("train") / 1e6,
-        )
-        return tokenizer
-
-
-def sample_fraction(documents, config: TokenizerConfig) -> float | None:
-    """The share of the train split that a vocabulary is trained or measured on: an evenly spread
-    ``tokenizer.training_sample_bytes`` of a larger split (``None``: all of it)."""
-    train_bytes = documents.utf8_bytes("train")
-    sample = config.training_sample_bytes
-    return sample / train_bytes if sample and train_bytes > sample else None
-
-
-def train_texts(documents, fraction: float | None, label: str):
-    """One pass over the train split's texts (or their sample), its progress in characters under ``label``."""
-    progress = Progress(round(documents.characters("train") * (fraction or 1.0)), label, unit="chars")
-    try:
-        yield from documents.iter_texts("train", fraction, progress=progress)
-    finally:
-        progress.close()
-
-
-def training_passes(documents, fraction: float | None):
-    """The train split's texts for :func:`train_wordpiece`, which reads them twice (the alphabet,
-    then the vocabulary), each pass with its progress in characters: on a large corpus each pass
-    takes minutes, and the trainer itself reports nothing."""
-    passes = iter(["alphabet", "vocabulary"])
-
-    def one_pass():
-        what = next(passes, "vocabulary")
-        yield from train_texts(documents, fraction,
-                               f"tokenizer training: {what} (pass {1 if what == 'alphabet' else 2} of 2)")
-        if what == "vocabulary":
-            logger.info("tokenizer training: text read; computing the vocabulary (no progress from the trainer)")
-
-    return one_pass
 
 
 @functools.lru_cache(maxsize=4)

@@ -2,7 +2,8 @@
 
 One optimizer step consumes ``gradient_accumulation_steps`` micro-batches. The optimizer step
 itself (unscale, clip, step: ``core.model.optim``), where and in which precision the model runs
-(``core.common.device``) and the checkpoint files (``core.model.checkpoints``) live apart from the loop.
+(``core.common.device``), the checkpoint files (``core.model.checkpoints``) and the step records
+(``core.train.records``) live apart from the loop.
 """
 
 from __future__ import annotations
@@ -21,31 +22,21 @@ from torch.nn.parallel import DistributedDataParallel
 from transformers import BertForMaskedLM
 
 from bert_mlm.config import MaskingConfig, TrainingConfig
-from bert_mlm.core.common.curves import publish
 from bert_mlm.core.common.device import autocast_dtype, resolve_device, resolve_precision
-from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.common.seeds import DROPOUT_STREAM, ORDER_STREAM, stream_seed
 from bert_mlm.core.model.bert import MaskedPositionsMLM, check_step_memory, masked_lm_loss
-from bert_mlm.core.model.checkpoints import (
-    BestWeights,
-    Position,
-    RunCheckpoints,
-    rng_states,
-    run_fingerprint,
-    seed_everything,
-)
+from bert_mlm.core.model.checkpoints import cpu_weights, rng_states, seed_everything
 from bert_mlm.core.model.distributed import SINGLE, Rank, all_reduce_sum, gather_objects
 from bert_mlm.core.model.masking import IGNORE_INDEX, mask_generator, mask_tokens
 from bert_mlm.core.model.optim import Optimisation
+from bert_mlm.core.model.resume import BestWeights, Position, RunCheckpoints, run_fingerprint
 from bert_mlm.core.model.token_ids import TokenIds
-from bert_mlm.core.tokens.sequences import Batches, Collator, batch_order, sequence_lengths
-from bert_mlm.errors import UserError
+from bert_mlm.core.tokens.batches import Batches, batch_order
+from bert_mlm.core.tokens.sequences import Collator, sequence_lengths
+from bert_mlm.core.train.records import RecordWindow, StepRecord, history_frame
+from bert_mlm.errors import UserError, first_line
 
 logger = logging.getLogger(__name__)
-
-
-class NonFiniteLossError(RuntimeError):
-    """The loss stayed NaN/inf for too many consecutive steps."""
 
 
 @dataclass
@@ -92,17 +83,6 @@ def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, ra
 
 
 StepCallback = Callable[[int, dict], None]
-# The history's columns in the order a step's record is built; records read back from a checkpoint
-# (JSON, keys sorted) would otherwise give a resumed run's history another column order.
-HISTORY_COLUMNS = ("step", "epoch", "loss", "accuracy", "masked_tokens", "mask_probability", "tokens", "learning_rate",
-                   "grad_norm", "tokens_per_second", "seconds", "loss_scale", "valid_loss", "valid_loss_se",
-                   "valid_accuracy", "valid_masked_tokens", "valid_seconds")
-
-
-def history_frame(records: list[dict]) -> pd.DataFrame:
-    """The per-step history; validation columns hold NaN on the steps without one."""
-    frame = pd.DataFrame.from_records(records)
-    return frame[[c for c in HISTORY_COLUMNS if c in frame] + [c for c in frame if c not in HISTORY_COLUMNS]]
 
 
 @dataclass
@@ -114,10 +94,10 @@ class Validation:
 
     evaluate: Callable[[BertForMaskedLM], dict]
 
-    def run(self, model: BertForMaskedLM, device: torch.device, step: int) -> dict:
-        """The validation columns of step ``step``'s record. Under a forked RNG (evaluation draws
-        nothing from the global generators today; training's dropout stream must stay untouched
-        whatever it does), and the model goes back to train mode."""
+    def run(self, model: BertForMaskedLM, device: torch.device, record: StepRecord) -> None:
+        """Fills the validation columns of ``record``. Under a forked RNG (evaluation draws nothing
+        from the global generators today; training's dropout stream must stay untouched whatever it
+        does), and the model goes back to train mode."""
         started = time.perf_counter()
         cuda = [] if device.type != "cuda" else [torch.cuda.current_device() if device.index is None else device.index]
         with torch.random.fork_rng(devices=cuda):
@@ -125,20 +105,19 @@ class Validation:
         model.train()
         seconds = time.perf_counter() - started
         logger.info("validation at step %d: loss %.4f ± %.4f, accuracy %.4f (%s masked tokens of %s valid sequences, "
-                    "%.1f s)", step, metrics["eval_loss"], metrics["eval_loss_se"], metrics["eval_accuracy"],
+                    "%.1f s)", record.step, metrics["eval_loss"], metrics["eval_loss_se"], metrics["eval_accuracy"],
                     f"{metrics['eval_masked_tokens']:,}", f"{metrics['eval_sequences']:,}", seconds)
-        return {"valid_loss": metrics["eval_loss"], "valid_loss_se": metrics["eval_loss_se"],
-                "valid_accuracy": metrics["eval_accuracy"], "valid_masked_tokens": metrics["eval_masked_tokens"],
-                "valid_seconds": seconds}
+        record.valid_loss, record.valid_loss_se = metrics["eval_loss"], metrics["eval_loss_se"]
+        record.valid_accuracy, record.valid_masked_tokens = metrics["eval_accuracy"], metrics["eval_masked_tokens"]
+        record.valid_seconds = seconds
 
 
-def better(best: BestWeights | None, record: dict, model: BertForMaskedLM) -> BestWeights | None:
+def better(best: BestWeights | None, record: StepRecord, model: BertForMaskedLM) -> BestWeights | None:
     """``best``, or the record's step when its validation loss is lower (a NaN never is)."""
-    loss = record["valid_loss"]
+    loss = record.valid_loss
     if not math.isfinite(loss) or (best is not None and loss >= best.valid_loss):
         return best
-    weights = {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
-    return BestWeights(record["step"], loss, weights)
+    return BestWeights(record.step, loss, cpu_weights(model))
 
 
 def train(
@@ -162,147 +141,143 @@ def train(
     :func:`bert_mlm.core.model.distributed.launch`) each rank trains on its shard with its own masks,
     gradients are averaged by ``DistributedDataParallel``, and only rank 0 writes checkpoints.
     """
-    if not len(sequences):
-        raise UserError("training: there are no training sequences (is the train split empty?)")
-    if collator.whole_word != masking.whole_word:  # whole-word masking needs the batches' word starts
-        raise ValueError(f"train: the collator's whole_word={collator.whole_word} differs from "
-                         f"masking.whole_word={masking.whole_word}; build the collator from the masking it trains")
-    if config.eval_every and validation is None:
-        raise ValueError("train: training.eval_every is set but no validation was given")
-    mixture = getattr(sequences, "mixture", None)
-    config = with_step_budget(config, mixture.epoch_size if mixture is not None else len(sequences))
-    device = resolve_device(config.device)
-    if device.type == "cuda" and rank.distributed:
-        device = torch.device("cuda", rank.local_rank)
-    precision = resolve_precision(config.precision, device)
-    model.to(device)
-    model.train()
-    if config.compile:
-        compile_encoder(model, config.compile, device)
-    mlm: torch.nn.Module = MaskedPositionsMLM(model)
-    if rank.distributed:
-        mlm = DistributedDataParallel(mlm, device_ids=[device.index] if device.type == "cuda" else None)
-    optimisation = Optimisation.build(model, config, device, precision)
-    stateful = {"model": model, **optimisation.stateful}
-    lengths = sequence_lengths(sequences)
-    check_step_memory(model.config, config.batch_size, int(max(lengths)), device, precision, processes=1,
-                      sequences=len(sequences))
-    # Dropout draws from the global generators: seed them, so that the same seed and config
-    # give the same weights (a resumed run restores them from the checkpoint instead).
-    seed_everything(stream_seed(config.seed, 0, 0, rank.rank, stream=DROPOUT_STREAM))
-    checkpoints = None
-    if config.checkpoint_every or config.resume:
-        fingerprint = run_fingerprint(model, sequences, masking, config, rank.world_size, precision)
-        checkpoints = RunCheckpoints(
-            config.checkpoint_dir, fingerprint, config.checkpoint_every, config.keep_checkpoints
-        )
-    position = checkpoints.resume(stateful, rank.rank, config.max_steps) if config.resume else Position()
-    resumed_from = position.step
-    batches = epoch_batches(lengths, config, position.epoch, rank, mixture)
-    train_tokens = int(sum(r["tokens"] for r in position.records))
-    nonfinite_streak = 0
-    # One rate, in tokens/s, over the last records' window and since this run started (a per-window
-    # rate beside a cumulative steps/s read as one number jumping 10x between lines).
-    progress = Progress(config.max_steps, "training", unit="step", enabled=config.progress and rank.is_main,
-                        initial=position.step, speed=False)
-    run_tokens = run_seconds = 0.0
-    pending: list[dict] = []  # steps whose device values the host has not read yet
-    record_every = config.record_window(device)
-    window_start = time.perf_counter()
+    run = TrainingRun(model, sequences, token_ids, masking, config, collator, rank, validation)
+    config, position, optimisation = run.config, run.position, run.optimisation
+    window = RecordWindow(config, run.device, rank, position.step)
     try:
         while position.step < config.max_steps:
+            # Data: this step's micro-batches, masked as the masking schedule says at this step.
             step_masking = masking.at_step(position.step, config.max_steps)
-            micro = []
-            for _ in range(config.gradient_accumulation_steps):
-                if position.next_batch >= len(batches):
-                    position.epoch, position.next_batch = position.epoch + 1, 0
-                    batches = epoch_batches(lengths, config, position.epoch, rank, mixture)
-                micro.append(masked_batch(sequences, batches[position.next_batch], collator, token_ids, step_masking,
-                                          mask_generator(config.seed, position.epoch, position.next_batch, rank.rank)))
-                position.next_batch += 1
-            loss, correct, tokens, masked = accumulate_gradients(mlm, micro, optimisation.scaler,
-                                                                 autocast_dtype(precision), device, rank)
+            micro = run.micro_batches(step_masking)
+            # Forward and backward, token-weighted over micro-batches and ranks; the optimizer step.
+            loss, correct, tokens, masked = accumulate_gradients(run.mlm, micro, optimisation.scaler,
+                                                                 autocast_dtype(run.precision), run.device, rank)
             grad_norm, diverged = optimisation.step(model, loss, position.step)
             position.step += 1
-            pending.append({
-                "step": position.step, "epoch": position.epoch, "loss": loss, "accuracy": correct,
-                "masked_tokens": masked, "mask_probability": step_masking.probability, "tokens": tokens,
-                "learning_rate": optimisation.learning_rate, "grad_norm": grad_norm, "diverged": diverged,
-                "loss_scale": optimisation.loss_scale_tensor(),
-            })
-            checkpoint_due = bool(checkpoints and checkpoints.due(position.step, config.max_steps))
+            window.add(StepRecord(step=position.step, epoch=position.epoch, masked_tokens=masked,
+                                  mask_probability=step_masking.probability, tokens=tokens,
+                                  learning_rate=optimisation.learning_rate),
+                       (loss, correct, grad_norm, diverged, optimisation.loss_scale_tensor()))
+            # Due now? A validation, a checkpoint, the caller's callback or the window's end needs the records.
             validation_due = bool(config.eval_every) and (position.step % config.eval_every == 0
                                                           or position.step == config.max_steps)
-            if not (on_step is not None or checkpoint_due or validation_due or position.step % record_every == 0
-                    or position.step == config.max_steps):
+            checkpoint_due = bool(run.checkpoints and run.checkpoints.due(position.step, config.max_steps))
+            if not (validation_due or checkpoint_due or on_step is not None or window.due(position.step)):
                 continue
-            # A record is due: the one host sync of the window. Its wall time (batch assembly and
-            # masking included: throughput is what a user gets) is shared by its steps by tokens.
-            records = read_records(pending, device)
-            now = time.perf_counter()
-            window_tokens = max(sum(r["tokens"] for r in records), 1)
-            for record in records:
-                seconds = (now - window_start) * record["tokens"] / window_tokens
-                scale = record.pop("loss_scale")
-                record.update(tokens_per_second=record["tokens"] / seconds if seconds > 0 else 0.0, seconds=seconds,
-                              loss_scale=scale)
-                diverged = record.pop("diverged")
-                if diverged:
-                    logger.warning("training: non-finite gradient or loss at step %d; step skipped", record["step"])
-                nonfinite_streak = nonfinite_streak + 1 if diverged else 0
-                if nonfinite_streak >= config.max_nonfinite_steps:
-                    raise NonFiniteLossError(
-                        f"training: the loss was non-finite for {nonfinite_streak} consecutive steps "
-                        f"(last at step {record['step']}); stopping. The last good checkpoint is kept in "
-                        f"{config.checkpoint_dir!r}. Lower training.learning_rate or use fp32/bf16."
-                    )
-            pending, window_start = [], now
-            train_tokens += sum(r["tokens"] for r in records)
-            position.records.extend(records)
-            last = records[-1]
-            window_tokens, window_seconds = sum(r["tokens"] for r in records), sum(r["seconds"] for r in records)
-            run_tokens, run_seconds = run_tokens + window_tokens, run_seconds + window_seconds
-            progress.update(len(records), seconds=window_seconds, loss=f"{last['loss']:.4f}",
-                            lr=f"{last['learning_rate']:.2e}",
-                            **{"tokens/s (window)": f"{window_tokens / max(window_seconds, 1e-9):,.0f}",
-                               "tokens/s (since start)": f"{run_tokens / max(run_seconds, 1e-9):,.0f}"})
+            # Record: the window's one host read (rates, non-finite streak, progress).
+            records = window.read()
+            # Validate on rank 0 (the other ranks wait for it at their next collective).
             if validation_due:
-                if rank.is_main:  # the other ranks wait for it at their next collective
-                    last.update(validation.run(model, device, position.step))
-                    position.best = better(position.best, last, model) if config.keep_best else None
-                window_start = time.perf_counter()  # validation time is not training time
-            if rank.is_main:  # after the validation: a validated step's record carries its valid_loss
-                publish(records)  # live curves (TensorBoard) while the run goes
-            # Never replace a good checkpoint by a diverged state.
-            if checkpoint_due and nonfinite_streak == 0:
-                rng = gather_objects(rng_states(), rank)  # a collective: every rank takes part
-                if rank.is_main:  # one writer
-                    checkpoints.save(position, stateful, rng, config.model_dump())
+                if rank.is_main:
+                    validation.run(model, run.device, records[-1])
+                    position.best = better(position.best, records[-1], model) if config.keep_best else None
+                window.restart()  # validation time is not training time
+            # Publish: into the history (a validated step's row with its valid_loss) and the live curves.
+            rows = window.publish(records, position.records)
+            # Checkpoint, never replacing a good one by a diverged state.
+            if checkpoint_due and window.nonfinite_streak == 0:
+                run.save_checkpoint()
+            # The caller's callback (tuning prunes here).
             if on_step is not None:
-                on_step(position.step, last)
+                on_step(position.step, rows[-1])
                 model.train()
-                window_start = time.perf_counter()  # the callback's time is not training time
+                window.restart()  # the callback's time is not training time
     finally:
-        progress.close()
-    kept = position.best if config.keep_best and rank.is_main else None
-    if kept is not None:
-        if kept.step != position.step:
-            model.load_state_dict(kept.weights)
-        logger.info("training.keep_best: the model kept is step %d's, the lowest validation loss (%.4f); the last "
-                    "step, %d, had %.4f", kept.step, kept.valid_loss, position.step,
-                    position.records[-1].get("valid_loss", float("nan")))
-    model.eval()
-    return TrainingResult(
-        history=history_frame(position.records),
-        train_tokens=train_tokens,
-        seconds=float(sum(r["seconds"] for r in position.records)),
-        device=str(device),
-        precision=precision,
-        learning_rate=config.peak_learning_rate(model.config.hidden_size),
-        resumed_from_step=resumed_from,
-        kept_step=kept.step if kept is not None else None,
-        kept_valid_loss=kept.valid_loss if kept is not None else None,
-    )
+        window.close()
+    return run.result()
+
+
+class TrainingRun:
+    """One call of :func:`train`, set up: the inputs checked, the model on its device (compiled, and
+    wrapped for data parallelism), its optimisation, the generators seeded, the checkpoints and the
+    position (a checkpoint's with ``training.resume``), and this rank's batches of its epoch."""
+
+    def __init__(self, model: BertForMaskedLM, sequences: Sequence[np.ndarray], token_ids: TokenIds,
+                 masking: MaskingConfig, config: TrainingConfig, collator: Collator, rank: Rank,
+                 validation: Validation | None) -> None:
+        if not len(sequences):
+            raise UserError("training: there are no training sequences (is the train split empty?)")
+        if collator.whole_word != masking.whole_word:  # whole-word masking needs the batches' word starts
+            raise ValueError(f"train: the collator's whole_word={collator.whole_word} differs from "
+                             f"masking.whole_word={masking.whole_word}; build the collator from the masking it trains")
+        if config.eval_every and validation is None:
+            raise ValueError("train: training.eval_every is set but no validation was given")
+        self.model, self.sequences, self.token_ids, self.collator = model, sequences, token_ids, collator
+        self.rank, self.mixture = rank, getattr(sequences, "mixture", None)
+        epoch_size = self.mixture.epoch_size if self.mixture is not None else len(sequences)
+        self.config = config = with_step_budget(config, epoch_size)
+        device = resolve_device(config.device)
+        if device.type == "cuda" and rank.distributed:
+            device = torch.device("cuda", rank.local_rank)
+        self.device, self.precision = device, resolve_precision(config.precision, device)
+        model.to(device)
+        model.train()
+        if config.compile:
+            compile_encoder(model, config.compile, device)
+        self.mlm: torch.nn.Module = MaskedPositionsMLM(model)
+        if rank.distributed:
+            self.mlm = DistributedDataParallel(self.mlm, device_ids=[device.index] if device.type == "cuda" else None)
+        self.optimisation = Optimisation.build(model, config, device, self.precision)
+        self.stateful = {"model": model, **self.optimisation.stateful}
+        self.lengths = sequence_lengths(sequences)
+        check_step_memory(model.config, config.batch_size, int(max(self.lengths)), device, self.precision,
+                          processes=1, sequences=len(sequences))
+        # Dropout draws from the global generators: seed them, so that the same seed and config
+        # give the same weights (a resumed run restores them from the checkpoint instead).
+        seed_everything(stream_seed(config.seed, 0, 0, rank.rank, stream=DROPOUT_STREAM))
+        self.checkpoints = None
+        if config.checkpoint_every or config.resume:
+            fingerprint = run_fingerprint(model, sequences, masking, config, rank.world_size, self.precision)
+            self.checkpoints = RunCheckpoints(config.checkpoint_dir, fingerprint, config.checkpoint_every,
+                                              config.keep_checkpoints)
+        self.position = self.checkpoints.resume(self.stateful, rank.rank, config.max_steps) if config.resume \
+            else Position()
+        self.resumed_from = self.position.step
+        self.batches = epoch_batches(self.lengths, config, self.position.epoch, rank, self.mixture)
+
+    def micro_batches(self, masking: MaskingConfig) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """The next optimizer step's micro-batches, masked with ``masking``: the position moves on,
+        into the next epoch where this one ends. Each batch's masks are drawn from (seed, epoch,
+        batch, rank) alone, so a resumed run draws the same."""
+        position, config, micro = self.position, self.config, []
+        for _ in range(config.gradient_accumulation_steps):
+            if position.next_batch >= len(self.batches):
+                position.epoch, position.next_batch = position.epoch + 1, 0
+                self.batches = epoch_batches(self.lengths, config, position.epoch, self.rank, self.mixture)
+            generator = mask_generator(config.seed, position.epoch, position.next_batch, self.rank.rank)
+            micro.append(masked_batch(self.sequences, self.batches[position.next_batch], self.collator, self.token_ids,
+                                      masking, generator))
+            position.next_batch += 1
+        return micro
+
+    def save_checkpoint(self) -> None:
+        rng = gather_objects(rng_states(), self.rank)  # a collective: every rank takes part
+        if self.rank.is_main:  # one writer
+            self.checkpoints.save(self.position, self.stateful, rng, self.config.model_dump())
+
+    def result(self) -> TrainingResult:
+        """The run's result; with ``training.keep_best`` (rank 0) the model holds the best validated
+        step's weights. The model is left in eval mode."""
+        position, model, config = self.position, self.model, self.config
+        kept = position.best if config.keep_best and self.rank.is_main else None
+        if kept is not None:
+            if kept.step != position.step:
+                model.load_state_dict(kept.weights)
+            logger.info("training.keep_best: the model kept is step %d's, the lowest validation loss (%.4f); the "
+                        "last step, %d, had %.4f", kept.step, kept.valid_loss, position.step,
+                        position.records[-1].get("valid_loss", float("nan")))
+        model.eval()
+        return TrainingResult(
+            history=history_frame(position.records),
+            train_tokens=int(sum(r["tokens"] for r in position.records)),
+            seconds=float(sum(r["seconds"] for r in position.records)),
+            device=str(self.device),
+            precision=self.precision,
+            learning_rate=config.peak_learning_rate(model.config.hidden_size),
+            resumed_from_step=self.resumed_from,
+            kept_step=kept.step if kept is not None else None,
+            kept_valid_loss=kept.valid_loss if kept is not None else None,
+        )
 
 
 def compile_encoder(model: BertForMaskedLM, setting: bool | str, device: torch.device) -> None:
@@ -320,9 +295,8 @@ def compile_encoder(model: BertForMaskedLM, setting: bool | str, device: torch.d
         # which would otherwise be deep inside the first training step.
         torch.compile(lambda x: torch.nn.functional.gelu(x) * 2, mode=mode)(torch.ones(8, device=device))
     except Exception as error:  # noqa: BLE001 - any backend failure means: compile unavailable here
-        reason = (str(error).strip().splitlines() or [""])[0][:200]
         raise UserError(f"training.compile: torch.compile is unavailable on {device} here ({type(error).__name__}: "
-                        f"{reason}); set training.compile=false") from error
+                        f"{first_line(error)[:200]}); set training.compile=false") from error
     model.bert.compile(mode=mode)
     logger.info("training.compile=%s: the encoder runs under torch.compile (mode %s)", setting, mode or "default")
 
@@ -333,21 +307,6 @@ def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
         return config
     return config.replace(max_steps=config.step_budget(sequences))
 
-
-
-def read_records(pending: list[dict], device: torch.device) -> list[dict]:
-    """The pending steps' device values (loss and correct sums, gradient norm, divergence flag,
-    loss scale) read to the host in one transfer: the window's only sync with the device."""
-    fields = ("loss", "accuracy", "grad_norm", "diverged", "loss_scale")
-    # float32: every value is a float32 (or exact small integer) already, so nothing is rounded.
-    values = torch.stack([torch.as_tensor(r[f], dtype=torch.float32, device=device).reshape(())
-                          for r in pending for f in fields]).tolist()
-    records = []
-    for index, record in enumerate(pending):
-        loss, correct, grad_norm, diverged, scale = values[index * len(fields):(index + 1) * len(fields)]
-        records.append({**record, "loss": loss / record["masked_tokens"], "accuracy": correct / record["masked_tokens"],
-                        "grad_norm": grad_norm, "diverged": bool(diverged), "loss_scale": scale})
-    return records
 
 
 def masked_batch(sequences, indices, collator: Collator, token_ids: TokenIds, masking: MaskingConfig,
@@ -384,7 +343,7 @@ def accumulate_gradients(mlm: torch.nn.Module, micro: list, scaler: torch.amp.Gr
             with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
                 loss_sum, correct, _ = masked_lm_loss(mlm, inputs, attention_mask, labels, positions)
             scaler.scale(loss_sum * loss_scale_factor).backward()
-        # Device tensors, read by the host only when a record is due (train's read_records).
+        # Device tensors, read by the host only when a record is due (RecordWindow.read).
         loss_total = loss_total + loss_sum.detach().float()
         correct_total = correct_total + correct
     if rank.distributed:

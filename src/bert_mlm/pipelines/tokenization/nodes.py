@@ -20,8 +20,9 @@ from bert_mlm.config import (
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.data.documents import DocumentShards
 from bert_mlm.core.model.bert import resolve_checkpoint
-from bert_mlm.core.tokens.token_store import EncodingJob, TokenStore, token_store_stats
-from bert_mlm.core.tokens.tokenizer import TokenizerJob, load_tokenizer, sample_fraction, train_texts
+from bert_mlm.core.tokens.token_store import TokenStore, token_store_stats
+from bert_mlm.core.tokens.tokenization import EncodingJob, TokenizerJob, sample_fraction, train_texts
+from bert_mlm.core.tokens.tokenizer import load_tokenizer
 from bert_mlm.core.tokens.vocabulary import adapt_vocabulary
 from bert_mlm.core.tokens.words import SEGMENTER_SAMPLE_CHARS, stored_word_segmenter
 
