@@ -127,8 +127,8 @@ class FinetuneConfig(Section):
         found = {}
         for name, values in self.tasks.items():
             where = f"finetune.tasks.{name}"
-            if not str(name).isidentifier() or not isinstance(values, dict):
-                raise UserError(f"{where}: a task is a name (a plain word) and a mapping of finetune values")
+            if not str(name).isidentifier():  # it names a folder of the kept models, and a section of the report
+                raise UserError(f"{where}: a task's name is a plain word (letters, digits, _)")
             if "tasks" in values:
                 raise UserError(f"{where}.tasks: a task cannot hold tasks")
             try:

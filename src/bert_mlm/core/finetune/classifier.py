@@ -30,7 +30,7 @@ from bert_mlm.core.model.construction import MODEL_LOCK
 logger = logging.getLogger(__name__)
 
 
-def head_model(auto_class, encoder: PreTrainedModel, labels: list[str], seed: int, **settings) -> PreTrainedModel:
+def head_model(auto_class, encoder: PreTrainedModel, labels: list[str], seed: int) -> PreTrainedModel:
     """``auto_class`` (``AutoModelForSequenceClassification``, ``...ForTokenClassification``) on
     ``encoder``'s weights, its label names set (so that a saved model works in a plain
     ``transformers`` pipeline). The head is drawn from ``seed`` alone: the pretrained model and
@@ -38,8 +38,6 @@ def head_model(auto_class, encoder: PreTrainedModel, labels: list[str], seed: in
     config = encoder.config.__class__.from_dict(encoder.config.to_dict())
     config.num_labels, config.architectures = len(labels), None
     config.id2label, config.label2id = dict(enumerate(labels)), {label: i for i, label in enumerate(labels)}
-    for name, value in settings.items():
-        setattr(config, name, value)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         with MODEL_LOCK:  # transformers' process-wide patches while a model is built (core.model.construction)
@@ -53,8 +51,7 @@ def head_model(auto_class, encoder: PreTrainedModel, labels: list[str], seed: in
 
 
 def classifier_from(encoder: PreTrainedModel, labels: list[str], seed: int) -> PreTrainedModel:
-    return head_model(AutoModelForSequenceClassification, encoder, labels, seed,
-                      problem_type="single_label_classification")
+    return head_model(AutoModelForSequenceClassification, encoder, labels, seed)
 
 
 def probe_head(model: PreTrainedModel, features: np.ndarray, targets: np.ndarray, seed: int) -> None:
@@ -84,16 +81,20 @@ def ordered_batches(lengths: np.ndarray, collate: Callable[[np.ndarray], dict], 
         yield indices, {k: v.to(device) for k, v in collate(indices).items()}
 
 
-def collate(examples: EncodedExamples, indices: np.ndarray, pad_id: int) -> dict[str, torch.Tensor]:
-    """One batch padded to its longest example (rounded up to a multiple of 8)."""
-    width = -(-max(len(examples.input_ids[i]) for i in indices) // 8) * 8
-    input_ids = torch.full((len(indices), width), pad_id, dtype=torch.long)
-    token_types = torch.zeros((len(indices), width), dtype=torch.long)
+def padded(rows: list[list[int]], indices: np.ndarray, fill: int) -> torch.Tensor:
+    """``rows[indices]`` padded with ``fill`` to the longest of them, rounded up to a multiple of 8."""
+    width = -(-max(len(rows[i]) for i in indices) // 8) * 8
+    batch = torch.full((len(indices), width), fill, dtype=torch.long)
     for row, index in enumerate(indices):
-        ids = examples.input_ids[index]
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        token_types[row, : len(ids)] = torch.tensor(examples.token_type_ids[index])
-    return {"input_ids": input_ids, "attention_mask": (input_ids != pad_id).long(), "token_type_ids": token_types,
+        batch[row, : len(rows[index])] = torch.tensor(rows[index])
+    return batch
+
+
+def collate(examples: EncodedExamples, indices: np.ndarray, pad_id: int) -> dict[str, torch.Tensor]:
+    """One batch of examples, padded (a text never holds the padding token: the mask is where it is not)."""
+    input_ids = padded(examples.input_ids, indices, pad_id)
+    return {"input_ids": input_ids, "attention_mask": (input_ids != pad_id).long(),
+            "token_type_ids": padded(examples.token_type_ids, indices, 0),
             "labels": torch.as_tensor(examples.labels[indices])}
 
 
@@ -152,10 +153,6 @@ class PreparedTask:
                 "finetune.train_path in the language and script the model's vocabulary was built for?",
                 100 * rate, tokenizer.unk_token, 100 * UNKNOWN_WARNING_RATE)
         return cls(task, train, evaluation, tokenizer.pad_token_id, rate, pooling)
-
-    def describe(self) -> str:
-        return (f"{len(self.train)} labelled examples ({len(self.task.labels)} classes), evaluated on "
-                f"{len(self.evaluation)}")
 
     @property
     def units(self) -> int:

@@ -110,12 +110,8 @@ class Comparison:
     scores: dict[str, Estimate]
     gain: Estimate
 
-    def to_json(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "scores": {name: asdict(e) for name, e in self.scores.items()},
-                "gain": asdict(self.gain)}
-
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Comparison:
+    def from_json(cls, data: Mapping[str, Any]) -> Comparison:  # as asdict() wrote it
         return cls(data["baseline"], {name: Estimate(**e) for name, e in data["scores"].items()},
                    Estimate(**data["gain"]))
 
@@ -200,7 +196,7 @@ class TaskResult:
         data.update({f"{prefix}{name}_gain": self.scores[name].mean - baseline.mean
                      for name, baseline in self.baseline_scores.items() if name != self.metric})
         if self.others:
-            data[f"{prefix}other_baselines"] = {name: other.to_json() for name, other in self.others.items()}
+            data[f"{prefix}other_baselines"] = {name: asdict(other) for name, other in self.others.items()}
         if examples:
             data[f"{prefix}example_{self.metric}"] = self.example_scores
         return {**{f"{prefix}{key}": value for key, value in self.detail.items()}, **data}

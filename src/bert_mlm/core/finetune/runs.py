@@ -34,7 +34,7 @@ from bert_mlm.core.common.device import autocast_dtype, resolve_device, resolve_
 from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.finetune.alignment import IGNORED
 from bert_mlm.core.finetune.classifier import PreparedTask
-from bert_mlm.core.finetune.labelled import Task, TaskSource, load_task
+from bert_mlm.core.finetune.labelled import Task, load_task
 from bert_mlm.core.finetune.result import BASELINE, PRETRAINED, FinetuneRuns, ModelScores, RunRow, file_name
 from bert_mlm.core.finetune.tagged import TaggedTask, load_tagged_task, task_kind
 from bert_mlm.core.finetune.tagger import PreparedTagging
@@ -69,7 +69,7 @@ def load_labelled(config: FinetuneConfig, name: str = "") -> Task | TaggedTask:
             raise UserError("finetune.save_model: a kept classifier must work in plain transformers, whose "
                             "AutoModelForSequenceClassification reads the pooled [CLS] state; set finetune.pooling=cls "
                             "(a tagger pools nothing: a token task keeps any pooling)")
-        return load_task(TaskSource.of(config))
+        return load_task(config)
     except UserError as error:
         if not name:
             raise
@@ -274,8 +274,9 @@ def evaluate_finetuning(trained: PreTrainedModel, tokenizer: PreTrainedTokenizer
     progress = Progress(len(candidates) * config.seeds * config.epochs, f"fine-tuning {name}".strip(), unit="epoch",
                         enabled=config.progress)
     runner = Runner.create(prepared, config, device, precision, on_batch=on_batch, progress=progress)
-    logger.info("Fine-tuning%s on %s; %s mode, %d seed(s) x %d epoch(s), %d model(s), %s on %s",
-                f" {name}" if name else "", prepared.describe(), config.mode, config.seeds, config.epochs,
+    logger.info("Fine-tuning%s (%s) on %d labelled examples (%d labels), evaluated on %d; %s mode, %d seed(s) x %d "
+                "epoch(s), %d model(s), %s on %s", f" {name}" if name else "", prepared.kind, len(prepared.train),
+                len(prepared.task.labels), len(prepared.evaluation), config.mode, config.seeds, config.epochs,
                 len(candidates), runner.precision, runner.device)
     scores = {key: ModelScores(np.zeros((config.seeds, prepared.units), dtype=np.int64)) for key in candidates}
     classifier = None
@@ -292,12 +293,3 @@ def evaluate_finetuning(trained: PreTrainedModel, tokenizer: PreTrainedTokenizer
     return FinetuneRuns(prepared, config, scores, {key: words for key, (_, words) in baselines.items()},
                         time.perf_counter() - started, classifier, name)
 
-
-def evaluate_tasks(trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: FinetuneConfig, *,
-                   init_from: str | None, init_seed: int, device: str = "auto",
-                   precision: str = "auto") -> list[FinetuneRuns]:
-    """Every task of ``config`` (``finetune.tasks``, or the one of ``finetune.train_path``), each
-    fine-tuned and paired with its baselines on its own."""
-    return [evaluate_finetuning(trained, tokenizer, task, name=name, device=device, precision=precision,
-                                baselines=starting_points(task, trained, tokenizer, init_from, init_seed))
-            for name, task in config.task_configs().items()]

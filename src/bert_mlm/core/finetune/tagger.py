@@ -22,7 +22,7 @@ from transformers import AutoModelForTokenClassification, PreTrainedModel, PreTr
 
 from bert_mlm.core.common.statistics import ratio_interval
 from bert_mlm.core.finetune.alignment import IGNORED, AlignedSentences, align, outside_id
-from bert_mlm.core.finetune.classifier import head_model, ordered_batches, probe_head
+from bert_mlm.core.finetune.classifier import head_model, ordered_batches, padded, probe_head
 from bert_mlm.core.finetune.entities import EntityCounts, TagCodes
 from bert_mlm.core.finetune.result import (
     PRETRAINED,
@@ -39,21 +39,10 @@ logger = logging.getLogger(__name__)
 
 
 def collate_tagged(sentences: AlignedSentences, indices: np.ndarray, pad_id: int) -> dict[str, torch.Tensor]:
-    """One batch padded to its longest sentence (a multiple of 8); padding's labels are ignored."""
-    width = -(-max(len(sentences.input_ids[i]) for i in indices) // 8) * 8
-    input_ids = torch.full((len(indices), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(indices), width), IGNORED, dtype=torch.long)
-    attention = torch.zeros((len(indices), width), dtype=torch.long)
-    for row, index in enumerate(indices):
-        ids = sentences.input_ids[index]
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        labels[row, : len(ids)] = torch.tensor(sentences.labels[index])
-        attention[row, : len(ids)] = 1
-    return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
-
-
-def tagger_from(encoder: PreTrainedModel, labels: list[str], seed: int) -> PreTrainedModel:
-    return head_model(AutoModelForTokenClassification, encoder, labels, seed)
+    """One batch of sentences, padded; padding's labels are ignored."""
+    input_ids = padded(sentences.input_ids, indices, pad_id)
+    return {"input_ids": input_ids, "attention_mask": (input_ids != pad_id).long(),
+            "labels": padded(sentences.labels, indices, IGNORED)}
 
 
 @torch.no_grad()
@@ -105,6 +94,7 @@ class PreparedTagging:
     codes: TagCodes
     pad_id: int
     label_all_pieces: bool = False
+    unknown_rate: float = 0.0  # share of the eval words that are [UNK] alone
 
     @classmethod
     def build(cls, task: TaggedTask, tokenizer: PreTrainedTokenizerFast, max_length: int,
@@ -121,26 +111,19 @@ class PreparedTagging:
                 "language and script the model's vocabulary was built for?", 100 * rate, tokenizer.unk_token,
                 100 * UNKNOWN_WARNING_RATE)
         gold = np.fromiter((i for ids in task.tag_ids(task.evaluation) for i in ids), dtype=np.int64)
-        return cls(task, train, evaluation, gold, TagCodes.of(task.labels), tokenizer.pad_token_id, label_all_pieces)
-
-    def describe(self) -> str:
-        return (f"{len(self.train)} tagged sentences ({len(self.task.labels)} labels: "
-                f"{', '.join(self.codes.types)}), evaluated on {len(self.evaluation)}")
+        return cls(task, train, evaluation, gold, TagCodes.of(task.labels), tokenizer.pad_token_id, label_all_pieces,
+                   rate)
 
     @property
     def units(self) -> int:
         """What each run predicts: a label per eval word."""
         return int(self.evaluation.word_counts.sum())
 
-    @property
-    def unknown_rate(self) -> float:
-        return self.evaluation.report.unknown_rate
-
     def counts(self, predictions: np.ndarray) -> EntityCounts:
         return EntityCounts.of(self.gold, predictions, self.evaluation.word_counts, self.codes)
 
     def model(self, encoder: PreTrainedModel, seed: int) -> PreTrainedModel:
-        return tagger_from(encoder, self.task.labels, seed)
+        return head_model(AutoModelForTokenClassification, encoder, self.task.labels, seed)
 
     def batch(self, indices: np.ndarray) -> dict[str, torch.Tensor]:
         return collate_tagged(self.train, indices, self.pad_id)

@@ -72,11 +72,6 @@ def finetune_rows(task: TaskResult) -> list[tuple[str, str]]:
         rows += [(f"fine-tuned {metric} of the starting point{name}",
                   with_error(task.baseline_score.mean, task.baseline_score.se)),
                  (f"fine-tuning gain ({metric}){name}", with_error(task.gain.mean, task.gain.se))]
-    for other in task.others.values():
-        rows += [(f"fine-tuned {metric} of {other.baseline}{name}",
-                  with_error(other.scores[task.metric].mean, other.scores[task.metric].se)),
-                 (f"fine-tuning gain ({metric}) over {other.baseline}{name}", with_error(other.gain.mean,
-                                                                                          other.gain.se))]
     return rows + [(f"fine-tuned {label(other)}{name}", with_error(score.mean, score.se))
                    for other, score in task.scores.items() if other != task.metric]
 
@@ -227,14 +222,6 @@ def finetune_overview(task: TaskResult) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["", f"{task.metric} (mean over seeds)", *map(label, others)])
 
 
-def per_type_table(task: TaskResult) -> pd.DataFrame | None:
-    """A token task's entity F1 per entity type, for each model (mean over the seeds)."""
-    per_type = task.detail.get("entity_f1_per_type")
-    if not per_type:
-        return None
-    return pd.DataFrame([{"model": model, **scores} for model, scores in per_type.items()])
-
-
 def finetune_section(finetune: FinetuneResults, runs: pd.DataFrame | None) -> str:
     if not finetune:
         return '<p class="muted">No fine-tuning evaluation (set finetune.train_path or finetune.tasks).</p>'
@@ -243,12 +230,14 @@ def finetune_section(finetune: FinetuneResults, runs: pd.DataFrame | None) -> st
         unit = "sentences" if task.kind == "token" else "examples"
         majority = f"; majority class {format_value(task.majority_accuracy)}" if task.majority_accuracy else ""
         earlier = f" (fine-tuned in run {task.run})" if task.run and task.run != finetune.version else ""
+        per_type = task.detail.get("entity_f1_per_type")  # a token task's, by model: its entity types' F1
         parts += [f"<h3>{html.escape(task.key)}</h3>" if len(finetune) > 1 else "",
                   f"<p><b>{html.escape(task.summary)}</b>.</p>",
                   f"<p class='muted'>{format_value(task.train_examples)} training and "
                   f"{format_value(task.eval_examples)} eval {unit} of {html.escape(str(task.dataset))} "
                   f"({task.kind} classification){majority}{html.escape(earlier)}.</p>",
-                  table(finetune_overview(task)), "" if task.kind != "token" else table(per_type_table(task)),
+                  table(finetune_overview(task)),
+                  table(pd.DataFrame([{"model": model, **f1} for model, f1 in per_type.items()])) if per_type else "",
                   table(finetune_table(task)),
                   image(finetune_curves(None if earlier else runs, task.majority_accuracy, task.metric, task.task),
                         "fine-tuning curves")]

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
+from statistics import fmean
 
 import optuna
 import pandas as pd
@@ -41,9 +42,7 @@ def finetune_scorer(experiment: Experiment, finetune: FinetuneConfig, chosen: st
                                    experiment.training.precision) for name, task in tasks.items()}
 
     def score(model) -> float:
-        per_task = [runner.seed_scores(model) for runner in runners.values()]
-        errors = [1.0 - sum(scores) / len(scores) for scores in per_task]
-        return sum(errors) / len(errors)
+        return fmean(1.0 - fmean(runner.seed_scores(model)) for runner in runners.values())
 
     return score, {name: runner.prepared.task.fingerprint() for name, runner in runners.items()}
 

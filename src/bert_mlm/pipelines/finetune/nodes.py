@@ -7,7 +7,7 @@ import pandas as pd
 
 from bert_mlm.config import FinetuneConfig, ModelConfig, TrainingConfig
 from bert_mlm.core.finetune.result import FinetuneResults
-from bert_mlm.core.finetune.runs import evaluate_tasks
+from bert_mlm.core.finetune.runs import evaluate_finetuning, starting_points
 from bert_mlm.datasets.pretrained import Classifier, MaskedLM
 
 
@@ -22,11 +22,14 @@ def finetune_classifier(
     fine-tuning result stays the last real one."""
     if not config.enabled:
         return FinetuneResults(), pd.DataFrame(), {}, Classifier()
-    tasks = evaluate_tasks(trained_model.model, trained_model.tokenizer, config, init_from=model.init_from,
-                           init_seed=training.seed, device=training.device, precision=training.precision)
+    encoder, tokenizer = trained_model.model, trained_model.tokenizer
+    tasks = [evaluate_finetuning(encoder, tokenizer, task, name=name, device=training.device,
+                                 precision=training.precision,
+                                 baselines=starting_points(task, encoder, tokenizer, model.init_from, training.seed))
+             for name, task in config.task_configs().items()]  # each task fine-tuned and paired on its own
     # The run summary logs each task's sentence (bert_mlm.hooks.NodeTimingHook), once.
     results = FinetuneResults(tuple(task.task_result() for task in tasks), trained_model.version)
     mappings = {task.name: task.prepared.label_mapping() for task in tasks}
     kept = {task.name: task.classifier for task in tasks if task.classifier is not None}
     return (results, pd.concat([task.runs for task in tasks], ignore_index=True),
-            mappings[""] if "" in mappings else mappings, Classifier(kept, trained_model.tokenizer))
+            mappings[""] if "" in mappings else mappings, Classifier(kept, tokenizer))
