@@ -64,8 +64,8 @@ def tuning_decision(training: TrainingSummary | None) -> str:
     return (training.tuning_decision if training is not None else None) or "n/a"
 
 
-def finetune_rows(task: TaskResult) -> list[tuple[str, str]]:
-    name, metric = f" ({task.key})" if task.task else "", label(task.metric)
+def finetune_rows(task: TaskResult, named: bool = False) -> list[tuple[str, str]]:
+    name, metric = f" ({task.key})" if named else "", label(task.metric)
     rows = [(f"fine-tuning{name}", task.summary), (f"fine-tuned {metric}{name}", with_error(task.score.mean,
                                                                                              task.score.se))]
     if task.baseline_score is not None and task.gain is not None:
@@ -81,7 +81,7 @@ def headline_table(results: ModelResults) -> pd.DataFrame:
     evaluation, training = results.evaluation, results.training
     rows = evaluation_rows(evaluation) if evaluation is not None else []
     for task in results.finetune:
-        rows += finetune_rows(task)
+        rows += finetune_rows(task, named=len(results.finetune) > 1)
     if training is not None:
         rows += [("training mask probability", format_value(training.mask_probability)),
                  ("mask probability from", format_value(training.mask_probability_source)),
