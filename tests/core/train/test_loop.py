@@ -147,6 +147,13 @@ def test_a_mixture_resumes_exactly_across_its_epochs(tmp_path):
     assert resumed.resumed_from_step == 12
     for key, value in fresh.state_dict().items():
         assert torch.equal(uninterrupted[key], value), key
+    # Resuming after a weight changed is refused, saying the weights changed (not only two digests).
+    sequences.mixture = plan_mixture([SourceSpan("small", 0, 16), SourceSpan("large", 16, 96)],
+                                     source_settings({"small": {"weight": 0.5}, "large": {"weight": 0.5}}))
+    fresh, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True, max_steps=20)
+    with pytest.raises(UserError, match=r"what differs: .*mixture\.large 'weight 0\.2' -> 'weight 0\.5'; "
+                                        r"mixture\.small 'weight 0\.8' -> 'weight 0\.5'"):
+        train(fresh, sequences, ids, MaskingConfig(), config, collator)
 
 
 def test_a_linear_mask_schedule_reaches_its_end_and_resumes_exactly(tmp_path):
