@@ -156,6 +156,29 @@ def test_a_mixture_resumes_exactly_across_its_epochs(tmp_path):
         train(fresh, sequences, ids, MaskingConfig(), config, collator)
 
 
+def test_span_masking_resumes_byte_identical(tmp_path):
+    """Whole-word n-grams (pieces 5-9 continue a word here): a run that crashed and resumed ends with
+    the uninterrupted run's weights, as token and whole-word masking do."""
+    sequences, span = repetitive_sequences(), MaskingConfig(span="ngram")
+    words = Collator(0, SPECIAL, 32, "dynamic", whole_word=True, continuation_ids=list(range(5, 10)))
+    model, ids, config, _ = setup(checkpoint_every=4, checkpoint_dir=str(tmp_path / "straight"))
+    train(model, sequences, ids, span, config, words)
+    uninterrupted = model.state_dict()
+    crash_dir = str(tmp_path / "crashed")
+    model, ids, config, _ = setup(checkpoint_every=4, checkpoint_dir=crash_dir)
+
+    def crash(step, _record):
+        if step == 10:
+            raise KeyboardInterrupt("simulated crash")
+
+    with pytest.raises(KeyboardInterrupt):
+        train(model, sequences, ids, span, config, words, on_step=crash)
+    fresh, ids, config, _ = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True)
+    assert train(fresh, sequences, ids, span, config, words).resumed_from_step == 8
+    for key, value in fresh.state_dict().items():
+        assert torch.equal(uninterrupted[key], value), key
+
+
 def test_a_linear_mask_schedule_reaches_its_end_and_resumes_exactly(tmp_path):
     sequences = repetitive_sequences()
     schedule = MaskingConfig(0.4, schedule="linear", final_probability=0.1)
