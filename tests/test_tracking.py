@@ -111,7 +111,8 @@ def test_mlflow_asked_for_but_not_installed_is_one_line_before_any_work(project_
     from bert_mlm.tracking import MlflowTrackingHook
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kedro_mlflow" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "kedro_mlflow" else real(name, *a))
     monkeypatch.setenv("BERT_MLM_MLFLOW", "1")
     with pytest.raises(UserError, match=r'BERT_MLM_MLFLOW=1: MLflow tracking needs kedro-mlflow: pip install -e "\.\['
                                         r'mlflow\]"'):

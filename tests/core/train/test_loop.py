@@ -479,7 +479,7 @@ def test_compile_accepts_booleans_and_torch_modes_only(value):
 
 def test_a_collator_built_for_other_masking_is_refused():
     model, ids, config, collator = setup()
-    with pytest.raises(ValueError, match=r"collator's whole_word=False differs from masking\.whole_word=True"):
+    with pytest.raises(ValueError, match=r"whole_word=False differs from the masking's need of words \(True\)"):
         train(model, repetitive_sequences(), ids, MaskingConfig(whole_word=True), config, collator)
 
 
