@@ -32,6 +32,7 @@ from bert_mlm.core.finetune.result import RUN_COLUMNS, RUN_SCORE, FinetuneResult
 from bert_mlm.core.record.results import ModelResults
 from bert_mlm.core.record.run_record import dotted
 from bert_mlm.core.train.result import VALID_ACCURACY, VALID_LOSS
+from bert_mlm.errors import UserError
 
 MLFLOW_ENV = "BERT_MLM_MLFLOW"
 
@@ -260,8 +261,11 @@ class MlflowTrackingHook:
 
     @hook_impl
     def after_catalog_created(self, catalog, conf_catalog: dict, save_version: str, load_versions: dict) -> None:
-        if not mlflow_tracking() or importlib.util.find_spec("kedro_mlflow") is None:
+        if not mlflow_tracking():
             return
+        if importlib.util.find_spec("kedro_mlflow") is None:  # asked for, and nothing would be tracked, silently
+            raise UserError(f'{MLFLOW_ENV}=1: MLflow tracking needs kedro-mlflow: pip install -e ".[mlflow]" (or '
+                            f"unset {MLFLOW_ENV})")
         from kedro_mlflow.io.artifacts import MlflowArtifactDataset
 
         from bert_mlm.pipelines.mask_rate_comparison import VARIANTS

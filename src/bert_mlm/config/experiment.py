@@ -130,7 +130,8 @@ def _dotted(key: str, value: Any) -> str:
 
 
 def whole_word_requested(masking: MaskingConfig, evaluation: EvaluationParameters, tuning: TuningConfig) -> bool:
-    """Whether any part of the run masks whole words: training, the evaluation protocol, or a
-    tuning study that searches ``whole_word``."""
-    searched = True in (tuning.search_space.get("whole_word") or ()) and tuning.n_trials > 0
-    return masking.whole_word or evaluation.whole_word or searched
+    """Whether any part of the run masks whole words: training (whole words or spans of them), the
+    evaluation protocol, or a tuning study that searches ``whole_word`` or a span scheme."""
+    searched = tuning.n_trials > 0 and (True in (tuning.search_space.get("whole_word") or ())
+                                        or any(span != "none" for span in tuning.search_space.get("span") or ()))
+    return masking.words or evaluation.whole_word or searched

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from bert_mlm.config.base import Section
-from bert_mlm.config.masking import SCHEDULES
+from bert_mlm.config.masking import SCHEDULES, SPANS
 from bert_mlm.errors import UserError
 
 # name -> (section, how it is sampled: a float range, a log-scale range, or a list of choices)
@@ -17,12 +17,14 @@ SEARCHABLE = {
     "random_token_fraction": ("masking", "range"),
     "whole_word": ("masking", "choice"),  # e.g. [false, true]
     "schedule": ("masking", "choice"),  # e.g. [constant, linear]
+    "span": ("masking", "choice"),  # e.g. [none, ngram]
     "final_probability": ("masking", "range"),  # the end of a linear schedule
     "learning_rate": ("training", "log"),
 }
 CHOICES = {
     "whole_word": (lambda value: isinstance(value, bool), "[false, true]"),
     "schedule": (lambda value: value in SCHEDULES, "[constant, linear]"),
+    "span": (lambda value: value in SPANS, "[none, ngram, geometric]"),
 }
 PROBABILITIES = ("probability", "final_probability")
 SAMPLERS = ("qmc", "tpe", "random")
