@@ -56,11 +56,16 @@ def classifier_from(encoder: PreTrainedModel, labels: list[str], seed: int) -> P
 
 def probe_head(model: PreTrainedModel, features: np.ndarray, targets: np.ndarray, seed: int) -> None:
     """Linear probing: set the classifier layer to a logistic regression (scikit-learn's, L2, C=1)
-    fitted on the frozen encoder's features of the training examples (LP-FT, Kumar et al. 2022)."""
+    fitted on the frozen encoder's features of the training examples (LP-FT, Kumar et al. 2022).
+    The features are standardised for the fit and the scaling folded back into the layer: lbfgs
+    converged in 109 iterations instead of 445 on 21,263 NER pieces of a 256-wide encoder (16.9 s
+    against 68.9 s), to a slightly better fit."""
     from sklearn.linear_model import LogisticRegression  # imported when used: ~50 MB with SciPy
 
-    probe = LogisticRegression(max_iter=2000, random_state=seed).fit(features, targets)
-    weight, bias = probe.coef_, probe.intercept_
+    mean, scale = features.mean(0), features.std(0) + 1e-6
+    probe = LogisticRegression(max_iter=2000, random_state=seed).fit((features - mean) / scale, targets)
+    weight = probe.coef_ / scale  # W z + b with z = (x - mean) / scale, as a layer on x
+    bias = probe.intercept_ - weight @ mean
     if weight.shape[0] == 1:  # two classes: scikit-learn keeps one logit difference; split it in two
         weight, bias = np.vstack([-weight / 2, weight / 2]), np.array([-bias[0] / 2, bias[0] / 2])
     # A label no training piece has (the I- of a type seen only in one-word entities) starts far below the others.
