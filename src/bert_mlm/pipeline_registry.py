@@ -29,19 +29,13 @@ REPORTED_STAGES = ("tuning", "training", "finetune", "evaluation")
 
 
 def register_pipelines() -> dict[str, Pipeline]:
-    """Register the project's pipelines.
-
-    Built explicitly rather than with ``find_pipelines``: Kedro 1.7 loads only the requested
-    pipelines there, and ``mask_rate_comparison`` and ``__default__`` are made of the others.
-
-    Returns:
-        A mapping from pipeline names to ``Pipeline`` objects.
-    """
+    """The project's pipelines by name, built explicitly rather than with ``find_pipelines``: Kedro 1.7
+    loads only the requested pipelines there, and ``mask_rate_comparison`` and ``__default__`` are
+    made of the others."""
     pipelines = {name: module.create_pipeline() for name, module in CHAIN.items()}
     pipelines["__default__"] = sum(pipelines.values(), Pipeline([]))
     for name in REPORTED_STAGES:  # the same reporting nodes: Kedro merges them when pipelines are combined
         pipelines[name] = pipelines[name] + reporting.create_pipeline()
-    pipelines["mask_rate_comparison"] = sum((pipelines[name] for name in DATA_STAGES), Pipeline([])) + (
-        mask_rate_comparison.create_pipeline()
-    )
+    data = sum((pipelines[name] for name in DATA_STAGES), Pipeline([]))
+    pipelines["mask_rate_comparison"] = data + mask_rate_comparison.create_pipeline()
     return pipelines
