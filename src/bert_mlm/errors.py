@@ -13,8 +13,8 @@ class UserError(ValueError):
     """Invalid parameters or inputs; the message names the parameter or the file."""
 
 
-def first_line(error: BaseException) -> str:
-    """The first line of ``error``'s message (its type's name when the message is empty): what a
-    one-line message quotes of an error from a library."""
+def first_line(error: BaseException, limit: int = 200) -> str:
+    """The first line of ``error``'s message, cut at ``limit`` characters (its type's name when the
+    message is empty): what a one-line message quotes of an error from a library."""
     lines = str(error).strip().splitlines()
-    return lines[0].strip() if lines else type(error).__name__
+    return lines[0].strip()[:limit] if lines else type(error).__name__

@@ -16,7 +16,7 @@ from kedro.io.core import Version
 from bert_mlm.core.evaluate.fill_mask import fill_mask_examples
 from bert_mlm.core.model.bert import open_model
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, first_line
 
 DEFAULT_MODELS = "data/06_models/masked_lm"
 
@@ -38,17 +38,12 @@ def load_masked_lm(model: str | None = None, version: str | None = None, models_
                 else "run this in the project's folder (or run `kedro run` there first)")
         raise click.UsageError(
             f"no trained model {'version ' + repr(version) + ' ' if version else ''}under {str(where)!r}{relative}: "
-            f"{hint}, or pass --model DIR ({_first_line(error)})"
+            f"{hint}, or pass --model DIR ({first_line(error)})"
         ) from error
 
 
 def _in_a_project() -> bool:
     return (Path.cwd() / "pyproject.toml").is_file() and (Path.cwd() / "conf").is_dir()
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0][:200] if lines else type(error).__name__
 
 
 def models_dir_of(variant: str | None) -> str:

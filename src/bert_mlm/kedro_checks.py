@@ -18,17 +18,31 @@ from bert_mlm.errors import UserError
 DEFAULT_ENV = "local"  # settings.CONFIG_LOADER_ARGS["default_run_env"]
 
 
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def _env(env: str | None) -> str:
+    """The run's environment: ``--env``, else ``KEDRO_ENV``, else Kedro's default."""
+    return env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV
+
+
+def _conf(conf_source: str | None, project: Path | None) -> Path:
+    from kedro.framework.project import settings
+
+    conf = Path(conf_source or settings.CONF_SOURCE)
+    return conf if conf.is_absolute() else (project or Path.cwd()) / conf
+
+
 def check_pipeline_names(names: Iterable[str]) -> None:
     """Every ``--pipelines`` name is registered (Kedro's own message is a 40-line traceback)."""
     from kedro.framework.project import pipelines
 
-    known = sorted(pipelines)
     for name in names:
         if name and name not in pipelines:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise UserError(f"--pipelines: {name!r} is not a pipeline of this project; {hint}the pipelines are "
-                            f"{', '.join(known)}")
+            raise UserError(f"--pipelines: {name!r} is not a pipeline of this project; "
+                            f"{_did_you_mean(name, pipelines)}the pipelines are {', '.join(sorted(pipelines))}")
 
 
 def check_selection(pipeline_names: Iterable[str], options: Mapping[str, Any]) -> None:
@@ -44,9 +58,8 @@ def check_selection(pipeline_names: Iterable[str], options: Mapping[str, Any]) -
     for option, key in (("--nodes", "node_names"), ("--from-nodes", "from_nodes"), ("--to-nodes", "to_nodes")):
         for name in options.get(key) or ():
             if name not in nodes:
-                close = difflib.get_close_matches(name, nodes, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise UserError(f"{option}: {name!r} is not a node of {where}; {hint}its nodes: {', '.join(nodes)}")
+                raise UserError(f"{option}: {name!r} is not a node of {where}; {_did_you_mean(name, nodes)}its nodes: "
+                                f"{', '.join(nodes)}")
     tags = sorted({tag for pipeline in chosen for node in pipeline.nodes for tag in node.tags})
     for tag in options.get("tags") or ():
         if tag not in tags:
@@ -117,12 +130,9 @@ def kedro_mistake(error: BaseException, env: str | None = None, conf_source: str
 
 def conf_files(env: str | None, conf_source: str | None, project: Path | None) -> dict[str, list[Path]]:
     """The YAML files of conf/base and of the run's environment, by environment."""
-    from kedro.framework.project import settings
-
-    conf = Path(conf_source or settings.CONF_SOURCE)
-    conf = conf if conf.is_absolute() else (project or Path.cwd()) / conf
+    conf = _conf(conf_source, project)
     return {folder: sorted((conf / folder).rglob("*.y*ml")) if (conf / folder).is_dir() else []
-            for folder in dict.fromkeys(("base", env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV))}
+            for folder in dict.fromkeys(("base", _env(env)))}
 
 
 def _yaml_file_failing_at(where, files: dict[str, list[Path]]) -> Path | None:
@@ -178,7 +188,7 @@ def check_no_globals_file(conf_source: str | Path, env: str | None) -> None:
     ``globals.yml`` is not read: its ``corpus.path`` or ``corpus.sources`` (where earlier versions
     kept them) would be ignored and the run would train on the built-in corpus, silently."""
     conf = Path(conf_source)
-    for folder in dict.fromkeys(("base", env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV)):
+    for folder in dict.fromkeys(("base", _env(env))):
         for path in sorted((conf / folder).glob("globals*.y*ml")) if (conf / folder).is_dir() else []:
             raise UserError(f"{_relative(path)}: globals files are not read: the corpus settings (corpus.path, "
                             f"corpus.sources, ...) live in the parameters; move its keys to "
@@ -187,28 +197,18 @@ def check_no_globals_file(conf_source: str | Path, env: str | None) -> None:
 
 def check_environment(env: str | None, conf_source: str | None, project: Path) -> None:
     """``--env`` (or ``KEDRO_ENV``) names a folder of the configuration."""
-    env = env or os.environ.get("KEDRO_ENV")
-    if not env:
-        return
-    from kedro.framework.project import settings
-
-    conf = Path(conf_source or settings.CONF_SOURCE)
-    conf = conf if conf.is_absolute() else project / conf
-    if not conf.is_dir():  # a packaged (.tar.gz / .zip) configuration: Kedro checks it itself
-        return
-    if not (conf / env).is_dir():
+    env, conf = env or os.environ.get("KEDRO_ENV"), _conf(conf_source, project)
+    # Not a folder: a packaged (.tar.gz / .zip) configuration, which Kedro checks itself.
+    if env and conf.is_dir() and not (conf / env).is_dir():
         environments = sorted(p.name for p in conf.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
-        close = difflib.get_close_matches(env, environments, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
         raise UserError(f"--env: {env!r} is not an environment of this project (no folder {str(conf / env)!r}); "
-                        f"{hint}the environments are {', '.join(environments)}")
+                        f"{_did_you_mean(env, environments)}the environments are {', '.join(environments)}")
 
 
 def credentials_files(env: str | None) -> str:
     """Where Kedro reads credentials under ``env``: conf/base and the run environment, never both
     that and conf/local (``--env smoke`` does not read conf/local/credentials.yml)."""
-    env = env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV
-    return f"conf/base/credentials.yml and conf/{env}/credentials.yml"
+    return f"conf/base/credentials.yml and conf/{_env(env)}/credentials.yml"
 
 
 def check_credentials(catalog_config: Mapping[str, Any], credentials: Mapping[str, Any], env: str | None) -> None:

@@ -63,7 +63,7 @@ def resolve_checkpoint(name: str | os.PathLike, what: str = "model.init_from") -
         return snapshot_download(text, allow_patterns=patterns)
     except Exception as error:  # noqa: BLE001 - network, unknown repository, gated model: one message
         raise UserError(
-            f"{_offline_message(text, what)} ({type(error).__name__}: {first_line(error)[:200]})"
+            f"{_offline_message(text, what)} ({type(error).__name__}: {first_line(error)})"
         ) from error
 
 
@@ -126,7 +126,7 @@ def check_starting_tokenizer(init_from: str, lowercase: bool = True, strip_accen
                         "vocabulary as tokenizer.vocab_path") from error
     except Exception as error:  # noqa: BLE001 - tokenizers' Rust parser raises a bare Exception
         raise UserError(f"model.init_from: the tokenizer files of {directory!r} are unreadable "
-                        f"({first_line(error)[:200]}); restore them, or give the model's vocabulary as "
+                        f"({first_line(error)}); restore them, or give the model's vocabulary as "
                         "tokenizer.vocab_path") from error
     size = json.loads((Path(directory) / "config.json").read_text()).get("vocab_size")
     if size is not None and size != len(tokenizer):

@@ -231,7 +231,7 @@ def load_checkpoint(directory: str | os.PathLike, fingerprint: dict | None = Non
                     raise
                 except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as error:
                     raise DamagedCheckpoint(f"{str(path)!r} cannot be restored ({type(error).__name__}: "
-                                            f"{first_line(error)[:200]})") from error
+                                            f"{first_line(error)})") from error
         except DamagedCheckpoint as error:
             logger.warning("training.resume: the checkpoint %s; resuming from the previous complete one", error)
             damaged.append(str(error))

@@ -72,7 +72,7 @@ def _config_of(directory: Path, what: str) -> BertConfig:
         json.loads(path.read_text(encoding="utf-8"))
         return BertConfig.from_pretrained(str(directory))
     except (OSError, ValueError, TypeError) as error:
-        raise UserError(f"{what}: {str(path)!r} is not a readable model config ({first_line(error)[:200]})") from error
+        raise UserError(f"{what}: {str(path)!r} is not a readable model config ({first_line(error)})") from error
 
 
 def _weight_files(directory: Path, what: str) -> list[Path]:
@@ -104,7 +104,7 @@ def _tensor_shapes(file: Path, what: str) -> dict[str, tuple[int, ...]]:
             with safe_open(str(file), framework="pt") as handle:
                 return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
         except (OSError, SafetensorError) as error:
-            raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({first_line(error)[:200]}; "
+            raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({first_line(error)}; "
                             "truncated, or not a safetensors file?)") from error
     try:
         try:
@@ -118,7 +118,7 @@ def _tensor_shapes(file: Path, what: str) -> dict[str, tuple[int, ...]]:
             "BertForMaskedLM.from_pretrained(dir).save_pretrained(dir) writes model.safetensors"
         ) from error
     except (OSError, RuntimeError, EOFError, ValueError) as error:
-        raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({first_line(error)[:200]}; "
+        raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({first_line(error)}; "
                         "truncated?)") from error
     if not isinstance(state, dict):
         raise UserError(f"{what}: {str(file)!r} holds a {type(state).__name__}, not a state dict of tensors")

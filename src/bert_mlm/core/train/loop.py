@@ -296,7 +296,7 @@ def compile_encoder(model: BertForMaskedLM, setting: bool | str, device: torch.d
         torch.compile(lambda x: torch.nn.functional.gelu(x) * 2, mode=mode)(torch.ones(8, device=device))
     except Exception as error:  # noqa: BLE001 - any backend failure means: compile unavailable here
         raise UserError(f"training.compile: torch.compile is unavailable on {device} here ({type(error).__name__}: "
-                        f"{first_line(error)[:200]}); set training.compile=false") from error
+                        f"{first_line(error)}); set training.compile=false") from error
     model.bert.compile(mode=mode)
     logger.info("training.compile=%s: the encoder runs under torch.compile (mode %s)", setting, mode or "default")
 
