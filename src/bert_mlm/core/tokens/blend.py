@@ -107,9 +107,9 @@ def plan_mixture(spans: list[SourceSpan], settings: dict[str, tuple[str, float]]
         logger.info("Mixture: corpus.sources is not set; each of the stored sources %s is drawn once per epoch",
                     stored_names)
     if sorted(settings) != sorted(stored_names):
-        raise UserError(
-            f"corpus.sources: names {sorted(settings)}, but the token store holds the sources {stored_names}; "
-            "a source is added or removed by running the data stages again (a weight changes without them)")
+        raise UserError(f"corpus.sources: names {sorted(settings)}, but the token store holds the sources "
+                        f"{stored_names}; a source is added or removed by running the data stages again (a weight "
+                        "changes without them)")
     empty = [span.name for span in spans if span.stored == 0]
     if empty:
         raise UserError(f"corpus.sources.{empty[0]}: it has no training sequence, so it cannot take a share "
