@@ -145,14 +145,9 @@ def find_reusable(versions: Path, recipe: dict, check: Callable[[Path], Any], na
     return None
 
 
-def link_tree(source: Path, target: Path) -> None:
-    """``target`` as a copy of ``source`` made of hard links (a plain copy where the file system
-    has none): a reused version costs no disk and no time, and stays whole if the other is deleted."""
-    shutil.copytree(source, target, copy_function=link_or_copy)
-
-
 def link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> None:
-    """``target`` as a hard link to ``source`` (immutable versioned files), or a copy across file systems."""
+    """``target`` as a hard link to ``source`` (immutable versioned files), or a copy across file systems:
+    a reused version costs no disk and no time, and stays whole if the other is deleted."""
     try:
         os.link(source, target)
     except OSError:
