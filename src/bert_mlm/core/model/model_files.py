@@ -57,10 +57,9 @@ def check_weights(directory: Path, what: str = "model.init_from") -> None:
             continue
         matched += 1
         if tuple(expected[model_key]) != tuple(shape):
-            raise UserError(
-                f"{what}: the weights of {str(directory)!r} do not fit its config.json: {key!r} has shape "
-                f"{list(shape)}, the config makes it {list(expected[model_key])} (a config.json from another model?)"
-            )
+            raise UserError(f"{what}: the weights of {str(directory)!r} do not fit its config.json: {key!r} has shape "
+                            f"{list(shape)}, the config makes it {list(expected[model_key])} (a config.json from "
+                            "another model?)")
     if found and not matched:
         raise UserError(f"{what}: {str(directory)!r} holds no weight of a BERT model (its tensors are named "
                         f"{', '.join(repr(k) for k in list(found)[:3])} ...)")
@@ -112,11 +111,10 @@ def _tensor_shapes(file: Path, what: str) -> dict[str, tuple[int, ...]]:
         except OSError:  # a truncated zip cannot be memory-mapped: read it plainly, for the reason
             state = torch.load(file, map_location="meta", weights_only=True)
     except pickle.UnpicklingError as error:
-        raise UserError(
-            f"{what}: {str(file)!r} is a pickle that names code or objects other than tensors, which the "
-            "weights-only loader refuses (unpickling it could run anything). Convert it where you trust it: "
-            "BertForMaskedLM.from_pretrained(dir).save_pretrained(dir) writes model.safetensors"
-        ) from error
+        raise UserError(f"{what}: {str(file)!r} is a pickle that names code or objects other than tensors, which the "
+                        "weights-only loader refuses (unpickling it could run anything). Convert it where you trust "
+                        "it: BertForMaskedLM.from_pretrained(dir).save_pretrained(dir) writes model.safetensors"
+                        ) from error
     except (OSError, RuntimeError, EOFError, ValueError) as error:
         raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({first_line(error)}; "
                         "truncated?)") from error

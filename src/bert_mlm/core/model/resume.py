@@ -37,14 +37,10 @@ from bert_mlm.errors import UserError
 logger = logging.getLogger(__name__)
 
 # TrainingConfig fields that change the optimisation (the rest is budget or bookkeeping).
-OPTIMISATION_FIELDS = (
-    "batch_size", "gradient_accumulation_steps", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2",
-    "adam_epsilon", "warmup_steps", "schedule", "max_grad_norm", "bucketing",
-)
-MODEL_FIELDS = (
-    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-    "max_position_embeddings", "hidden_dropout_prob", "attention_probs_dropout_prob",
-)
+OPTIMISATION_FIELDS = ("batch_size", "gradient_accumulation_steps", "learning_rate", "weight_decay", "adam_beta1",
+                       "adam_beta2", "adam_epsilon", "warmup_steps", "schedule", "max_grad_norm", "bucketing")
+MODEL_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -99,10 +95,9 @@ def refuse_other_runs(root: str | os.PathLike, fingerprint: dict) -> None:
         where = f"{str(list_checkpoints(newest)[-1])!r} is another run's; what differs: {changed}"
     else:
         where = f"{str(legacy[-1])!r} was written without a run fingerprint, so it cannot be matched"
-    raise UserError(
-        f"training.resume: no checkpoint of this run in {str(root)!r}; the newest checkpoint there, {where}. "
-        "Set training.resume=false to start fresh (or restore the settings of that run to continue it)."
-    )
+    raise UserError(f"training.resume: no checkpoint of this run in {str(root)!r}; the newest checkpoint there, "
+                    f"{where}. Set training.resume=false to start fresh (or restore the settings of that run to "
+                    "continue it).")
 
 
 @dataclass
@@ -169,12 +164,10 @@ class RunCheckpoints:
                     state["history"], list):
                 raise TypeError(f"its position (step, epoch, next_batch: {position}) is not three integers")
             if state["step"] >= max_steps:
-                raise UserError(
-                    f"training.resume: the checkpoint {str(path)!r} already completed this run's {state['step']} "
-                    f"steps (training.max_steps={max_steps}); nothing is left to train and no new model version is "
-                    "written. Raise training.max_steps to train longer, or set training.resume=false to train again "
-                    "from scratch."
-                )
+                raise UserError(f"training.resume: the checkpoint {str(path)!r} already completed this run's "
+                                f"{state['step']} steps (training.max_steps={max_steps}); nothing is left to train and "
+                                "no new model version is written. Raise training.max_steps to train longer, or set "
+                                "training.resume=false to train again from scratch.")
             for name, part in stateful.items():
                 part.load_state_dict(state[name])
             restore_rng_states(state["rng"][rank])
