@@ -75,9 +75,8 @@ def check_namespaces(namespaces, pipeline_names) -> None:
     if unknown:
         where = f"the pipeline {names[0]!r}" if len(names) == 1 else f"the pipelines {names}"
         choices = ", ".join(valid) if valid else "none"
-        raise UserError(
-            f"--namespaces: {', '.join(map(repr, unknown))} is not a namespace of {where}; its namespaces: {choices}"
-        )
+        raise UserError(f"--namespaces: {', '.join(map(repr, unknown))} is not a namespace of {where}; its namespaces: "
+                        f"{choices}")
 
 
 def _prefixes(namespace: str) -> list[str]:

@@ -36,10 +36,9 @@ def load_masked_lm(model: str | None = None, version: str | None = None, models_
         relative = "" if Path(models_dir).is_absolute() else f", relative to the current folder {str(Path.cwd())!r}"
         hint = ("run `kedro run` first" if _in_a_project()
                 else "run this in the project's folder (or run `kedro run` there first)")
-        raise click.UsageError(
-            f"no trained model {'version ' + repr(version) + ' ' if version else ''}under {str(where)!r}{relative}: "
-            f"{hint}, or pass --model DIR ({first_line(error)})"
-        ) from error
+        raise click.UsageError(f"no trained model {'version ' + repr(version) + ' ' if version else ''}under "
+                               f"{str(where)!r}{relative}: {hint}, or pass --model DIR "
+                               f"({first_line(error)})") from error
 
 
 def _in_a_project() -> bool:
@@ -51,9 +50,8 @@ def models_dir_of(variant: str | None) -> str:
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
     if variant and variant not in VARIANTS:
-        raise ValueError(
-            f"--variant: {variant!r} is not a mask_rate_comparison variant; the variants are {', '.join(VARIANTS)}"
-        )
+        raise ValueError(f"--variant: {variant!r} is not a mask_rate_comparison variant; the variants are "
+                         f"{', '.join(VARIANTS)}")
     return f"data/06_models/{variant}/masked_lm" if variant else DEFAULT_MODELS
 
 

@@ -260,10 +260,8 @@ def check_inputs_written(pipeline, catalog, pipelines: Mapping[str, Any], run: s
     needed = _pipelines_to_run(missing, catalog, producers, pipelines)
     shown = ", ".join(f"{name} ({_where(catalog, name)})" for name in missing[:4])
     shown += " ..." if len(missing) > 4 else ""
-    raise UserError(
-        f"{run}: it reads {shown}, which no earlier run has written; run "
-        f"`kedro run --pipelines {','.join(needed)}` first (or the whole chain: `kedro run`)"
-    )
+    raise UserError(f"{run}: it reads {shown}, which no earlier run has written; run `kedro run --pipelines "
+                    f"{','.join(needed)}` first (or the whole chain: `kedro run`)")
 
 
 def _chain(pipelines: Mapping[str, Any]) -> list[str]:

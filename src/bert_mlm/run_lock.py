@@ -56,11 +56,9 @@ def acquire(project_path: str | os.PathLike) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()
     except Timeout:  # before OSError: filelock's Timeout is a TimeoutError
-        raise UserError(
-            f"another kedro run is using this project ({_describe(holder_path(project_path))}); runs in one project "
-            "would load each other's dataset versions. Wait for it to finish, or run the second one from a copy "
-            f"of the project (lock: {path})"
-        ) from None
+        raise UserError(f"another kedro run is using this project ({_describe(holder_path(project_path))}); runs in "
+                        "one project would load each other's dataset versions. Wait for it to finish, or run the "
+                        f"second one from a copy of the project (lock: {path})") from None
     except OSError as error:  # a read-only or full project folder: no run could write its outputs there either
         raise UserError(f"data: cannot take the run lock {str(path)!r} ({error.strerror or error}); a run writes "
                         "its outputs under data/, which must be writable") from error

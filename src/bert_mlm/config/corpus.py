@@ -22,10 +22,8 @@ def validate_split_ratios(ratios: dict[str, float]) -> dict[str, float]:
         raise UserError(f"corpus.split_ratios: unknown split(s) {sorted(unknown)}; use {SPLITS}")
     values = {name: float(ratios.get(name, 0.0)) for name in SPLITS}
     if any(v < 0 for v in values.values()) or abs(sum(values.values()) - 1.0) > 1e-6:
-        raise UserError(
-            f"corpus.split_ratios: {values} must be non-negative and sum to 1 "
-            f"(they sum to {sum(values.values()):.4f})"
-        )
+        raise UserError(f"corpus.split_ratios: {values} must be non-negative and sum to 1 (they sum to "
+                        f"{sum(values.values()):.4f})")
     if values["train"] <= 0:
         raise UserError("corpus.split_ratios: train must be > 0")
     return values

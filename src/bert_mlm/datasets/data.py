@@ -104,10 +104,9 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
         scheme = manifest.get("word_scheme", WORD_SCHEMES.get(segmenter))  # indexes before schemes: jieba's first
         if manifest.get("word_bits"):
             if scheme != WORD_SCHEMES.get(segmenter):
-                raise DatasetError(
-                    f"sequence_index: {str(directory)!r} holds {segmenter} word bits of scheme {scheme}, which this "
-                    f"version does not read (it makes scheme {WORD_SCHEMES.get(segmenter)}); run the sequences "
-                    "pipeline again")
+                raise DatasetError(f"sequence_index: {str(directory)!r} holds {segmenter} word bits of scheme "
+                                   f"{scheme}, which this version does not read (it makes scheme "
+                                   f"{WORD_SCHEMES.get(segmenter)}); run the sequences pipeline again")
             words = {}
             for split, count in manifest["word_bits"].items():
                 path = words_path(directory, split)

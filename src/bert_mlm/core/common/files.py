@@ -69,10 +69,8 @@ def written_then_renamed(final: str | os.PathLike, sync: bool = True, artifact: 
         reason, missing = full
         free = shutil.disk_usage(next(p for p in (temporary.parent, *temporary.parents) if p.exists())).free
         need = f"{_megabytes(needed)} needed" if needed else f"at least {_megabytes(written + missing)} needed"
-        raise UserError(
-            f"{artifact or final.name}: {reason} writing {final} ({need}, {_megabytes(written)} written when it "
-            f"stopped, {_megabytes(free)} free there); nothing of it was kept"
-        ) from error
+        raise UserError(f"{artifact or final.name}: {reason} writing {final} ({need}, {_megabytes(written)} written "
+                        f"when it stopped, {_megabytes(free)} free there); nothing of it was kept") from error
 
 
 def _refused(error: BaseException) -> str | None:

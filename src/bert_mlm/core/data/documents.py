@@ -158,10 +158,9 @@ class DocumentShardWriter:
         if sources is not None:
             empty = [name for name in sources if name not in self.train_sources]
             if empty:
-                raise CorpusError(
-                    f"corpus.sources.{empty[0]}: none of its documents landed in the train split, so it cannot take "
-                    "a share of training (a source that repeats another's documents loses them to corpus.deduplicate); "
-                    "give it text or remove it")
+                raise CorpusError(f"corpus.sources.{empty[0]}: none of its documents landed in the train split, so it "
+                                  "cannot take a share of training (a source that repeats another's documents loses "
+                                  "them to corpus.deduplicate); give it text or remove it")
             manifest["sources"] = {name: {"train_documents": counts.documents, "train_characters": counts.characters}
                                    for name, counts in self.train_sources.items()}
         manifest = redact(manifest)  # a corpus URL's password or signature never reaches the file

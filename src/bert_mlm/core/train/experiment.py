@@ -108,11 +108,9 @@ class Experiment:
         ``mixture``: ``corpus.sources``, whose weights (or repeats) the training epochs draw a
         mixture's stored sources by (:mod:`bert_mlm.core.tokens.blend`)."""
         if (sequence_index.mode, sequence_index.max_length) != (sequences.mode, sequences.max_length):
-            raise UserError(
-                f"sequences: the stored sequence_index is {sequence_index.mode} x {sequence_index.max_length}, "
-                f"the parameters ask for {sequences.mode} x {sequences.max_length}; "
-                "run the sequences pipeline with these parameters first"
-            )
+            raise UserError(f"sequences: the stored sequence_index is {sequence_index.mode} x "
+                            f"{sequence_index.max_length}, the parameters ask for {sequences.mode} x "
+                            f"{sequences.max_length}; run the sequences pipeline with these parameters first")
         sequence_index.check_words(masking.whole_word, masking.word_segmenter)
         sequence_index.check_words(evaluation.whole_word, masking.word_segmenter, "evaluation.whole_word")
         opened = open_sequences(token_store, sequence_index, tokenizer)
@@ -296,10 +294,8 @@ def train_data_parallel(
         return model, experiment.train(model)
     returned = launch(distributed, _train_rank, experiment)
     if returned is None:
-        raise NonMainNodeFinished(
-            f"distributed.node_rank={distributed.node_rank}: this machine's ranks finished training; "
-            "node 0 writes the model and the other artifacts"
-        )
+        raise NonMainNodeFinished(f"distributed.node_rank={distributed.node_rank}: this machine's ranks finished "
+                                  "training; node 0 writes the model and the other artifacts")
     state, result = returned
     model = experiment.new_model()
     model.load_state_dict(state)

@@ -75,10 +75,8 @@ def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, ra
         batches = batch_order(lengths, config.batch_size, generator, bucketed=config.bucketing)
     per_rank = len(batches) // rank.world_size
     if per_rank == 0:
-        raise UserError(
-            f"training: {len(batches)} batch(es) per epoch cannot feed {rank.world_size} data-parallel ranks; "
-            "lower training.batch_size or distributed.nproc_per_node"
-        )
+        raise UserError(f"training: {len(batches)} batch(es) per epoch cannot feed {rank.world_size} data-parallel "
+                        "ranks; lower training.batch_size or distributed.nproc_per_node")
     return batches[rank.rank :: rank.world_size][:per_rank]
 
 
