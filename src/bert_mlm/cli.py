@@ -89,11 +89,6 @@ def cli() -> None:
     """bert-mlm's project commands."""
 
 
-run = click.Command(
-    name="run",
-    params=kedro_run.params,
-    callback=user_errors_in_one_line(kedro_run.callback),
-    help=kedro_run.help,
-    short_help=kedro_run.short_help,
-)
+run = click.Command(name="run", params=kedro_run.params, callback=user_errors_in_one_line(kedro_run.callback),
+                    help=kedro_run.help, short_help=kedro_run.short_help)
 cli.add_command(run)

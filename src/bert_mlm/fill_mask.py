@@ -55,13 +55,8 @@ def models_dir_of(variant: str | None) -> str:
     return f"data/06_models/{variant}/masked_lm" if variant else DEFAULT_MODELS
 
 
-def fill_mask(
-    sentences: list[str],
-    model: str | None = None,
-    version: str | None = None,
-    top_k: int = 5,
-    variant: str | None = None,
-) -> list[dict]:
+def fill_mask(sentences: list[str], model: str | None = None, version: str | None = None, top_k: int = 5,
+              variant: str | None = None) -> list[dict]:
     if model and (variant or version):
         raise ValueError(f"--model: a model directory is one model; {'--variant' if variant else '--version'} "
                          "chooses among the project's trained models: give one or the other")
@@ -75,9 +70,8 @@ def fill_mask(
 @click.option("--version", default=None, help="A version of data/06_models/masked_lm (default: the latest).")
 @click.option("--variant", default=None, help="A mask_rate_comparison variant's model, e.g. mask_030.")
 @click.option("--top-k", default=5, show_default=True, type=click.IntRange(1, 100))
-def fill_mask_command(
-    sentences: tuple[str, ...], model: str | None, version: str | None, variant: str | None, top_k: int
-) -> None:
+def fill_mask_command(sentences: tuple[str, ...], model: str | None, version: str | None, variant: str | None,
+                      top_k: int) -> None:
     """Print the top-k fills of [MASK] in each SENTENCE."""
     try:
         examples = fill_mask(list(sentences), model, version, top_k, variant)

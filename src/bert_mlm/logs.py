@@ -22,13 +22,9 @@ LOGS_ENV = "BERT_MLM_LOGS"
 LOGGERS = {"kedro": {"level": "INFO"}, "kedro.io.data_catalog": {"level": "WARNING"}, "bert_mlm": {"level": "INFO"},
            "optuna": {"level": "INFO"}}
 
-RICH = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"rich": {"class": "kedro.logging.RichHandler", "rich_tracebacks": True}},
-    "loggers": LOGGERS,
-    "root": {"handlers": ["rich"]},
-}
+RICH = {"version": 1, "disable_existing_loggers": False,
+        "handlers": {"rich": {"class": "kedro.logging.RichHandler", "rich_tracebacks": True}}, "loggers": LOGGERS,
+        "root": {"handlers": ["rich"]}}
 
 PLAIN = {
     "version": 1,

@@ -17,10 +17,8 @@ from bert_mlm.pipelines import (
 
 # The chain `kedro run` runs, in order. The mask-rate comparison trains one model per variant,
 # so it runs only when asked for (`kedro run --pipelines mask_rate_comparison`).
-CHAIN = {
-    "ingestion": ingestion, "tokenization": tokenization, "sequences": sequences, "tuning": tuning,
-    "training": training, "finetune": finetune, "evaluation": evaluation, "reporting": reporting,
-}
+CHAIN = {"ingestion": ingestion, "tokenization": tokenization, "sequences": sequences, "tuning": tuning,
+         "training": training, "finetune": finetune, "evaluation": evaluation, "reporting": reporting}
 DATA_STAGES = ("ingestion", "tokenization", "sequences")
 # Stages whose results belong to a model: each is registered with the reporting nodes after it, so
 # that `kedro run --pipelines finetune` (or tuning, training, evaluation) refreshes metrics.json,

@@ -81,10 +81,9 @@ def json_schema() -> dict:
     schema["title"] = "bert-mlm parameters"
     schema["description"] = "conf/<env>/parameters_*.yml of a bert-mlm project, merged"
     overrides = variants["additionalProperties"]
-    schema["additionalProperties"] = {
-        "type": "object", "description": "a mask_rate_comparison variant (mask_015, mask_030, ...)",
-        "properties": {"overrides": overrides}, "additionalProperties": False,
-    }
+    schema["additionalProperties"] = {"type": "object",
+                                      "description": "a mask_rate_comparison variant (mask_015, mask_030, ...)",
+                                      "properties": {"overrides": overrides}, "additionalProperties": False}
     return schema
 
 

@@ -53,15 +53,8 @@ class Progress:
         terminal = sys.stderr.isatty() if terminal is None else terminal
         self.bar = None
         if enabled and terminal:
-            self.bar = tqdm(
-                total=total,
-                initial=initial,
-                desc=description,
-                unit=unit,
-                unit_scale=unit in ("B", "chars"),
-                dynamic_ncols=True,
-                mininterval=1,
-            )
+            self.bar = tqdm(total=total, initial=initial, desc=description, unit=unit,
+                            unit_scale=unit in ("B", "chars"), dynamic_ncols=True, mininterval=1)
 
     def _tenth_after(self, count: float) -> float:
         if not self.total:

@@ -101,10 +101,9 @@ class DocumentStream:
                     batches = self.source.batches(self.data.chunk_bytes, config.line_by_line)
                     cleaned = engine.map_ordered(clean_batch, batches, *cleaning,
                                                  finished=Finished(progress, raw_bytes))
-                manifest = write_document_shards(
-                    directory, stream_documents(cleaned, config.deduplicate, self.report), self.report, settings,
-                    row_group_bytes=self.data.chunk_bytes, sources=mixture_names(self.source),
-                )
+                manifest = write_document_shards(directory, stream_documents(cleaned, config.deduplicate, self.report),
+                                                 self.report, settings, row_group_bytes=self.data.chunk_bytes,
+                                                 sources=mixture_names(self.source))
         finally:
             progress.close()
         splits = manifest["splits"]

@@ -109,10 +109,8 @@ class StreamedEvaluationSet:
                 rows = np.sort(order[start : start + MASK_BLOCK])
                 batch = self.collator.collate(self.sequences, rows)
                 generator = torch.Generator().manual_seed(stream_seed(self.seed, draw, block, stream=EVALUATION_STREAM))
-                inputs, labels = mask_tokens(
-                    batch["input_ids"], batch["special_tokens_mask"], self.mask_token_id, self.replacement_ids,
-                    self.masking, generator, batch.get("word_starts"),
-                )
+                inputs, labels = mask_tokens(batch["input_ids"], batch["special_tokens_mask"], self.mask_token_id,
+                                             self.replacement_ids, self.masking, generator, batch.get("word_starts"))
                 yield inputs, batch["attention_mask"], labels, torch.from_numpy(rows)
                 masked += int((labels != IGNORE_INDEX).sum())
                 if self.min_masked_tokens is not None and masked >= self.min_masked_tokens:
@@ -132,13 +130,8 @@ class StreamedEvaluationSet:
         return sum(int((labels != IGNORE_INDEX).sum()) for _, _, labels, _ in self.blocks())
 
 
-def prepare_evaluation_set(
-    sequences: Sequence[np.ndarray],
-    collator: Collator,
-    mask_token_id: int,
-    replacement_ids: torch.Tensor,
-    config: EvaluationConfig,
-) -> StreamedEvaluationSet:
+def prepare_evaluation_set(sequences: Sequence[np.ndarray], collator: Collator, mask_token_id: int,
+                           replacement_ids: torch.Tensor, config: EvaluationConfig) -> StreamedEvaluationSet:
     if not len(sequences):
         raise UserError("evaluation: there are no held-out sequences to evaluate on")
     if config.max_sequences:
@@ -193,13 +186,9 @@ class SequenceScores:
 
 
 @torch.inference_mode()
-def score_sequences(
-    model: BertForMaskedLM,
-    evaluation_set: EvaluationSet | StreamedEvaluationSet,
-    batch_size: int = 128,
-    device: torch.device | str | None = None,
-    amp_dtype: torch.dtype | None | str = AUTO,
-) -> SequenceScores:
+def score_sequences(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEvaluationSet,
+                    batch_size: int = 128, device: torch.device | str | None = None,
+                    amp_dtype: torch.dtype | None | str = AUTO) -> SequenceScores:
     """``model``'s summed loss and top-1/top-5 hits at the masked positions, per held-out
     sequence (:class:`SequenceScores`). ``amp_dtype``: an autocast dtype, ``None`` for fp32, or
     ``"auto"`` (:func:`evaluation_dtype`)."""
@@ -236,13 +225,8 @@ def score_sequences(
                           mask_draws=int(np.bincount(torch.cat(rows_seen).numpy()).max()))
 
 
-def evaluate(
-    model: BertForMaskedLM,
-    evaluation_set: EvaluationSet | StreamedEvaluationSet,
-    batch_size: int = 128,
-    device: torch.device | str | None = None,
-    amp_dtype: torch.dtype | None | str = AUTO,
-) -> dict[str, float]:
+def evaluate(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEvaluationSet, batch_size: int = 128,
+             device: torch.device | str | None = None, amp_dtype: torch.dtype | None | str = AUTO) -> dict[str, float]:
     """Token-weighted masked-token loss, perplexity, top-1 and top-5 accuracy, each with its
     standard error (``*_se``), and what they rest on: the masked tokens scored, the distinct
     sequences and the mask draws begun (``eval_mask_draws``; the last may be partial).

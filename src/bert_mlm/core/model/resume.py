@@ -66,16 +66,11 @@ def run_fingerprint(model, sequences, masking, config, world_size: int, precisio
     """What defines a run, readable: a resume is refused when any of it differs. ``precision`` is
     the resolved one (``auto`` is fp32 on a CPU, bf16 on a recent GPU): fp32 and bf16 steps give
     other weights, so a run does not change precision half way."""
-    return {
-        "data": data_digest(sequences),
-        "initial_weights": weights_digest(model),
-        "model": {name: getattr(model.config, name, None) for name in MODEL_FIELDS},
-        "masking": masking.model_dump(),
-        "seed": config.seed,
-        "optimisation": {name: getattr(config, name) for name in OPTIMISATION_FIELDS},
-        "ranks": world_size,
-        "precision": precision or config.precision,
-    }
+    return {"data": data_digest(sequences), "initial_weights": weights_digest(model),
+            "model": {name: getattr(model.config, name, None) for name in MODEL_FIELDS},
+            "masking": masking.model_dump(), "seed": config.seed,
+            "optimisation": {name: getattr(config, name) for name in OPTIMISATION_FIELDS}, "ranks": world_size,
+            "precision": precision or config.precision}
 
 
 def refuse_other_runs(root: str | os.PathLike, fingerprint: dict) -> None:

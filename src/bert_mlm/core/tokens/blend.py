@@ -81,14 +81,11 @@ class MixturePlan:
         tokens = np.bincount(codes, weights=np.asarray(lengths)[sample], minlength=len(self.spans))
         settings = {name: (kind, value) for name, kind, value in self.settings}
         return {
-            span.name: {
-                settings[span.name][0]: settings[span.name][1],
-                "stored_sequences": span.stored,
-                "epoch_sequences": int(sequences[code]),
-                "share_of_sequences": float(sequences[code] / max(len(sample), 1)),
-                "share_of_tokens": float(tokens[code] / max(tokens.sum(), 1)),
-                "passes": float(sequences[code] / span.stored),
-            }
+            span.name: {settings[span.name][0]: settings[span.name][1], "stored_sequences": span.stored,
+                        "epoch_sequences": int(sequences[code]),
+                        "share_of_sequences": float(sequences[code] / max(len(sample), 1)),
+                        "share_of_tokens": float(tokens[code] / max(tokens.sum(), 1)),
+                        "passes": float(sequences[code] / span.stored)}
             for code, span in enumerate(self.spans)
         }
 

@@ -79,11 +79,9 @@ def index_documents(split: TokenSplit, max_length: int, chunk_documents: int = 1
         ))
     if not parts:
         return SplitIndex(np.zeros(0, np.int64), np.zeros(0, _count_dtype(max_length)), np.zeros(0, bool))
-    return SplitIndex(
-        np.concatenate([p[0] for p in parts]),
-        np.concatenate([p[1] for p in parts]).astype(_count_dtype(max_length)),
-        np.concatenate([p[2] for p in parts]),
-    )
+    return SplitIndex(np.concatenate([p[0] for p in parts]),
+                      np.concatenate([p[1] for p in parts]).astype(_count_dtype(max_length)),
+                      np.concatenate([p[2] for p in parts]))
 
 
 def index_split(split: TokenSplit, mode: str, max_length: int,
@@ -218,11 +216,9 @@ class Collator:
             input_ids[row, : len(seq)] = seq
         attention_mask = np.arange(width)[None, :] < lengths[:, None]
         special = np.isin(input_ids, self._special) | ~attention_mask
-        batch = {
-            "input_ids": torch.from_numpy(input_ids),
-            "attention_mask": torch.from_numpy(attention_mask.astype(np.int64)),
-            "special_tokens_mask": torch.from_numpy(special.astype(np.int64)),
-        }
+        batch = {"input_ids": torch.from_numpy(input_ids),
+                 "attention_mask": torch.from_numpy(attention_mask.astype(np.int64)),
+                 "special_tokens_mask": torch.from_numpy(special.astype(np.int64))}
         if self.whole_word:
             batch["word_starts"] = torch.from_numpy(self._word_starts(input_ids, special, continuations))
         return batch

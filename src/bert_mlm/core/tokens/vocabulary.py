@@ -254,13 +254,12 @@ def adapt_vocabulary(tokenizer: PreTrainedTokenizerBase, texts: Callable[[], Ite
     warn = coverage.rate > config.unk_warning_rate and not config.extend_vocabulary
     # Another pass over the text, only where its language decides something.
     chinese = bool(coverage.tokens) and (warn or config.extend_vocabulary) and mostly_cjk(raw_character_counts(texts()))
-    report = VocabularyReport(
-        source=source, inherited_tokens=len(tokenizer), measured_tokens=coverage.tokens,
-        sample_fraction=sample_fraction, unknown_rate=coverage.rate, unknown_tokens=coverage.unknown,
-        uncovered_words=[[w, n] for w, n in coverage.words.most_common(SHOWN)],
-        uncovered_characters=[[c, n] for c, n in coverage.missing.most_common(SHOWN)],
-        warning_rate=config.unk_warning_rate,
-    )
+    report = VocabularyReport(source=source, inherited_tokens=len(tokenizer), measured_tokens=coverage.tokens,
+                              sample_fraction=sample_fraction, unknown_rate=coverage.rate,
+                              unknown_tokens=coverage.unknown,
+                              uncovered_words=[[w, n] for w, n in coverage.words.most_common(SHOWN)],
+                              uncovered_characters=[[c, n] for c, n in coverage.missing.most_common(SHOWN)],
+                              warning_rate=config.unk_warning_rate)
     sample = f" (a {sample_fraction:.1%} sample of the train split)" if sample_fraction else ""
     logger.info("The vocabulary of %s (%d tokens) turns %.4f%% of the training text's %d tokens%s into %s",
                 source, len(tokenizer), 100 * coverage.rate, coverage.tokens, sample, UNK)

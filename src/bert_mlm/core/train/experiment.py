@@ -53,9 +53,8 @@ from bert_mlm.cpus import intra_op_threads
 from bert_mlm.errors import UserError
 
 
-def corpus_sequences(
-    items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase, config: SequenceConfig
-) -> list[np.ndarray]:
+def corpus_sequences(items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase,
+                     config: SequenceConfig) -> list[np.ndarray]:
     """Sequences of an extra held-out corpus (``evaluation.corpus_path``): every paragraph kept
     (no length filter, no de-duplication), encoded and cut as the training data is."""
     documents, _ = clean_documents(items, min_words=1, deduplicate=False)
@@ -72,9 +71,8 @@ def check_extra_corpus(source: CorpusSource) -> None:
     source.check_first_texts()
 
 
-def open_sequences(
-    token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase
-) -> dict[str, IndexedSequences]:
+def open_sequences(token_store: TokenStore, sequence_index: SequenceIndex,
+                   tokenizer: PreTrainedTokenizerBase) -> dict[str, IndexedSequences]:
     """Every split's sequences, read from the memory-mapped store on demand."""
     token_store.check_tokenizer(tokenizer.get_vocab())
     token_store.verify(sequence_index.splits, len(tokenizer))
@@ -96,11 +94,9 @@ class Experiment:
     schedule_note: str = ""  # where the learning rate and warmup came from (:meth:`TrainingConfig.resolved`)
 
     @classmethod
-    def from_store(
-        cls, token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase, *,
-        model: ModelConfig, training: TrainingConfig, masking: MaskingConfig, evaluation: EvaluationConfig,
-        sequences: SequenceConfig, mixture: dict | list | None = None,
-    ) -> Experiment:
+    def from_store(cls, token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase, *,
+                   model: ModelConfig, training: TrainingConfig, masking: MaskingConfig, evaluation: EvaluationConfig,
+                   sequences: SequenceConfig, mixture: dict | list | None = None) -> Experiment:
         """An experiment on the stored sequences, refused when the stored index was built for other
         ``sequences`` parameters or lacks the word boundaries that whole-word masking needs. Its
         ``auto`` learning rate and warmup are resolved for the model: continued pretraining
@@ -142,9 +138,8 @@ class Experiment:
                        min_masked_tokens: int | None = None) -> StreamedEvaluationSet:
         config = self.evaluation.replace(max_sequences=max_sequences or self.evaluation.max_sequences,
                                          min_masked_tokens=min_masked_tokens or self.evaluation.min_masked_tokens)
-        return prepare_evaluation_set(
-            self.sequences.get(split, []), self.collator, self.token_ids.mask, self.token_ids.replacement, config
-        )
+        return prepare_evaluation_set(self.sequences.get(split, []), self.collator, self.token_ids.mask,
+                                      self.token_ids.replacement, config)
 
     def new_model(self) -> BertForMaskedLM:
         return build_model(self.model_config, self.tokenizer, seed=self.training.seed)
@@ -178,15 +173,9 @@ class Experiment:
         return evaluate(model, evaluation_set, self.evaluation.batch_size, amp_dtype=amp_dtype)
 
 
-def train_trial(
-    experiment: Experiment,
-    masking: MaskingConfig,
-    training: TrainingConfig,
-    evaluation_set: StreamedEvaluationSet,
-    eval_every: int,
-    report,
-    score: Callable[[BertForMaskedLM], float] | None = None,
-) -> float:
+def train_trial(experiment: Experiment, masking: MaskingConfig, training: TrainingConfig,
+                evaluation_set: StreamedEvaluationSet, eval_every: int, report,
+                score: Callable[[BertForMaskedLM], float] | None = None) -> float:
     """One tuning trial: the same initial model, data order and steps for every trial. Scored by
     the fixed-protocol eval loss, the loop's validation every ``eval_every`` steps (reported, so
     the pruner can stop it), or, with ``score``, once by ``score(model)`` at the end (no pruning:
@@ -222,12 +211,11 @@ def mixture_shares(sequences, seed: int = 0) -> dict | None:
     return plan.shares(plan.sample(seed, 0), sequences.lengths)
 
 
-def held_out_metrics(
-    model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, token_store: TokenStore, sequence_index: SequenceIndex,
-    protocol: EvaluationConfig, sequences: SequenceConfig, extra_corpus: Iterable[RawText] | None = None,
-    device: torch.device | str = "cpu", starting_model: Callable[[], BertForMaskedLM] | None = None,
-    corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path"),
-) -> Evaluation:
+def held_out_metrics(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, token_store: TokenStore,
+                     sequence_index: SequenceIndex, protocol: EvaluationConfig, sequences: SequenceConfig,
+                     extra_corpus: Iterable[RawText] | None = None, device: torch.device | str = "cpu",
+                     starting_model: Callable[[], BertForMaskedLM] | None = None,
+                     corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path")) -> Evaluation:
     """Fixed-protocol scores on the test split beside the most-frequent-token reference, and the
     same on an extra held-out corpus when one is given; the model is moved to ``device`` (and
     stays there).
@@ -284,9 +272,8 @@ class NonMainNodeFinished(RuntimeError):
     """Raised on machines other than node 0 after their ranks finished: they write nothing."""
 
 
-def train_data_parallel(
-    experiment: Experiment, distributed: DistributedConfig
-) -> tuple[BertForMaskedLM, TrainingResult]:
+def train_data_parallel(experiment: Experiment,
+                        distributed: DistributedConfig) -> tuple[BertForMaskedLM, TrainingResult]:
     """Train the experiment on ``distributed.world_size`` data-parallel workers (in-process when
     it is 1) and return the trained model and rank 0's result."""
     if distributed.world_size == 1:

@@ -118,17 +118,9 @@ def better(best: BestWeights | None, record: StepRecord, model: BertForMaskedLM)
     return BestWeights(record.step, loss, cpu_weights(model))
 
 
-def train(
-    model: BertForMaskedLM,
-    sequences: Sequence[np.ndarray],
-    token_ids: TokenIds,
-    masking: MaskingConfig,
-    config: TrainingConfig,
-    collator: Collator,
-    on_step: StepCallback | None = None,
-    rank: Rank = SINGLE,
-    validation: Validation | None = None,
-) -> TrainingResult:
+def train(model: BertForMaskedLM, sequences: Sequence[np.ndarray], token_ids: TokenIds, masking: MaskingConfig,
+          config: TrainingConfig, collator: Collator, on_step: StepCallback | None = None, rank: Rank = SINGLE,
+          validation: Validation | None = None) -> TrainingResult:
     """Train ``model`` in place for ``config.max_steps`` optimizer steps.
 
     ``on_step(step, record)`` is called after each optimizer step with that step's history
@@ -265,17 +257,13 @@ class TrainingRun:
                         "last step, %d, had %.4f", kept.step, kept.valid_loss, position.step,
                         position.records[-1].get("valid_loss", float("nan")))
         model.eval()
-        return TrainingResult(
-            history=history_frame(position.records),
-            train_tokens=int(sum(r["tokens"] for r in position.records)),
-            seconds=float(sum(r["seconds"] for r in position.records)),
-            device=str(self.device),
-            precision=self.precision,
-            learning_rate=config.peak_learning_rate(model.config.hidden_size),
-            resumed_from_step=self.resumed_from,
-            kept_step=kept.step if kept is not None else None,
-            kept_valid_loss=kept.valid_loss if kept is not None else None,
-        )
+        return TrainingResult(history=history_frame(position.records),
+                              train_tokens=int(sum(r["tokens"] for r in position.records)),
+                              seconds=float(sum(r["seconds"] for r in position.records)), device=str(self.device),
+                              precision=self.precision,
+                              learning_rate=config.peak_learning_rate(model.config.hidden_size),
+                              resumed_from_step=self.resumed_from, kept_step=kept.step if kept is not None else None,
+                              kept_valid_loss=kept.valid_loss if kept is not None else None)
 
 
 def compile_encoder(model: BertForMaskedLM, setting: bool | str, device: torch.device) -> None:
