@@ -17,7 +17,7 @@ import click
 from kedro.framework.cli.project import run as kedro_run
 
 from bert_mlm.core.common.redaction import redact
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, causes
 from bert_mlm.kedro_checks import (
     check_environment,
     check_pipeline_names,
@@ -51,13 +51,7 @@ def user_errors_in_one_line(callback):
 
 def user_error_in(error: BaseException) -> UserError | None:
     """The UserError behind ``error``: itself, or the cause a dataset wrapped in a DatasetError."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, UserError):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
+    return next((cause for cause in causes(error) if isinstance(cause, UserError)), None)
 
 
 def check_namespaces(namespaces, pipeline_names) -> None:

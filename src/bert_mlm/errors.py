@@ -8,9 +8,20 @@ the traceback of user errors too. A ``ValueError`` subclass, so that callers tha
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 class UserError(ValueError):
     """Invalid parameters or inputs; the message names the parameter or the file."""
+
+
+def causes(error: BaseException | None) -> Iterator[BaseException]:
+    """``error`` and the exceptions behind it (its cause, else its context), each once."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
 
 
 def first_line(error: BaseException, limit: int = 200) -> str:

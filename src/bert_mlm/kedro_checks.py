@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, causes
 
 DEFAULT_ENV = "local"  # settings.CONFIG_LOADER_ARGS["default_run_env"]
 
@@ -106,25 +106,22 @@ def kedro_mistake(error: BaseException, env: str | None = None, conf_source: str
     from kedro.config import MissingConfigException
     from kedro.io.core import DatasetNotFoundError
 
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        text = " ".join(str(error).split())
-        if isinstance(error, yaml.YAMLError):
-            where = getattr(error, "problem_mark", None)
+    for cause in causes(error):
+        text = " ".join(str(cause).split())
+        if isinstance(cause, yaml.YAMLError):
+            where = getattr(cause, "problem_mark", None)
             if where is None:  # Kedro's own ParserError: its text names the file and the line
                 return UserError(f"conf: {text}")
             file = _yaml_file_failing_at(where, conf_files(env, conf_source, project)) if "<file>" in text else None
-            return UserError(f"{_relative(file) if file else 'conf'}: {error.problem} (line {where.line + 1}, column "
+            return UserError(f"{_relative(file) if file else 'conf'}: {cause.problem} (line {where.line + 1}, column "
                              f"{where.column + 1})")
-        if isinstance(error, (MissingConfigException, DatasetNotFoundError)):
+        if isinstance(cause, (MissingConfigException, DatasetNotFoundError)):
             return UserError(f"conf: {text}")
-        if isinstance(error, ValueError) and text.startswith("Duplicate keys found"):
+        if isinstance(cause, ValueError) and text.startswith("Duplicate keys found"):
             return UserError(f"conf: {text}; an environment may set a key once (conf/base and the run environment "
                              "may each set it: the environment's value wins)")
         if "Cannot merge incompatible container types" in text:
             return merge_conflict(env, conf_source, project)
-        error = error.__cause__ or error.__context__
     return None
 
 

@@ -98,8 +98,7 @@ atexit.register(_release_all)
 
 def _write_private(path: Path, text: str) -> None:
     """``text`` into ``path``, readable and writable by this user only, whatever the umask."""
-    with suppress(FileNotFoundError):
-        path.unlink()  # a file left by a killed run keeps its old mode when opened: start afresh
+    path.unlink(missing_ok=True)  # a file left by a killed run keeps its old mode when opened: start afresh
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE)
     with os.fdopen(descriptor, "w") as handle:
         handle.write(text)

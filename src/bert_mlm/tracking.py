@@ -139,18 +139,13 @@ class TensorBoardHook:
             self._listening = listening(self._log(node.namespace or "").records)
             self._listening.__enter__()
 
-    def _stop_listening(self) -> None:
+    @hook_impl
+    def after_node_run(self) -> None:
         if self._listening is not None:
             self._listening.__exit__(None, None, None)
             self._listening = None
 
-    @hook_impl
-    def after_node_run(self, node) -> None:
-        self._stop_listening()
-
-    @hook_impl
-    def on_node_error(self, node) -> None:
-        self._stop_listening()
+    on_node_error = after_node_run  # the same hook implementation under the error hook's name
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data) -> None:
@@ -181,19 +176,14 @@ class TensorBoardHook:
             for (model, epoch), score in means.items():
                 log.scalars({f"finetune/{RUN_SCORE}_by_epoch/{model}": score}, int(epoch))
 
-    def _close(self) -> None:
-        self._stop_listening()
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self.after_node_run()
         for log in self.logs.values():
             log.close()
         self.logs = {}
 
-    @hook_impl
-    def after_pipeline_run(self) -> None:
-        self._close()
-
-    @hook_impl
-    def on_pipeline_error(self) -> None:
-        self._close()
+    on_pipeline_error = after_pipeline_run
 
 
 def evaluation_scalars(evaluation: Evaluation) -> dict[str, float | None]:

@@ -23,9 +23,11 @@ written.
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import PurePosixPath
 
 import pandas as pd
+from kedro_datasets._typing import JSONPreview
 from kedro_datasets.json import JSONDataset as _JSONDataset
 from kedro_datasets.matplotlib import MatplotlibDataset as _MatplotlibDataset
 from kedro_datasets.pandas import CSVDataset as _CSVDataset
@@ -157,6 +159,10 @@ class JSONDataset(OptionalLoad, AtomicSave, _JSONDataset):
         if self._missing():
             return {}
         return _JSONDataset.load.__wrapped__(self)
+
+    def preview(self) -> JSONPreview:
+        """The file as kedro-viz shows a JSON dataset (not what a subclass loads it as)."""
+        return JSONPreview(json.dumps(JSONDataset.load.__wrapped__(self)))
 
 
 class PlotlyJSONDataset(AtomicSave, _PlotlyJSONDataset):

@@ -123,12 +123,9 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
             for split, index in data.splits.items():
                 for name in self.FIELDS:
                     np.save(directory / f"{split}.{name}.npy", np.ascontiguousarray(getattr(index, name)))
-            word_bits = None
-            if data.word_files is not None:  # the encoding stage's bits, beside the index (a link where it can)
-                word_bits = {}
-                for split, (source, count) in data.word_files.items():
-                    link_or_copy(source, words_path(directory, split))
-                    word_bits[split] = count
+            for split, (source, _) in (data.word_files or {}).items():  # the encoding stage's bits, beside it
+                link_or_copy(source, words_path(directory, split))  # (a link where it can)
+            word_bits = None if data.word_files is None else {split: n for split, (_, n) in data.word_files.items()}
             write_json(directory / "manifest.json", {
                 "mode": data.mode, "max_length": data.max_length, "store_digests": data.store_digests,
                 "splits": {split: len(index) for split, index in data.splits.items()},

@@ -11,9 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kedro_datasets._typing import JSONPreview
-from kedro_datasets.json import JSONDataset as _JSONDataset
-
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.record.run_record import RunRecord
 from bert_mlm.datasets.atomic import AtomicSave, JSONDataset
@@ -58,7 +55,3 @@ class RunRecordDataset(JSONDataset):
 
     def _exists(self) -> bool:
         return bool(RunRecords(str(self._filepath), self._filepath.name).versions)
-
-    def preview(self) -> JSONPreview:
-        """The newest record, as kedro-viz shows a JSON dataset."""
-        return JSONPreview(json.dumps(_JSONDataset.load.__wrapped__(self)))

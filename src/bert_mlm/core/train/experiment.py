@@ -182,12 +182,6 @@ def train_trial(experiment: Experiment, masking: MaskingConfig, training: Traini
     an eval loss along the way would prune by the very proxy that ``score`` replaces)."""
     model = experiment.new_model()
     training = training.replace(eval_every=0, keep_best=False)
-    if score is not None:
-        experiment.train(model, training, masking)
-        value = score(model)
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        return value
     last = {"loss": float("nan")}
 
     def on_step(step: int, record: dict) -> None:
@@ -195,8 +189,12 @@ def train_trial(experiment: Experiment, masking: MaskingConfig, training: Traini
             last["loss"] = record[VALID_LOSS]
             report(step, last["loss"])
 
-    validation = Validation(lambda trained: experiment.evaluate(trained, evaluation_set))
-    experiment.train(model, training.replace(eval_every=eval_every), masking, on_step, validation=validation)
+    if score is not None:
+        experiment.train(model, training, masking)
+        last["loss"] = score(model)
+    else:
+        validation = Validation(lambda trained: experiment.evaluate(trained, evaluation_set))
+        experiment.train(model, training.replace(eval_every=eval_every), masking, on_step, validation=validation)
     if torch.cuda.is_available():
         torch.cuda.empty_cache()  # the next trial builds a fresh model
     return last["loss"]
