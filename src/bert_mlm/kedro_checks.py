@@ -46,9 +46,10 @@ def check_pipeline_names(names: Iterable[str]) -> None:
 
 
 def check_selection(pipeline_names: Iterable[str], options: Mapping[str, Any]) -> None:
-    """``--nodes``, ``--from-nodes``, ``--to-nodes`` and ``--tags`` name nodes and tags of the
-    pipelines run, and ``--runner`` a runner (Kedro's own messages come after a traceback; an unknown
-    tag among known ones is silently ignored by Kedro)."""
+    """``--nodes``, ``--from-nodes``, ``--to-nodes``, ``--tags`` and ``--namespaces`` name nodes, tags
+    and namespaces of the pipelines run, and ``--runner`` a runner (Kedro's own messages come after a
+    traceback, an unknown namespace's from deep inside its pipeline filter; an unknown tag among known
+    ones is silently ignored by Kedro)."""
     from kedro.framework.project import pipelines
 
     names = [name for name in pipeline_names if name] or ["__default__"]
@@ -65,6 +66,13 @@ def check_selection(pipeline_names: Iterable[str], options: Mapping[str, Any]) -
         if tag not in tags:
             known = f"its tags: {', '.join(tags)}" if tags else "its nodes carry no tags (use --nodes or --pipelines)"
             raise UserError(f"--tags: {tag!r} is not a tag of {where}; {known}")
+    # A namespace and each of its prefixes (mask_030.training names mask_030 too).
+    spaces = sorted({".".join(node.namespace.split(".")[:end]) for pipeline in chosen for node in pipeline.nodes
+                     if node.namespace for end in range(1, node.namespace.count(".") + 2)})
+    unknown = [name for name in options.get("namespaces") or () if name not in spaces]
+    if unknown:
+        raise UserError(f"--namespaces: {', '.join(map(repr, unknown))} is not a namespace of {where}; its namespaces: "
+                        f"{', '.join(spaces) or 'none'}")
     runner = options.get("runner")
     if runner:
         from kedro.utils import load_obj
