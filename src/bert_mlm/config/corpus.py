@@ -29,6 +29,15 @@ def validate_split_ratios(ratios: dict[str, float]) -> dict[str, float]:
     return values
 
 
+def check_one_source(path: Any, hf_dataset: Any, sources: Any) -> None:
+    """At most one of ``corpus.path``, ``corpus.hf_dataset`` and ``corpus.sources`` is set."""
+    given = [name for name, value in (("path", path), ("hf_dataset", hf_dataset), ("sources", sources))
+             if value is not None]
+    if len(given) > 1:
+        raise UserError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not "
+                        f"{' and '.join('corpus.' + name for name in given)}")
+
+
 class CorpusConfig(Section):
     """The corpus: where it is (read by the catalog's raw_corpus) and how it is cleaned and split"""
 
@@ -78,8 +87,5 @@ class CorpusConfig(Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> CorpusConfig:
-        given = [name for name in ("path", "hf_dataset", "sources") if getattr(self, name) is not None]
-        if len(given) > 1:
-            raise UserError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not "
-                            f"{' and '.join('corpus.' + name for name in given)}")
+        check_one_source(self.path, self.hf_dataset, self.sources)
         return self

@@ -89,13 +89,11 @@ class AtomicSave(SkipsEmpty):
     def _get_save_path(self) -> PurePosixPath:
         return self._writing_to if self._writing_to is not None else super()._get_save_path()
 
-    def _prepared(self, data):
-        """What is written for ``data`` (the data itself, unless a dataset says otherwise)."""
-        return data
-
     def save(self, data) -> None:
-        data = self._prepared(data)
-        inner = self._unwrapped_parent_save()
+        # The kedro-datasets dataset's own save, without Kedro's logging/versioning wrapper (this
+        # class's save is wrapped already).
+        parent = super().save
+        inner = getattr(parent, "__wrapped__", parent.__func__)
         if self._protocol != "file":
             inner(self, data)
             return
@@ -106,15 +104,6 @@ class AtomicSave(SkipsEmpty):
         finally:
             self._writing_to = None
             self._invalidate_cache()
-
-    def _unwrapped_parent_save(self):
-        """The parent dataset's own ``save``, without Kedro's logging/versioning wrapper (this
-        class's ``save`` is wrapped already)."""
-        for klass in type(self).__mro__:
-            if not issubclass(klass, AtomicSave) and "save" in klass.__dict__:
-                method = klass.__dict__["save"]
-                return getattr(method, "__wrapped__", method)
-        raise TypeError(f"{type(self).__name__} has no dataset to save with")
 
 
 class OptionalLoad:
