@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from bert_mlm.config import FinetuneConfig, MaskingConfig, ModelConfig, TokenizerConfig, TrainingConfig  # noqa: E402
-from bert_mlm.core.finetune.runs import evaluate_finetuning, starting_point  # noqa: E402
+from bert_mlm.core.finetune.runs import evaluate_finetuning, starting_points  # noqa: E402
 from bert_mlm.core.model.bert import build_model  # noqa: E402
 from bert_mlm.core.model.token_ids import TokenIds  # noqa: E402
 from bert_mlm.core.tokens.sequences import build_sequences  # noqa: E402
@@ -94,10 +94,10 @@ def main() -> None:
                     learning_rate, pooling, head_init = recipe.split(":")
                     config = FinetuneConfig(**case["task"], learning_rate=float(learning_rate), pooling=pooling,
                                             head_init=head_init, progress=False)
-                    baseline, baseline_name = starting_point(config, model, tokenizer, None, 42)
+                    baselines = starting_points(config, model, tokenizer, None, 42)
                     started = time.perf_counter()
-                    metrics = evaluate_finetuning(model, tokenizer, config, baseline=baseline,
-                                                  baseline_name=baseline_name).task_result().to_json()
+                    metrics = evaluate_finetuning(model, tokenizer, config,
+                                                  baselines=baselines).task_result().to_json()
                     row = {
                         "case": name,
                         "steps": steps,

@@ -52,7 +52,7 @@ def test_a_run_writes_tensorboard_curves_while_it_trains(project_copy, monkeypat
     assert scalars(run, "finetune/majority_accuracy") and scalars(run, "finetune/baseline_accuracy")
     (gain,) = scalars(run, "finetune/gain")
     assert gain.value == pytest.approx(metrics["finetune_gain"], rel=1e-6) and scalars(run, "train/loss_scale")
-    assert [e.step for e in scalars(run, "finetune/eval_accuracy_by_epoch/pretrained")] == [0, 1, 2]
+    assert [e.step for e in scalars(run, "finetune/eval_score_by_epoch/pretrained")] == [0, 1, 2]
 
 
 def test_tracking_off_by_default_writes_nothing(project_copy, monkeypatch):
@@ -88,3 +88,32 @@ def test_tensorboard_asked_for_but_not_installed_is_one_line_before_any_work(pro
     with pytest.raises(UserError, match=r"tracking.tensorboard: needs the tensorboard package: pip install"):
         run_session(project_copy, monkeypatch, **{"tracking.tensorboard": True})
     assert not (project_copy / "data" / "02_intermediate" / "corpus_documents").exists()  # nothing ran
+
+
+def test_an_unwritable_tensorboard_folder_is_one_line_before_any_work(project_copy, monkeypatch):
+    """A tensorboard_dir the run cannot write gave a 92-line traceback."""
+    from tests.kedro_runs import kedro_cli
+
+    blocked = project_copy / "blocked"
+    blocked.write_text("a file where the folder would be")  # no folder can be made under it, root or not
+    result = kedro_cli(project_copy, "--params", f"tracking.tensorboard=true,tracking.tensorboard_dir={blocked}/tb")
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"Error: tracking.tensorboard_dir: cannot write event files in '{blocked}/tb/"), last
+    assert not (project_copy / "data" / "02_intermediate" / "corpus_documents").exists()
+
+
+def test_mlflow_asked_for_but_not_installed_is_one_line_before_any_work(project_copy, monkeypatch):
+    """BERT_MLM_MLFLOW=1 without kedro-mlflow tracked nothing and said nothing."""
+    import importlib.util
+
+    from bert_mlm.errors import UserError
+    from bert_mlm.tracking import MlflowTrackingHook
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "kedro_mlflow" else real(name, *a))
+    monkeypatch.setenv("BERT_MLM_MLFLOW", "1")
+    with pytest.raises(UserError, match=r'BERT_MLM_MLFLOW=1: MLflow tracking needs kedro-mlflow: pip install -e "\.\['
+                                        r'mlflow\]"'):
+        MlflowTrackingHook().after_catalog_created(None, {}, "v", {})

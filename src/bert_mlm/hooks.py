@@ -16,13 +16,14 @@ from kedro.framework.hooks import hook_impl
 
 from bert_mlm import run_lock
 from bert_mlm.config import ExperimentConfig
+from bert_mlm.config.finetune import BASELINES
 from bert_mlm.core.common.device import resolve_device, resolve_precision
 from bert_mlm.core.common.files import remove_dead_temporaries, remove_empty_versions, written_then_renamed
 from bert_mlm.core.common.progress import clock
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.data.engine import close_engines
 from bert_mlm.core.data.sources.settings import source_settings
-from bert_mlm.core.finetune.labelled import TaskSource, load_task
+from bert_mlm.core.finetune.runs import load_labelled
 from bert_mlm.core.model.bert import (
     check_starting_tokenizer,
     check_starting_vocabulary,
@@ -67,8 +68,9 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
         else:
             check_starting_tokenizer(config.model.init_from, tokenizer.lowercase, tokenizer.strip_accents,
                                      tokenizer.chinese_chars)
-    if config.finetune.enabled and config.finetune.baseline not in ("auto", "none"):
-        open_model(config.finetune.baseline, "finetune.baseline")
+    for task in config.finetune.task_configs().values():
+        for baseline in set(task.baselines) - set(BASELINES):
+            open_model(baseline, "finetune.baseline")
     device = resolve_device(config.training.device)
     precision = resolve_precision(config.training.precision, device)
     planned = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
@@ -135,8 +137,9 @@ class ValidateParametersHook:
         if tuning.n_trials > 0 and "tune_mask_probability" in names:
             check_storage(tuning)
         finetune_tuning = tuning.n_trials > 0 and tuning.objective == "finetune" and "tune_mask_probability" in names
-        if config.finetune.enabled and ("finetune_classifier" in names or finetune_tuning):
-            load_task(TaskSource.of(config.finetune))  # a bad labelled file fails here, before any training
+        if "finetune_classifier" in names or finetune_tuning:  # a bad labelled file fails here, before any training
+            for name, task in config.finetune.task_configs().items():
+                load_labelled(task, name)
         if "extra_eval_corpus" in pipeline.all_inputs():  # a bad evaluation.corpus_path too
             check_extra_corpus(catalog.load("extra_eval_corpus"))
         nodes = {node.name for node in pipeline.nodes}  # the default chain's, not a variant's namespaced nodes

@@ -32,6 +32,7 @@ from bert_mlm.core.finetune.result import RUN_COLUMNS, RUN_SCORE, FinetuneResult
 from bert_mlm.core.record.results import ModelResults
 from bert_mlm.core.record.run_record import dotted
 from bert_mlm.core.train.result import VALID_ACCURACY, VALID_LOSS
+from bert_mlm.errors import UserError
 
 MLFLOW_ENV = "BERT_MLM_MLFLOW"
 
@@ -172,9 +173,9 @@ class TensorBoardHook:
                 log.text(f"{tag}summary", task.summary)
         elif isinstance(data, pd.DataFrame) and set(RUN_COLUMNS) <= set(data.columns) and len(data):  # the runs
             log = self._log(prefix)
-            means = data.groupby(["model", "epoch"], sort=False)[RUN_SCORE].mean()
-            for (model, epoch), score in means.items():
-                log.scalars({f"finetune/{RUN_SCORE}_by_epoch/{model}": score}, int(epoch))
+            means = data.groupby(["task", "model", "epoch"], sort=False)[RUN_SCORE].mean()
+            for (task, model, epoch), score in means.items():
+                log.scalars({f"finetune/{task + '/' if task else ''}{RUN_SCORE}_by_epoch/{model}": score}, int(epoch))
 
     @hook_impl
     def after_pipeline_run(self) -> None:
@@ -250,8 +251,11 @@ class MlflowTrackingHook:
 
     @hook_impl
     def after_catalog_created(self, catalog, conf_catalog: dict, save_version: str, load_versions: dict) -> None:
-        if not mlflow_tracking() or importlib.util.find_spec("kedro_mlflow") is None:
+        if not mlflow_tracking():
             return
+        if importlib.util.find_spec("kedro_mlflow") is None:  # asked for, and nothing would be tracked, silently
+            raise UserError(f'{MLFLOW_ENV}=1: MLflow tracking needs kedro-mlflow: pip install -e ".[mlflow]" (or '
+                            f"unset {MLFLOW_ENV})")
         from kedro_mlflow.io.artifacts import MlflowArtifactDataset
 
         from bert_mlm.pipelines.mask_rate_comparison import VARIANTS

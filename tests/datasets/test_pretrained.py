@@ -62,14 +62,14 @@ def test_failed_save_leaves_no_version(tmp_path, tokenizer):
 
 
 def test_a_classifier_is_saved_only_when_kept(tmp_path, tokenizer):
-    from transformers import BertForSequenceClassification
+    from transformers import BertForSequenceClassification, BertForTokenClassification
 
     from bert_mlm.datasets.pretrained import Classifier, ClassifierDataset
 
     config = tiny_model(tokenizer).config
     config.num_labels, config.id2label, config.label2id = 2, {0: "差评", 1: "好评"}, {"差评": 0, "好评": 1}
     kept = ClassifierDataset(str(tmp_path / "clf"), version=Version(None, "2026-01-01T00.00.00.000Z"))
-    kept.save(Classifier(BertForSequenceClassification(config), tokenizer))
+    kept.save(Classifier({"": BertForSequenceClassification(config)}, tokenizer))
     loaded = ClassifierDataset(str(tmp_path / "clf"), version=Version(None, None)).load()
     assert loaded.model.config.id2label == {0: "差评", 1: "好评"} and loaded.tokenizer is not None
     # Without fine-tuning nothing is written; without finetune.save_model a version says why it holds no weights,
@@ -77,10 +77,20 @@ def test_a_classifier_is_saved_only_when_kept(tmp_path, tokenizer):
     ClassifierDataset(str(tmp_path / "clf"), version=Version(None, "2026-01-02T00.00.00.000Z")).save(Classifier())
     assert [p.name for p in (tmp_path / "clf").iterdir()] == ["2026-01-01T00.00.00.000Z"]
     ClassifierDataset(str(tmp_path / "clf"), version=Version(None, "2026-01-03T00.00.00.000Z")).save(
-        Classifier(None, tokenizer))
+        Classifier({}, tokenizer))
     latest = ClassifierDataset(str(tmp_path / "clf"), version=Version(None, None))
     assert latest.load().model is None
     assert not list((tmp_path / "clf").glob("2026-01-03*/clf/*.safetensors"))
+    # Several tasks: a folder each, every one a plain transformers directory of its own kind.
+    tags = config.__class__.from_dict({**config.to_dict(), "id2label": {0: "O", 1: "B-PER", 2: "I-PER"},
+                                       "label2id": {"O": 0, "B-PER": 1, "I-PER": 2}})
+    ClassifierDataset(str(tmp_path / "clf"), version=Version(None, "2026-01-04T00.00.00.000Z")).save(
+        Classifier({"sentiment": BertForSequenceClassification(config), "ner": BertForTokenClassification(tags)},
+                   tokenizer))
+    both = ClassifierDataset(str(tmp_path / "clf"), version=Version(None, None)).load().models
+    assert {name: type(model).__name__ for name, model in both.items()} == {
+        "ner": "BertForTokenClassification", "sentiment": "BertForSequenceClassification"}
+    assert both["ner"].config.id2label[1] == "B-PER"
 
 
 def test_the_model_card_goes_into_the_models_folder_which_plain_transformers_still_loads(tmp_path, tokenizer):

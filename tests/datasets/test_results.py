@@ -88,3 +88,28 @@ def test_an_evaluation_keeps_its_tokens_and_reads_as_utf8(tmp_path):
     assert '"baseline_token": "的"' in text and '"token": "首"' in text and "***" not in text
     loaded = ResultDataset(result="evaluation", filepath=str(path), version=Version(None, None)).load()
     assert loaded == evaluation and loaded.version == A
+
+
+def test_a_models_fine_tuning_results_keep_the_newest_of_each_task(tmp_path):
+    """A second run on another file adds to the model's results (the card lists both); a run on the same task
+    replaces it; another model's results stay apart."""
+    from bert_mlm.core.finetune.result import Estimate, TaskResult
+
+    def task(dataset: str, accuracy: float, name: str = "") -> TaskResult:
+        return TaskResult(f"accuracy {accuracy}", {"accuracy": Estimate(accuracy, 0.01, seeds=[accuracy])},
+                          task=name, dataset=dataset)
+
+    path, model, other = str(tmp_path / "finetune_metrics.json"), "2025-12-01T00.00.00.000Z", "2025-12-02T00.00.00.000Z"
+    saved = {A: FinetuneResults((task("评论.csv", 0.8),), model),
+             "2026-01-01T12.00.00.000Z": FinetuneResults((task("sst2.tsv", 0.7),), other),
+             B: FinetuneResults((task("msra.conll", 0.6), task("评论.csv", 0.85, "sentiment")), model),
+             "2026-01-03T00.00.00.000Z": FinetuneResults((task("msra.conll", 0.65),), model)}
+    for version, results in saved.items():
+        ResultDataset(result="finetune", filepath=path, version=Version(None, version)).save(results)
+    loaded = ResultDataset(result="finetune", filepath=path, version=Version(None, None)).load()
+    assert [(found.key, found.score.mean, found.run) for found in loaded] == [
+        ("msra.conll", 0.65, "2026-01-03T00.00.00.000Z"), ("sentiment", 0.85, B), ("评论.csv", 0.8, A)]
+    assert loaded.version == "2026-01-03T00.00.00.000Z" and loaded.model_version == model
+    assert FinetuneResults.from_json(loaded.to_json()).tasks == loaded.tasks  # metrics.json keeps them, each its run
+    pinned = ResultDataset(result="finetune", filepath=path, version=Version(A, None)).load()
+    assert [found.key for found in pinned] == ["评论.csv"]

@@ -157,8 +157,8 @@ def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch, labelled_task):
     trials = pd.read_csv(latest(data / "07_model_output" / "tuning_trials.csv"))
     assert (trials["state"].isin(["COMPLETE", "PRUNED"])).sum() == 2
     # Each trial's score is its model's fine-tuning error; the accuracies are stored with it.
-    assert best["objective"] == "finetune" and 0 <= best["best_finetune_accuracy"] <= 1
-    accuracies = trials["attr_finetune_accuracy"].map(lambda v: json.loads(v) if isinstance(v, str) else v)
+    assert best["objective"] == "finetune" and 0 <= best["best_finetune_score"] <= 1
+    accuracies = trials["attr_finetune_score"].map(lambda v: json.loads(v) if isinstance(v, str) else v)
     assert all(
         value == pytest.approx(1 - sum(a) / len(a)) for value, a in zip(trials["value"], accuracies, strict=True)
     )

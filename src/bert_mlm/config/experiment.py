@@ -77,6 +77,10 @@ class ExperimentConfig(Section):
             )
         if self.tuning.objective == "finetune" and self.tuning.n_trials > 0 and not self.finetune.enabled:
             raise UserError("tuning.objective: finetune needs a labelled task: set finetune.train_path")
+        chosen, tasks = self.tuning.finetune_task, self.finetune.tasks
+        if chosen != "mean" and self.finetune.enabled and chosen not in tasks:
+            raise UserError(f"tuning.finetune_task: {chosen!r} is not one of finetune.tasks "
+                            f"({', '.join(tasks) or 'none: one task, finetune.train_path'}) or mean")
         for name, overrides in self.variants.items():
             try:
                 overrides.sections(self.masking, self.training)
@@ -126,7 +130,8 @@ def _dotted(key: str, value: Any) -> str:
 
 
 def whole_word_requested(masking: MaskingConfig, evaluation: EvaluationParameters, tuning: TuningConfig) -> bool:
-    """Whether any part of the run masks whole words: training, the evaluation protocol, or a
-    tuning study that searches ``whole_word``."""
-    searched = True in (tuning.search_space.get("whole_word") or ()) and tuning.n_trials > 0
-    return masking.whole_word or evaluation.whole_word or searched
+    """Whether any part of the run masks whole words: training (whole words or spans of them), the
+    evaluation protocol, or a tuning study that searches ``whole_word`` or a span scheme."""
+    searched = tuning.n_trials > 0 and (True in (tuning.search_space.get("whole_word") or ())
+                                        or any(span != "none" for span in tuning.search_space.get("span") or ()))
+    return masking.words or evaluation.whole_word or searched

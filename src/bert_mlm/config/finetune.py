@@ -4,7 +4,7 @@ the starting point."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -15,6 +15,9 @@ MODES = ("full", "frozen")
 POOLINGS = ("mean", "cls")
 HEAD_INITS = ("probe", "random")
 TASKS = ("auto", "sequence", "token")
+# What a model is judged against: auto: where pretraining started (model.init_from, else the pretraining's own
+# initial weights) | random: the same architecture randomly initialised (no pretraining at all) | none | a model.
+BASELINES = ("auto", "random")
 # "auto" learning rate: 5e-4 for a 128-wide encoder, scaled by 1/width as pretraining's auto rule
 # (8e-5 for BERT-base's 768, inside the 2e-5..1e-4 range BERT's fine-tuning recipes use).
 AUTO_LR_BASE, AUTO_LR_WIDTH = 5e-4, 128
@@ -77,12 +80,18 @@ class FinetuneConfig(Section):
     weight_decay: float = Field(0.01, ge=0, description="AdamW's decoupled weight decay")
     seeds: int = Field(3, gt=0, description="fine-tuning seeds, each run for the model and for its baseline")
     seed: int = Field(0, ge=0, description="the first seed; also the hash split and the example sample")
-    baseline: str = Field(
-        "auto", min_length=1,
-        description="auto: the pretraining's starting point | none | a model directory or hub id")
+    baseline: str | list[str] = Field(
+        "auto", description="auto: the pretraining's starting point | random: the same architecture randomly "
+                            "initialised | none | a model directory or hub id | a list of these ([auto, random]): "
+                            "a paired gain over each",
+        json_schema_extra={"requirement": "auto, random, none, a model directory or hub id, or a list of them"})
     save_model: bool = Field(
         False, description="true: keep the first seed's fine-tuned classifier (finetuned_classifier)")
     progress: bool = Field(True, description="a progress bar (a line per tenth in log files)")
+    tasks: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="several tasks in one run, name: {train_path: ..., and any other key of "
+                                          "this section, over the section's own}; {}: the one task of train_path",
+        json_schema_extra={"requirement": "a mapping of task names to mappings of finetune values"})
 
     @field_validator("train_path", "eval_path")
     @classmethod
@@ -93,18 +102,46 @@ class FinetuneConfig(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> FinetuneConfig:
-        # A token classifier reads every piece's hidden state: no pooling to agree with plain transformers.
-        if self.save_model and self.pooling != "cls" and self.task != "token":
-            raise UserError("finetune.save_model: a kept classifier must work in plain transformers, whose "
-                            "AutoModelForSequenceClassification reads the pooled [CLS] state; set finetune.pooling=cls "
-                            "(a tagger pools nothing: finetune.task=token)")
-        if self.eval_path and not self.train_path:
+        if self.eval_path and not self.train_path and not self.tasks:
             raise UserError("finetune.train_path: required when finetune.eval_path is set")
+        named = self.baselines
+        if isinstance(self.baseline, list) and (not named or len(set(named)) < len(named) or "none" in named):
+            raise UserError(f"finetune.baseline: {self.baseline!r} must list different baselines (auto, random, a "
+                            "model), without none")
+        self.task_configs()  # each task validated now, with its name
         return self
 
     @property
+    def baselines(self) -> list[str]:
+        """The starting points the model is paired against, in order (the first: the headline gain)."""
+        if isinstance(self.baseline, str):
+            return [] if self.baseline == "none" else [self.baseline]
+        return [str(name) for name in self.baseline]
+
+    def task_configs(self) -> dict[str, FinetuneConfig]:
+        """Each task's settings by name: the section's with the task's own keys over them
+        (``finetune.tasks``), else the one unnamed task of ``train_path``; {} without any."""
+        if not self.tasks:
+            return {"": self} if self.train_path is not None else {}
+        shared = self.model_dump(exclude={"tasks"})
+        found = {}
+        for name, values in self.tasks.items():
+            where = f"finetune.tasks.{name}"
+            if not str(name).isidentifier():  # it names a folder of the kept models, and a section of the report
+                raise UserError(f"{where}: a task's name is a plain word (letters, digits, _)")
+            if "tasks" in values:
+                raise UserError(f"{where}.tasks: a task cannot hold tasks")
+            try:
+                found[name] = FinetuneConfig.build({**shared, **values}, where)
+            except UserError as error:  # a rule's own message names finetune.<key>: say which task
+                raise UserError(str(error) if str(error).startswith(where) else f"{where}: {error}") from error
+            if found[name].train_path is None:
+                raise UserError(f"{where}.train_path: required (each task names its labelled file)")
+        return found
+
+    @property
     def enabled(self) -> bool:
-        return self.train_path is not None
+        return self.train_path is not None or bool(self.tasks)
 
     @property
     def run_seeds(self) -> list[int]:

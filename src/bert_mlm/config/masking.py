@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -11,6 +11,7 @@ from bert_mlm.errors import UserError
 
 SEGMENTERS = ("auto", "wordpiece", "rjieba", "jieba")
 SCHEDULES = ("constant", "linear")
+SPANS = ("none", "ngram", "geometric")
 
 
 class MaskingConfig(Section):
@@ -32,6 +33,15 @@ class MaskingConfig(Section):
                                 "the last")
     final_probability: Probability | None = Field(
         None, description="the end of a linear schedule (e.g. 0.15 from a start of 0.30)")
+    # MacBERT / ERNIE mask whole-word n-grams, SpanBERT geometric spans: docs/mask-rate-tuning.md.
+    span: Literal[SPANS] = Field(
+        "none", description="none | ngram: whole-word n-grams (ngram_probabilities) | geometric: spans of whole words "
+                            "of geometric length (SpanBERT); each span shares one 80/10/10 fate, the rate is kept")
+    ngram_probabilities: list[Annotated[float, Field(ge=0)]] = Field(
+        [0.4, 0.3, 0.2, 0.1], min_length=1, max_length=10,
+        description="span: ngram: the probabilities of 1, 2, 3, ... word n-grams (MacBERT's 0.4/0.3/0.2/0.1)")
+    geometric_p: Probability = Field(0.2, description="span: geometric: the length's parameter (SpanBERT's 0.2)")
+    max_span: int = Field(10, ge=1, le=32, description="span: geometric: the longest span in words (SpanBERT's 10)")
 
     @model_validator(mode="after")
     def _fractions_and_schedule(self) -> MaskingConfig:
@@ -40,7 +50,25 @@ class MaskingConfig(Section):
                             f"{self.mask_token_fraction + self.random_token_fraction:.3f} must not exceed 1")
         if self.schedule == "linear" and self.final_probability is None:
             raise UserError("masking.final_probability: a linear masking.schedule needs its end value")
+        if abs(sum(self.ngram_probabilities) - 1) > 1e-6:
+            raise UserError(f"masking.ngram_probabilities: {self.ngram_probabilities} must sum to 1 (they sum to "
+                            f"{sum(self.ngram_probabilities):.4g})")
         return self
+
+    @property
+    def words(self) -> bool:
+        """Whether masking needs word boundaries: whole words, or spans of them."""
+        return self.whole_word or self.span != "none"
+
+    @property
+    def span_lengths(self) -> tuple[float, ...]:
+        """P(a span is 1, 2, ... words long) for ``span``; ``(1.0,)`` without spans."""
+        if self.span == "ngram":
+            return tuple(self.ngram_probabilities)
+        if self.span == "geometric":
+            weights = [(1 - self.geometric_p) ** (n - 1) * self.geometric_p for n in range(1, self.max_span + 1)]
+            return tuple(weight / sum(weights) for weight in weights)
+        return (1.0,)
 
     def at_step(self, step: int, total_steps: int) -> MaskingConfig:
         """The masking of optimizer step ``step`` (0-based) of ``total_steps``: a pure function of

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from bert_mlm.config.base import Section
-from bert_mlm.config.masking import SCHEDULES
+from bert_mlm.config.masking import SCHEDULES, SPANS
 from bert_mlm.errors import UserError
 
 # name -> (section, how it is sampled: a float range, a log-scale range, or a list of choices)
@@ -17,18 +17,20 @@ SEARCHABLE = {
     "random_token_fraction": ("masking", "range"),
     "whole_word": ("masking", "choice"),  # e.g. [false, true]
     "schedule": ("masking", "choice"),  # e.g. [constant, linear]
+    "span": ("masking", "choice"),  # e.g. [none, ngram]
     "final_probability": ("masking", "range"),  # the end of a linear schedule
     "learning_rate": ("training", "log"),
 }
 CHOICES = {
     "whole_word": (lambda value: isinstance(value, bool), "[false, true]"),
     "schedule": (lambda value: value in SCHEDULES, "[constant, linear]"),
+    "span": (lambda value: value in SPANS, "[none, ngram, geometric]"),
 }
 PROBABILITIES = ("probability", "final_probability")
 SAMPLERS = ("qmc", "tpe", "random")
 ADOPT = ("if_better", "always")
 # eval_loss: fixed-protocol masked-LM loss on the validation split | finetune: 1 - the trial
-# model's mean fine-tuning accuracy on the finetune task (what pretraining is for; slower)
+# model's mean fine-tuning score (accuracy, entity F1) on the finetune task(s) (what pretraining is for; slower)
 OBJECTIVES = ("eval_loss", "finetune")
 PRUNERS = ("median", "hyperband", "none")
 
@@ -66,7 +68,11 @@ class TuningConfig(Section):
                                  "the study's best")
     objective: Literal[OBJECTIVES] = Field(
         "eval_loss", description="eval_loss: the fixed-protocol loss on the valid split | finetune: the fine-tuning "
-                                 "error on finetune's task (set finetune.train_path)")
+                                 "error (1 - accuracy, or 1 - entity F1 for a token task) on finetune's task (set "
+                                 "finetune.train_path)")
+    finetune_task: str = Field(
+        "mean", min_length=1, description="objective finetune with several finetune.tasks: the task whose error the "
+                                          "study minimises | mean: the mean of every task's error")
 
     @field_validator("search_space")
     @classmethod

@@ -8,14 +8,16 @@ temporary name and renamed, so a crash never leaves a half-written version that 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kedro.io import AbstractDataset
 from transformers import (
+    AutoConfig,
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
     AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
@@ -88,45 +90,60 @@ class MaskedLMDataset(_PretrainedDirectoryDataset):
 
 @dataclass
 class Classifier:
-    """A fine-tuned sequence classifier (its config carries the label mapping) and its tokenizer;
-    ``model`` is None when the weights were not kept, both are None where nothing was fine-tuned
-    (Kedro saves no ``None`` output)."""
+    """Fine-tuned models (each config carries its label mapping) by task name (``""``: the one task
+    of ``finetune.train_path``) and their tokenizer; no models when the weights were not kept,
+    neither where nothing was fine-tuned (Kedro saves no ``None`` output)."""
 
-    model: PreTrainedModel | None = None
+    models: dict[str, PreTrainedModel] = field(default_factory=dict)
     tokenizer: PreTrainedTokenizerBase | None = None
+
+    @property
+    def model(self) -> PreTrainedModel | None:
+        """The one task's model (the first where there are several)."""
+        return next(iter(self.models.values()), None)
 
 
 class ClassifierDataset(_PretrainedDirectoryDataset):
-    """A fine-tuned classifier's directory (``AutoModelForSequenceClassification``). Fine-tuned
-    without ``finetune.save_model`` (a tokenizer, no weights), its version holds a note saying so,
-    so that the newest version is always the newest fine-tuning's; no fine-tuning at all (neither)
-    writes no version."""
+    """Fine-tuned models: the one task's directory, or a folder per task (``finetune.tasks``), each
+    a plain ``transformers`` directory that ``AutoModelForSequenceClassification`` (a label per
+    text) or ``AutoModelForTokenClassification`` (a tagger) opens, as its config's architecture
+    says. Fine-tuned without ``finetune.save_model`` (a tokenizer, no weights), its version holds
+    a note saying so, so that the newest version is always the newest fine-tuning's; no fine-tuning
+    at all (neither) writes no version."""
 
     NOT_KEPT = "NOT_KEPT.txt"
 
     def holds_nothing(self, data: Classifier) -> bool:
-        return data.model is None and data.tokenizer is None
+        return not data.models and data.tokenizer is None
 
     def load(self) -> Classifier:
         directory = self._load_dir()
         if (directory / self.NOT_KEPT).exists():
             return Classifier()
-        with MODEL_LOCK:
-            model = AutoModelForSequenceClassification.from_pretrained(str(directory))
-        return Classifier(model, AutoTokenizer.from_pretrained(str(directory)))
+        folders = {"": directory} if (directory / "config.json").is_file() else {
+            path.name: path for path in sorted(directory.iterdir()) if (path / "config.json").is_file()}
+        return Classifier({name: _classifier(folder) for name, folder in folders.items()},
+                          AutoTokenizer.from_pretrained(str(next(iter(folders.values())))))
 
     def save(self, data: Classifier) -> None:
-        if data.model is not None:
-            self._write([data.model, data.tokenizer])
-            return
-
-        def note(directory: Path) -> None:
+        def fill(directory: Path) -> None:
             directory.mkdir(parents=True)
-            (directory / self.NOT_KEPT).write_text(
-                "The fine-tuned weights were not kept: set finetune.save_model=true.\n"
-            )
+            if not data.models:
+                (directory / self.NOT_KEPT).write_text(
+                    "The fine-tuned weights were not kept: set finetune.save_model=true.\n")
+            for name, model in data.models.items():
+                model.save_pretrained(str(directory / name))
+                data.tokenizer.save_pretrained(str(directory / name))
 
-        self._write_directory(note)
+        self._write_directory(fill)
+
+
+def _classifier(directory: Path) -> PreTrainedModel:
+    architectures = AutoConfig.from_pretrained(str(directory)).architectures or []
+    auto = AutoModelForTokenClassification if any("TokenClassification" in name for name in architectures) else \
+        AutoModelForSequenceClassification
+    with MODEL_LOCK:  # not thread-safe in transformers (core.model.construction)
+        return auto.from_pretrained(str(directory))
 
 
 class ModelCardDataset(AbstractDataset[ModelCard, str]):

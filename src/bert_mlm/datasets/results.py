@@ -2,12 +2,15 @@
 ``to_json`` and loaded by its ``from_json`` (files of earlier versions too), saved atomically, and
 knowing the run that saved them (``version``). A result that holds nothing (a fine-tuning result
 without tasks: no ``finetune.train_path``) writes no version; an ``optional: true`` result that no
-run has written loads as None (the stage has not run yet)."""
+run has written loads as None (the stage has not run yet). A fine-tuning result loads with the
+newest result of each other task that earlier runs saved for the same model
+(:meth:`FinetuneResults.with_earlier`): a model's card keeps every task it was judged by."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import PurePosixPath
 from typing import Any
 
 from kedro_datasets._typing import JSONPreview
@@ -44,7 +47,17 @@ class ResultDataset(JSONDataset):
         if self._missing():
             return self._type() if self._type is FinetuneResults else None
         found = self._type.from_json(_JSONDataset.load.__wrapped__(self))
-        return None if found is None else replace(found, version=self._loaded_version())
+        found = None if found is None else replace(found, version=self._loaded_version())
+        return found.with_earlier(self._earlier(found.version)) if isinstance(found, FinetuneResults) else found
+
+    def _earlier(self, version: str | None):
+        """The results of the versions before ``version``, newest first, read as they are needed."""
+        paths = sorted(self._glob_function(str(self._get_versioned_path("*"))), reverse=True)
+        for path in paths:
+            earlier = PurePosixPath(path).parent.name
+            if version is not None and earlier < version:
+                with self._fs.open(path, mode="r", encoding="utf-8") as file:
+                    yield self._type.from_json(json.load(file), earlier)
 
     def save(self, data) -> None:
         AtomicSave.save(self, data.to_json())

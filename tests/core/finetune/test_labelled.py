@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from bert_mlm.core.finetune.labelled import TaskSource, encode_examples, load_task, read_labelled
+from bert_mlm.config import FinetuneConfig
+from bert_mlm.core.finetune.labelled import encode_examples, load_task, read_labelled
 from bert_mlm.errors import UserError
 
 
@@ -18,7 +19,7 @@ def labelled_csv(tmp_path, rows, name="reviews.csv", columns=("label", "review")
 
 def test_the_hash_split_is_disjoint_stable_and_capped(tmp_path):
     path = labelled_csv(tmp_path, [(i % 3, f"review number {i}") for i in range(1000)])
-    source = TaskSource(path, text_column="review", eval_fraction=0.25, max_train_examples=500)
+    source = FinetuneConfig(path, text_column="review", eval_fraction=0.25, max_train_examples=500)
     task = load_task(source)
     assert len(task.train) == 500 and 150 < len(task.evaluation) < 350
     assert not set(task.train["text"]) & set(task.evaluation["text"])
@@ -26,7 +27,7 @@ def test_the_hash_split_is_disjoint_stable_and_capped(tmp_path):
     assert list(again.train["text"]) == list(task.train["text"])
     assert list(again.evaluation["text"]) == list(task.evaluation["text"])
     shuffled = labelled_csv(tmp_path, [(i % 3, f"review number {i}") for i in reversed(range(1000))], "shuffled.csv")
-    reordered = load_task(TaskSource(shuffled, text_column="review", eval_fraction=0.25, max_train_examples=500))
+    reordered = load_task(FinetuneConfig(shuffled, text_column="review", eval_fraction=0.25, max_train_examples=500))
     assert set(reordered.evaluation["text"]) == set(task.evaluation["text"]), (
         "the split follows the text, not the order"
     )
@@ -36,7 +37,7 @@ def test_labels_of_any_type_map_to_ids_in_a_natural_order(tmp_path):
     rows = [{"text": f"sentence {i}", "label": ["neg", "pos", "neutral"][i % 3]} for i in range(60)]
     path = tmp_path / "task.jsonl"
     pd.DataFrame(rows).to_json(path, orient="records", lines=True)
-    task = load_task(TaskSource(str(path), eval_fraction=0.3))
+    task = load_task(FinetuneConfig(str(path), eval_fraction=0.3))
     assert task.labels == ["neg", "neutral", "pos"]
     mapping = task.label_mapping()
     assert mapping["label_to_id"] == {"neg": 0, "neutral": 1, "pos": 2}
@@ -46,13 +47,13 @@ def test_labels_of_any_type_map_to_ids_in_a_natural_order(tmp_path):
     pd.DataFrame(
         {"text": [f"t {i}" for i in range(40)], "label": [float([2, 10][i % 2]) for i in range(40)]}
     ).to_parquet(numeric)
-    assert load_task(TaskSource(str(numeric), eval_fraction=0.3)).labels == ["2", "10"]
+    assert load_task(FinetuneConfig(str(numeric), eval_fraction=0.3)).labels == ["2", "10"]
 
 
 def test_text_pairs_are_encoded_with_segment_ids(tmp_path, tiny_tokenizer):
     rows = [(i % 2, f"the value {i}", f"a list {i}") for i in range(40)]
     path = labelled_csv(tmp_path, rows, "pairs.csv", ("label", "premise", "hypothesis"))
-    task = load_task(TaskSource(path, text_column="premise", pair_column="hypothesis", eval_fraction=0.3))
+    task = load_task(FinetuneConfig(path, text_column="premise", pair_column="hypothesis", eval_fraction=0.3))
     assert task.has_pairs
     encoded = encode_examples(task, task.train, tiny_tokenizer, max_length=64)
     ids, segments = encoded.input_ids[0], encoded.token_type_ids[0]
@@ -75,7 +76,7 @@ def test_chinese_reviews_split_and_encode(shared_dir):
     from bert_mlm.core.tokens.tokenizer import load_tokenizer
 
     reviews = str(shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")
-    task = load_task(TaskSource(reviews, text_column="review", max_train_examples=300, max_eval_examples=200))
+    task = load_task(FinetuneConfig(reviews, text_column="review", max_train_examples=300, max_eval_examples=200))
     assert task.labels == ["0", "1"] and len(task.train) == 300 and len(task.evaluation) == 200
     tokenizer = load_tokenizer(shared_dir / "vocab" / "bert-base-chinese.vocab.txt")
     encoded = encode_examples(task, task.evaluation, tokenizer, max_length=128)
@@ -96,33 +97,33 @@ def _bad_inputs(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("no table here\n")
     return [
-        (TaskSource(str(empty), text_column="review"), r"finetune\.train_path: .*empty\.csv' is empty"),
+        (FinetuneConfig(str(empty), text_column="review"), r"finetune\.train_path: .*empty\.csv' is empty"),
         (
-            TaskSource(str(header_only), text_column="review"),
+            FinetuneConfig(str(header_only), text_column="review"),
             r"finetune\.train_path: .*header\.csv' has no labelled rows",
         ),
         (
-            TaskSource(one_class, text_column="review"),
+            FinetuneConfig(one_class, text_column="review"),
             r"finetune\.label_column: .*one_class\.csv.*has one class only \('1'\)",
         ),
         (
-            TaskSource(unseen_train, eval_path=unseen_eval, text_column="review"),
+            FinetuneConfig(unseen_train, eval_path=unseen_eval, text_column="review"),
             r"finetune\.eval_path: 1 eval label\(s\) never occur among the training examples \('2'\)",
         ),
         (
-            TaskSource(every_row_a_class, text_column="review"),
+            FinetuneConfig(every_row_a_class, text_column="review"),
             r"finetune\.label_column: .* classes among .* training examples",
         ),
         (
-            TaskSource(unseen_train, text_column="review", pair_column="hypothesis"),
+            FinetuneConfig(unseen_train, text_column="review", pair_column="hypothesis"),
             r"finetune\.pair_column: .* has no column 'hypothesis'",
         ),
-        (TaskSource(unseen_train, text_column="body"), r"finetune\.text_column: .* has no column 'body'"),
+        (FinetuneConfig(unseen_train, text_column="body"), r"finetune\.text_column: .* has no column 'body'"),
         (
-            TaskSource(unseen_train, text_column="review", label_column="stars"),
+            FinetuneConfig(unseen_train, text_column="review", label_column="stars"),
             r"finetune\.label_column: .* has no column 'stars'",
         ),
-        (TaskSource(str(text)), r"finetune\.train_path: .*notes\.txt' is not one of \.csv"),
+        (FinetuneConfig(str(text)), r"finetune\.train_path: .*notes\.txt' is not one of \.csv"),
     ]
 
 
@@ -164,9 +165,9 @@ def test_labels_that_are_whole_numbers_read_as_integers(tmp_path, written):
     else:
         path = tmp_path / "labels.parquet"
         pd.DataFrame(rows).to_parquet(path)
-    task = load_task(TaskSource(str(path), eval_fraction=0.3))
+    task = load_task(FinetuneConfig(str(path), eval_fraction=0.3))
     assert task.labels == ["0", "1"]
     # A column of real fractions keeps them.
     pd.DataFrame({"text": rows["text"], "label": [[0.5, 1.5][i % 2] for i in range(40)]}).to_csv(
         tmp_path / "fractions.csv", index=False)
-    assert load_task(TaskSource(str(tmp_path / "fractions.csv"), eval_fraction=0.3)).labels == ["0.5", "1.5"]
+    assert load_task(FinetuneConfig(str(tmp_path / "fractions.csv"), eval_fraction=0.3)).labels == ["0.5", "1.5"]

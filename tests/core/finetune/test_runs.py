@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from bert_mlm.config import FinetuneConfig, ModelConfig
+from bert_mlm.core.finetune.classifier import classifier_from
 from bert_mlm.core.finetune.result import (
     BASELINE,
     PRETRAINED,
@@ -21,7 +22,7 @@ from bert_mlm.core.finetune.result import (
     interval,
     paired_differences,
 )
-from bert_mlm.core.finetune.runs import classifier_from, evaluate_finetuning, prepare_task, starting_point
+from bert_mlm.core.finetune.runs import evaluate_finetuning, prepare_task, starting_points
 from bert_mlm.core.model.bert import build_model
 from bert_mlm.errors import UserError
 from tests.core.conftest import synthetic_sentences
@@ -63,7 +64,8 @@ def test_fine_tuning_learns_a_signal_and_not_noise(tmp_path, tiny_tokenizer, mod
     assert metrics["finetune_seeds"] == [0, 1] and "finetune_gain" not in metrics  # no baseline given
     assert len(metrics["finetune_example_accuracy"]) == metrics["finetune_eval_examples"]
     runs = result.runs
-    assert list(runs.columns[:4]) == ["model", "seed", "epoch", "train_loss"] and len(runs) == 2 * (1 + 3)
+    assert list(runs.columns[:6]) == ["task", "model", "seed", "epoch", "train_loss", "eval_score"]
+    assert len(runs) == 2 * (1 + 3) and (runs["eval_score"] == runs["eval_accuracy"]).all()
     assert runs["epoch"].tolist() == [0, 1, 2, 3] * 2, "epoch 0: the linear-probe head before fine-tuning"
     tuned = runs[runs["epoch"] > 0]
     assert tuned.groupby("seed")["train_loss"].apply(lambda losses: losses.iloc[-1] < losses.iloc[0]).all()
@@ -75,16 +77,16 @@ def test_fine_tuning_learns_a_signal_and_not_noise(tmp_path, tiny_tokenizer, mod
 
 
 def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model, signal_file):
-    baseline, name = starting_point(config_for(signal_file), model, tiny_tokenizer, init_from=None, init_seed=11)
-    assert name.startswith("the random initialisation")
+    baselines = starting_points(config_for(signal_file), model, tiny_tokenizer, init_from=None, init_seed=11)
+    (baseline, name), = baselines.values()
+    assert list(baselines) == [BASELINE] and name.startswith("the random initialisation")
     seen: dict[tuple[str, int], list[list[int]]] = {}
 
     def record(model_name, seed, epoch, indices):
         seen.setdefault((model_name, seed), []).append([epoch, *indices.tolist()])
 
     config = config_for(signal_file, epochs=2)
-    result = evaluate_finetuning(model, tiny_tokenizer, config, baseline=baseline, baseline_name=name, device="cpu",
-                                 on_batch=record)
+    result = evaluate_finetuning(model, tiny_tokenizer, config, baselines=baselines, device="cpu", on_batch=record)
     for seed in config.run_seeds:
         assert seen[(PRETRAINED, seed)] == seen[(BASELINE, seed)], "same batches, same order"
     assert seen[(PRETRAINED, 0)] != seen[(PRETRAINED, 1)], "each seed has its own order"
@@ -93,7 +95,7 @@ def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model
     assert (orders[PRETRAINED] == orders[BASELINE]).all()
     # The classification head (pooler and classifier) starts identical for both models.
     task = result.prepared.task
-    heads = [classifier_from(encoder, task, seed=0).state_dict() for encoder in (model, baseline)]
+    heads = [classifier_from(encoder, task.labels, seed=0).state_dict() for encoder in (model, baseline)]
     for key in heads[0]:
         if key.startswith(("classifier.", "bert.pooler.")):
             assert torch.equal(heads[0][key], heads[1][key]), key
@@ -113,29 +115,47 @@ def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model
 
 
 def test_the_random_baseline_is_the_pretrainings_initial_weights(tiny_tokenizer, model):
-    config = FinetuneConfig()
-    baseline, _ = starting_point(config, model, tiny_tokenizer, init_from=None, init_seed=42)
+    (baseline, _), = starting_points(FinetuneConfig(), model, tiny_tokenizer, init_from=None, init_seed=42).values()
     initial = build_model(TINY, tiny_tokenizer, seed=42)
     for (key, value), (_, expected) in zip(baseline.state_dict().items(), initial.state_dict().items(), strict=True):
         assert torch.equal(value, expected), key
-    assert starting_point(FinetuneConfig(baseline="none"), model, tiny_tokenizer, None, 42) == (None, "none")
+    assert starting_points(FinetuneConfig(baseline="none"), model, tiny_tokenizer, None, 42) == {}
+    # Without model.init_from, auto is the random initialisation: [auto, random] compares it once.
+    both = FinetuneConfig(baseline=["auto", "random"])
+    assert list(starting_points(both, model, tiny_tokenizer, None, 42)) == [BASELINE]
 
 
-def test_the_starting_checkpoint_is_the_baseline_of_continued_pretraining(tmp_path, tiny_tokenizer, model):
+def test_a_continued_model_is_judged_against_its_start_and_against_no_pretraining(tmp_path, tiny_tokenizer, model,
+                                                                                   signal_file):
+    """finetune.baseline: [auto, random]: a paired gain over the starting checkpoint (the headline) and one over
+    the same architecture randomly initialised, with the same seeds and batches."""
     start = build_model(TINY, tiny_tokenizer, seed=9)
     start.save_pretrained(tmp_path / "start")
-    baseline, name = starting_point(
-        FinetuneConfig(), model, tiny_tokenizer, init_from=str(tmp_path / "start"), init_seed=0
-    )
-    assert "starting checkpoint" in name
-    assert torch.equal(baseline.bert.embeddings.word_embeddings.weight, start.bert.embeddings.word_embeddings.weight)
+    config = config_for(signal_file, epochs=1, baseline=["auto", "random"])
+    baselines = starting_points(config, model, tiny_tokenizer, init_from=str(tmp_path / "start"), init_seed=42)
+    assert [(key, words.split()[1]) for key, (_, words) in baselines.items()] == [(BASELINE, "starting"),
+                                                                                  ("random", "random")]
+    assert torch.equal(baselines["random"][0].bert.embeddings.word_embeddings.weight,
+                       build_model(TINY, tiny_tokenizer, seed=42).bert.embeddings.word_embeddings.weight)
+    result = evaluate_finetuning(model, tiny_tokenizer, config, baselines=baselines, device="cpu")
+    runs = result.runs
+    assert set(runs["model"]) == {PRETRAINED, BASELINE, "random"}
+    assert runs.groupby(["seed", "epoch"])["data_order"].nunique().eq(1).all()
+    task = result.task_result()
+    (random_start,) = task.others.values()
+    assert task.baseline.startswith("the starting checkpoint") and random_start.baseline.startswith("the random")
+    assert random_start.gain.mean == pytest.approx(task.score.mean - random_start.scores["accuracy"].mean)
+    assert random_start.gain.low <= random_start.gain.mean <= random_start.gain.high
+    assert f"over {random_start.baseline}" in task.summary
+    again = TaskResult.from_json(task.to_json())
+    assert again.others == task.others and again.summary == task.summary
 
 
 def test_same_seed_same_result_and_early_stopping_reports_the_best_epoch(tiny_tokenizer, model, signal_file):
     config = config_for(signal_file, seeds=1, epochs=4, early_stopping_patience=1)
     first = evaluate_finetuning(model, tiny_tokenizer, config, device="cpu")
     second = evaluate_finetuning(model, tiny_tokenizer, config, device="cpu")
-    columns = ["epoch", "train_loss", "eval_accuracy", "data_order"]
+    columns = ["epoch", "train_loss", "eval_accuracy", "data_order"]  # the row of each epoch
     pd.testing.assert_frame_equal(first.runs[columns], second.runs[columns])
     runs = first.runs[first.runs["epoch"] > 0]
     reported = runs[runs["reported"]]
@@ -229,7 +249,8 @@ def test_a_result_is_typed_and_its_file_keeps_the_keys_of_earlier_versions():
             "finetune_example_accuracy", "finetune_summary", "finetune_model_version"} <= set(data)
     assert FinetuneResults.from_json(data).tasks == (first,)
     ner = TaskResult("entity F1", {"entity_f1": interval_estimate([0.6, 0.62], [0.5, 0.7])}, task="ner",
-                     kind="token", metric="entity_f1", detail={"eval_entities": {"LOC": 3, "PER": 2}, "eval_words": 40})
+                     kind="token", metric="entity_f1",
+                     detail={"gold_entities": {"LOC": 3, "PER": 2}, "scored_words": 40})
     both = FinetuneResults((first, ner), "2026-01-01T00.00.00.000Z")
     assert set(both.to_json()["finetune_tasks"]) == {"ner"} and FinetuneResults.from_json(both.to_json()) == both
     assert "finetune_example_accuracy" not in both.to_json(examples=False)
@@ -244,7 +265,8 @@ def test_a_result_is_typed_and_its_file_keeps_the_keys_of_earlier_versions():
     ({"mode": "linear"}, r"finetune\.mode: 'linear' is not one of"),
     ({"learning_rate": -1}, r"finetune\.learning_rate"),
     ({"early_stopping_patience": 0}, r"finetune\.early_stopping_patience"),
-    ({"save_model": True}, r"finetune\.save_model: .* set finetune\.pooling=cls"),
+    ({"baseline": ["auto", "none"]}, r"finetune\.baseline: \['auto', 'none'\] must list different baselines"),
+    ({"baseline": []}, r"finetune\.baseline"),
     ({"head_init": "zeros"}, r"finetune\.head_init: 'zeros' is not one of"),
 ])
 def test_bad_finetune_parameters_are_named(kwargs, message):
@@ -252,10 +274,15 @@ def test_bad_finetune_parameters_are_named(kwargs, message):
         FinetuneConfig(**kwargs)
 
 
-def test_a_bad_task_fails_before_any_training(tmp_path, tiny_tokenizer, model):
+def test_a_bad_task_fails_before_any_training(tmp_path, tiny_tokenizer, model, signal_file):
     one_class = labelled_file(tmp_path, [(1, f"sentence {i}") for i in range(40)])
     with pytest.raises(UserError, match="one class only"):
         prepare_task(config_for(one_class), tiny_tokenizer, 128)
+    with pytest.raises(UserError, match=r"^finetune\.tasks\.reviews: finetune\.label_column: .* one class only"):
+        prepare_task(config_for(one_class), tiny_tokenizer, 128, name="reviews")
+    # A kept sequence classifier must read what plain transformers reads: decided once the file says its kind.
+    with pytest.raises(UserError, match=r"finetune\.save_model: .* set finetune\.pooling=cls"):
+        prepare_task(config_for(signal_file, save_model=True), tiny_tokenizer, 128)
 
 
 def test_a_model_at_the_majority_rate_is_said_to_be_no_better_than_always_answering_it(tmp_path, tiny_tokenizer,
@@ -265,9 +292,9 @@ def test_a_model_at_the_majority_rate_is_said_to_be_no_better_than_always_answer
     rng = random.Random(1)
     rows = [("1" if rng.random() < 0.8 else "0", s) for s in synthetic_sentences(400, seed=9)]  # labels without signal
     path = labelled_file(tmp_path, rows, "skewed.csv")
-    baseline, name = starting_point(config_for(path), model, tiny_tokenizer, init_from=None, init_seed=11)
+    baselines = starting_points(config_for(path), model, tiny_tokenizer, init_from=None, init_seed=11)
     config = config_for(path, mode="frozen", seeds=2)
-    metrics = evaluate_finetuning(model, tiny_tokenizer, config, baseline=baseline, baseline_name=name,
+    metrics = evaluate_finetuning(model, tiny_tokenizer, config, baselines=baselines,
                                   device="cpu").task_result().to_json()
     summary = metrics["finetune_summary"]
     assert re.search(r"^fine-tuned accuracy 0\.\d{3} vs 0\.\d{3} for .* \(majority class 0\.\d{3}\): "

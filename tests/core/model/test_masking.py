@@ -241,3 +241,33 @@ def test_whole_word_masks_are_a_function_of_seed_epoch_batch(small_batch, replac
 def test_whole_word_parameters_are_validated(field, value, message):
     with pytest.raises(ValueError, match=message):
         MaskingConfig(**{field: value})
+
+
+@pytest.mark.parametrize("span", ["ngram", "geometric"])
+def test_span_masking_keeps_the_rate_the_80_10_10_and_never_masks_specials(batch, replacement, span):
+    """Whole-word n-grams and geometric spans over a million tokens: the masked share of the
+    non-special tokens is the probability, each span's fate is 80/10/10 and specials never move."""
+    ids, special, _ = batch
+    starts = torch.rand(ids.shape, generator=torch.Generator().manual_seed(5)) < 0.7
+    starts[:, 0] = True
+    config = MaskingConfig(span=span)
+    masked, labels = mask_tokens(ids, special, MASK, replacement, config, mask_generator(0, 0, 0), starts)
+    selected = labels != IGNORE_INDEX
+    maskable = special == 0
+    assert not (selected & ~maskable).any() and torch.equal(masked[~maskable], ids[~maskable])
+    share = selected.sum().item() / maskable.sum().item()
+    assert share == pytest.approx(0.15, abs=0.004)  # spans are correlated: a few times the token-level error
+    fates = masked[selected]
+    assert (fates == MASK).float().mean().item() == pytest.approx(0.8, abs=0.01)
+    kept = (fates == ids[selected]).float().mean().item()
+    assert kept == pytest.approx(0.1 + 0.1 / len(replacement), abs=0.01)  # kept, or replaced by itself
+    # Every piece of a word shares one fate; the same (seed, epoch, batch, rank) draws the same spans.
+    again, _ = mask_tokens(ids, special, MASK, replacement, config, mask_generator(0, 0, 0), starts)
+    assert torch.equal(masked, again)
+
+
+def test_span_settings_are_checked():
+    with pytest.raises(ValueError, match=r"masking\.ngram_probabilities: \[0\.5, 0\.4\] must sum to 1"):
+        MaskingConfig(span="ngram", ngram_probabilities=[0.5, 0.4])
+    assert MaskingConfig(span="ngram").words and not MaskingConfig().words
+    assert MaskingConfig(span="geometric").span_lengths[0] == pytest.approx(0.2 / (1 - 0.8 ** 10))

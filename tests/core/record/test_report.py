@@ -235,3 +235,42 @@ def test_fine_tuning_shows_both_accuracies_and_the_majority_class():
     assert "starting point: the random initialisation (same shape) 0.8440 ± 0.0050" in " ".join(section.split())
     assert "+0.7 [95 % CI +0.1, +1.5]" in section
     assert "majority class (always the most frequent training label) 0.669" in " ".join(section.split())
+
+
+def entity_task(f1: list[float], sentences: list[float], name: str = "ner") -> dict:
+    """A token task's keys as finetune_tasks holds them (without the prefix)."""
+    return {"summary": f"fine-tuned entity F1 {np.mean(f1):.3f} vs 0.700 for the random initialisation (strict IOB2)",
+            "task": name, "kind": "token", "metric": "entity_f1", "dataset": "msra.conll", "eval_examples": 300,
+            "entity_f1": float(np.mean(f1)), "entity_f1_se": 0.01, "seed_entity_f1": f1, "entity_precision": 0.8,
+            "entity_precision_se": 0.0, "seed_entity_precision": [0.8] * len(f1), "baseline_entity_f1": 0.7,
+            "baseline_entity_f1_se": 0.01, "baseline_seed_entity_f1": [0.7] * len(f1), "gain": np.mean(f1) - 0.7,
+            "gain_se": 0.01, "gain_ci_low": np.mean(f1) - 0.72, "gain_ci_high": np.mean(f1) - 0.68,
+            "seeds": list(range(len(f1))), "example_entity_f1": sentences,
+            "entity_f1_per_type": {"pretrained": {"LOC": 0.9, "PER": 0.8}, "baseline": {"LOC": 0.7, "PER": 0.6}}}
+
+
+def test_a_token_task_beside_a_sequence_task_says_entity_f1_per_type():
+    values = {**finetuned(metrics()), "finetune_task": "sentiment", "finetune_tasks": {"ner": entity_task(
+        [0.81, 0.83], [0.8] * 300)}}
+    section = visible_text(run_report(values, history()).split("<h2>Fine-tuning on the downstream task</h2>")[1]
+                           .split("<h2>")[0])
+    words = " ".join(section.split())
+    assert "sentiment" in words and "fine-tuned entity F1 0.820 vs 0.700" in words
+    assert "300 eval sentences of msra.conll (token classification)" in words
+    assert "model LOC PER pretrained 0.9000 0.8000" in words
+    assert "entity_f1 (mean over seeds) entity-precision" in words and "+12.0 [95 % CI +10.0, +14.0]" in words
+    assert words.count("Nothing recorded") == 0  # a sequence task has no table of entity types
+
+
+def test_mask_rate_variants_are_paired_by_entity_f1():
+    variants = {name: {**metrics(0.12, probability), "finetune_summary": "ner", "finetune_model_version": None,
+                       **{f"finetune_{key}": value for key, value in entity_task(f1, sentences).items()}}
+                for name, probability, f1, sentences in (("mask_015", 0.15, [0.80, 0.82, 0.81], [0.81] * 300),
+                                                        ("mask_030", 0.30, [0.85, 0.86, 0.855], [0.855] * 300))}
+    results = {name: ModelResults.from_json(values) for name, values in variants.items()}
+    table, page = reports.compare_variants(results, {name: history() for name in variants},
+                                           {name: result.finetune for name, result in results.items()})
+    assert table["finetune_metric"].tolist() == ["entity_f1"] * 2
+    assert table["finetune_difference"].iloc[1] == pytest.approx(0.045)
+    assert table["finetune_difference_ci_low"].iloc[1] > 0
+    assert "Highest fine-tuned entity-F1: <b>mask_030</b>" in page

@@ -48,7 +48,7 @@ def test_a_bad_source_is_refused_by_name():
 
 def test_the_confirmation_keeps_the_configured_masking_unless_it_adopts():
     best = TuningRecord("tuning", {"probability": 0.31}, best_trial=2, best_value=4.2, objective="finetune")
-    assert best.score == {"best_finetune_accuracy": pytest.approx(1 - 4.2)}
+    assert best.score == {"best_finetune_score": pytest.approx(1 - 4.2)}
     kept = best.confirmed(Confirmation(adopted=False, reason="within seed noise"), MaskingConfig(probability=0.15))
     assert (kept.source, kept.masking, kept.tuned, kept.decision) == (
         "parameters", {"probability": 0.15}, {"masking": {"probability": 0.31}}, "within seed noise")

@@ -342,12 +342,53 @@ def test_a_study_by_fine_tuning_scores_trials_by_their_fine_tuned_accuracy(tmp_p
     tuning = {"n_trials": 2, "trial_steps": 4, "eval_every": 2, "storage": f"sqlite:///{tmp_path}/f.db",
               "objective": "finetune", "seeds": 2}
     _, _, best, trials, objective_plot, _ = tune(store, index, tokenizer, tuning, finetune=finetune)
-    assert best.objective == "finetune" and "best_finetune_accuracy" in best.score
+    assert best.objective == "finetune" and "best_finetune_score" in best.score
     assert "fine-tuning error" in best.confirmation.reason
-    for value, accuracies in zip(trials["value"], trials["attr_finetune_accuracy"], strict=True):
+    for value, accuracies in zip(trials["value"], trials["attr_finetune_score"], strict=True):
         assert len(accuracies) == 2 and value == pytest.approx(1 - sum(accuracies) / 2)
     assert trials["last_step"].isna().all(), "no intermediate values: nothing to prune by"
     assert "fine-tuning error" in objective_plot.axes[0].get_ylabel()
+
+
+def test_a_study_judged_by_one_of_several_tasks_scores_its_entity_f1(tmp_path):
+    """tuning.finetune_task: ner: the trials' error is 1 - the NER task's entity F1 (a tagger on CoNLL lines); mean:
+    the mean of every task's error."""
+    import pandas as pd
+
+    from bert_mlm.config import ModelConfig
+    from bert_mlm.core.model.bert import build_model
+    from bert_mlm.core.study.mask_study import finetune_scorer
+    from bert_mlm.core.train.experiment import Experiment
+
+    store, index, tokenizer = tiny_inputs(tmp_path)
+    rng = np.random.default_rng(2)
+    words = ["alpha", "beta", "gamma", "delta", "omega", "theta"]
+    sentences = [list(rng.choice(words, size=6)) + ["kappa", "sigma"] * (i % 2) for i in range(120)]
+    noise = rng.integers(0, 2, size=len(sentences))  # sentiment labels without signal: its error is not NER's
+    pd.DataFrame({"text": [" ".join(s) for s in sentences], "label": noise}).to_csv(
+        tmp_path / "sentiment.csv", index=False)
+    # kappa sigma: an ORG of two words; the others are outside any entity.
+    tags = {"kappa": "B-ORG", "sigma": "I-ORG"}
+    (tmp_path / "ner.conll").write_text("\n\n".join("\n".join(f"{w} {tags.get(w, 'O')}" for w in s) for s in sentences))
+    finetune = {"seeds": 1, "epochs": 1, "max_length": 32, "progress": False, "learning_rate": 3e-3,
+                "tasks": {"sentiment": {"train_path": str(tmp_path / "sentiment.csv")},
+                          "ner": {"train_path": str(tmp_path / "ner.conll")}}}
+    tuning = {"n_trials": 1, "trial_steps": 2, "eval_every": 2, "storage": f"sqlite:///{tmp_path}/t.db",
+              "objective": "finetune", "finetune_task": "ner", "adopt": "always"}
+    _, _, best, trials, _, _ = tune(store, index, tokenizer, tuning, finetune=finetune)
+    (scores,) = trials["attr_finetune_score"]
+    assert best.best_value == pytest.approx(1 - scores[0]) and 0 < scores[0] <= 1
+    sections = {name: SECTIONS[name].build(PARAMS[name]) for name in PARAMS}
+    experiment = Experiment.from_store(store, index, tokenizer, model=sections["model"], training=sections["training"],
+                                       masking=sections["masking"], evaluation=sections["evaluation"].protocol,
+                                       sequences=sections["sequences"])
+    config = SECTIONS["finetune"].build(finetune)
+    (ner, fingerprints), (sentiment, _), (mean, _) = (finetune_scorer(experiment, config, chosen)
+                                                      for chosen in ("ner", "sentiment", "mean"))
+    assert list(fingerprints) == ["ner"]
+    model = build_model(ModelConfig(**PARAMS["model"]), tokenizer, seed=0)
+    assert mean(model) == pytest.approx((ner(model) + sentiment(model)) / 2)
+    assert ner(model) < 0.2 < sentiment(model)
 
 
 def test_a_user_error_in_a_trial_stops_the_study_in_its_own_line(tmp_path):

@@ -147,6 +147,36 @@ def test_a_mixture_resumes_exactly_across_its_epochs(tmp_path):
     assert resumed.resumed_from_step == 12
     for key, value in fresh.state_dict().items():
         assert torch.equal(uninterrupted[key], value), key
+    # Resuming after a weight changed is refused, saying the weights changed (not only two digests).
+    sequences.mixture = plan_mixture([SourceSpan("small", 0, 16), SourceSpan("large", 16, 96)],
+                                     source_settings({"small": {"weight": 0.5}, "large": {"weight": 0.5}}))
+    fresh, ids, config, collator = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True, max_steps=20)
+    with pytest.raises(UserError, match=r"what differs: .*mixture\.large 'weight 0\.2' -> 'weight 0\.5'; "
+                                        r"mixture\.small 'weight 0\.8' -> 'weight 0\.5'"):
+        train(fresh, sequences, ids, MaskingConfig(), config, collator)
+
+
+def test_span_masking_resumes_byte_identical(tmp_path):
+    """Whole-word n-grams (pieces 5-9 continue a word here): a run that crashed and resumed ends with
+    the uninterrupted run's weights, as token and whole-word masking do."""
+    sequences, span = repetitive_sequences(), MaskingConfig(span="ngram")
+    words = Collator(0, SPECIAL, 32, "dynamic", whole_word=True, continuation_ids=list(range(5, 10)))
+    model, ids, config, _ = setup(checkpoint_every=4, checkpoint_dir=str(tmp_path / "straight"))
+    train(model, sequences, ids, span, config, words)
+    uninterrupted = model.state_dict()
+    crash_dir = str(tmp_path / "crashed")
+    model, ids, config, _ = setup(checkpoint_every=4, checkpoint_dir=crash_dir)
+
+    def crash(step, _record):
+        if step == 10:
+            raise KeyboardInterrupt("simulated crash")
+
+    with pytest.raises(KeyboardInterrupt):
+        train(model, sequences, ids, span, config, words, on_step=crash)
+    fresh, ids, config, _ = setup(checkpoint_every=4, checkpoint_dir=crash_dir, resume=True)
+    assert train(fresh, sequences, ids, span, config, words).resumed_from_step == 8
+    for key, value in fresh.state_dict().items():
+        assert torch.equal(uninterrupted[key], value), key
 
 
 def test_a_linear_mask_schedule_reaches_its_end_and_resumes_exactly(tmp_path):
@@ -449,7 +479,7 @@ def test_compile_accepts_booleans_and_torch_modes_only(value):
 
 def test_a_collator_built_for_other_masking_is_refused():
     model, ids, config, collator = setup()
-    with pytest.raises(ValueError, match=r"collator's whole_word=False differs from masking\.whole_word=True"):
+    with pytest.raises(ValueError, match=r"whole_word=False differs from the masking's need of words \(True\)"):
         train(model, repetitive_sequences(), ids, MaskingConfig(whole_word=True), config, collator)
 
 

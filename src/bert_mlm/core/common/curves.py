@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, first_line
 
 Listener = Callable[[Sequence[dict]], None]
 _listeners: list[Listener] = []
@@ -62,7 +62,11 @@ class TensorBoardLog:
             raise UserError("tracking.tensorboard: needs the tensorboard package: pip install -e \".[tensorboard]\" "
                             "(or pip install tensorboard)") from error
         self.directory = Path(directory)
-        self.writer = SummaryWriter(log_dir=str(self.directory))
+        try:
+            self.writer = SummaryWriter(log_dir=str(self.directory))
+        except OSError as error:  # a read-only or full folder: one line, before any work (was 92 lines)
+            raise UserError(f"tracking.tensorboard_dir: cannot write event files in {str(self.directory)!r} "
+                            f"({error.strerror or first_line(error)}); choose a writable folder") from error
         self.last_step = 0
 
     def records(self, records: Sequence[Mapping]) -> None:

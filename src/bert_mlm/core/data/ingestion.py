@@ -121,7 +121,8 @@ class DocumentStream:
                 # Found now, not after tuning and training: the held-out splits are fixed here.
                 raise CorpusError(f"corpus.path: none of the corpus's {documents} document(s) landed in the {split} "
                                   f"split (corpus.split_ratios.{split}={ratio}), which {use} needs. Documents are "
-                                  "paragraphs (split at blank lines, and at corpus.max_document_chars="
-                                  f"{config.max_document_chars}) and are assigned to splits by their hash: give more "
-                                  "text or more paragraphs")
+                                  "paragraphs (split at blank lines, or each line with corpus.line_by_line=true, and "
+                                  f"at corpus.max_document_chars={config.max_document_chars}) and are assigned to "
+                                  "splits by their hash: give more text or more paragraphs, or read each line as one "
+                                  "(corpus.line_by_line=true)")
         return manifest

@@ -25,10 +25,13 @@ def fill_mask_examples(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBas
     if not sentences:
         return []
     fill = pipeline("fill-mask", model=model, tokenizer=tokenizer, device=next(model.parameters()).device)
-    examples = []
+    examples, positions = [], model.config.max_position_embeddings
     for position, sentence in enumerate(sentences):
         if tokenizer.mask_token not in sentence:
             raise UserError(f"{parameter}: {sentence!r} has no {tokenizer.mask_token}")
+        if (length := len(tokenizer(sentence)["input_ids"])) > positions:
+            raise UserError(f"{parameter}: {sentence[:60]!r}... is {length} tokens; the model reads at most "
+                            f"{positions} (model.max_position_embeddings)")
         predictions = fill(sentence, top_k=top_k)
         per_mask = predictions if predictions and isinstance(predictions[0], list) else [predictions]
         per_mask = [
@@ -53,7 +56,8 @@ def fill_mask_report(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase,
     with one word masked, each with the true word and its rank among the fills."""
     if sentences:
         return fill_mask_examples(model, tokenizer, sentences, top_k)
-    sentences, answers = fill_mask_sentences_from(held_out_texts, tokenizer, count=count, seed=seed)
+    sentences, answers = fill_mask_sentences_from(held_out_texts, tokenizer, count=count, seed=seed,
+                                                  max_tokens=model.config.max_position_embeddings)
     return fill_mask_examples(model, tokenizer, sentences, top_k, answers)
 
 
@@ -65,13 +69,15 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*")
 
 
 def fill_mask_sentences_from(texts: Iterable[str], tokenizer: PreTrainedTokenizerBase, count: int = 3, seed: int = 0,
-                             min_chars: int = 8, max_chars: int = 160,
-                             max_candidates: int = 2000) -> tuple[list[str], list[str]]:
+                             min_chars: int = 8, max_chars: int = 160, max_candidates: int = 2000,
+                             max_tokens: int | None = None) -> tuple[list[str], list[str]]:
     """``count`` sentences of ``texts`` (held-out documents) with one word masked, and the true
     words: a reader sees what the model predicts next to what the text said, in the corpus's own
     language. A masked word is one whole token (a single-piece word, or one CJK character) made of
     letters, so that one ``[MASK]`` can be filled with it. Drawn from the first ``max_candidates``
-    sentences with ``seed``: the same data gives the same examples."""
+    sentences with ``seed``: the same data gives the same examples. ``max_tokens``: the model's
+    positions; a longer sentence (with [CLS] and [SEP]) is no candidate (a vocabulary that splits text
+    finely made a 69-token example for a model of 64 positions, which failed after training)."""
     candidates: list[tuple[str, list[tuple[int, int]]]] = []
     for text in texts:
         for sentence in _SENTENCE_END.split(text):
@@ -89,7 +95,7 @@ def fill_mask_sentences_from(texts: Iterable[str], tokenizer: PreTrainedTokenize
                 and sentence[start:end].isalpha()
                 and (len(sentence[start:end]) >= 3 or cjk_characters(sentence[start:end]))
             ]
-            if spans:
+            if spans and (max_tokens is None or len(tokens) + 2 <= max_tokens):
                 candidates.append((sentence, spans))
             if len(candidates) >= max_candidates:
                 break

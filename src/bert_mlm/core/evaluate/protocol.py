@@ -279,8 +279,16 @@ def change_sentence(held_out: HeldOut, corpus: str, forgetting: bool = False) ->
     noise = " (within noise)" if math.isfinite(error) and abs(change) < 2 * error else ""
     forgot = ": what it forgot there" if forgetting and change > 0 and not noise else ""
     accuracy = f"{held_out.accuracy_start:.3f} -> {held_out.accuracy:.3f}"
+    # A lower loss goes with a higher accuracy; where they move the same way, say so rather than let
+    # "what it forgot" stand beside a rising accuracy (+0.30 loss, accuracy 0.104 -> 0.107).
+    moved = round(held_out.accuracy - held_out.accuracy_start, 3)
+    disagree = "" if noise or not moved or (moved > 0) != (change > 0) else (
+        f"; the loss and the accuracy disagree: the accuracy {'rose' if moved > 0 else 'fell'} too, so the model "
+        f"is {'less' if change > 0 else 'more'} sure of its answers rather than {'less' if change > 0 else 'more'} "
+        "often right")
     return (f"continued pretraining {verb} the held-out loss on {corpus} from {before:.{digits}f} to "
-            f"{after:.{digits}f} ({change:+.{digits}f} ± {error:.{digits}f}; accuracy {accuracy}){noise}{forgot}")
+            f"{after:.{digits}f} ({change:+.{digits}f} ± {error:.{digits}f}; accuracy {accuracy}){noise}{forgot}"
+            f"{disagree}")
 
 
 def ratio_standard_error(values: np.ndarray, weights: np.ndarray, ratio: float) -> float:

@@ -26,29 +26,6 @@ logger = logging.getLogger(__name__)
 LABELLED_SUFFIXES = (".csv", ".tsv", ".parquet", ".jsonl", ".json")
 
 
-@dataclass(frozen=True)
-class TaskSource:
-    """Where the labelled examples are and which columns hold what (``finetune.*``)."""
-
-    train_path: str
-    eval_path: str | None = None  # null: a hash split of train_path
-    text_column: str = "text"
-    eval_text_column: str | None = None  # when the eval file names its text column differently
-    pair_column: str | None = None  # the second text of text-pair tasks (NLI, paraphrase)
-    label_column: str = "label"
-    eval_fraction: float = 0.2
-    max_train_examples: int = 1000
-    max_eval_examples: int = 2000
-    seed: int = 0  # the hash split and the example subsample
-
-    @classmethod
-    def of(cls, config: FinetuneConfig) -> TaskSource:
-        """The task the ``finetune`` section names."""
-        return cls(config.train_path, config.eval_path, config.text_column, config.eval_text_column,
-                   config.pair_column, config.label_column, config.eval_fraction, config.max_train_examples,
-                   config.max_eval_examples, config.seed)
-
-
 def read_labelled(path: str, text_columns: tuple[str, ...], label_column: str, parameter: str) -> pd.DataFrame:
     """``text`` (and ``pair``) and ``label`` columns of one labelled file, rows with a missing
     value dropped (counted in a warning); labels as text (``1``, ``"1"`` and ``1.0`` read alike)."""
@@ -121,7 +98,7 @@ class Task:
     train: pd.DataFrame
     evaluation: pd.DataFrame
     labels: list[str]
-    source: TaskSource
+    source: FinetuneConfig  # the task's settings (its file, columns, split and sample)
 
     @property
     def label_ids(self) -> dict[str, int]:
@@ -151,7 +128,7 @@ class Task:
         return digest.hexdigest()
 
 
-def load_task(source: TaskSource) -> Task:
+def load_task(source: FinetuneConfig) -> Task:
     """Read, split, subsample and check the labelled examples (see the module's docstring)."""
     columns = (source.text_column, *((source.pair_column,) if source.pair_column else ()))
     train = read_labelled(source.train_path, columns, source.label_column, "finetune.train_path")
@@ -179,7 +156,7 @@ def _label_order(label: str):
         return (1, 0.0, label)
 
 
-def check_labels(train: pd.DataFrame, evaluation: pd.DataFrame, source: TaskSource) -> None:
+def check_labels(train: pd.DataFrame, evaluation: pd.DataFrame, source: FinetuneConfig) -> None:
     classes = train["label"].nunique()
     where = f"{source.train_path!r} (column {source.label_column!r})"
     if classes < 2:

@@ -2,10 +2,11 @@
 a :class:`FinetuneResults`, empty where no task was fine-tuned (no ``finetune.train_path``: no
 version is written). A task result holds what any task kind reports: its name, its kind
 (``sequence``; ``token`` has entity F1 for headline), the headline metric's name, both models'
-scores over the seeds, the paired gain with its 95 % interval, and the kind's other scores
-(macro-F1). Its keys (``finetune_accuracy``, ``finetune_seed_accuracy``, ``finetune_gain_ci_low``...,
-as every earlier version wrote them) are written and read here only; more tasks go under
-``finetune_tasks``.
+scores over the seeds, the paired gain with its 95 % interval (and one per further baseline), and
+the kind's other scores (macro-F1; entity precision...). Its keys (``finetune_accuracy``,
+``finetune_seed_accuracy``, ``finetune_gain_ci_low``..., as every earlier version wrote them) are
+written and read here only; more tasks go under ``finetune_tasks``. Each kind builds its result in
+its own module (:mod:`.classifier`, :mod:`.tagger`).
 
 The interval of a mean over seeds and eval examples combines two sources of error: the seeds
 (between-seed variance of the per-seed means) and the sampling of the eval examples
@@ -15,10 +16,9 @@ taken of the differences, so what the two models share (data order, hard example
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -27,11 +27,8 @@ import pandas as pd
 
 from bert_mlm.config import FinetuneConfig
 from bert_mlm.core.common.statistics import combined_interval
-from bert_mlm.core.finetune.labelled import Task
 
-logger = logging.getLogger(__name__)
-
-PRETRAINED, BASELINE = "pretrained", "baseline"  # the two fine-tuned models of a task
+PRETRAINED, BASELINE = "pretrained", "baseline"  # the fine-tuned models of a task: the model, its first baseline
 PREFIX = "finetune_"
 # Above this share of [UNK] tokens in the labelled text, the classifier barely sees the text: a
 # model of another language or script (an English vocabulary on Chinese reviews: 87 %). BERT's
@@ -40,27 +37,39 @@ UNKNOWN_WARNING_RATE = 0.05
 # The task's facts, each stored under its own name after the prefix.
 FACTS = ("task", "kind", "metric", "mode", "dataset", "eval_dataset", "train_examples", "eval_examples", "classes",
          "majority_accuracy", "seeds", "epochs", "seconds", "baseline", "unknown_rate", "no_better_than_majority",
-         "summary")
+         "run", "summary")
 
 
 @dataclass
 class RunRow:
     """One fine-tuning run's epoch: a row of ``finetune_runs`` (epoch 0: the linear-probe head alone)."""
 
-    model: str  # pretrained or baseline
+    model: str  # pretrained, baseline, or a further baseline's name (random)
     seed: int
     epoch: int
     train_loss: float
-    eval_accuracy: float
-    eval_macro_f1: float
+    scores: dict[str, float]  # the kind's eval scores by name, the headline first (a column eval_<name> each)
     learning_rate: float
     seconds: float
-    data_order: str  # a digest of every batch's example indices: equal for the two models of a seed
+    data_order: str  # a digest of every batch's example indices: equal for the models of a seed
     reported: bool = False  # the epoch whose predictions the result reports
 
+    @property
+    def score(self) -> float:
+        return next(iter(self.scores.values()))
 
-RUN_COLUMNS = tuple(f.name for f in fields(RunRow))
-RUN_SCORE = "eval_accuracy"  # the runs' score column: what the report and TensorBoard draw per epoch
+    def record(self) -> dict[str, Any]:
+        return {"model": self.model, "seed": self.seed, "epoch": self.epoch,
+                "train_loss": self.train_loss, RUN_SCORE: self.score,
+                **{f"eval_{name}": value for name, value in self.scores.items()},
+                "learning_rate": self.learning_rate, "seconds": self.seconds, "data_order": self.data_order,
+                "reported": self.reported}
+
+
+# The runs' headline score column (accuracy, or entity F1 for a token task): what the report and TensorBoard draw.
+RUN_SCORE = "eval_score"
+RUN_COLUMNS = ("task", "model", "seed", "epoch", "train_loss", RUN_SCORE, "learning_rate", "seconds", "data_order",
+               "reported")
 
 
 @dataclass(frozen=True)
@@ -93,11 +102,27 @@ def points(value: float) -> str:
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """The task fine-tuned from a further starting point with the same seeds: its scores and the
+    paired gain over it (``finetune.baseline: [auto, random]``: random's)."""
+
+    baseline: str  # in words
+    scores: dict[str, Estimate]
+    gain: Estimate
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Comparison:  # as asdict() wrote it
+        return cls(data["baseline"], {name: Estimate(**e) for name, e in data["scores"].items()},
+                   Estimate(**data["gain"]))
+
+
+@dataclass(frozen=True)
 class TaskResult:
     """One labelled task fine-tuned from the model and from its starting point with the same seeds.
     ``scores`` / ``baseline_scores``: by metric name (the headline ``metric`` first; a sequence task's
-    ``macro_f1`` too); ``gain``: the headline's paired difference; ``example_scores``: the headline
-    per eval example, averaged over the seeds (what pairs two models' runs on the same examples)."""
+    ``macro_f1`` too); ``gain``: the headline's paired difference; ``others``: further baselines by
+    name; ``example_scores``: the headline per eval example, averaged over the seeds, whose mean is
+    the headline (what pairs two models' runs on the same examples)."""
 
     summary: str
     scores: dict[str, Estimate]
@@ -120,6 +145,8 @@ class TaskResult:
     baseline: str | None = None  # the starting point, in words
     unknown_rate: float | None = None  # share of the labelled text's tokens that are [UNK]
     no_better_than_majority: bool = False
+    run: str | None = None  # the run that fine-tuned it (set on load)
+    others: dict[str, Comparison] = field(default_factory=dict)
     detail: dict[str, Any] = field(default_factory=dict)  # the kind's own facts (a token task's entity types...)
 
     @property
@@ -130,25 +157,31 @@ class TaskResult:
     def baseline_score(self) -> Estimate | None:
         return self.baseline_scores.get(self.metric)
 
+    @property
+    def key(self) -> str:
+        """What tells a model's tasks apart: the task's name, else its file's (the one unnamed task)."""
+        return self.task or self.dataset or ""
+
     def headline(self) -> str:
-        """The result in one sentence: both models' scores beside the majority class, and the gain.
-        Both scores: +0.8 points mean something else at 55 % than at 85 %."""
-        metric, score, base = self.metric.replace("_", " "), self.score, self.baseline_score
-        majority = f"majority class {self.majority_accuracy:.3f}"
+        """The result in one sentence: both models' scores beside the majority class (a sequence
+        task), and the gain over each baseline. Both scores: +0.8 points mean something else at 55 %
+        than at 85 %."""
+        metric, score, base = self.metric.replace("_", " ").replace("f1", "F1"), self.score, self.baseline_score
+        reference = "strict IOB2" if self.majority_accuracy is None else f"majority class {self.majority_accuracy:.3f}"
         if base is None or self.gain is None:
             f1 = f", macro-F1 {self.scores['macro_f1'].mean:.3f}" if "macro_f1" in self.scores else ""
-            return (f"fine-tuned {metric} {score.mean:.3f} ± {score.se:.3f}{f1} ({majority}; no baseline: "
+            return (f"fine-tuned {metric} {score.mean:.3f} ± {score.se:.3f}{f1} ({reference}; no baseline: "
                     "finetune.baseline is none)")
-        gain = self.gain
-        sentence = (f"fine-tuned {metric} {score.mean:.3f} vs {base.mean:.3f} for {self.baseline} ({majority}): "
-                    f"pretraining gained {points(gain.mean)} {metric} points [95 % CI {points(gain.low)}, "
-                    f"{points(gain.high)}]")
+        sentence = (f"fine-tuned {metric} {score.mean:.3f} vs {base.mean:.3f} for {self.baseline} ({reference}): "
+                    f"pretraining gained {gained(self.gain, f'{metric} points ')}")
+        sentence += "".join(f", {gained(other.gain)} over {other.baseline} ({other.scores[self.metric].mean:.3f})"
+                            for other in self.others.values())
+        facts = f"{len(self.seeds)} seed(s), {self.eval_examples:,} eval " \
+                f"{'sentences' if self.kind == 'token' else 'examples'}, {self.mode} fine-tuning"
         if "macro_f1" in self.baseline_scores:
             f1, base_f1 = self.scores["macro_f1"].mean, self.baseline_scores["macro_f1"].mean
-            sentence += f" and {f1 - base_f1:+.3f} macro-F1 (macro-F1 {f1:.3f} vs {base_f1:.3f}"
-        else:
-            sentence += " ("
-        return sentence + f"; {len(self.seeds)} seed(s), {self.eval_examples:,} eval examples, {self.mode} fine-tuning)"
+            return sentence + f" and {f1 - base_f1:+.3f} macro-F1 (macro-F1 {f1:.3f} vs {base_f1:.3f}; {facts})"
+        return f"{sentence} ({facts})"
 
     def to_json(self, prefix: str = PREFIX, examples: bool = True) -> dict[str, Any]:
         """The task's keys; ``examples``: with the per-example scores (``metrics.json`` leaves them out)."""
@@ -162,6 +195,8 @@ class TaskResult:
                          f"{prefix}gain_ci_low": self.gain.low, f"{prefix}gain_ci_high": self.gain.high})
         data.update({f"{prefix}{name}_gain": self.scores[name].mean - baseline.mean
                      for name, baseline in self.baseline_scores.items() if name != self.metric})
+        if self.others:
+            data[f"{prefix}other_baselines"] = {name: asdict(other) for name, other in self.others.items()}
         if examples:
             data[f"{prefix}example_{self.metric}"] = self.example_scores
         return {**{f"{prefix}{key}": value for key, value in self.detail.items()}, **data}
@@ -180,96 +215,77 @@ class TaskResult:
         gain = Estimate(*(data.get(f"{prefix}{key}") for key in ("gain", "gain_se", "gain_ci_low", "gain_ci_high"))) \
             if f"{prefix}gain" in data else None
         facts = {name: data[f"{prefix}{name}"] for name in FACTS if data.get(f"{prefix}{name}") is not None}
-        found = cls(scores=scores(""), baseline_scores=scores("baseline_"), gain=gain,
+        others = {name: Comparison.from_json(other)
+                  for name, other in (data.get(f"{prefix}other_baselines") or {}).items()}
+        found = cls(scores=scores(""), baseline_scores=scores("baseline_"), gain=gain, others=others,
                     example_scores=list(data.get(f"{prefix}example_{metric}", ())), **{"summary": "", **facts})
         known = {*found.to_json(prefix), f"{prefix}model_version", f"{prefix}tasks"}  # the rest is the kind's detail
         return replace(found, detail={key.removeprefix(prefix): value for key, value in data.items()
                                       if key.startswith(prefix) and key not in known})
 
 
-def macro_f1(labels: np.ndarray, predictions: np.ndarray, classes: int) -> float:
-    from sklearn.metrics import f1_score  # imported when used: SciPy and scikit-learn weigh ~50 MB
+def gained(gain: Estimate, unit: str = "") -> str:
+    """A gain in percentage points with its interval: ``+0.7 accuracy points [95 % CI +0.1, +1.5]``."""
+    return f"{points(gain.mean)} {unit}[95 % CI {points(gain.low)}, {points(gain.high)}]"
 
-    return float(f1_score(labels, predictions, labels=list(range(classes)), average="macro", zero_division=0))
+
+def paired_result(models: Mapping[str, dict[str, Estimate]], gains: Mapping[str, Estimate],
+                  baselines: Mapping[str, str], **fields) -> TaskResult:
+    """A task's result (its summary still empty) from each model's scores (:data:`PRETRAINED`'s and
+    each baseline's, by name) and the paired gain over each baseline: the first baseline's gain is
+    the headline's, the others are :class:`Comparison` s."""
+    first, *others = list(gains) or [None]
+    return TaskResult("", models[PRETRAINED], models.get(first, {}), gains.get(first),
+                      baseline=baselines.get(first, "none"),
+                      others={name: Comparison(baselines[name], models[name], gains[name]) for name in others},
+                      **fields)
+
+
+def seed_estimate(values) -> Estimate:
+    """The mean of per-seed values with the seeds' standard error alone."""
+    values = np.asarray(values, dtype=np.float64)
+    se = float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
+    return Estimate(float(values.mean()), se, seeds=values.tolist())
 
 
 @dataclass
 class ModelScores:
-    """One compared model's eval predictions over the seeds (seeds x examples) and its runs."""
+    """One compared model's eval predictions over the seeds (seeds x eval units: examples, or a
+    token task's words) and its runs."""
 
     predictions: np.ndarray
     runs: list[RunRow] = field(default_factory=list)
 
-    def correct(self, labels: np.ndarray) -> np.ndarray:
-        return (self.predictions == labels[None, :]).astype(np.float64)
-
-    def estimates(self, labels: np.ndarray, classes: int) -> dict[str, Estimate]:
-        """Accuracy (its error from the seeds and the examples: :func:`interval`) and macro-F1 (from the seeds)."""
-        correct = self.correct(labels)
-        f1 = np.asarray([macro_f1(labels, row, classes) for row in self.predictions])
-        f1_se = float(f1.std(ddof=1) / math.sqrt(len(f1))) if len(f1) > 1 else 0.0
-        return {"accuracy": interval(correct.mean(1), correct.mean(0)),
-                "macro_f1": Estimate(float(f1.mean()), f1_se, seeds=f1.tolist())}
-
-
-def sequence_result(scores: Mapping[str, ModelScores], labels: np.ndarray, task: Task, baseline: str, *,
-                    warning_rate: float, **facts) -> TaskResult:
-    """A sequence classification task's result from its models' predictions (``scores``: the
-    pretrained model's and, paired, its baseline's), with the sentence that says it, warning where
-    the model is no better than the majority class or barely sees the text (``unknown_rate`` above
-    ``warning_rate``). ``facts``: the task's other :data:`FACTS`."""
-    majority = task.label_ids[task.train["label"].mode().iloc[0]]
-    majority_rate = float((labels == majority).mean())
-    correct = scores[PRETRAINED].correct(labels)
-    accuracy = interval(correct.mean(1), correct.mean(0))
-    difference = correct - scores[BASELINE].correct(labels) if BASELINE in scores else None
-    result = TaskResult("", scores[PRETRAINED].estimates(labels, len(task.labels)),
-                        scores[BASELINE].estimates(labels, len(task.labels)) if BASELINE in scores else {},
-                        None if difference is None else interval(difference.mean(1), difference.mean(0)),
-                        correct.mean(0).tolist(), eval_examples=len(labels), classes=len(task.labels),
-                        majority_accuracy=majority_rate, baseline=baseline,
-                        no_better_than_majority=bool(accuracy.low <= majority_rate), **facts)
-    cautions = []
-    if result.no_better_than_majority:
-        label = task.labels[majority]
-        cautions.append(
-            f"the fine-tuned model is no better than always answering {label!r} ({majority_rate:.4f} of the eval "
-            "examples)" if accuracy.mean <= majority_rate else
-            f"the fine-tuned model is not distinguishable from always answering {label!r} ({majority_rate:.4f} of "
-            f"the eval examples lies inside its 95 % CI {accuracy.low:.4f}-{accuracy.high:.4f})")
-        logger.warning("finetune: %s", cautions[-1])
-    if (result.unknown_rate or 0.0) > warning_rate:  # logged, at length, when the task was prepared
-        cautions.append(f"{100 * result.unknown_rate:.0f} % of the labelled text's tokens are unknown to the model's "
-                        "vocabulary")
-    return replace(result, summary=result.headline() + "".join(f"; WARNING: {caution}" for caution in cautions))
-
 
 @dataclass
 class FinetuneRuns:
-    """Every run of one fine-tuning evaluation (``runs``: a row per model, seed and epoch) and what
-    they say (:meth:`task_result`)."""
+    """Every run of one task's fine-tuning evaluation (``runs``: a row per model, seed and epoch)
+    and what they say (:meth:`task_result`): ``scores`` by model (:data:`PRETRAINED`, then each
+    baseline by name), ``baselines``: each baseline's description."""
 
-    prepared: Any  # the task, encoded (bert_mlm.core.finetune.runs.PreparedTask, which imports this module)
+    prepared: Any  # the task, prepared for its kind (runs.PreparedTask, tagger.PreparedTagging: they import this)
     config: FinetuneConfig
     scores: dict[str, ModelScores]
-    baseline: str
+    baselines: dict[str, str]
     seconds: float
-    classifier: Any = None  # the first seed's fine-tuned classifier, when finetune.save_model keeps it
+    classifier: Any = None  # the first seed's fine-tuned model, when finetune.save_model keeps it
+    name: str = ""  # the task's name (finetune.tasks)
 
     @property
     def runs(self) -> pd.DataFrame:
-        return pd.DataFrame.from_records([asdict(row) for score in self.scores.values() for row in score.runs],
-                                         columns=RUN_COLUMNS)
+        rows = [{"task": self.name, **row.record()} for score in self.scores.values() for row in score.runs]
+        return pd.DataFrame.from_records(rows, columns=list(dict.fromkeys(
+            [*RUN_COLUMNS[:6], *(key for row in rows for key in row), *RUN_COLUMNS[6:]])))
 
     def task_result(self) -> TaskResult:
-        """The pretrained model's and its starting point's scores, the paired gain, and the sentence that says it."""
+        """Each model's scores, the paired gains, and the sentence that says it."""
         prepared, config = self.prepared, self.config
-        return sequence_result(self.scores, prepared.evaluation.labels, prepared.task, self.baseline, mode=config.mode,
-                               dataset=file_name(config.train_path),
-                               eval_dataset=file_name(config.eval_path) if config.eval_path else
-                               f"{file_name(config.train_path)} (hash split)", train_examples=len(prepared.train),
-                               seeds=config.run_seeds, epochs=config.epochs, seconds=self.seconds,
-                               unknown_rate=prepared.unknown_rate, warning_rate=UNKNOWN_WARNING_RATE)
+        return prepared.result(
+            self.scores, self.baselines, task=self.name, mode=config.mode, dataset=file_name(config.train_path),
+            eval_dataset=file_name(config.eval_path) if config.eval_path else
+            f"{file_name(config.train_path)} (hash split)", train_examples=len(prepared.train),
+            eval_examples=len(prepared.evaluation), seeds=config.run_seeds, epochs=config.epochs,
+            seconds=self.seconds, unknown_rate=prepared.unknown_rate)
 
 
 def file_name(path) -> str:
@@ -300,8 +316,21 @@ class FinetuneResults:
         first, *others = self.tasks
         data = {f"{PREFIX}model_version": self.model_version, **first.to_json(PREFIX, examples)}
         if others:
-            data[f"{PREFIX}tasks"] = {task.task: task.to_json("", examples) for task in others}
+            data[f"{PREFIX}tasks"] = {task.key: task.to_json("", examples) for task in others}
         return data
+
+    def with_earlier(self, earlier: Iterable[FinetuneResults]) -> FinetuneResults:
+        """These results, each task knowing its run, and the newest result of every other task that
+        ``earlier`` (newest first) holds for the same model: a model's latest result of each task
+        (a second run on another file adds to the first, one on the same task replaces it)."""
+        tasks = [replace(task, run=task.run or self.version) for task in self.tasks]
+        seen = {task.key for task in tasks}
+        for found in earlier:
+            if found.model_version == self.model_version:
+                fresh = [replace(task, run=task.run or found.version) for task in found if task.key not in seen]
+                tasks += fresh
+                seen |= {task.key for task in fresh}
+        return replace(self, tasks=tuple(tasks))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], version: str | None = None) -> FinetuneResults:

@@ -1,13 +1,18 @@
 """Fine-tuning evaluation: did pretraining help the user's task?
 
-The pretrained encoder is fine-tuned (all weights) for sequence classification on a labelled task,
-``finetune.seeds`` times, and so is its starting point (the ``model.init_from`` checkpoint, or a
-randomly initialised model of the same shape: the pretraining's own initial weights) with the same
-seeds, classifier head, batches in the same order and tokenizer: "pretraining gained +x.x accuracy
-points [95 % CI lo, hi]" (:mod:`bert_mlm.core.finetune.result`). This is how the literature judges
-pretraining (Gururangan et al. 2020; Wettig et al. 2023): masked-LM loss can rank choices the wrong
-way, and a frozen probe of a small encoder cannot tell a trained one from a random one (``mode:
-frozen`` keeps that cheap check).
+The pretrained encoder is fine-tuned (all weights) on a labelled task, ``finetune.seeds`` times,
+and so is each of its baselines (the ``model.init_from`` checkpoint, or a randomly initialised
+model of the same shape: the pretraining's own initial weights) with the same seeds, head,
+batches in the same order and tokenizer: "pretraining gained +x.x accuracy points [95 % CI lo,
+hi]" (:mod:`bert_mlm.core.finetune.result`). This is how the literature judges pretraining
+(Gururangan et al. 2020; Wettig et al. 2023): masked-LM loss can rank choices the wrong way, and a
+frozen probe of a small encoder cannot tell a trained one from a random one (``mode: frozen``
+keeps that cheap check).
+
+One runner for every task kind: a task prepared for its kind (:class:`~.classifier.PreparedTask`
+for a label per text, :class:`~.tagger.PreparedTagging` for a tag per word) says how its model is
+made, batched, scored and reported; the schedule, the optimiser step, the epochs, early stopping
+and the pairing are the same for both.
 """
 
 from __future__ import annotations
@@ -16,187 +21,79 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from bert_mlm.config import FinetuneConfig, TrainingConfig
 from bert_mlm.core.common.device import autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.common.progress import Progress
-from bert_mlm.core.finetune.labelled import EncodedExamples, Task, TaskSource, encode_examples, load_task
-from bert_mlm.core.finetune.result import (
-    BASELINE,
-    PRETRAINED,
-    UNKNOWN_WARNING_RATE,
-    FinetuneRuns,
-    ModelScores,
-    RunRow,
-    macro_f1,
-)
+from bert_mlm.core.finetune.alignment import IGNORED
+from bert_mlm.core.finetune.classifier import PreparedTask
+from bert_mlm.core.finetune.labelled import Task, load_task
+from bert_mlm.core.finetune.result import BASELINE, PRETRAINED, FinetuneRuns, ModelScores, RunRow, file_name
+from bert_mlm.core.finetune.tagged import TaggedTask, load_tagged_task, task_kind
+from bert_mlm.core.finetune.tagger import PreparedTagging
 from bert_mlm.core.model.bert import load_for_continued_pretraining
 from bert_mlm.core.model.checkpoints import seed_everything
-from bert_mlm.core.model.construction import MODEL_LOCK
 from bert_mlm.core.model.optim import Optimisation
 from bert_mlm.core.train.loop import epoch_batches
 from bert_mlm.core.train.records import NonFiniteLossError
+from bert_mlm.errors import UserError
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass
-class PreparedTask:
-    """A task's examples encoded once with the tokenizer every compared model shares."""
-
-    task: Task
-    train: EncodedExamples
-    evaluation: EncodedExamples
-    pad_id: int
-    unknown_rate: float = 0.0  # share of the labelled text's tokens that are [UNK] (specials not counted)
-
-    @classmethod
-    def build(cls, task: Task, tokenizer: PreTrainedTokenizerBase, max_length: int) -> PreparedTask:
-        train = encode_examples(task, task.train, tokenizer, max_length)
-        evaluation = encode_examples(task, task.evaluation, tokenizer, max_length)
-        rate = unknown_rate([*train.input_ids, *evaluation.input_ids], tokenizer)
-        if rate > UNKNOWN_WARNING_RATE:
-            logger.warning(
-                "finetune: %.1f %% of the labelled text's tokens are %s under the model's vocabulary (more than %.0f "
-                "%%): the classifier barely sees the text, so its result says little about pretraining. Is "
-                "finetune.train_path in the language and script the model's vocabulary was built for?",
-                100 * rate, tokenizer.unk_token, 100 * UNKNOWN_WARNING_RATE)
-        return cls(task, train, evaluation, tokenizer.pad_token_id, rate)
+Prepared = PreparedTask | PreparedTagging
+BatchCallback = Callable[[str, int, int, np.ndarray], None]  # (model name, seed, epoch, example indices)
+MAX_NONFINITE_STEPS = 5
 
 
-def unknown_rate(input_ids: list[list[int]], tokenizer: PreTrainedTokenizerBase) -> float:
-    """The share of ``tokenizer.unk_token_id`` among the tokens of ``input_ids`` that are not
-    special tokens ([CLS], [SEP], padding)."""
-    special = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
-    counts = np.bincount(np.fromiter((i for ids in input_ids for i in ids), dtype=np.int64),
-                         minlength=max(len(tokenizer), 1))
-    text_tokens = counts.sum() - sum(int(counts[i]) for i in special if i < len(counts))
-    unknown = int(counts[tokenizer.unk_token_id]) if tokenizer.unk_token_id is not None else 0
-    return unknown / text_tokens if text_tokens else 0.0
+def load_labelled(config: FinetuneConfig, name: str = "") -> Task | TaggedTask:
+    """Read and check a task of either kind (``finetune.task``; auto: decided from the file, the
+    decision logged with its reason), every user error one line naming the file (and the task
+    ``name``): the hook runs it before any model trains, the node before it fine-tunes."""
+    where = f"finetune.tasks.{name}" if name else "finetune"
+    try:
+        kind = task_kind(config)
+        logger.info("%s: a %s task: %s", where, kind.kind, kind.reason)
+        if kind.kind == "token":
+            task = load_tagged_task(config)
+            for note in task.notes:
+                logger.info("%s: %s", where, note)
+            return task
+        if config.save_model and config.pooling != "cls":
+            raise UserError("finetune.save_model: a kept classifier must work in plain transformers, whose "
+                            "AutoModelForSequenceClassification reads the pooled [CLS] state; set finetune.pooling=cls "
+                            "(a tagger pools nothing: a token task keeps any pooling)")
+        return load_task(config)
+    except UserError as error:
+        if not name:
+            raise
+        raise UserError(f"{where}: {error}") from error
 
 
-def prepare_task(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase, max_positions: int) -> PreparedTask:
-    return PreparedTask.build(load_task(TaskSource.of(config)), tokenizer, min(config.max_length, max_positions))
-
-
-def collate(examples: EncodedExamples, indices: np.ndarray, pad_id: int) -> dict[str, torch.Tensor]:
-    """One batch padded to its longest example (rounded up to a multiple of 8)."""
-    width = max(len(examples.input_ids[i]) for i in indices)
-    width = -(-width // 8) * 8
-    input_ids = torch.full((len(indices), width), pad_id, dtype=torch.long)
-    token_types = torch.zeros((len(indices), width), dtype=torch.long)
-    for row, index in enumerate(indices):
-        ids = examples.input_ids[index]
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        token_types[row, : len(ids)] = torch.tensor(examples.token_type_ids[index])
-    return {"input_ids": input_ids, "attention_mask": (input_ids != pad_id).long(), "token_type_ids": token_types,
-            "labels": torch.as_tensor(examples.labels[indices])}
-
-
-def classifier_from(encoder: PreTrainedModel, task: Task, seed: int) -> PreTrainedModel:
-    """``AutoModelForSequenceClassification`` on ``encoder``'s weights. The head (pooler and
-    classifier, which a masked LM does not have) is drawn from ``seed`` alone, so the pretrained
-    model and its baseline start from the same head."""
-    config = encoder.config.__class__.from_dict(encoder.config.to_dict())
-    config.num_labels = len(task.labels)
-    config.id2label = dict(enumerate(task.labels))
-    config.label2id = task.label_ids
-    config.problem_type = "single_label_classification"
-    config.architectures = None
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        with MODEL_LOCK:
-            model = AutoModelForSequenceClassification.from_config(config)
-    missing, unexpected = model.base_model.load_state_dict(encoder.base_model.state_dict(), strict=False)
-    stray = [k for k in missing if not k.startswith("pooler.")] + list(unexpected)
-    if stray:
-        raise ValueError(f"finetune: the encoder's weights do not fit a classifier of its own config: {stray[:5]}")
-    return model
-
-
-def pooled(model: PreTrainedModel, batch: dict[str, torch.Tensor], pooling: str) -> torch.Tensor:
-    """What the classifier layer reads: the [CLS] state through BERT's pooler (``cls``), or the
-    mean of the last hidden states over the real tokens (``mean``)."""
-    output = model.base_model(**batch)
-    if pooling == "cls":
-        return output.pooler_output
-    weights = batch["attention_mask"].unsqueeze(-1).to(output.last_hidden_state.dtype)
-    return (output.last_hidden_state * weights).sum(1) / weights.sum(1)
-
-
-def classify(model: PreTrainedModel, batch: dict[str, torch.Tensor], pooling: str) -> torch.Tensor:
-    """The logits: the pooled vector through the model's dropout and classifier layers (with
-    ``cls``, what ``AutoModelForSequenceClassification`` itself computes)."""
-    return model.classifier(model.dropout(pooled(model, batch, pooling)))
-
-
-def eval_batches(examples: EncodedExamples, pad_id: int, device: torch.device, batch_size: int = 128):
-    """(example indices, model inputs on ``device``) of every example, longest first (little padding)."""
-    order = np.argsort(-examples.lengths, kind="stable")
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        yield indices, {k: v.to(device) for k, v in collate(examples, indices, pad_id).items() if k != "labels"}
-
-
-@torch.no_grad()
-def predict(model: PreTrainedModel, examples: EncodedExamples, pad_id: int, device: torch.device,
-            amp_dtype: torch.dtype | None, pooling: str = "cls") -> np.ndarray:
-    """The predicted class of every example, in eval mode."""
-    model.eval()
-    predictions = np.empty(len(examples), dtype=np.int64)
-    for indices, batch in eval_batches(examples, pad_id, device):
-        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-            predictions[indices] = classify(model, batch, pooling).argmax(-1).cpu().numpy()
-    return predictions
-
-
-@torch.no_grad()
-def classifier_inputs(model: PreTrainedModel, examples: EncodedExamples, pad_id: int, device: torch.device,
-                      amp_dtype: torch.dtype | None, pooling: str) -> np.ndarray:
-    """The pooled vector of every example, from the frozen model in eval mode."""
-    model.eval()
-    vectors = np.zeros((len(examples), model.config.hidden_size), dtype=np.float32)
-    for indices, batch in eval_batches(examples, pad_id, device):
-        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-            vectors[indices] = pooled(model, batch, pooling).float().cpu().numpy()
-    return vectors
-
-
-def fit_head(model: PreTrainedModel, examples: EncodedExamples, pad_id: int, device: torch.device,
-             amp_dtype: torch.dtype | None, pooling: str, seed: int) -> None:
-    """Linear probing: set the classifier layer to a logistic regression (scikit-learn's, L2,
-    C=1) fitted on the frozen model's classifier inputs of the training examples."""
-    from sklearn.linear_model import LogisticRegression  # imported when used: ~50 MB with SciPy
-
-    features = classifier_inputs(model, examples, pad_id, device, amp_dtype, pooling)
-    probe = LogisticRegression(max_iter=2000, random_state=seed).fit(features, examples.labels)
-    weight, bias = probe.coef_, probe.intercept_
-    if weight.shape[0] == 1:  # two classes: scikit-learn keeps one logit difference; split it in two
-        weight, bias = np.vstack([-weight / 2, weight / 2]), np.array([-bias[0] / 2, bias[0] / 2])
-    with torch.no_grad():
-        model.classifier.weight.copy_(torch.as_tensor(weight, dtype=model.classifier.weight.dtype))
-        model.classifier.bias.copy_(torch.as_tensor(bias, dtype=model.classifier.bias.dtype))
+def prepare_task(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase, max_positions: int,
+                 name: str = "") -> Prepared:
+    """``config``'s task read, checked and encoded for its kind with the tokenizer every compared model shares."""
+    task = load_labelled(config, name)
+    max_length = min(config.max_length, max_positions)
+    if isinstance(task, TaggedTask):
+        return PreparedTagging.build(task, tokenizer, max_length, config.label_all_pieces)
+    return PreparedTask.build(task, tokenizer, max_length, config.pooling)
 
 
 @dataclass
 class RunOutcome:
-    """One fine-tuning run: eval predictions of the reported epoch, a row per epoch, and the
-    fine-tuned classifier (only when it is to be kept)."""
+    """One fine-tuning run: eval predictions of the reported epoch (a label per eval example, or
+    per eval word), a row per epoch, and the fine-tuned model (only when it is to be kept)."""
 
     predictions: np.ndarray
     history: list[RunRow]
     model: PreTrainedModel | None = None
-
-
-BatchCallback = Callable[[str, int, int, np.ndarray], None]  # (model name, seed, epoch, example indices)
-MAX_NONFINITE_STEPS = 5
 
 
 @dataclass
@@ -217,7 +114,7 @@ class _Fit:
 class Runner:
     """Where and how the runs go: the prepared task, the configuration, device and precision."""
 
-    prepared: PreparedTask
+    prepared: Prepared
     config: FinetuneConfig
     device: torch.device
     precision: str
@@ -225,70 +122,66 @@ class Runner:
     progress: Progress | None = None
 
     @classmethod
-    def create(cls, prepared: PreparedTask, config: FinetuneConfig, device: str = "auto", precision: str = "auto",
+    def create(cls, prepared: Prepared, config: FinetuneConfig, device: str = "auto", precision: str = "auto",
                **kwargs) -> Runner:
         resolved = resolve_device(device)
         return cls(prepared, config, resolved, resolve_precision(precision, resolved), **kwargs)
 
     def run(self, encoder: PreTrainedModel, name: str, seed: int, keep_model: bool = False) -> RunOutcome:
-        if self.config.mode == "frozen":
-            return self._frozen(encoder, name, seed)
-        return self._full(encoder, name, seed, keep_model)
-
-    def _full(self, encoder: PreTrainedModel, name: str, seed: int, keep_model: bool) -> RunOutcome:
+        """Fine-tune a model of ``encoder`` with ``seed`` (``finetune.mode: frozen``: the probe head alone)."""
         config, prepared, device = self.config, self.prepared, self.device
-        amp_dtype = autocast_dtype(self.precision)
-        model = classifier_from(encoder, prepared.task, seed).to(device)
-        history, best, best_predictions, best_state, stale = [], -1.0, None, None, 0
-        if config.head_init == "probe":
-            started = time.perf_counter()
-            fit_head(model, prepared.train, prepared.pad_id, device, amp_dtype, config.pooling, seed)
-            # Epoch 0: the linear probe alone, before any weight of the encoder moves.
-            history.append(self._row(model, name, seed, 0, float("nan"), float("nan"), "", started)[0])
-        schedule = self._schedule(model, seed)
-        fit = _Fit(model, schedule, Optimisation.build(model, schedule, device, self.precision), name)
-        seed_everything(seed)  # dropout: the same stream for the pretrained model and its baseline
-        for epoch in range(config.epochs):
+        amp_dtype, started = autocast_dtype(self.precision), time.perf_counter()
+        model = prepared.model(encoder, seed).to(device)
+        history, predictions = [], None
+        if config.head_init == "probe" or config.mode == "frozen":
+            prepared.fit_head(model, device, amp_dtype, seed)
+            # Epoch 0: the linear probe alone, before any weight of the encoder moves (frozen: the result, epoch 1).
+            row, predictions = self._row(model, name, seed, int(config.mode == "frozen"), math.nan, math.nan, "",
+                                         started)
+            history.append(row)
+        epochs = config.epochs if config.mode == "full" else 0
+        best, best_predictions, best_state, stale = -math.inf, None, None, 0
+        if epochs:
+            schedule = self._schedule(model, seed)
+            fit = _Fit(model, schedule, Optimisation.build(model, schedule, device, self.precision), name)
+            seed_everything(seed)  # dropout: the same stream for the pretrained model and its baselines
+        for epoch in range(epochs):
             started = time.perf_counter()
             train_loss = self._epoch(fit, epoch)
             row, predictions = self._row(model, name, seed, epoch + 1, train_loss, fit.optimisation.learning_rate,
                                          fit.order.hexdigest(), started)
             history.append(row)
-            accuracy = row.eval_accuracy
             if self.progress is not None:  # the ETA from the finished epochs' own time
-                self.progress.update(1, seconds=time.perf_counter() - started, model=name, seed=seed,
-                                     acc=f"{accuracy:.4f}")
-            if accuracy > best:
-                best, best_predictions, stale = accuracy, predictions, 0
+                self.progress.update(1, seconds=row.seconds, model=name, seed=seed,
+                                     **{prepared.metric: f"{row.score:.4f}"})
+            if row.score > best:
+                best, best_predictions, stale = row.score, predictions, 0
                 if config.early_stopping_patience and keep_model:
                     best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
             else:
                 stale += 1
             if config.early_stopping_patience and stale >= config.early_stopping_patience:
                 if self.progress is not None:
-                    self.progress.update(config.epochs - epoch - 1, seconds=0.0)
+                    self.progress.update(epochs - epoch - 1, seconds=0.0)
                 break
+        if not epochs and self.progress is not None:
+            self.progress.update(config.epochs, seconds=history[-1].seconds, model=name, seed=seed)
         # Early stopping reports the best fine-tuned epoch (its weights when kept); otherwise the last.
         tuned = [row for row in history if row.epoch > 0]
-        reported = max(tuned, key=lambda r: r.eval_accuracy) if config.early_stopping_patience else tuned[-1]
+        reported = max(tuned, key=lambda r: r.score) if config.early_stopping_patience else tuned[-1]
         for row in history:
             row.reported = row is reported
         if best_state is not None:
             model.load_state_dict(best_state)
-        model.to("cpu")
-        final = best_predictions if config.early_stopping_patience else predictions
-        return RunOutcome(final, history, model if keep_model else None)
+        final = best_predictions if config.early_stopping_patience and best_predictions is not None else predictions
+        return RunOutcome(final, history, model.to("cpu") if keep_model else None)
 
     def _row(self, model: PreTrainedModel, name: str, seed: int, epoch: int, train_loss: float, learning_rate: float,
              order: str, started: float) -> tuple[RunRow, np.ndarray]:
         """The eval predictions after ``epoch`` and its ``finetune_runs`` row."""
-        prepared = self.prepared
-        predictions = predict(model, prepared.evaluation, prepared.pad_id, self.device, autocast_dtype(self.precision),
-                              self.config.pooling)
-        row = RunRow(name, seed, epoch, train_loss, float((predictions == prepared.evaluation.labels).mean()),
-                     macro_f1(prepared.evaluation.labels, predictions, len(prepared.task.labels)), learning_rate,
-                     time.perf_counter() - started, order)
-        return row, predictions
+        predictions = self.prepared.predict(model, self.device, autocast_dtype(self.precision))
+        return RunRow(name, seed, epoch, train_loss, self.prepared.scores(predictions), learning_rate,
+                      time.perf_counter() - started, order), predictions
 
     def _schedule(self, model: PreTrainedModel, seed: int) -> TrainingConfig:
         """The run as the training loop's configuration, so that it takes the project's optimizer
@@ -305,23 +198,24 @@ class Runner:
                               progress=False)
 
     def _epoch(self, fit: _Fit, epoch: int) -> float:
-        """One pass over the training examples in (seed, epoch)'s batch order; the mean loss."""
+        """One pass over the training examples in (seed, epoch)'s batch order; the mean loss per
+        labelled unit (example, or a token task's labelled piece)."""
         prepared, device, amp_dtype = self.prepared, self.device, autocast_dtype(self.precision)
         fit.model.train()
-        loss_sum, examples = 0.0, 0
+        loss_sum, labelled = 0.0, 0
         for indices in epoch_batches(prepared.train.lengths, fit.schedule, epoch):
             fit.order.update(np.ascontiguousarray(indices, dtype=np.int64).tobytes())
             if self.on_batch is not None:
                 self.on_batch(fit.name, fit.schedule.seed, epoch, indices)
-            batch = {k: v.to(device, non_blocking=True)
-                     for k, v in collate(prepared.train, indices, prepared.pad_id).items()}
+            batch = {k: v.to(device, non_blocking=True) for k, v in prepared.batch(indices).items()}
             labels = batch.pop("labels")
             with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-                logits = classify(fit.model, batch, self.config.pooling)
-            loss = F.cross_entropy(logits.float(), labels)
+                logits = prepared.logits(fit.model, batch)
+            # (examples, classes) or (sentences, pieces, labels): one row per labelled unit either way.
+            loss = F.cross_entropy(logits.float().flatten(0, -2), labels.flatten(), ignore_index=IGNORED)
             fit.optimisation.scaler.scale(loss).backward()
             loss = loss.detach()
-            value = float(loss)  # fine-tuning reads every step's loss: its batches are small
+            value, units = float(loss), int((labels != IGNORED).sum())  # fine-tuning's batches are small
             _, diverged = fit.optimisation.step(fit.model, loss, fit.step)
             fit.step += 1
             fit.nonfinite = fit.nonfinite + 1 if bool(diverged) else 0
@@ -330,70 +224,72 @@ class Runner:
                     f"finetune: the loss was non-finite for {fit.nonfinite} consecutive steps "
                     f"({fit.name}, seed {fit.schedule.seed}); lower finetune.learning_rate or use fp32/bf16"
                 )
-            loss_sum += value * len(indices)
-            examples += len(indices)
-        return loss_sum / max(examples, 1)
+            loss_sum += value * units
+            labelled += units
+        return loss_sum / max(labelled, 1)
 
-    def _frozen(self, encoder: PreTrainedModel, name: str, seed: int) -> RunOutcome:
-        """The linear probe alone: the classifier layer fitted on the frozen encoder's features."""
-        started = time.perf_counter()
-        prepared, amp_dtype, device = self.prepared, autocast_dtype(self.precision), self.device
-        model = classifier_from(encoder, prepared.task, seed).to(device)
-        fit_head(model, prepared.train, prepared.pad_id, device, amp_dtype, self.config.pooling, seed)
-        row, predictions = self._row(model, name, seed, 1, float("nan"), float("nan"), "", started)
-        if self.progress is not None:
-            self.progress.update(self.config.epochs, seconds=time.perf_counter() - started, model=name, seed=seed,
-                                 acc=f"{row.eval_accuracy:.4f}")
-        row.reported = True
-        return RunOutcome(predictions, [row])
-
-    def seed_accuracies(self, encoder: PreTrainedModel) -> list[float]:
-        """Eval accuracy after fine-tuning ``encoder`` with each seed (the tuning objective)."""
-        return [float((self.run(encoder, PRETRAINED, seed).predictions == self.prepared.evaluation.labels).mean())
+    def seed_scores(self, encoder: PreTrainedModel) -> list[float]:
+        """The headline score (accuracy, entity F1) after fine-tuning ``encoder`` with each seed (the
+        tuning objective)."""
+        return [self.prepared.scores(self.run(encoder, PRETRAINED, seed).predictions)[self.prepared.metric]
                 for seed in self.config.run_seeds]
 
 
-def starting_point(config: FinetuneConfig, trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                   init_from: str | None, init_seed: int) -> tuple[PreTrainedModel | None, str]:
-    """The baseline encoder and how the report names it: the ``model.init_from`` checkpoint for
-    continued pretraining, else the pretraining's initial weights (same config, same seed)."""
-    if config.baseline == "none":
-        return None, "none"
-    if config.baseline != "auto":
-        return load_for_continued_pretraining(config.baseline, tokenizer), f"the checkpoint {config.baseline}"
-    if init_from:
-        return load_for_continued_pretraining(init_from, tokenizer), f"the starting checkpoint {init_from}"
-    with torch.random.fork_rng(devices=[]):  # exactly as core.model.bert.build_model drew them
-        torch.manual_seed(init_seed)
-        model = trained.__class__(trained.config)
-    return model, "the random initialisation (same shape)"
+def starting_points(config: FinetuneConfig, trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                    init_from: str | None, init_seed: int) -> dict[str, tuple[PreTrainedModel, str]]:
+    """Each baseline of ``finetune.baseline`` and how the report names it, by the name its runs go
+    by (the first: ``baseline``; then ``random``, ``auto`` or the model's file name): ``auto``, the
+    ``model.init_from`` checkpoint for continued pretraining, else the pretraining's initial weights
+    (same config, same seed); ``random``, those initial weights whatever the starting point; or a
+    model. A baseline that is another's model (``[auto, random]`` without ``model.init_from``) is
+    compared once."""
+    found: dict[str, tuple[PreTrainedModel, str]] = {}
+    for setting in config.baselines:
+        if setting == "random" or (setting == "auto" and not init_from):
+            with torch.random.fork_rng(devices=[]):  # exactly as core.model.bert.build_model drew them
+                torch.manual_seed(init_seed)
+                model, words = trained.__class__(trained.config), "the random initialisation (same shape)"
+        else:
+            path = init_from if setting == "auto" else setting
+            model = load_for_continued_pretraining(path, tokenizer)
+            words = f"the starting checkpoint {path}" if setting == "auto" else f"the checkpoint {path}"
+        if any(words == known for _, known in found.values()):
+            logger.info("finetune.baseline: %s is %s, compared already", setting, words)
+            continue
+        key = BASELINE if not found else setting if setting in ("auto", "random") else file_name(setting)
+        found[key] = (model, words)
+    return found
 
 
 def evaluate_finetuning(trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: FinetuneConfig, *,
-                        baseline: PreTrainedModel | None = None, baseline_name: str = "none", device: str = "auto",
+                        baselines: Mapping[str, tuple[PreTrainedModel, str]] | None = None, device: str = "auto",
                         precision: str = "auto", on_batch: BatchCallback | None = None,
-                        prepared: PreparedTask | None = None) -> FinetuneRuns:
-    """Fine-tune ``trained`` (and ``baseline`` when given) on the task with every seed."""
+                        prepared: Prepared | None = None, name: str = "") -> FinetuneRuns:
+    """Fine-tune ``trained`` and each of ``baselines`` (:func:`starting_points`) on the task
+    (``name``) with every seed."""
     started = time.perf_counter()
-    prepared = prepared or prepare_task(config, tokenizer, trained.config.max_position_embeddings)
-    candidates = {PRETRAINED: trained, **({BASELINE: baseline} if baseline is not None else {})}
-    progress = Progress(len(candidates) * config.seeds * config.epochs, "fine-tuning", unit="epoch",
+    prepared = prepared or prepare_task(config, tokenizer, trained.config.max_position_embeddings, name)
+    baselines = dict(baselines or {})
+    candidates = {PRETRAINED: trained, **{key: model for key, (model, _) in baselines.items()}}
+    progress = Progress(len(candidates) * config.seeds * config.epochs, f"fine-tuning {name}".strip(), unit="epoch",
                         enabled=config.progress)
     runner = Runner.create(prepared, config, device, precision, on_batch=on_batch, progress=progress)
-    logger.info("Fine-tuning on %d labelled examples (%d classes), evaluated on %d; %s mode, %d seed(s) x %d epoch(s), "
-                "%s on %s", len(prepared.train), len(prepared.task.labels), len(prepared.evaluation), config.mode,
-                config.seeds, config.epochs, runner.precision, runner.device)
-    scores = {name: ModelScores(np.zeros((config.seeds, len(prepared.evaluation)), dtype=np.int64))
-              for name in candidates}
+    logger.info("Fine-tuning%s (%s) on %d labelled examples (%d labels), evaluated on %d; %s mode, %d seed(s) x %d "
+                "epoch(s), %d model(s), %s on %s", f" {name}" if name else "", prepared.kind, len(prepared.train),
+                len(prepared.task.labels), len(prepared.evaluation), config.mode, config.seeds, config.epochs,
+                len(candidates), runner.precision, runner.device)
+    scores = {key: ModelScores(np.zeros((config.seeds, prepared.units), dtype=np.int64)) for key in candidates}
     classifier = None
     try:
         for row, seed in enumerate(config.run_seeds):
-            for name, encoder in candidates.items():
-                keep = config.save_model and name == PRETRAINED and row == 0
-                outcome = runner.run(encoder, name, seed, keep_model=keep)
-                scores[name].predictions[row] = outcome.predictions
-                scores[name].runs.extend(outcome.history)
+            for key, encoder in candidates.items():
+                keep = config.save_model and key == PRETRAINED and row == 0
+                outcome = runner.run(encoder, key, seed, keep_model=keep)
+                scores[key].predictions[row] = outcome.predictions
+                scores[key].runs.extend(outcome.history)
                 classifier = outcome.model if keep else classifier
     finally:
         progress.close()
-    return FinetuneRuns(prepared, config, scores, baseline_name, time.perf_counter() - started, classifier)
+    return FinetuneRuns(prepared, config, scores, {key: words for key, (_, words) in baselines.items()},
+                        time.perf_counter() - started, classifier, name)
+

@@ -1,53 +1,48 @@
-"""The tagger itself: an ``AutoModelForTokenClassification`` on a pretrained encoder, its batches,
-its word-level predictions, and its linear-probe head (LP-FT, as the sentence runs start)."""
+"""Token classification (named entities), the task kind of a tag per word: the tagger on a
+pretrained encoder (``AutoModelForTokenClassification``), its batches, its word-level predictions,
+its linear-probe head (LP-FT, as the sentence runs start), and its result.
+
+Predictions come back to the words through their first pieces (:mod:`core.finetune.alignment`)
+and are scored by entity, strict IOB2 (:mod:`core.finetune.entities`). The gain reads "pretraining
+gained +x.x entity F1 points [95 % CI lo, hi]": a paired bootstrap over the eval sentences combined
+with the seeds' spread (:func:`core.common.statistics.ratio_interval`), since an entity F1 is no
+mean of per-sentence scores.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
 import numpy as np
 import torch
-from transformers import AutoModelForTokenClassification, PreTrainedModel
+from transformers import AutoModelForTokenClassification, PreTrainedModel, PreTrainedTokenizerFast
 
-from bert_mlm.core.finetune.alignment import IGNORED, AlignedSentences
-from bert_mlm.core.model.construction import MODEL_LOCK
+from bert_mlm.core.common.statistics import ratio_interval
+from bert_mlm.core.finetune.alignment import IGNORED, AlignedSentences, align, outside_id
+from bert_mlm.core.finetune.classifier import head_model, ordered_batches, padded, probe_head
+from bert_mlm.core.finetune.entities import EntityCounts, TagCodes
+from bert_mlm.core.finetune.result import (
+    PRETRAINED,
+    UNKNOWN_WARNING_RATE,
+    Estimate,
+    ModelScores,
+    TaskResult,
+    paired_result,
+    seed_estimate,
+)
+from bert_mlm.core.finetune.tagged import TaggedTask
+
+logger = logging.getLogger(__name__)
 
 
 def collate_tagged(sentences: AlignedSentences, indices: np.ndarray, pad_id: int) -> dict[str, torch.Tensor]:
-    """One batch padded to its longest sentence (a multiple of 8); padding's labels are ignored."""
-    width = -(-max(len(sentences.input_ids[i]) for i in indices) // 8) * 8
-    input_ids = torch.full((len(indices), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(indices), width), IGNORED, dtype=torch.long)
-    attention = torch.zeros((len(indices), width), dtype=torch.long)
-    for row, index in enumerate(indices):
-        ids = sentences.input_ids[index]
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        labels[row, : len(ids)] = torch.tensor(sentences.labels[index])
-        attention[row, : len(ids)] = 1
-    return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
-
-
-def tagger_from(encoder: PreTrainedModel, labels: list[str], seed: int) -> PreTrainedModel:
-    """``AutoModelForTokenClassification`` on ``encoder``'s weights, its ``id2label`` set (so that
-    a saved tagger works in a plain ``pipeline("token-classification")``). The head is drawn from
-    ``seed`` alone: the pretrained model and its baseline start from the same head."""
-    config = encoder.config.__class__.from_dict(encoder.config.to_dict())
-    config.num_labels, config.architectures = len(labels), None
-    config.id2label, config.label2id = dict(enumerate(labels)), {label: i for i, label in enumerate(labels)}
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        with MODEL_LOCK:  # transformers' process-wide patches while a model is built (core.model.construction)
-            model = AutoModelForTokenClassification.from_config(config)
-    missing, unexpected = model.base_model.load_state_dict(encoder.base_model.state_dict(), strict=False)
-    stray = [k for k in missing if not k.startswith("pooler.")] + [k for k in unexpected if not k.startswith("pooler.")]
-    if stray:
-        raise ValueError(f"finetune: the encoder's weights do not fit a tagger of its own config: {stray[:5]}")
-    return model
-
-
-def _batches(sentences: AlignedSentences, pad_id: int, device: torch.device, batch_size: int = 64):
-    order = np.argsort(-sentences.lengths, kind="stable")  # longest first: little padding
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        yield indices, {k: v.to(device) for k, v in collate_tagged(sentences, indices, pad_id).items()}
+    """One batch of sentences, padded; padding's labels are ignored."""
+    input_ids = padded(sentences.input_ids, indices, pad_id)
+    return {"input_ids": input_ids, "attention_mask": (input_ids != pad_id).long(),
+            "labels": padded(sentences.labels, indices, IGNORED)}
 
 
 @torch.no_grad()
@@ -56,7 +51,7 @@ def predict_tags(model: PreTrainedModel, sentences: AlignedSentences, pad_id: in
     """Each word's predicted label id (its first piece's), flattened over the sentences, in eval mode."""
     model.eval()
     pieces: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(sentences)
-    for indices, batch in _batches(sentences, pad_id, device):
+    for indices, batch in ordered_batches(sentences.lengths, lambda i: collate_tagged(sentences, i, pad_id), device):
         batch.pop("labels")
         with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
             predicted = model(**batch).logits.argmax(-1).cpu().numpy()
@@ -65,31 +60,130 @@ def predict_tags(model: PreTrainedModel, sentences: AlignedSentences, pad_id: in
     return sentences.word_predictions(pieces, outside)
 
 
-def fit_tag_head(model: PreTrainedModel, sentences: AlignedSentences, pad_id: int, device: torch.device,
-                 amp_dtype: torch.dtype | None, seed: int) -> None:
-    """Linear probing for tokens: the classifier layer set to a logistic regression (scikit-learn's,
-    L2, C=1) fitted on the frozen encoder's hidden states of the labelled pieces (LP-FT, as the
-    sentence runs start)."""
-    from sklearn.linear_model import LogisticRegression  # imported when used: ~50 MB with SciPy
+def _estimate(found, seeds: list[float]) -> Estimate:
+    return Estimate(found.mean, found.se, found.low, found.high, seeds)
 
-    model.eval()
-    features, targets = [], []
-    with torch.no_grad():
-        for _, batch in _batches(sentences, pad_id, device):
+
+def linearised_f1(counts: list[EntityCounts]) -> np.ndarray:
+    """Per eval sentence, its share of the micro entity F1 (averaged over the seeds): the F1 plus the
+    sentence's deviation from it, (2 tp - F1 (predicted + gold)) / the mean of (predicted + gold),
+    the delta method's linearisation of a ratio of sums. Its mean is the F1 and its spread the
+    sentences' error, so that two models' sentences pair as a sequence task's examples do."""
+    values = []
+    for found in counts:
+        numerator, denominator = found.micro_f1_parts()
+        f1 = numerator.sum() / denominator.sum() if denominator.sum() else 0.0
+        scale = denominator.mean() if len(denominator) and denominator.mean() else 1.0
+        values.append(f1 + (numerator - f1 * denominator) / scale)
+    return np.mean(values, axis=0)
+
+
+@dataclass
+class PreparedTagging:
+    """A token task's sentences aligned once to the pieces of the tokenizer every compared model
+    shares, and the eval sentences' gold tags (word ids, flattened): what
+    :class:`~core.finetune.runs.Runner` runs."""
+
+    kind: ClassVar[str] = "token"
+    metric: ClassVar[str] = "entity_f1"
+
+    task: TaggedTask
+    train: AlignedSentences
+    evaluation: AlignedSentences
+    gold: np.ndarray
+    codes: TagCodes
+    pad_id: int
+    label_all_pieces: bool = False
+    unknown_rate: float = 0.0  # share of the eval words that are [UNK] alone
+
+    @classmethod
+    def build(cls, task: TaggedTask, tokenizer: PreTrainedTokenizerFast, max_length: int,
+              label_all_pieces: bool = False) -> PreparedTagging:
+        train, evaluation = (align(frame["tokens"].tolist(), task.tag_ids(frame), task.labels, tokenizer, max_length,
+                                   label_all_pieces) for frame in (task.train, task.evaluation))
+        for split, aligned in (("train", train), ("eval", evaluation)):
+            logger.info("finetune: %s", aligned.report.describe(split))
+        rate = evaluation.report.unknown_rate
+        if rate > UNKNOWN_WARNING_RATE:
+            logger.warning(
+                "finetune: %.1f %% of the eval words are %s under the model's vocabulary (more than %.0f %%): the "
+                "tagger barely sees them, so its result says little about pretraining. Is finetune.train_path in the "
+                "language and script the model's vocabulary was built for?", 100 * rate, tokenizer.unk_token,
+                100 * UNKNOWN_WARNING_RATE)
+        gold = np.fromiter((i for ids in task.tag_ids(task.evaluation) for i in ids), dtype=np.int64)
+        return cls(task, train, evaluation, gold, TagCodes.of(task.labels), tokenizer.pad_token_id, label_all_pieces,
+                   rate)
+
+    @property
+    def units(self) -> int:
+        """What each run predicts: a label per eval word."""
+        return int(self.evaluation.word_counts.sum())
+
+    def counts(self, predictions: np.ndarray) -> EntityCounts:
+        return EntityCounts.of(self.gold, predictions, self.evaluation.word_counts, self.codes)
+
+    def model(self, encoder: PreTrainedModel, seed: int) -> PreTrainedModel:
+        return head_model(AutoModelForTokenClassification, encoder, self.task.labels, seed)
+
+    def batch(self, indices: np.ndarray) -> dict[str, torch.Tensor]:
+        return collate_tagged(self.train, indices, self.pad_id)
+
+    def logits(self, model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+
+    def predict(self, model: PreTrainedModel, device: torch.device, amp_dtype: torch.dtype | None) -> np.ndarray:
+        return predict_tags(model, self.evaluation, self.pad_id, device, amp_dtype, outside_id(self.task.labels))
+
+    @torch.no_grad()
+    def fit_head(self, model: PreTrainedModel, device: torch.device, amp_dtype: torch.dtype | None, seed: int) -> None:
+        """The classifier layer as a linear probe on the frozen encoder's hidden states of the labelled pieces."""
+        model.eval()
+        features, targets = [], []
+        for _, batch in ordered_batches(self.train.lengths, self.batch, device):
             labels = batch.pop("labels")
             with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
                 hidden = model.base_model(**batch).last_hidden_state
             keep = labels != IGNORED
             features.append(hidden[keep].float().cpu().numpy())
             targets.append(labels[keep].cpu().numpy())
-    probe = LogisticRegression(max_iter=2000, random_state=seed).fit(np.concatenate(features), np.concatenate(targets))
-    weight, bias = probe.coef_, probe.intercept_
-    if weight.shape[0] == 1:  # two classes: scikit-learn keeps one logit difference; split it in two
-        weight, bias = np.vstack([-weight / 2, weight / 2]), np.array([-bias[0] / 2, bias[0] / 2])
-    # A label no training piece has (the I- of a type seen only in one-word entities) starts far below the others.
-    full_weight = np.zeros(tuple(model.classifier.weight.shape))
-    full_bias = np.full(model.classifier.bias.shape[0], bias.min() - 10.0)
-    full_weight[probe.classes_], full_bias[probe.classes_] = weight, bias
-    with torch.no_grad():
-        model.classifier.weight.copy_(torch.as_tensor(full_weight, dtype=model.classifier.weight.dtype))
-        model.classifier.bias.copy_(torch.as_tensor(full_bias, dtype=model.classifier.bias.dtype))
+        probe_head(model, np.concatenate(features), np.concatenate(targets), seed)
+
+    def scores(self, predictions: np.ndarray) -> dict[str, float]:
+        """Entity F1 (the headline), precision, recall, token accuracy, and each entity type's F1."""
+        found = self.counts(predictions).scores()
+        return {"entity_f1": found["f1"], "entity_precision": found["precision"], "entity_recall": found["recall"],
+                "token_accuracy": found["token_accuracy"],
+                **{f"f1_{kind}": values["f1"] for kind, values in found["per_type"].items()}}
+
+    def label_mapping(self) -> dict:
+        return self.task.label_mapping()
+
+    def result(self, scores: Mapping[str, ModelScores], baselines: Mapping[str, str], **facts) -> TaskResult:
+        """Each model's entity F1 (its interval: the paired bootstrap over sentences with the seeds'
+        spread), precision, recall and token accuracy (from the seeds), the paired entity-F1 gain
+        over each baseline, each type's F1 (``detail``), and the sentence that says it."""
+        counts = {name: [self.counts(row) for row in score.predictions] for name, score in scores.items()}
+
+        def f1_parts(name: str) -> tuple[np.ndarray, np.ndarray]:
+            numerators, denominators = zip(*(found.micro_f1_parts() for found in counts[name]), strict=True)
+            return np.stack(numerators), np.stack(denominators)
+
+        seeds = {name: [found.scores() for found in counts[name]] for name in counts}
+        models = {name: {"entity_f1": _estimate(ratio_interval(*f1_parts(name)), [s["f1"] for s in seeds[name]]),
+                         **{metric: seed_estimate([s[measure] for s in seeds[name]]) for metric, measure in (
+                             ("entity_precision", "precision"), ("entity_recall", "recall"),
+                             ("token_accuracy", "token_accuracy"))}}
+                  for name in counts}
+        gains = {name: _estimate(ratio_interval(*f1_parts(PRETRAINED), f1_parts(name)), []) for name in baselines}
+        types = self.codes.types
+        detail = {"labels": self.task.labels, "label_all_pieces": self.label_all_pieces, "scored_words": self.units,
+                  "truncated_words": self.evaluation.report.truncated,
+                  "gold_entities": dict(zip(types, map(int, counts[PRETRAINED][0].gold.sum(0)), strict=True)),
+                  "entity_f1_per_type": {name: {kind: float(np.mean([s["per_type"][kind]["f1"] for s in seeds[name]]))
+                                                for kind in types} for name in counts}}
+        result = paired_result(models, gains, baselines, example_scores=linearised_f1(counts[PRETRAINED]).tolist(),
+                               kind=self.kind, metric=self.metric, classes=len(self.task.labels), detail=detail,
+                               **facts)
+        warning = (f"; WARNING: {100 * self.unknown_rate:.0f} % of the eval words are unknown to the model's "
+                   "vocabulary") if self.unknown_rate > UNKNOWN_WARNING_RATE else ""
+        return replace(result, summary=result.headline() + warning)

@@ -25,6 +25,7 @@ import torch
 
 from bert_mlm.config import MaskingConfig
 from bert_mlm.core.common.seeds import stream_seed
+from bert_mlm.core.model.spans import span_uniform
 
 IGNORE_INDEX = -100
 
@@ -49,15 +50,19 @@ def mask_tokens(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, mask
     padding: the :class:`~bert_mlm.core.tokens.sequences.Collator` sets it so). ``replacement_ids``
     is the 1-D tensor of ids that random replacement draws from (the non-special vocabulary).
     All random draws come from ``generator`` on the CPU, so masks do not depend on the device.
-    ``word_starts`` (whole-word masking) is true where a token begins a word; its first position
-    must be true. Without it every token is its own word.
+    ``word_starts`` (whole-word and span masking) is true where a token begins a word; its first
+    position must be true. Without it every token is its own word. With ``config.span``, words are
+    selected in spans (:mod:`bert_mlm.core.model.spans`), each span's words sharing one fate.
     """
     # One uniform draw per token decides both whether it is selected (u < p) and, given that,
     # its fate: u / p is again uniform on [0, 1), so [0, m) -> [MASK], [m, m + r) -> a random
     # token, the rest kept. Random ids are drawn only for the tokens that need one. Half the
     # random numbers of three separate draws, and 2x faster than them.
-    uniform = torch.rand(input_ids.shape, generator=generator)
-    if word_starts is not None:
+    if config.span != "none":  # spans of whole words: the draws of core.model.spans, in the same form
+        uniform = span_uniform(word_starts, config.probability, config.span_lengths, generator)
+    else:
+        uniform = torch.rand(input_ids.shape, generator=generator)
+    if word_starts is not None and config.span == "none":
         # Every piece takes the draw of its word's first piece: one decision per word for both
         # selection and fate. The same draws as token-level masking, so a batch without
         # multi-piece words gets exactly the token-level masks.

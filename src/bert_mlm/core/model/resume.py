@@ -66,7 +66,14 @@ def run_fingerprint(model, sequences, masking, config, world_size: int, precisio
     """What defines a run, readable: a resume is refused when any of it differs. ``precision`` is
     the resolved one (``auto`` is fp32 on a CPU, bf16 on a recent GPU): fp32 and bf16 steps give
     other weights, so a run does not change precision half way."""
-    return {"data": data_digest(sequences), "initial_weights": weights_digest(model),
+    mixture = getattr(sequences, "mixture", None)
+    return {"data": data_digest(sequences),
+            # A mixture's weights, readable (the data digest holds them too): a resume after a changed
+            # weight says so, not only that two digests differ. Only mixtures carry the key, so that the
+            # fingerprints (and run folders) of runs on one corpus stay those of earlier versions.
+            **({"mixture": {source: f"{kind} {value:g}" for source, kind, value in mixture.settings}}
+               if mixture is not None else {}),
+            "initial_weights": weights_digest(model),
             "model": {name: getattr(model.config, name, None) for name in MODEL_FIELDS},
             "masking": masking.model_dump(), "seed": config.seed,
             "optimisation": {name: getattr(config, name) for name in OPTIMISATION_FIELDS}, "ranks": world_size,

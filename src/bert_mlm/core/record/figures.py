@@ -82,8 +82,8 @@ def tuning_curve(trials: pd.DataFrame | None, objective: str | None = None) -> p
         figure, axis = plt.subplots(figsize=(7, 4))
         pruned_axis = None
     _trial_points(axis, finished, x_column, finished["value"], "o", "tab:blue", "finished")
-    axis.set(ylabel="fine-tuning error (1 - accuracy)" if objective == "finetune" else "eval loss (fixed 15 % masks)",
-             title="Tuning trials")
+    axis.set(ylabel="fine-tuning error (1 - accuracy or entity F1)" if objective == "finetune" else
+             "eval loss (fixed 15 % masks)", title="Tuning trials")
     if len(finished):
         axis.legend()
     if pruned_axis is not None:
@@ -104,13 +104,19 @@ def _trial_points(axis, part: pd.DataFrame, x_column: str, values: pd.Series, ma
         axis.annotate(f"trial {number}", (x_value, y_value), textcoords="offset points", xytext=(4, 4), fontsize=7)
 
 
-def finetune_curves(runs: pd.DataFrame | None, majority: float | None = None) -> plt.Figure | None:
-    """Eval accuracy after each fine-tuning epoch: every seed faint, the mean over seeds bold, the
-    pretrained model beside its starting point. None without runs (or with one epoch only)."""
-    if runs is None or runs.empty or runs["epoch"].nunique() < 2:
+def finetune_curves(runs: pd.DataFrame | None, majority: float | None = None, metric: str = "accuracy",
+                    task: str = "") -> plt.Figure | None:
+    """The task's eval score (``metric``: accuracy, entity F1) after each fine-tuning epoch: every
+    seed faint, the mean over seeds bold, the pretrained model beside its baselines. None without
+    runs of ``task`` (or with one epoch only)."""
+    if runs is None or runs.empty or RUN_SCORE not in runs:  # runs of an earlier version: no curves
+        return None
+    runs = runs[runs["task"].fillna("").astype(str) == task] if "task" in runs else runs
+    if runs["epoch"].nunique() < 2:
         return None
     figure, axis = plt.subplots(figsize=(7, 4))
-    for (name, frame), colour in zip(runs.groupby("model", sort=False), ("tab:blue", "tab:orange"), strict=False):
+    colours = ("tab:blue", "tab:orange", "tab:green", "tab:red")
+    for (name, frame), colour in zip(runs.groupby("model", sort=False), colours, strict=False):
         for _, seed_runs in frame.groupby("seed"):
             axis.plot(seed_runs["epoch"], seed_runs[RUN_SCORE], color=colour, alpha=0.25)
         mean = frame.groupby("epoch")[RUN_SCORE].mean()
@@ -119,7 +125,8 @@ def finetune_curves(runs: pd.DataFrame | None, majority: float | None = None) ->
         )
     if majority is not None:
         axis.axhline(majority, color="grey", linestyle="--", linewidth=1, label="majority class")
-    axis.set(xlabel="fine-tuning epoch (0: the linear probe head alone)", ylabel="eval accuracy", title="Fine-tuning")
+    axis.set(xlabel="fine-tuning epoch (0: the linear probe head alone)", ylabel=f"eval {metric.replace('_', ' ')}",
+             title=f"Fine-tuning {task}".strip())
     axis.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     axis.legend()
     figure.tight_layout()

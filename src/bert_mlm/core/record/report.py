@@ -64,8 +64,8 @@ def tuning_decision(training: TrainingSummary | None) -> str:
     return (training.tuning_decision if training is not None else None) or "n/a"
 
 
-def finetune_rows(task: TaskResult) -> list[tuple[str, str]]:
-    name, metric = f" ({task.task})" if task.task else "", task.metric
+def finetune_rows(task: TaskResult, named: bool = False) -> list[tuple[str, str]]:
+    name, metric = f" ({task.key})" if named else "", label(task.metric)
     rows = [(f"fine-tuning{name}", task.summary), (f"fine-tuned {metric}{name}", with_error(task.score.mean,
                                                                                              task.score.se))]
     if task.baseline_score is not None and task.gain is not None:
@@ -73,7 +73,7 @@ def finetune_rows(task: TaskResult) -> list[tuple[str, str]]:
                   with_error(task.baseline_score.mean, task.baseline_score.se)),
                  (f"fine-tuning gain ({metric}){name}", with_error(task.gain.mean, task.gain.se))]
     return rows + [(f"fine-tuned {label(other)}{name}", with_error(score.mean, score.se))
-                   for other, score in task.scores.items() if other != metric]
+                   for other, score in task.scores.items() if other != task.metric]
 
 
 def headline_table(results: ModelResults) -> pd.DataFrame:
@@ -81,7 +81,7 @@ def headline_table(results: ModelResults) -> pd.DataFrame:
     evaluation, training = results.evaluation, results.training
     rows = evaluation_rows(evaluation) if evaluation is not None else []
     for task in results.finetune:
-        rows += finetune_rows(task)
+        rows += finetune_rows(task, named=len(results.finetune) > 1)
     if training is not None:
         rows += [("training mask probability", format_value(training.mask_probability)),
                  ("mask probability from", format_value(training.mask_probability_source)),
@@ -177,13 +177,16 @@ def validation_note(training: TrainingSummary | None) -> str:
 
 
 def finetune_table(task: TaskResult) -> pd.DataFrame | None:
-    """Per seed: the pretrained model's and its baseline's scores, and their difference."""
+    """Per seed: the pretrained model's and its baselines' scores, and the headline's differences."""
     if not task.seeds:
         return None
+    headline = label(task.metric)
     frame = pd.DataFrame({"seed": task.seeds, **{label(name): score.seeds for name, score in task.scores.items()}})
-    if task.baseline_scores:
-        frame = frame.assign(**{f"baseline {label(name)}": score.seeds for name, score in task.baseline_scores.items()})
-        frame[f"{label(task.metric)} gain"] = frame[label(task.metric)] - frame[f"baseline {label(task.metric)}"]
+    compared = {"baseline": task.baseline_scores, **{name: other.scores for name, other in task.others.items()}}
+    for which, scores in compared.items():
+        if scores:
+            frame = frame.assign(**{f"{which} {label(name)}": score.seeds for name, score in scores.items()})
+            frame[f"{headline} gain over {which}"] = frame[headline] - frame[f"{which} {headline}"]
     return frame
 
 
@@ -193,21 +196,26 @@ def label(metric: str) -> str:
 
 
 def finetune_overview(task: TaskResult) -> pd.DataFrame:
-    """The pretrained model, its starting point and the majority class side by side: whether both
+    """The pretrained model, its baselines and the majority class side by side: whether both
     models sit at 55 % or at 85 % says what a gain of a point means."""
     others = [name for name in task.scores if name != task.metric]
 
     def row(title: str, scores: Mapping) -> tuple:
         score = scores[task.metric]
-        return (title, with_error(score.mean, score.se), *(format_value(scores[name].mean) for name in others))
+        return (title, with_error(score.mean, score.se),
+                *(format_value(scores[name].mean) if name in scores else "" for name in others))
+
+    def gain_row(title: str, gain) -> tuple:
+        return (title, f"{100 * gain.mean:+.1f} [95 % CI {100 * gain.low:+.1f}, {100 * gain.high:+.1f}]",
+                *([""] * len(others)))
 
     rows = [row("pretrained model", task.scores)]
     if task.baseline_score is not None:
         rows.append(row(f"starting point: {task.baseline or 'baseline'}", task.baseline_scores))
     if task.gain is not None:
-        gain = task.gain
-        rows.append(("gain (points)", f"{100 * gain.mean:+.1f} [95 % CI {100 * gain.low:+.1f}, {100 * gain.high:+.1f}]",
-                     *([""] * len(others))))
+        rows.append(gain_row("gain (points)", task.gain))
+    for other in task.others.values():
+        rows += [row(f"baseline: {other.baseline}", other.scores), gain_row("gain over it (points)", other.gain)]
     if task.majority_accuracy is not None:
         rows.append(("majority class (always the most frequent training label)",
                      format_value(task.majority_accuracy), *([""] * len(others))))
@@ -216,16 +224,23 @@ def finetune_overview(task: TaskResult) -> pd.DataFrame:
 
 def finetune_section(finetune: FinetuneResults, runs: pd.DataFrame | None) -> str:
     if not finetune:
-        return '<p class="muted">No fine-tuning evaluation (set finetune.train_path).</p>'
+        return '<p class="muted">No fine-tuning evaluation (set finetune.train_path or finetune.tasks).</p>'
     parts = []
     for task in finetune:
-        parts += [f"<h3>{html.escape(task.task)}</h3>" if task.task else "",
+        unit = "sentences" if task.kind == "token" else "examples"
+        majority = f"; majority class {format_value(task.majority_accuracy)}" if task.majority_accuracy else ""
+        earlier = f" (fine-tuned in run {task.run})" if task.run and task.run != finetune.version else ""
+        per_type = task.detail.get("entity_f1_per_type")  # a token task's, by model: its entity types' F1
+        parts += [f"<h3>{html.escape(task.key)}</h3>" if len(finetune) > 1 else "",
                   f"<p><b>{html.escape(task.summary)}</b>.</p>",
                   f"<p class='muted'>{format_value(task.train_examples)} training and "
-                  f"{format_value(task.eval_examples)} eval examples of {html.escape(str(task.dataset))}; majority "
-                  f"class {format_value(task.majority_accuracy)}.</p>",
-                  table(finetune_overview(task)), table(finetune_table(task)),
-                  image(finetune_curves(runs, task.majority_accuracy), "fine-tuning curves")]
+                  f"{format_value(task.eval_examples)} eval {unit} of {html.escape(str(task.dataset))} "
+                  f"({task.kind} classification){majority}{html.escape(earlier)}.</p>",
+                  table(finetune_overview(task)),
+                  table(pd.DataFrame([{"model": model, **f1} for model, f1 in per_type.items()])) if per_type else "",
+                  table(finetune_table(task)),
+                  image(finetune_curves(None if earlier else runs, task.majority_accuracy, task.metric, task.task),
+                        "fine-tuning curves")]
     return "".join(parts)
 
 
@@ -278,7 +293,9 @@ def run_report(
     fill-mask examples. With ``provenance``, it opens with how the model's run was made, and every
     section says which model and run it belongs to."""
     evaluation, training = results.evaluation, results.training
-    by_finetuning = tuning_trials is not None and "attr_finetune_accuracy" in tuning_trials
+    # A study by fine-tuning records its trials' scores (attr_finetune_accuracy before token tasks).
+    by_finetuning = tuning_trials is not None and bool({"attr_finetune_score", "attr_finetune_accuracy"}
+                                                        & set(tuning_trials.columns))
     trial_labels = {"number": "trial", "state": "state", "params_probability": "mask probability",
                     "value": "fine-tuning error" if by_finetuning else "eval loss",
                     "attr_seed_spread": "spread over seeds", "last_intermediate_value": "last reported value",
@@ -319,14 +336,22 @@ def compare_variants(results: Mapping[str, ModelResults], histories: Mapping[str
     best = min(losses, key=losses.__getitem__) if losses else None
     verdict = f"<p>Lowest fixed-protocol eval loss: <b>{html.escape(best)}</b>.</p>" if best else \
         "<p>No finite eval loss.</p>"
-    tuned = {name: found.tasks[0] for name, found in (finetune or {}).items() if found and found.tasks[0].score.seeds}
-    if len(tuned) == len(results) > 1:
+    # Each task every variant was fine-tuned on, paired against the lowest mask rate's.
+    keys = [task.key for task in next(iter((finetune or {}).values()), ())]
+    for position, key in enumerate(keys):
+        tuned = {name: task for name, found in (finetune or {}).items() for task in found
+                 if task.key == key and task.score.seeds}
+        if not len(tuned) == len(results) > 1:
+            continue
         reference = next(iter(ordered))
-        paired = paired_differences({name: tuned[name] for name in ordered}, reference)
-        comparison = comparison.merge(paired.drop(columns="reference"), on="variant", how="left")
+        paired = paired_differences({name: tuned[name] for name in ordered}, reference).drop(columns="reference")
+        named = f" ({key})" if position else ""
+        comparison = comparison.merge(paired.add_suffix(named).rename(columns={f"variant{named}": "variant"}),
+                                      on="variant", how="left")
         leader = max(tuned, key=lambda name: tuned[name].score.mean)
-        verdict += (f"<p>Highest fine-tuned accuracy: <b>{html.escape(leader)}</b>; differences are paired "
-                    f"against {html.escape(reference)} (same seeds, data order and eval examples).</p>")
+        verdict += (f"<p>Highest fine-tuned {html.escape(label(tuned[leader].metric))}{html.escape(named)}: "
+                    f"<b>{html.escape(leader)}</b>; differences are paired against {html.escape(reference)} (same "
+                    "seeds, data order and eval examples).</p>")
     sections = [
         ("Variants", table(comparison) + verdict),
         ("Curves and metrics", image(comparison_figure(histories, ordered), "comparison")),

@@ -29,7 +29,8 @@ from bert_mlm.core.train.result import TrainingSummary
 COMPARED = (
     "variant", "mask_probability", "eval_loss", "eval_loss_se", "eval_accuracy", "eval_accuracy_se",
     "eval_top5_accuracy", "baseline_accuracy", "accuracy_over_baseline", "extra_eval_accuracy",
-    "extra_eval_accuracy_se", "finetune_accuracy", "finetune_accuracy_se", "finetune_macro_f1", "finetune_gain",
+    "extra_eval_accuracy_se", "finetune_metric", "finetune_accuracy", "finetune_accuracy_se", "finetune_macro_f1",
+    "finetune_entity_f1", "finetune_entity_f1_se", "finetune_gain",
     "finetune_gain_ci_low", "finetune_gain_ci_high", "final_train_loss", "train_tokens_per_second",
 )
 

@@ -13,13 +13,14 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
+from statistics import fmean
 
 import optuna
 import pandas as pd
 
 from bert_mlm.config import FinetuneConfig, MaskingConfig, TrainingConfig, TuningConfig
 from bert_mlm.core.evaluate.protocol import EVALUATION_SCHEME
-from bert_mlm.core.finetune.runs import PreparedTask, Runner, prepare_task
+from bert_mlm.core.finetune.runs import Runner, prepare_task
 from bert_mlm.core.model.masking import MASKING_SCHEME
 from bert_mlm.core.study.record import Confirmation, TuningRecord
 from bert_mlm.core.study.tuning import adoption, best_parameters, masking_for, paired_interval, run_study
@@ -29,18 +30,21 @@ from bert_mlm.errors import UserError
 logger = logging.getLogger(__name__)
 
 
-def finetune_scorer(experiment: Experiment, finetune: FinetuneConfig) -> tuple[Callable, PreparedTask]:
-    """``score(model)``: 1 - the model's mean fine-tuning accuracy over ``finetune.seeds`` (the
-    objective ``tuning.objective: finetune`` minimises), on the task encoded once."""
-    prepared = prepare_task(finetune, experiment.tokenizer, experiment.model_config.max_position_embeddings)
-    runner = Runner.create(prepared, finetune.replace(progress=False, save_model=False),
-                           experiment.training.device, experiment.training.precision)
+def finetune_scorer(experiment: Experiment, finetune: FinetuneConfig, chosen: str = "mean") -> tuple[Callable, dict]:
+    """``score(model)``: 1 - the model's mean fine-tuning score over ``finetune.seeds`` (accuracy,
+    or entity F1 for a token task; the error ``tuning.objective: finetune`` minimises) on the task
+    ``chosen`` (``tuning.finetune_task``), or the mean error of every task; each task encoded once.
+    Also the tasks' fingerprints, by name."""
+    tasks = {name: task for name, task in finetune.task_configs().items() if chosen in ("mean", name)}
+    runners = {name: Runner.create(prepare_task(task, experiment.tokenizer,
+                                                experiment.model_config.max_position_embeddings, name),
+                                   task.replace(progress=False, save_model=False), experiment.training.device,
+                                   experiment.training.precision) for name, task in tasks.items()}
 
     def score(model) -> float:
-        accuracies = runner.seed_accuracies(model)
-        return 1.0 - sum(accuracies) / len(accuracies)
+        return fmean(1.0 - fmean(runner.seed_scores(model)) for runner in runners.values())
 
-    return score, prepared
+    return score, {name: runner.prepared.task.fingerprint() for name, runner in runners.items()}
 
 
 def tune_masking(
@@ -55,9 +59,9 @@ def tune_masking(
     if config.objective == "finetune":
         if finetune is None or not finetune.enabled:
             raise UserError("tuning.objective: finetune needs a labelled task: set finetune.train_path")
-        score, prepared = finetune_scorer(experiment, finetune)
+        score, fingerprints = finetune_scorer(experiment, finetune, config.finetune_task)
         task_digest = {"finetune": finetune.model_dump(exclude={"progress", "save_model"}),
-                       "task": prepared.task.fingerprint()}
+                       "task": fingerprints[""] if list(fingerprints) == [""] else fingerprints}
     # Trials are only comparable under the same data, model, trial budget and objective: the
     # study name carries a fingerprint of them, so a rerun continues its study and a changed
     # setup starts a new one instead of mixing incomparable trials.
@@ -90,8 +94,8 @@ def tune_masking(
         logger.info("Trial %d: %s", trial.number, values)
         losses = seed_losses(masking, training, report)
         trial.set_user_attr("seed_losses", losses)
-        if score is not None:  # the value is the fine-tuning error; record the accuracies too
-            trial.set_user_attr("finetune_accuracy", [1.0 - loss for loss in losses])
+        if score is not None:  # the value is the fine-tuning error; record the scores (accuracy, entity F1) too
+            trial.set_user_attr("finetune_score", [1.0 - loss for loss in losses])
         trial.set_user_attr("seed_spread", float(pd.Series(losses).std()) if len(losses) > 1 else 0.0)
         return float(sum(losses) / len(losses))
 

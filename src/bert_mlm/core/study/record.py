@@ -111,11 +111,11 @@ class TuningRecord:
 
     @property
     def score(self) -> dict[str, float]:
-        """The best trial's score in the objective's own terms (an accuracy, not an error)."""
+        """The best trial's score in the objective's own terms (an accuracy or entity F1, not an error)."""
         if self.best_value is None:
             return {}
         if self.objective == "finetune":
-            return {"best_finetune_accuracy": 1.0 - self.best_value}
+            return {"best_finetune_score": 1.0 - self.best_value}
         return {"best_eval_loss": self.best_value}
 
     def set_aside(self, explicit: Mapping) -> list[str]:
@@ -134,7 +134,7 @@ class TuningRecord:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TuningRecord:
         """From the stored mapping; the objective's score (``best_eval_loss`` or
-        ``best_finetune_accuracy``) is derived from ``best_value``, and unknown keys are ignored."""
+        ``best_finetune_score``) is derived from ``best_value``, and unknown keys are ignored."""
         source = data.get("source", "parameters")
         if source not in SOURCES:
             raise UserError(f"tuning_best_params: source {source!r} is not one of {list(SOURCES)}")

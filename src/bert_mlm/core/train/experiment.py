@@ -107,7 +107,7 @@ class Experiment:
             raise UserError(f"sequences: the stored sequence_index is {sequence_index.mode} x "
                             f"{sequence_index.max_length}, the parameters ask for {sequences.mode} x "
                             f"{sequences.max_length}; run the sequences pipeline with these parameters first")
-        sequence_index.check_words(masking.whole_word, masking.word_segmenter)
+        sequence_index.check_words(masking.words, masking.word_segmenter)
         sequence_index.check_words(evaluation.whole_word, masking.word_segmenter, "evaluation.whole_word")
         opened = open_sequences(token_store, sequence_index, tokenizer)
         settings, train = source_settings(mixture), opened.get("train")
@@ -132,7 +132,7 @@ class Experiment:
         """The collator that ``masking`` trains with: whole-word masking needs each batch's word
         starts (a tuning trial may switch it)."""
         sequences = self.sequence_config
-        return self.token_ids.collator(sequences.max_length, sequences.padding, masking.whole_word)
+        return self.token_ids.collator(sequences.max_length, sequences.padding, masking.words)
 
     def evaluation_set(self, split: str, max_sequences: int | None = None,
                        min_masked_tokens: int | None = None) -> StreamedEvaluationSet:

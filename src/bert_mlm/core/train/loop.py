@@ -187,9 +187,9 @@ class TrainingRun:
                  validation: Validation | None) -> None:
         if not len(sequences):
             raise UserError("training: there are no training sequences (is the train split empty?)")
-        if collator.whole_word != masking.whole_word:  # whole-word masking needs the batches' word starts
-            raise ValueError(f"train: the collator's whole_word={collator.whole_word} differs from "
-                             f"masking.whole_word={masking.whole_word}; build the collator from the masking it trains")
+        if collator.whole_word != masking.words:  # whole-word and span masking need the batches' word starts
+            raise ValueError(f"train: the collator's whole_word={collator.whole_word} differs from the masking's "
+                             f"need of words ({masking.words}); build the collator from the masking it trains")
         if config.eval_every and validation is None:
             raise ValueError("train: training.eval_every is set but no validation was given")
         self.model, self.sequences, self.token_ids, self.collator = model, sequences, token_ids, collator

@@ -142,10 +142,10 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
     validations = checks * training.eval_masked_tokens / rate
     # A fine-tuning step runs whole sequences through the encoder and a small head: about a training
     # step's work per sequence (the frozen mode's head fit is not estimated).
-    models = 1 if finetune.baseline == "none" else 2
+    models, tasks = 1 + len(finetune.baselines), max(len(finetune.task_configs()), 1)
     batches = math.ceil(finetune.max_train_examples / finetune.batch_size)
     tuned = None if finetune.mode == "frozen" else (
-        finetune.seeds * models * finetune.epochs * batches * finetune.batch_size / training.batch_size)
+        tasks * finetune.seeds * models * finetune.epochs * batches * finetune.batch_size / training.batch_size)
     confirmed = tuning.adopt == "if_better"
     runs = (tuning.n_trials + confirmed) * tuning.seeds
     trial_tokens = evaluation if tuning.eval_max_sequences is None else min(  # a trial's evaluation set
@@ -163,8 +163,9 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
               else "the whole test split under the fixed protocol")
     known = {stage.name: stage for stage in (
         Stage("training", budget, seconds(steps, validations)),
-        Stage("finetune", f"{finetune.seeds} seed(s) x {models} model(s) x {finetune.epochs} epoch(s) of up to "
-                          f"{batches} batches", seconds(tuned)) if finetune.enabled else
+        Stage("finetune", f"{f'{tasks} tasks x ' if tasks > 1 else ''}{finetune.seeds} seed(s) x {models} model(s) "
+                          f"x {finetune.epochs} epoch(s) of up to {batches} batches", seconds(tuned))
+        if finetune.enabled else
         Stage("finetune", "off (finetune.train_path is not set)"),
         Stage("tuning", study, study_seconds) if tuning.n_trials else
         Stage("tuning", "skipped (tuning.n_trials=0): training takes the configured masking "

@@ -52,6 +52,8 @@ def tune_mask_probability(
                                        mixture=corpus.sources)
     if True in (config.search_space.get("whole_word") or ()):
         sequence_index.check_words(True, masking.word_segmenter, "tuning.search_space.whole_word")
+    if any(span != "none" for span in config.search_space.get("span") or ()):
+        sequence_index.check_words(True, masking.word_segmenter, "tuning.search_space.span")
     if config.n_trials == 0:
         no_trials = pd.DataFrame(columns=["number", "state", "value"])
         return masking, {}, TuningRecord.of_parameters(masking), no_trials, plt.figure(), go.Figure()
