@@ -27,7 +27,6 @@ from kedro.io.core import Version
 from bert_mlm.config import Section
 from bert_mlm.core.common.curves import TensorBoardLog, listening
 from bert_mlm.core.common.redaction import redact
-from bert_mlm.core.evaluate.result import Evaluation
 from bert_mlm.core.finetune.result import RUN_COLUMNS, RUN_SCORE, FinetuneResults
 from bert_mlm.core.record.results import ModelResults
 from bert_mlm.core.record.run_record import dotted
@@ -96,12 +95,6 @@ def keep_mlflow_unimported() -> None:
         sys.modules.setdefault(name, _stand_in(name, attributes))
 
 
-def section_parameters(name: str, section: Section) -> dict:
-    """A typed section's values, flattened, with secrets masked (a URL's password or signed query:
-    ``tuning.storage``, ``corpus.path`` ...; :func:`bert_mlm.core.common.redaction.redact`)."""
-    return redact(dotted(section.model_dump(), f"{name}."))
-
-
 class TensorBoardHook:
     """With ``tracking.tensorboard: true``, one TensorBoard run per ``kedro run`` under
     ``tracking.tensorboard_dir/<run version>/`` (a mask-rate variant's in a sub-folder of its
@@ -128,9 +121,10 @@ class TensorBoardHook:
             return
         version = run_params.get("run_id") or run_params.get("session_id") or time.strftime("%Y-%m-%dT%H.%M.%S")
         self.root = Path(tracking.tensorboard_dir) / str(version)
-        parameters = catalog.load("parameters")
-        lines = [f"| `{key}` | `{value}` |" for name, section in parameters.items() if isinstance(section, Section)
-                 for key, value in section_parameters(name, section).items()]
+        # Each typed section's values, flattened, with secrets masked (a URL's password or signed query).
+        lines = [f"| `{key}` | `{value}` |" for name, section in catalog.load("parameters").items()
+                 if isinstance(section, Section)
+                 for key, value in redact(dotted(section.model_dump(), f"{name}.")).items()]
         self._log("").text("parameters", "| parameter | value |\n|---|---|\n" + "\n".join(lines))
 
     @hook_impl
@@ -163,8 +157,12 @@ class TensorBoardHook:
                 value = trial.get("value") if state == "COMPLETE" else trial.get("last_intermediate_value")
                 log.scalars({f"tuning/{state.lower() or 'trial'}_value": value}, int(trial["number"]))
         elif isinstance(data, ModelResults) and data.evaluation is not None:  # metrics.json
-            steps = data.training.train_steps if data.training is not None else 0
-            self._log(prefix).scalars(evaluation_scalars(data.evaluation), steps)
+            test, extra = data.evaluation.test, data.evaluation.extra
+            scalars = {"eval/loss": test.loss, "eval/accuracy": test.accuracy, "eval/top5_accuracy": test.top5_accuracy,
+                       "eval/most_frequent_token_accuracy": test.baseline_accuracy}
+            if extra is not None:
+                scalars.update({"eval/extra_corpus_loss": extra.loss, "eval/extra_corpus_accuracy": extra.accuracy})
+            self._log(prefix).scalars(scalars, data.training.train_steps if data.training is not None else 0)
         elif isinstance(data, FinetuneResults):
             log = self._log(prefix)
             for task in data:  # every number of the task's result: finetune/accuracy, finetune/gain ...
@@ -185,16 +183,6 @@ class TensorBoardHook:
         self.logs = {}
 
     on_pipeline_error = after_pipeline_run
-
-
-def evaluation_scalars(evaluation: Evaluation) -> dict[str, float | None]:
-    """The fixed-protocol evaluation's TensorBoard scalars, by tag."""
-    test, extra = evaluation.test, evaluation.extra
-    scalars = {"eval/loss": test.loss, "eval/accuracy": test.accuracy, "eval/top5_accuracy": test.top5_accuracy,
-               "eval/most_frequent_token_accuracy": test.baseline_accuracy}
-    if extra is not None:
-        scalars.update({"eval/extra_corpus_loss": extra.loss, "eval/extra_corpus_accuracy": extra.accuracy})
-    return scalars
 
 
 # Written by kedro-mlflow's MlflowArtifactDataset (around each dataset's own configuration) when
