@@ -33,19 +33,16 @@ def fill_mask_examples(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBas
             raise UserError(f"{parameter}: {sentence[:60]!r}... is {length} tokens; the model reads at most "
                             f"{positions} (model.max_position_embeddings)")
         predictions = fill(sentence, top_k=top_k)
-        per_mask = predictions if predictions and isinstance(predictions[0], list) else [predictions]
-        per_mask = [
-            [{"token": p["token_str"], "score": round(float(p["score"]), 4)} for p in fills] for fills in per_mask
-        ]
+        per_mask = [[{"token": p["token_str"], "score": round(float(p["score"]), 4)} for p in fills]
+                    for fills in (predictions if predictions and isinstance(predictions[0], list) else [predictions])]
         example = {"sentence": sentence, "predictions": per_mask[0]}
         if len(per_mask) > 1:
             example["per_mask"] = per_mask
         if answers is not None:
-            answer = answers[position]
             predicted = [_comparable(p["token"], tokenizer) for p in example["predictions"]]
-            truth = _comparable(answer, tokenizer)
-            example["answer"] = answer
-            example["answer_rank"] = predicted.index(truth) + 1 if truth in predicted else None
+            truth = _comparable(answers[position], tokenizer)
+            example.update(answer=answers[position],
+                           answer_rank=predicted.index(truth) + 1 if truth in predicted else None)
         examples.append(example)
     return examples
 

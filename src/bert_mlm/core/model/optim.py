@@ -7,15 +7,12 @@ so the clipping threshold applies to the true gradients (the tutorial clipped th
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import torch
 from transformers import get_scheduler
 
 from bert_mlm.config import TrainingConfig
-
-logger = logging.getLogger(__name__)
 
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:

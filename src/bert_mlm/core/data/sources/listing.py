@@ -90,14 +90,12 @@ def remote_filesystem(url: str, storage_options: dict | None, parameter: str = "
 def list_remote_files(url: str, storage_options: dict | None, parameter: str) -> list[tuple[str, int | None]]:
     """Every file of a remote file, directory (recursively) or glob, as (URL, size)."""
     fs, root = remote_filesystem(url, storage_options, parameter)
-    shown, is_glob = redact_text(url), any(ch in root for ch in "*?[")
+    shown = redact_text(url)
     try:
-        if is_glob and fs.exists(root):  # a name with glob characters that exists as it is written
-            is_glob = False
-        if is_glob:
-            found = fs.glob(root, detail=True)
-        else:
-            found = fs.find(root, detail=True) if fs.isdir(root) else {root: fs.info(root)}
+        # A name with glob characters that exists as it is written is that name, not a glob.
+        is_glob = any(ch in root for ch in "*?[") and not fs.exists(root)
+        found = (fs.glob(root, detail=True) if is_glob
+                 else fs.find(root, detail=True) if fs.isdir(root) else {root: fs.info(root)})
     except FileNotFoundError as error:
         raise CorpusError(f"{parameter}: {shown!r} does not exist") from error
     except PermissionError as error:

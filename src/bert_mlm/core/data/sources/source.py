@@ -42,11 +42,9 @@ class CorpusSource:
 
     @property
     def is_empty(self) -> bool:
-        return self.is_builtin and not self.builtin_when_empty
-
-    @property
-    def is_builtin(self) -> bool:
-        return self.path is None and self.hf_dataset is None and self.data is None and not self.parts
+        """No corpus given, and no built-in one wanted (an optional extra corpus)."""
+        given = self.path is not None or self.hf_dataset is not None or self.data is not None or self.parts
+        return not given and not self.builtin_when_empty
 
     def describe(self) -> str:
         if self.parts:
