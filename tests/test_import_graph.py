@@ -124,7 +124,7 @@ RANKS = (
     ("bert_mlm.datasets",),
     ("bert_mlm.pipelines",),
     # The application around Kedro: hooks, tracking, commands, settings.
-    ("bert_mlm.hooks", "bert_mlm.tracking", "bert_mlm.kedro_checks", "bert_mlm.run_lock", "bert_mlm.logs",
+    ("bert_mlm.hooks", "bert_mlm.kedro_checks", "bert_mlm.run_lock", "bert_mlm.logs",
      "bert_mlm.cli", "bert_mlm.fill_mask", "bert_mlm.pipeline_registry", "bert_mlm.settings", "bert_mlm.scratch",
      "bert_mlm.__main__"),
 )

@@ -4,9 +4,18 @@
 import os
 import warnings
 
-from bert_mlm.hooks import NodeTimingHook, RedactedForPlugins, RunPlanHook, ThreadsHook, ValidateParametersHook
+from bert_mlm.hooks import (
+    MlflowTrackingHook,
+    NodeTimingHook,
+    RedactedForPlugins,
+    RunPlanHook,
+    TensorBoardHook,
+    ThreadsHook,
+    ValidateParametersHook,
+    keep_mlflow_unimported,
+    mlflow_tracking,
+)
 from bert_mlm.logs import configure_logging
-from bert_mlm.tracking import MlflowTrackingHook, TensorBoardHook, keep_mlflow_unimported, mlflow_tracking
 
 # Kedro's ParallelRunner starts its workers from a fresh fork server, not by forking this process:
 # a child forked after torch's OpenMP threads ran (the plan's measured step) hangs in its first

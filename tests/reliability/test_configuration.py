@@ -114,7 +114,7 @@ def test_auto_precision_is_fp32_on_cpu_and_not_logged_at_every_call(base_paramet
 @pytest.mark.parametrize("env", ["smoke", "gpu", "zh"])
 def test_every_shipped_environment_is_valid(project_root, env, monkeypatch):
     if env == "gpu":  # resolving the device would refuse cuda here; the rest must hold
-        monkeypatch.setattr("bert_mlm.hooks.resolve_device", lambda requested: torch.device("cpu"))
+        monkeypatch.setattr("bert_mlm.hooks.validation.resolve_device", lambda requested: torch.device("cpu"))
     loader = OmegaConfigLoader(str(project_root / "conf"), base_env="base", default_run_env=env,
                                merge_strategy={"parameters": "soft"})
     validate_parameters(dict(loader["parameters"]))

@@ -47,7 +47,8 @@ def train_masked_lm(token_store: TokenStore, sequence_index: SequenceIndex, toke
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
                                        masking=masking, evaluation=evaluation.protocol, sequences=sequences,
                                        mixture=corpus.sources)
-    logger.info("Training with masking %s (from %s)", masking.model_dump(), tuning_record.source)
+    logger.info("Training with masking %s (from %s; every other value its default)",
+                masking.model_dump(exclude_defaults=True) or "as its defaults", tuning_record.source)
     logger.info("Training with %s", experiment.schedule_note)
     trained, result = train_data_parallel(experiment, distributed)
     summary = TrainingSummary.of(

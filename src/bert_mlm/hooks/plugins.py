@@ -1,0 +1,47 @@
+"""Plugins (kedro-mlflow) see the run's parameters redacted; Kedro and the nodes get the real values."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from kedro.framework.hooks import hook_impl
+
+from bert_mlm.core.common.redaction import redact
+
+logger = logging.getLogger(__package__)  # one logger name for the hooks' lines: bert_mlm.hooks
+
+
+class RedactedForPlugins:
+    """Plugins see no secret: kedro-mlflow logs every node's parameters and tags the MLflow run
+    with the run's parameters (``--params corpus.path=https://user:PASSWORD@...`` among them).
+    These wrappers hand every other implementation of the two hooks redacted copies
+    (:func:`bert_mlm.core.common.redaction.redact`; typed sections as plain mappings, which kedro-mlflow
+    flattens into ``training.batch_size`` ...) and put the real values back before Kedro uses them."""
+
+    @hook_impl(hookwrapper=True)
+    def before_pipeline_run(self, run_params: dict):
+        original = dict(run_params)
+        run_params.update(redact(original))
+        try:
+            yield
+        finally:
+            run_params.clear()
+            run_params.update(original)
+
+    @hook_impl(hookwrapper=True)
+    def before_node_run(self, inputs: dict):
+        original = {name: value for name, value in inputs.items() if name.startswith("params:") or name == "parameters"}
+        inputs.update({name: redact(plain_settings(value)) for name, value in original.items()})
+        try:
+            yield
+        finally:
+            inputs.update(original)
+
+
+def plain_settings(value):
+    """A typed section (a dataclass, or a pydantic model) as the plain mapping it was built from."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)
+    return dump() if callable(dump) else value
