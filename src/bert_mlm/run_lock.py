@@ -75,11 +75,8 @@ def acquire(project_path: str | os.PathLike) -> Path:
 def release(project_path: str | os.PathLike) -> None:
     """Remove the holder file and the lock file, then unlock (see the module's docstring)."""
     path = lock_path(project_path)
-    held = _held.pop(path, None)
-    if held is None:
-        return
-    lock, owner = held
-    if owner != os.getpid():  # a forked child: the lock and its files are its parent's
+    lock, owner = _held.pop(path, (None, None))
+    if owner != os.getpid():  # none held, or a forked child's: the lock and its files are its parent's
         return
     with suppress(OSError):
         holder_path(project_path).unlink()
@@ -99,8 +96,7 @@ atexit.register(_release_all)
 def _write_private(path: Path, text: str) -> None:
     """``text`` into ``path``, readable and writable by this user only, whatever the umask."""
     path.unlink(missing_ok=True)  # a file left by a killed run keeps its old mode when opened: start afresh
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE)
-    with os.fdopen(descriptor, "w") as handle:
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE), "w") as handle:
         handle.write(text)
 
 

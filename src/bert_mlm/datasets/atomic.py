@@ -79,9 +79,7 @@ class AtomicSave(SkipsEmpty):
 
         @functools.wraps(original)
         def preview(self, *args, **kwargs):
-            if self._version is not None and not self.exists():
-                return None
-            return original(self, *args, **kwargs)
+            return None if self._version is not None and not self.exists() else original(self, *args, **kwargs)
 
         preview.written_only = True
         cls.preview = preview
@@ -145,9 +143,7 @@ class JSONDataset(OptionalLoad, AtomicSave, _JSONDataset):
         super().__init__(save_args={"ensure_ascii": False, **(save_args or {})}, fs_args=fs_args, **kwargs)
 
     def load(self):
-        if self._missing():
-            return {}
-        return _JSONDataset.load.__wrapped__(self)
+        return {} if self._missing() else _JSONDataset.load.__wrapped__(self)
 
     def preview(self) -> JSONPreview:
         """The file as kedro-viz shows a JSON dataset (not what a subclass loads it as)."""

@@ -34,9 +34,7 @@ class RunRecords:
         if not version:
             return None
         path = self.folder / version / self.name
-        if not path.is_file():
-            return None
-        return RunRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
+        return RunRecord.from_json(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
 
     @property
     def latest(self) -> RunRecord | None:

@@ -50,9 +50,7 @@ class Progress:
                         dynamic_ncols=True, mininterval=1) if enabled and terminal else None
 
     def _tenth_after(self, count: float) -> float:
-        if not self.total:
-            return math.inf
-        return (math.floor(10 * count / self.total) + 1) * self.total / 10
+        return (math.floor(10 * count / self.total) + 1) * self.total / 10 if self.total else math.inf
 
     def update(self, n: float = 1, seconds: float | None = None, **fields) -> None:
         if not self.enabled:

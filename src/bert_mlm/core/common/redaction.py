@@ -90,9 +90,7 @@ def redact(value: T) -> T:
 
 
 def _redact_item(key: Any, item: Any) -> Any:
-    if is_secret_name(key) and _is_secret_value(item):
-        return MASK
-    return redact(item)
+    return MASK if is_secret_name(key) and _is_secret_value(item) else redact(item)
 
 
 def _is_secret_value(item: Any) -> bool:

@@ -144,9 +144,7 @@ def prepare_evaluation_set(sequences: Sequence[np.ndarray], collator: Collator, 
 def evaluation_dtype(device: torch.device) -> torch.dtype | None:
     """bf16 autocast on GPUs that support it; fp32 elsewhere (CPUs without native bf16 run its
     matmuls ~140x slower than fp32: measured on this project's 2-core machine)."""
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return None
+    return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
 
 
 AUTO = "auto"

@@ -204,9 +204,7 @@ def mixture_shares(sequences, seed: int = 0) -> dict | None:
     """A mixture's per-source sequences and tokens in epoch 0 of ``seed``, counted on the drawn
     index (not estimated); ``None`` without a mixture."""
     plan = getattr(sequences, "mixture", None)
-    if plan is None:
-        return None
-    return plan.shares(plan.sample(seed, 0), sequences.lengths)
+    return None if plan is None else plan.shares(plan.sample(seed, 0), sequences.lengths)
 
 
 def held_out_metrics(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, token_store: TokenStore,

@@ -289,9 +289,7 @@ def compile_encoder(model: BertForMaskedLM, setting: bool | str, device: torch.d
 
 def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
     """``training.epochs`` turned into ``max_steps`` (passes over the training sequences)."""
-    if config.epochs is None:
-        return config
-    return config.replace(max_steps=config.step_budget(sequences))
+    return config if config.epochs is None else config.replace(max_steps=config.step_budget(sequences))
 
 
 
