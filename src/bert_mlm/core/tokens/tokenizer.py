@@ -240,19 +240,15 @@ def _warn_about_size(size: int, config: TokenizerConfig, alphabet: _Alphabet) ->
     if size < config.vocab_size:
         source = (f"its {alphabet.limit} characters that occur at least tokenizer.min_frequency={config.min_frequency} "
                   "times" if alphabet.counted else f"tokenizer.limit_alphabet={alphabet.limit} characters")
-        logger.warning(
-            "tokenizer.vocab_size: the vocabulary has %d tokens, fewer than the %d asked for: the training text gives "
-            "%s, and no further pair of pieces occurs that often (CJK characters are never merged). "
-            "More text, or a lower tokenizer.min_frequency, gives more.",
-            size, config.vocab_size, source,
-        )
+        logger.warning("tokenizer.vocab_size: the vocabulary has %d tokens, fewer than the %d asked for: the training "
+                       "text gives %s, and no further pair of pieces occurs that often (CJK characters are never "
+                       "merged). More text, or a lower tokenizer.min_frequency, gives more.", size, config.vocab_size,
+                       source)
     elif size > config.vocab_size:
-        logger.warning(
-            "tokenizer.vocab_size: the vocabulary has %d tokens, more than the %d asked for: every character of "
-            "the training text's alphabet (and its ## continuation) is kept, so that no text becomes [UNK]. "
-            "Raise tokenizer.vocab_size, or lower tokenizer.limit_alphabet to cap the alphabet.",
-            size, config.vocab_size,
-        )
+        logger.warning("tokenizer.vocab_size: the vocabulary has %d tokens, more than the %d asked for: every "
+                       "character of the training text's alphabet (and its ## continuation) is kept, so that no text "
+                       "becomes [UNK]. Raise tokenizer.vocab_size, or lower tokenizer.limit_alphabet to cap the "
+                       "alphabet.", size, config.vocab_size)
 
 
 def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:

@@ -265,15 +265,14 @@ def adapt_vocabulary(tokenizer: PreTrainedTokenizerBase, texts: Callable[[], Ite
                 source, len(tokenizer), 100 * coverage.rate, coverage.tokens, sample, UNK)
     if warn:
         words = "" if chinese else f"; words: {coverage.commonest(coverage.words)}"
-        logger.warning(
-            "tokenizer: the inherited vocabulary of %s turns %.2f%% of the training text's tokens into %s (%s of %s), "
-            "above tokenizer.unk_warning_rate=%.2f%%; the model never sees that text. Commonest missing: %s (%d "
-            "distinct)%s. Set tokenizer.extend_vocabulary=%d to add them to the vocabulary (each new embedding starts "
-            "from the mean of the pieces it was split into), or start from a model whose vocabulary covers this text.",
-            source, 100 * coverage.rate, UNK, f"{coverage.unknown:,}", f"{coverage.tokens:,}",
-            100 * config.unk_warning_rate, coverage.commonest(coverage.missing), len(coverage.missing), words,
-            max(len(coverage.missing), 1),
-        )
+        logger.warning("tokenizer: the inherited vocabulary of %s turns %.2f%% of the training text's tokens into %s "
+                       "(%s of %s), above tokenizer.unk_warning_rate=%.2f%%; the model never sees that text. Commonest "
+                       "missing: %s (%d distinct)%s. Set tokenizer.extend_vocabulary=%d to add them to the vocabulary "
+                       "(each new embedding starts from the mean of the pieces it was split into), or start from a "
+                       "model whose vocabulary covers this text.", source, 100 * coverage.rate, UNK,
+                       f"{coverage.unknown:,}", f"{coverage.tokens:,}", 100 * config.unk_warning_rate,
+                       coverage.commonest(coverage.missing), len(coverage.missing), words,
+                       max(len(coverage.missing), 1))
     if not config.extend_vocabulary:
         return tokenizer, report
     tokens = extension_tokens(coverage, config.extend_vocabulary, chinese,
