@@ -10,15 +10,10 @@ from dataclasses import dataclass, field
 from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.data.corpus import CleanedBatch, CleaningReport, CorpusError, clean_batch, stream_documents
-from bert_mlm.core.data.documents import ROW_GROUP_BYTES, DocumentShardWriter
+from bert_mlm.core.data.documents import DocumentShardWriter
 from bert_mlm.core.data.engine import DaskEngine, Finished, open_engine
 from bert_mlm.core.data.reuse import code_digest, source_fingerprint
 from bert_mlm.core.data.sources import CorpusSource, ReadTask, read_task, read_tasks
-
-
-def mixture_names(source: CorpusSource) -> list[str] | None:
-    """A mixture's source names, in the order they are read (``None``: not a mixture)."""
-    return [part.name for part in source.parts] or None
 
 
 def raw_bytes(items: list) -> int:
@@ -38,20 +33,6 @@ def counted(batches: Iterable[CleanedBatch], progress: Progress) -> Iterator[Cle
     for batch in batches:
         progress.update(batch.read_bytes)
         yield batch
-
-
-def write_document_shards(directory: str | os.PathLike, batches: Iterable[CleanedBatch], report: CleaningReport,
-                          settings: dict, row_group_bytes: int = ROW_GROUP_BYTES,
-                          sources: list[str] | None = None) -> dict:
-    """Drain ``batches`` into a new shard directory; returns the manifest."""
-    writer = DocumentShardWriter(directory, row_group_bytes=row_group_bytes)
-    try:
-        for batch in batches:
-            writer.write(batch)
-        return writer.close(report, settings, sources)
-    except BaseException:
-        writer.abort()
-        raise
 
 
 @dataclass
@@ -86,9 +67,8 @@ class DocumentStream:
         config = self.config
         self.report = CleaningReport()  # a retried write counts afresh
         progress = Progress(self.source.total_bytes(), "ingestion", unit="B")
-        settings = {"source": self.source.describe(), "text_column": self.source.text_column,
-                    "corpus": config.model_dump()}
         cleaning = (config.min_words, config.max_document_chars, dict(config.split_ratios), config.split_salt)
+        writer = DocumentShardWriter(directory, row_group_bytes=self.data.chunk_bytes)
         try:
             with open_engine(self.data) as engine:
                 if isinstance(engine, DaskEngine):
@@ -101,9 +81,15 @@ class DocumentStream:
                     batches = self.source.batches(self.data.chunk_bytes, config.line_by_line)
                     cleaned = engine.map_ordered(clean_batch, batches, *cleaning,
                                                  finished=Finished(progress, raw_bytes))
-                manifest = write_document_shards(directory, stream_documents(cleaned, config.deduplicate, self.report),
-                                                 self.report, settings, row_group_bytes=self.data.chunk_bytes,
-                                                 sources=mixture_names(self.source))
+                for batch in stream_documents(cleaned, config.deduplicate, self.report):
+                    writer.write(batch)
+            settings = {"source": self.source.describe(), "text_column": self.source.text_column,
+                        "corpus": config.model_dump()}
+            # A mixture's source names, in the order they are read.
+            manifest = writer.close(self.report, settings, [part.name for part in self.source.parts] or None)
+        except BaseException:
+            writer.abort()
+            raise
         finally:
             progress.close()
         splits = manifest["splits"]
