@@ -34,15 +34,12 @@ def load_masked_lm(model: str | None = None, version: str | None = None, models_
     except Exception as error:
         where = Path(models_dir).absolute()
         relative = "" if Path(models_dir).is_absolute() else f", relative to the current folder {str(Path.cwd())!r}"
-        hint = ("run `kedro run` first" if _in_a_project()
+        in_a_project = (Path.cwd() / "pyproject.toml").is_file() and (Path.cwd() / "conf").is_dir()
+        hint = ("run `kedro run` first" if in_a_project
                 else "run this in the project's folder (or run `kedro run` there first)")
         raise click.UsageError(f"no trained model {'version ' + repr(version) + ' ' if version else ''}under "
                                f"{str(where)!r}{relative}: {hint}, or pass --model DIR "
                                f"({first_line(error)})") from error
-
-
-def _in_a_project() -> bool:
-    return (Path.cwd() / "pyproject.toml").is_file() and (Path.cwd() / "conf").is_dir()
 
 
 def models_dir_of(variant: str | None) -> str:

@@ -210,12 +210,6 @@ def check_environment(env: str | None, conf_source: str | None, project: Path) -
                         f"{_did_you_mean(env, environments)}the environments are {', '.join(environments)}")
 
 
-def credentials_files(env: str | None) -> str:
-    """Where Kedro reads credentials under ``env``: conf/base and the run environment, never both
-    that and conf/local (``--env smoke`` does not read conf/local/credentials.yml)."""
-    return f"conf/base/credentials.yml and conf/{_env(env)}/credentials.yml"
-
-
 def check_credentials(catalog_config: Mapping[str, Any], credentials: Mapping[str, Any], env: str | None) -> None:
     """Every ``credentials: <name>`` of the catalog (nested mixture sources included, as Kedro
     resolves them) names an entry of the credentials files read under ``env``."""
@@ -227,8 +221,9 @@ def check_credentials(catalog_config: Mapping[str, Any], credentials: Mapping[st
                     f"; under --env {env} conf/local is not read, so an entry in conf/local/credentials.yml is not "
                     f"seen: copy it to conf/{env}/credentials.yml (kept out of git like conf/local)")
                 known = ", ".join(map(repr, sorted(credentials))) or "none"
-                raise UserError(f"{setting}: {name!r} is not an entry of the credentials ({credentials_files(env)}; "
-                                f"their entries: {known}){other}")
+                # Kedro reads conf/base and the run environment, never both that and conf/local.
+                raise UserError(f"{setting}: {name!r} is not an entry of the credentials (conf/base/credentials.yml "
+                                f"and conf/{_env(env)}/credentials.yml; their entries: {known}){other}")
 
 
 def _credential_names(config: Any, path: tuple[str, ...]):
@@ -252,7 +247,9 @@ def check_inputs_written(pipeline, catalog, pipelines: Mapping[str, Any], run: s
     """A pipeline run on its own (``--pipelines training`` in a fresh clone) reads what earlier
     pipelines write: name what is missing and which pipelines to run first, before any node runs
     (Kedro says "Did not find any versions" when the node that needs it starts)."""
-    producers = {name: pipelines[name] for name in _chain(pipelines)}
+    from bert_mlm.pipeline_registry import CHAIN
+
+    producers = {name: pipelines[name] for name in CHAIN if name in pipelines}
     # An optional result (it loads empty before any run wrote it) is missing only where a stage's
     # own node reads it: the reporting nodes that follow a partial run report without it.
     # `--pipelines reporting` alone reports on a model that was evaluated.
@@ -267,12 +264,6 @@ def check_inputs_written(pipeline, catalog, pipelines: Mapping[str, Any], run: s
     shown += " ..." if len(missing) > 4 else ""
     raise UserError(f"{run}: it reads {shown}, which no earlier run has written; run `kedro run --pipelines "
                     f"{','.join(needed)}` first (or the whole chain: `kedro run`)")
-
-
-def _chain(pipelines: Mapping[str, Any]) -> list[str]:
-    from bert_mlm.pipeline_registry import CHAIN
-
-    return [name for name in CHAIN if name in pipelines]
 
 
 def _produced(dataset: str, producers: Mapping[str, Any]) -> bool:

@@ -84,12 +84,6 @@ class RedactedRecords(logging.Filter):
         return True
 
 
-def redact_every_handler() -> None:
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, RedactedRecords) for f in handler.filters):
-            handler.addFilter(RedactedRecords())
-
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 WARNING_CHARS = 200
 
@@ -113,7 +107,9 @@ def configure_logging() -> None:
     style = wanted_style()
     if style is not None:
         LOGGING.configure(RICH if style == "rich" else PLAIN)
-    redact_every_handler()  # the user's own logging configuration too: no secret in it
+    for handler in logging.getLogger().handlers:  # the user's own logging configuration too: no secret in it
+        if not any(isinstance(f, RedactedRecords) for f in handler.filters):
+            handler.addFilter(RedactedRecords())
     if style is None:
         return
     for handler in logging.getLogger().handlers:

@@ -173,7 +173,8 @@ class DaskEngine:
     def map_ordered(self, function: Callable, items: Iterable, *args: Any, python_bound: bool = True,
                     finished: Finished | None = None) -> Iterator[Any]:
         # Large shared arguments (a tokenizer) are sent to every worker once, not with each task.
-        shared = tuple(self.client.scatter(a, broadcast=True, hash=False) if _large(a) else a for a in args)
+        shared = tuple(self.client.scatter(a, broadcast=True, hash=False)
+                       if isinstance(a, (str, bytes)) and len(a) > 100_000 else a for a in args)
         limit = self.workers * self.config.in_flight_per_worker
         return _ordered(lambda fn, item, *rest: self.client.submit(fn, item, *rest, pure=False),
                         lambda future: future.result(), function, items, shared, limit, finished)
@@ -193,10 +194,6 @@ def quiet_distributed() -> None:
         named = logging.getLogger(name)
         if named.level in (logging.NOTSET, logging.INFO):
             named.setLevel(logging.WARNING)
-
-
-def _large(value: Any) -> bool:
-    return isinstance(value, (str, bytes)) and len(value) > 100_000
 
 
 # Dask engines stay open between the data stages of a run: a LocalCluster takes seconds to start,

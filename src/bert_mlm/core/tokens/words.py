@@ -74,10 +74,12 @@ def resolve_segmenter(segmenter: str, sample: Iterable[str]) -> str:
         return segmenter
     if cjk_share(sample) <= CJK_MAJORITY:
         return "wordpiece"
-    if rjieba_installed():
-        return "rjieba"
-    logger.info("masking.word_segmenter: auto takes jieba: rjieba (the 15x faster Rust port) is not installed")
-    return "jieba"
+    try:
+        import rjieba  # noqa: F401
+    except ImportError:
+        logger.info("masking.word_segmenter: auto takes jieba: rjieba (the 15x faster Rust port) is not installed")
+        return "jieba"
+    return "rjieba"
 
 
 def stored_word_segmenter(segmenter: str, whole_word_requested: bool, sample: Iterable[str]) -> tuple[str, str | None]:
@@ -87,14 +89,6 @@ def stored_word_segmenter(segmenter: str, whole_word_requested: bool, sample: It
     and sequences stages both ask this, of the same documents, and so agree."""
     resolved = resolve_segmenter(segmenter, sample)
     return resolved, resolved if resolved in STORED_SEGMENTERS and whole_word_requested else None
-
-
-def rjieba_installed() -> bool:
-    try:
-        import rjieba  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def continuation_ids(vocabulary: dict[str, int]) -> np.ndarray:

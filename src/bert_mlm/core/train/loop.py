@@ -195,7 +195,9 @@ class TrainingRun:
         self.model, self.sequences, self.token_ids, self.collator = model, sequences, token_ids, collator
         self.rank, self.mixture = rank, getattr(sequences, "mixture", None)
         epoch_size = self.mixture.epoch_size if self.mixture is not None else len(sequences)
-        self.config = config = with_step_budget(config, epoch_size)
+        # training.epochs turned into max_steps (passes over the training sequences).
+        self.config = config = config if config.epochs is None else config.replace(
+            max_steps=config.step_budget(epoch_size))
         device = resolve_device(config.device)
         if device.type == "cuda" and rank.distributed:
             device = torch.device("cuda", rank.local_rank)
@@ -285,11 +287,6 @@ def compile_encoder(model: BertForMaskedLM, setting: bool | str, device: torch.d
                         f"{first_line(error)}); set training.compile=false") from error
     model.bert.compile(mode=mode)
     logger.info("training.compile=%s: the encoder runs under torch.compile (mode %s)", setting, mode or "default")
-
-
-def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
-    """``training.epochs`` turned into ``max_steps`` (passes over the training sequences)."""
-    return config if config.epochs is None else config.replace(max_steps=config.step_budget(sequences))
 
 
 
