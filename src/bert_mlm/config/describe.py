@@ -9,7 +9,7 @@ from typing import Literal
 import click
 from pydantic.fields import FieldInfo
 
-from bert_mlm.config.base import Section, alternatives, requirement, worded
+from bert_mlm.config.base import alternatives, requirement, worded
 from bert_mlm.config.experiment import SECTIONS, ExperimentConfig
 from bert_mlm.config.variants import VariantOverrides
 
@@ -30,13 +30,6 @@ def range_text(field: FieldInfo) -> str:
     return requirement(field) if worded(field) or constrained else ""
 
 
-def parameter_rows(name: str, section: type[Section]) -> list[tuple[str, str, str, str, str]]:
-    """(parameter, type, default, allowed, help) for each field of ``section``."""
-    return [(f"{name}.{field}", type_name(info),
-             json.dumps(info.get_default(call_default_factory=True), ensure_ascii=False), range_text(info),
-             info.description or "") for field, info in section.model_fields.items()]
-
-
 def parameters_text(only: str | None = None) -> str:
     """Every section (or ``only`` that one), its file and its parameters: type, default, what is
     allowed and a one-line help."""
@@ -49,7 +42,9 @@ def parameters_text(only: str | None = None) -> str:
                  "--params mask_030.overrides.masking.probability=0.25"
                  if section is VariantOverrides else f"conf/base/parameters_{name}.yml")
         prefix = "<variant>.overrides" if section is VariantOverrides else name
-        rows = parameter_rows(prefix, section)
+        rows = [(f"{prefix}.{field}", type_name(info),  # parameter, type, default, allowed, help
+                 json.dumps(info.get_default(call_default_factory=True), ensure_ascii=False), range_text(info),
+                 info.description or "") for field, info in section.model_fields.items()]
         widths = [max(len(row[column]) for row in rows) for column in range(3)]
         lines = [f"{prefix}: {' '.join((section.__doc__ or '').split())}", f"  ({where})"]
         for parameter, kind, default, allowed, help_text in rows:
