@@ -27,6 +27,7 @@ from transformers import BertForMaskedLM
 
 from bert_mlm.config import EvaluationConfig, MaskingConfig
 from bert_mlm.core.common.seeds import EVALUATION_ORDER_STREAM, EVALUATION_STREAM, stream_seed
+from bert_mlm.core.common.statistics import ratio_standard_error
 from bert_mlm.core.evaluate.result import MEASURES, HeldOut
 from bert_mlm.core.model.bert import MaskedPositionsMLM
 from bert_mlm.core.model.masking import IGNORE_INDEX, mask_tokens
@@ -247,8 +248,9 @@ def paired_change(after: SequenceScores, before: SequenceScores) -> HeldOut:
 
     Both models predict the very same masked tokens, so the change is one ratio of summed
     per-sequence differences, ``D = sum_i (y_i - x_i) / sum_i n_i``, with the delta-method error of
-    :func:`ratio_standard_error` over those differences. What the two models share (hard
-    sequences, rare words) cancels, so this error is far below that of two independent scores.
+    :func:`~bert_mlm.core.common.statistics.ratio_standard_error` over those differences. What the
+    two models share (hard sequences, rare words) cancels, so this error is far below that of two
+    independent scores.
     """
     if not (np.array_equal(after.sequence_ids, before.sequence_ids) and np.array_equal(after.tokens, before.tokens)):
         raise ValueError("paired_change: the two scores are not of the same masked tokens (another evaluation set)")
@@ -287,15 +289,6 @@ def change_sentence(held_out: HeldOut, corpus: str, forgetting: bool = False) ->
     return (f"continued pretraining {verb} the held-out loss on {corpus} from {before:.{digits}f} to "
             f"{after:.{digits}f} ({change:+.{digits}f} ± {error:.{digits}f}; accuracy {accuracy}){noise}{forgot}"
             f"{disagree}")
-
-
-def ratio_standard_error(values: np.ndarray, weights: np.ndarray, ratio: float) -> float:
-    """Delta-method standard error of ``sum(values) / sum(weights)`` over clusters (NaN below 2)."""
-    m = len(values)
-    if m < 2:
-        return float("nan")
-    residuals = (values - ratio * weights) / weights.mean()
-    return float(math.sqrt((residuals**2).sum() / (m * (m - 1))))
 
 
 def most_frequent_token(train: Sequence[np.ndarray] | np.ndarray, special_ids: Sequence[int]) -> int:
