@@ -154,7 +154,7 @@ class Experiment:
             raise UserError("training.eval_every: the valid split holds no sequences to validate on (a corpus of few "
                             "documents may put none there); set training.eval_every=0")
         evaluation_set = self.evaluation_set("valid", min_masked_tokens=training.eval_masked_tokens)
-        return Validation(lambda model: self.evaluate(model, evaluation_set))
+        return lambda model: self.evaluate(model, evaluation_set)
 
     def train(self, model: BertForMaskedLM, training: TrainingConfig | None = None,
               masking: MaskingConfig | None = None, on_step: StepCallback | None = None,
@@ -193,8 +193,8 @@ def train_trial(experiment: Experiment, masking: MaskingConfig, training: Traini
         experiment.train(model, training, masking)
         last["loss"] = score(model)
     else:
-        validation = Validation(lambda trained: experiment.evaluate(trained, evaluation_set))
-        experiment.train(model, training.replace(eval_every=eval_every), masking, on_step, validation=validation)
+        experiment.train(model, training.replace(eval_every=eval_every), masking, on_step,
+                         validation=lambda trained: experiment.evaluate(trained, evaluation_set))
     if torch.cuda.is_available():
         torch.cuda.empty_cache()  # the next trial builds a fresh model
     return last["loss"]

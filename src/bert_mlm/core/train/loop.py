@@ -83,31 +83,27 @@ def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, ra
 StepCallback = Callable[[int, dict], None]
 
 
-@dataclass
-class Validation:
-    """What the loop evaluates every ``training.eval_every`` optimizer steps (and at the last):
-    ``evaluate``, the fixed protocol on a bounded held-out set
-    (:meth:`bert_mlm.core.train.experiment.Experiment.validation`; a tuning trial's study set). Its
-    results join that step's history record; its time is not training time."""
+# What the loop evaluates every ``training.eval_every`` optimizer steps (and at the last): the fixed
+# protocol on a bounded held-out set (Experiment.validation; a tuning trial's study set), as metrics.
+Validation = Callable[[BertForMaskedLM], dict]
 
-    evaluate: Callable[[BertForMaskedLM], dict]
 
-    def run(self, model: BertForMaskedLM, device: torch.device, record: StepRecord) -> None:
-        """Fills the validation columns of ``record``. Under a forked RNG (evaluation draws nothing
-        from the global generators today; training's dropout stream must stay untouched whatever it
-        does), and the model goes back to train mode."""
-        started = time.perf_counter()
-        cuda = [] if device.type != "cuda" else [torch.cuda.current_device() if device.index is None else device.index]
-        with torch.random.fork_rng(devices=cuda):
-            metrics = self.evaluate(model)
-        model.train()
-        seconds = time.perf_counter() - started
-        logger.info("validation at step %d: loss %.4f ± %.4f, accuracy %.4f (%s masked tokens of %s valid sequences, "
-                    "%.1f s)", record.step, metrics["eval_loss"], metrics["eval_loss_se"], metrics["eval_accuracy"],
-                    f"{metrics['eval_masked_tokens']:,}", f"{metrics['eval_sequences']:,}", seconds)
-        record.valid_loss, record.valid_loss_se = metrics["eval_loss"], metrics["eval_loss_se"]
-        record.valid_accuracy, record.valid_masked_tokens = metrics["eval_accuracy"], metrics["eval_masked_tokens"]
-        record.valid_seconds = seconds
+def validate(evaluate: Validation, model: BertForMaskedLM, device: torch.device, record: StepRecord) -> None:
+    """Fills the validation columns of ``record``; its time is not training time. Under a forked RNG
+    (evaluation draws nothing from the global generators today; training's dropout stream must stay
+    untouched whatever it does), and the model goes back to train mode."""
+    started = time.perf_counter()
+    cuda = [] if device.type != "cuda" else [torch.cuda.current_device() if device.index is None else device.index]
+    with torch.random.fork_rng(devices=cuda):
+        metrics = evaluate(model)
+    model.train()
+    seconds = time.perf_counter() - started
+    logger.info("validation at step %d: loss %.4f ± %.4f, accuracy %.4f (%s masked tokens of %s valid sequences, "
+                "%.1f s)", record.step, metrics["eval_loss"], metrics["eval_loss_se"], metrics["eval_accuracy"],
+                f"{metrics['eval_masked_tokens']:,}", f"{metrics['eval_sequences']:,}", seconds)
+    record.valid_loss, record.valid_loss_se = metrics["eval_loss"], metrics["eval_loss_se"]
+    record.valid_accuracy, record.valid_masked_tokens = metrics["eval_accuracy"], metrics["eval_masked_tokens"]
+    record.valid_seconds = seconds
 
 
 def better(best: BestWeights | None, record: StepRecord, model: BertForMaskedLM) -> BestWeights | None:
@@ -159,7 +155,7 @@ def train(model: BertForMaskedLM, sequences: Sequence[np.ndarray], token_ids: To
             # Validate on rank 0 (the other ranks wait for it at their next collective).
             if validation_due:
                 if rank.is_main:
-                    validation.run(model, run.device, records[-1])
+                    validate(validation, model, run.device, records[-1])
                     position.best = better(position.best, records[-1], model) if config.keep_best else None
                 window.restart()  # validation time is not training time
             # Publish: into the history (a validated step's row with its valid_loss) and the live curves.
