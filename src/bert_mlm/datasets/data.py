@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from kedro.io.core import DatasetError
 
-from bert_mlm.core.data.corpus import SPLITS, CorpusError
+from bert_mlm.core.data.corpus import SPLITS
 from bert_mlm.core.data.documents import DocumentShards, write_json
 from bert_mlm.core.data.ingestion import DocumentStream
 from bert_mlm.core.data.reuse import link_or_copy
@@ -34,7 +34,7 @@ class _JobDirectoryDataset(AtomicDirectoryDataset):
         """Run ``job`` into a new version, or reuse a stored one made by the same recipe (``check``ed)."""
         try:
             self._write_reusing(job.write, job.recipe(), job.data.reuse, check)
-        except (CorpusError, ValueError) as error:
+        except ValueError as error:  # a UserError (CorpusError among them) or a library's value error
             # One line naming the parameter or file, not "Failed while saving data to dataset ...".
             raise DatasetError(str(error)) from error
 
@@ -64,19 +64,12 @@ class TokenStoreDataset(_JobDirectoryDataset):
         return TokenStore(self._load_dir())
 
     def save(self, data: EncodingJob) -> None:
-        def check(directory: Path) -> None:
-            store = TokenStore(directory)
-            store.verify(SPLITS, store.vocab_size)
-
-        self._run(data, check)
+        self._run(data, check=lambda directory: (store := TokenStore(directory)).verify(SPLITS, store.vocab_size))
 
     def preview(self) -> TablePreview:
         store = self.load()
-        rows = [
-            {"split": split, **store.manifest["splits"][split], "dtype": store.dtype.name,
-             "bytes_per_token": store.dtype.itemsize}
-            for split in SPLITS
-        ]
+        rows = [{"split": split, **store.manifest["splits"][split], "dtype": store.dtype.name,
+                 "bytes_per_token": store.dtype.itemsize} for split in SPLITS]
         return pd.DataFrame(rows).to_dict(orient="split")
 
 
