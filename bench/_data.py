@@ -17,7 +17,7 @@ from bert_mlm.config import (
     TokenizerConfig,
     TrainingConfig,
 )
-from bert_mlm.core.data.corpus import assign_splits, clean_documents
+from bert_mlm.core.data.corpus import clean_documents
 from bert_mlm.core.data.sources import read_corpus
 from bert_mlm.core.tokens.sequences import build_sequences
 from bert_mlm.core.tokens.tokenizer import encode_documents, train_wordpiece
@@ -38,8 +38,7 @@ class Prepared:
 
 
 def prepare(corpus: str, extra: str | None = None, max_length: int = 128, vocab_size: int = 8192) -> Prepared:
-    documents, _ = clean_documents(read_corpus(corpus))
-    documents["split"] = assign_splits(documents["doc_hash"].tolist(), CorpusConfig().split_ratios)
+    documents, _ = clean_documents(read_corpus(corpus), ratios=CorpusConfig().split_ratios)
     texts = {s: documents.loc[documents["split"] == s, "text"].tolist() for s in ("train", "valid", "test")}
     tokenizer = train_wordpiece(texts["train"], TokenizerConfig(vocab_size=vocab_size, base_alphabet="none"))
     token_ids = {s: encode_documents(tokenizer, t) for s, t in texts.items()}

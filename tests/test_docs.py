@@ -14,11 +14,11 @@ import pytest
 from kedro.config import OmegaConfigLoader
 from kedro.framework.startup import bootstrap_project
 
-from bert_mlm.cli import check_namespaces
 from bert_mlm.cli import run as run_command
 from bert_mlm.config import ExperimentConfig
 from bert_mlm.config.describe import params_command
 from bert_mlm.fill_mask import fill_mask_command
+from bert_mlm.kedro_checks import check_selection
 from bert_mlm.pipeline_registry import register_pipelines
 from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 from bert_mlm.settings import CONFIG_LOADER_ARGS
@@ -67,7 +67,7 @@ PIPELINES = register_pipelines()
 
 @pytest.fixture(scope="module", autouse=True)
 def project() -> None:
-    bootstrap_project(ROOT)  # check_namespaces reads the registry as a run sees it
+    bootstrap_project(ROOT)  # check_selection reads the registry as a run sees it
 ENVIRONMENTS = {p.name for p in (ROOT / "conf").iterdir() if p.is_dir()} | {"local"}
 DOCUMENTED = commands()
 
@@ -110,7 +110,7 @@ def test_a_documented_command_parses_and_names_what_exists(where, line, tmp_path
     assert not unknown, f"{where}: no pipeline {unknown} in the registry ({sorted(PIPELINES)})"
     env = options.get("env")
     assert env is None or env in ENVIRONMENTS, f"{where}: no environment conf/{env}"
-    check_namespaces(options.get("namespaces"), names)
+    check_selection(names, options)
     runtime = options.get("params") or {}
     ExperimentConfig.from_parameters(parameters(env, runtime, tmp_path), variants=VARIANTS)  # a bad one raises
 

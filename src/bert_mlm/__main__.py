@@ -28,10 +28,7 @@ class Commands(click.Group):
         return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in COMMANDS:
-            return None
-        module, attribute, _ = COMMANDS[name]
-        return getattr(importlib.import_module(module), attribute)
+        return getattr(importlib.import_module(COMMANDS[name][0]), COMMANDS[name][1]) if name in COMMANDS else None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
@@ -54,9 +51,8 @@ def main(*args, **kwargs) -> Any:
 
     package_name = Path(__file__).parent.name
     configure_project(package_name)
-    run = find_run_command(package_name)
-    kwargs["standalone_mode"] = not interactive
-    return run.main(argv[1:] if argv[:1] == ["run"] else argv, prog_name="bert-mlm run", **kwargs)
+    return find_run_command(package_name).main(argv[1:] if argv[:1] == ["run"] else argv, prog_name="bert-mlm run",
+                                               **{**kwargs, "standalone_mode": not interactive})
 
 
 if __name__ == "__main__":

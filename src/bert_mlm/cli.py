@@ -17,13 +17,8 @@ import click
 from kedro.framework.cli.project import run as kedro_run
 
 from bert_mlm.core.common.redaction import redact
-from bert_mlm.errors import UserError
-from bert_mlm.kedro_checks import (
-    check_environment,
-    check_pipeline_names,
-    check_selection,
-    kedro_mistake,
-)
+from bert_mlm.errors import UserError, causes
+from bert_mlm.kedro_checks import check_environment, check_pipeline_names, check_selection, kedro_mistake
 
 DEBUG_ENV = "BERT_MLM_DEBUG"
 
@@ -36,7 +31,6 @@ def user_errors_in_one_line(callback):
             check_pipeline_names(names)
             check_selection(names, kwargs)
             check_environment(kwargs.get("env"), kwargs.get("conf_source"), Path.cwd())
-            check_namespaces(kwargs.get("namespaces"), names)
             return callback(*args, **kwargs)
         except Exception as error:
             cause = user_error_in(error) or kedro_mistake(error, kwargs.get("env"), kwargs.get("conf_source"),
@@ -51,38 +45,7 @@ def user_errors_in_one_line(callback):
 
 def user_error_in(error: BaseException) -> UserError | None:
     """The UserError behind ``error``: itself, or the cause a dataset wrapped in a DatasetError."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, UserError):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
-
-
-def check_namespaces(namespaces, pipeline_names) -> None:
-    """``--namespaces`` names a namespace of the pipelines run (Kedro reports an unknown one as a
-    traceback from deep inside its pipeline filter)."""
-    if not namespaces:
-        return
-    from kedro.framework.project import pipelines
-
-    names = [name or "__default__" for name in pipeline_names] or ["__default__"]
-    chosen = [pipelines[name] for name in names if name in pipelines]  # Kedro names an unknown pipeline itself
-    valid = sorted({prefix for pipeline in chosen for node in pipeline.nodes if node.namespace
-                    for prefix in _prefixes(node.namespace)})
-    unknown = [name for name in namespaces if name not in valid]
-    if unknown:
-        where = f"the pipeline {names[0]!r}" if len(names) == 1 else f"the pipelines {names}"
-        choices = ", ".join(valid) if valid else "none"
-        raise UserError(
-            f"--namespaces: {', '.join(map(repr, unknown))} is not a namespace of {where}; its namespaces: {choices}"
-        )
-
-
-def _prefixes(namespace: str) -> list[str]:
-    parts = namespace.split(".")
-    return [".".join(parts[:end]) for end in range(1, len(parts) + 1)]
+    return next((cause for cause in causes(error) if isinstance(cause, UserError)), None)
 
 
 @click.group(name="bert_mlm")
@@ -90,11 +53,6 @@ def cli() -> None:
     """bert-mlm's project commands."""
 
 
-run = click.Command(
-    name="run",
-    params=kedro_run.params,
-    callback=user_errors_in_one_line(kedro_run.callback),
-    help=kedro_run.help,
-    short_help=kedro_run.short_help,
-)
+run = click.Command(name="run", params=kedro_run.params, callback=user_errors_in_one_line(kedro_run.callback),
+                    help=kedro_run.help, short_help=kedro_run.short_help)
 cli.add_command(run)

@@ -8,13 +8,24 @@ the traceback of user errors too. A ``ValueError`` subclass, so that callers tha
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 class UserError(ValueError):
     """Invalid parameters or inputs; the message names the parameter or the file."""
 
 
-def first_line(error: BaseException) -> str:
-    """The first line of ``error``'s message (its type's name when the message is empty): what a
-    one-line message quotes of an error from a library."""
+def causes(error: BaseException | None) -> Iterator[BaseException]:
+    """``error`` and the exceptions behind it (its cause, else its context), each once."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def first_line(error: BaseException, limit: int = 200) -> str:
+    """The first line of ``error``'s message, cut at ``limit`` characters (its type's name when the
+    message is empty): what a one-line message quotes of an error from a library."""
     lines = str(error).strip().splitlines()
-    return lines[0].strip() if lines else type(error).__name__
+    return lines[0].strip()[:limit] if lines else type(error).__name__

@@ -16,7 +16,7 @@ from kedro.io.core import Version
 from bert_mlm.core.evaluate.fill_mask import fill_mask_examples
 from bert_mlm.core.model.bert import open_model
 from bert_mlm.datasets.pretrained import MaskedLM, MaskedLMDataset
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, first_line
 
 DEFAULT_MODELS = "data/06_models/masked_lm"
 
@@ -34,21 +34,12 @@ def load_masked_lm(model: str | None = None, version: str | None = None, models_
     except Exception as error:
         where = Path(models_dir).absolute()
         relative = "" if Path(models_dir).is_absolute() else f", relative to the current folder {str(Path.cwd())!r}"
-        hint = ("run `kedro run` first" if _in_a_project()
+        in_a_project = (Path.cwd() / "pyproject.toml").is_file() and (Path.cwd() / "conf").is_dir()
+        hint = ("run `kedro run` first" if in_a_project
                 else "run this in the project's folder (or run `kedro run` there first)")
-        raise click.UsageError(
-            f"no trained model {'version ' + repr(version) + ' ' if version else ''}under {str(where)!r}{relative}: "
-            f"{hint}, or pass --model DIR ({_first_line(error)})"
-        ) from error
-
-
-def _in_a_project() -> bool:
-    return (Path.cwd() / "pyproject.toml").is_file() and (Path.cwd() / "conf").is_dir()
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0][:200] if lines else type(error).__name__
+        raise click.UsageError(f"no trained model {'version ' + repr(version) + ' ' if version else ''}under "
+                               f"{str(where)!r}{relative}: {hint}, or pass --model DIR "
+                               f"({first_line(error)})") from error
 
 
 def models_dir_of(variant: str | None) -> str:
@@ -56,19 +47,13 @@ def models_dir_of(variant: str | None) -> str:
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
     if variant and variant not in VARIANTS:
-        raise ValueError(
-            f"--variant: {variant!r} is not a mask_rate_comparison variant; the variants are {', '.join(VARIANTS)}"
-        )
+        raise ValueError(f"--variant: {variant!r} is not a mask_rate_comparison variant; the variants are "
+                         f"{', '.join(VARIANTS)}")
     return f"data/06_models/{variant}/masked_lm" if variant else DEFAULT_MODELS
 
 
-def fill_mask(
-    sentences: list[str],
-    model: str | None = None,
-    version: str | None = None,
-    top_k: int = 5,
-    variant: str | None = None,
-) -> list[dict]:
+def fill_mask(sentences: list[str], model: str | None = None, version: str | None = None, top_k: int = 5,
+              variant: str | None = None) -> list[dict]:
     if model and (variant or version):
         raise ValueError(f"--model: a model directory is one model; {'--variant' if variant else '--version'} "
                          "chooses among the project's trained models: give one or the other")
@@ -82,9 +67,8 @@ def fill_mask(
 @click.option("--version", default=None, help="A version of data/06_models/masked_lm (default: the latest).")
 @click.option("--variant", default=None, help="A mask_rate_comparison variant's model, e.g. mask_030.")
 @click.option("--top-k", default=5, show_default=True, type=click.IntRange(1, 100))
-def fill_mask_command(
-    sentences: tuple[str, ...], model: str | None, version: str | None, variant: str | None, top_k: int
-) -> None:
+def fill_mask_command(sentences: tuple[str, ...], model: str | None, version: str | None, variant: str | None,
+                      top_k: int) -> None:
     """Print the top-k fills of [MASK] in each SENTENCE."""
     try:
         examples = fill_mask(list(sentences), model, version, top_k, variant)

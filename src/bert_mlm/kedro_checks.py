@@ -13,28 +13,43 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, causes
 
 DEFAULT_ENV = "local"  # settings.CONFIG_LOADER_ARGS["default_run_env"]
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def _env(env: str | None) -> str:
+    """The run's environment: ``--env``, else ``KEDRO_ENV``, else Kedro's default."""
+    return env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV
+
+
+def _conf(conf_source: str | None, project: Path | None) -> Path:
+    from kedro.framework.project import settings
+
+    conf = Path(conf_source or settings.CONF_SOURCE)
+    return conf if conf.is_absolute() else (project or Path.cwd()) / conf
 
 
 def check_pipeline_names(names: Iterable[str]) -> None:
     """Every ``--pipelines`` name is registered (Kedro's own message is a 40-line traceback)."""
     from kedro.framework.project import pipelines
 
-    known = sorted(pipelines)
     for name in names:
         if name and name not in pipelines:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise UserError(f"--pipelines: {name!r} is not a pipeline of this project; {hint}the pipelines are "
-                            f"{', '.join(known)}")
+            raise UserError(f"--pipelines: {name!r} is not a pipeline of this project; "
+                            f"{_did_you_mean(name, pipelines)}the pipelines are {', '.join(sorted(pipelines))}")
 
 
 def check_selection(pipeline_names: Iterable[str], options: Mapping[str, Any]) -> None:
-    """``--nodes``, ``--from-nodes``, ``--to-nodes`` and ``--tags`` name nodes and tags of the
-    pipelines run, and ``--runner`` a runner (Kedro's own messages come after a traceback; an unknown
-    tag among known ones is silently ignored by Kedro)."""
+    """``--nodes``, ``--from-nodes``, ``--to-nodes``, ``--tags`` and ``--namespaces`` name nodes, tags
+    and namespaces of the pipelines run, and ``--runner`` a runner (Kedro's own messages come after a
+    traceback, an unknown namespace's from deep inside its pipeline filter; an unknown tag among known
+    ones is silently ignored by Kedro)."""
     from kedro.framework.project import pipelines
 
     names = [name for name in pipeline_names if name] or ["__default__"]
@@ -44,14 +59,20 @@ def check_selection(pipeline_names: Iterable[str], options: Mapping[str, Any]) -
     for option, key in (("--nodes", "node_names"), ("--from-nodes", "from_nodes"), ("--to-nodes", "to_nodes")):
         for name in options.get(key) or ():
             if name not in nodes:
-                close = difflib.get_close_matches(name, nodes, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise UserError(f"{option}: {name!r} is not a node of {where}; {hint}its nodes: {', '.join(nodes)}")
+                raise UserError(f"{option}: {name!r} is not a node of {where}; {_did_you_mean(name, nodes)}its nodes: "
+                                f"{', '.join(nodes)}")
     tags = sorted({tag for pipeline in chosen for node in pipeline.nodes for tag in node.tags})
     for tag in options.get("tags") or ():
         if tag not in tags:
             known = f"its tags: {', '.join(tags)}" if tags else "its nodes carry no tags (use --nodes or --pipelines)"
             raise UserError(f"--tags: {tag!r} is not a tag of {where}; {known}")
+    # A namespace and each of its prefixes (mask_030.training names mask_030 too).
+    spaces = sorted({".".join(node.namespace.split(".")[:end]) for pipeline in chosen for node in pipeline.nodes
+                     if node.namespace for end in range(1, node.namespace.count(".") + 2)})
+    unknown = [name for name in options.get("namespaces") or () if name not in spaces]
+    if unknown:
+        raise UserError(f"--namespaces: {', '.join(map(repr, unknown))} is not a namespace of {where}; its namespaces: "
+                        f"{', '.join(spaces) or 'none'}")
     runner = options.get("runner")
     if runner:
         from kedro.utils import load_obj
@@ -93,36 +114,30 @@ def kedro_mistake(error: BaseException, env: str | None = None, conf_source: str
     from kedro.config import MissingConfigException
     from kedro.io.core import DatasetNotFoundError
 
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        text = " ".join(str(error).split())
-        if isinstance(error, yaml.YAMLError):
-            where = getattr(error, "problem_mark", None)
+    for cause in causes(error):
+        text = " ".join(str(cause).split())
+        if isinstance(cause, yaml.YAMLError):
+            where = getattr(cause, "problem_mark", None)
             if where is None:  # Kedro's own ParserError: its text names the file and the line
                 return UserError(f"conf: {text}")
             file = _yaml_file_failing_at(where, conf_files(env, conf_source, project)) if "<file>" in text else None
-            return UserError(f"{_relative(file) if file else 'conf'}: {error.problem} (line {where.line + 1}, column "
+            return UserError(f"{_relative(file) if file else 'conf'}: {cause.problem} (line {where.line + 1}, column "
                              f"{where.column + 1})")
-        if isinstance(error, (MissingConfigException, DatasetNotFoundError)):
+        if isinstance(cause, (MissingConfigException, DatasetNotFoundError)):
             return UserError(f"conf: {text}")
-        if isinstance(error, ValueError) and text.startswith("Duplicate keys found"):
+        if isinstance(cause, ValueError) and text.startswith("Duplicate keys found"):
             return UserError(f"conf: {text}; an environment may set a key once (conf/base and the run environment "
                              "may each set it: the environment's value wins)")
         if "Cannot merge incompatible container types" in text:
             return merge_conflict(env, conf_source, project)
-        error = error.__cause__ or error.__context__
     return None
 
 
 def conf_files(env: str | None, conf_source: str | None, project: Path | None) -> dict[str, list[Path]]:
     """The YAML files of conf/base and of the run's environment, by environment."""
-    from kedro.framework.project import settings
-
-    conf = Path(conf_source or settings.CONF_SOURCE)
-    conf = conf if conf.is_absolute() else (project or Path.cwd()) / conf
+    conf = _conf(conf_source, project)
     return {folder: sorted((conf / folder).rglob("*.y*ml")) if (conf / folder).is_dir() else []
-            for folder in dict.fromkeys(("base", env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV))}
+            for folder in dict.fromkeys(("base", _env(env)))}
 
 
 def _yaml_file_failing_at(where, files: dict[str, list[Path]]) -> Path | None:
@@ -178,7 +193,7 @@ def check_no_globals_file(conf_source: str | Path, env: str | None) -> None:
     ``globals.yml`` is not read: its ``corpus.path`` or ``corpus.sources`` (where earlier versions
     kept them) would be ignored and the run would train on the built-in corpus, silently."""
     conf = Path(conf_source)
-    for folder in dict.fromkeys(("base", env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV)):
+    for folder in dict.fromkeys(("base", _env(env))):
         for path in sorted((conf / folder).glob("globals*.y*ml")) if (conf / folder).is_dir() else []:
             raise UserError(f"{_relative(path)}: globals files are not read: the corpus settings (corpus.path, "
                             f"corpus.sources, ...) live in the parameters; move its keys to "
@@ -187,28 +202,12 @@ def check_no_globals_file(conf_source: str | Path, env: str | None) -> None:
 
 def check_environment(env: str | None, conf_source: str | None, project: Path) -> None:
     """``--env`` (or ``KEDRO_ENV``) names a folder of the configuration."""
-    env = env or os.environ.get("KEDRO_ENV")
-    if not env:
-        return
-    from kedro.framework.project import settings
-
-    conf = Path(conf_source or settings.CONF_SOURCE)
-    conf = conf if conf.is_absolute() else project / conf
-    if not conf.is_dir():  # a packaged (.tar.gz / .zip) configuration: Kedro checks it itself
-        return
-    if not (conf / env).is_dir():
+    env, conf = env or os.environ.get("KEDRO_ENV"), _conf(conf_source, project)
+    # Not a folder: a packaged (.tar.gz / .zip) configuration, which Kedro checks itself.
+    if env and conf.is_dir() and not (conf / env).is_dir():
         environments = sorted(p.name for p in conf.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
-        close = difflib.get_close_matches(env, environments, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
         raise UserError(f"--env: {env!r} is not an environment of this project (no folder {str(conf / env)!r}); "
-                        f"{hint}the environments are {', '.join(environments)}")
-
-
-def credentials_files(env: str | None) -> str:
-    """Where Kedro reads credentials under ``env``: conf/base and the run environment, never both
-    that and conf/local (``--env smoke`` does not read conf/local/credentials.yml)."""
-    env = env or os.environ.get("KEDRO_ENV") or DEFAULT_ENV
-    return f"conf/base/credentials.yml and conf/{env}/credentials.yml"
+                        f"{_did_you_mean(env, environments)}the environments are {', '.join(environments)}")
 
 
 def check_credentials(catalog_config: Mapping[str, Any], credentials: Mapping[str, Any], env: str | None) -> None:
@@ -222,8 +221,9 @@ def check_credentials(catalog_config: Mapping[str, Any], credentials: Mapping[st
                     f"; under --env {env} conf/local is not read, so an entry in conf/local/credentials.yml is not "
                     f"seen: copy it to conf/{env}/credentials.yml (kept out of git like conf/local)")
                 known = ", ".join(map(repr, sorted(credentials))) or "none"
-                raise UserError(f"{setting}: {name!r} is not an entry of the credentials ({credentials_files(env)}; "
-                                f"their entries: {known}){other}")
+                # Kedro reads conf/base and the run environment, never both that and conf/local.
+                raise UserError(f"{setting}: {name!r} is not an entry of the credentials (conf/base/credentials.yml "
+                                f"and conf/{_env(env)}/credentials.yml; their entries: {known}){other}")
 
 
 def _credential_names(config: Any, path: tuple[str, ...]):
@@ -247,7 +247,9 @@ def check_inputs_written(pipeline, catalog, pipelines: Mapping[str, Any], run: s
     """A pipeline run on its own (``--pipelines training`` in a fresh clone) reads what earlier
     pipelines write: name what is missing and which pipelines to run first, before any node runs
     (Kedro says "Did not find any versions" when the node that needs it starts)."""
-    producers = {name: pipelines[name] for name in _chain(pipelines)}
+    from bert_mlm.pipeline_registry import CHAIN
+
+    producers = {name: pipelines[name] for name in CHAIN if name in pipelines}
     # An optional result (it loads empty before any run wrote it) is missing only where a stage's
     # own node reads it: the reporting nodes that follow a partial run report without it.
     # `--pipelines reporting` alone reports on a model that was evaluated.
@@ -260,16 +262,8 @@ def check_inputs_written(pipeline, catalog, pipelines: Mapping[str, Any], run: s
     needed = _pipelines_to_run(missing, catalog, producers, pipelines)
     shown = ", ".join(f"{name} ({_where(catalog, name)})" for name in missing[:4])
     shown += " ..." if len(missing) > 4 else ""
-    raise UserError(
-        f"{run}: it reads {shown}, which no earlier run has written; run "
-        f"`kedro run --pipelines {','.join(needed)}` first (or the whole chain: `kedro run`)"
-    )
-
-
-def _chain(pipelines: Mapping[str, Any]) -> list[str]:
-    from bert_mlm.pipeline_registry import CHAIN
-
-    return [name for name in CHAIN if name in pipelines]
+    raise UserError(f"{run}: it reads {shown}, which no earlier run has written; run `kedro run --pipelines "
+                    f"{','.join(needed)}` first (or the whole chain: `kedro run`)")
 
 
 def _produced(dataset: str, producers: Mapping[str, Any]) -> bool:

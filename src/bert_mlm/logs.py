@@ -22,24 +22,12 @@ LOGS_ENV = "BERT_MLM_LOGS"
 LOGGERS = {"kedro": {"level": "INFO"}, "kedro.io.data_catalog": {"level": "WARNING"}, "bert_mlm": {"level": "INFO"},
            "optuna": {"level": "INFO"}}
 
-RICH = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"rich": {"class": "kedro.logging.RichHandler", "rich_tracebacks": True}},
-    "loggers": LOGGERS,
-    "root": {"handlers": ["rich"]},
-}
-
-PLAIN = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s", "datefmt": "%Y-%m-%d %H:%M:%S"}
-    },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stdout"}},
-    "loggers": LOGGERS,
-    "root": {"handlers": ["console"]},
-}
+RICH = {"version": 1, "disable_existing_loggers": False, "loggers": LOGGERS, "root": {"handlers": ["rich"]},
+        "handlers": {"rich": {"class": "kedro.logging.RichHandler", "rich_tracebacks": True}}}
+PLAIN = {"version": 1, "disable_existing_loggers": False, "loggers": LOGGERS, "root": {"handlers": ["console"]},
+         "formatters": {"plain": {"format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+                                  "datefmt": "%Y-%m-%d %H:%M:%S"}},
+         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stdout"}}}
 
 
 def wanted_style() -> str | None:
@@ -96,12 +84,6 @@ class RedactedRecords(logging.Filter):
         return True
 
 
-def redact_every_handler() -> None:
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, RedactedRecords) for f in handler.filters):
-            handler.addFilter(RedactedRecords())
-
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 WARNING_CHARS = 200
 
@@ -116,22 +98,20 @@ def _warning_as_one_record(message, category, filename, lineno, file=None, line=
 
 
 def configure_logging() -> None:
-    try:
-        import optuna
-
-        # Optuna's trial lines through the project's handler and format, not Optuna's own.
-        optuna.logging.disable_default_handler()
-        optuna.logging.enable_propagation()
-    except ImportError:  # pragma: no cover - optuna is a dependency
-        pass
-    style = wanted_style()
-    if style is None:
-        redact_every_handler()  # the user's own logging configuration: still no secret in it
-        return
+    import optuna
     from kedro.framework.project import LOGGING
 
-    LOGGING.configure(RICH if style == "rich" else PLAIN)
-    redact_every_handler()
+    # Optuna's trial lines through the project's handler and format, not Optuna's own.
+    optuna.logging.disable_default_handler()
+    optuna.logging.enable_propagation()
+    style = wanted_style()
+    if style is not None:
+        LOGGING.configure(RICH if style == "rich" else PLAIN)
+    for handler in logging.getLogger().handlers:  # the user's own logging configuration too: no secret in it
+        if not any(isinstance(f, RedactedRecords) for f in handler.filters):
+            handler.addFilter(RedactedRecords())
+    if style is None:
+        return
     for handler in logging.getLogger().handlers:
         handler.addFilter(KedroRepeats())
     if style == "plain":

@@ -56,11 +56,9 @@ def acquire(project_path: str | os.PathLike) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()
     except Timeout:  # before OSError: filelock's Timeout is a TimeoutError
-        raise UserError(
-            f"another kedro run is using this project ({_describe(holder_path(project_path))}); runs in one project "
-            "would load each other's dataset versions. Wait for it to finish, or run the second one from a copy "
-            f"of the project (lock: {path})"
-        ) from None
+        raise UserError(f"another kedro run is using this project ({_describe(holder_path(project_path))}); runs in "
+                        "one project would load each other's dataset versions. Wait for it to finish, or run the "
+                        f"second one from a copy of the project (lock: {path})") from None
     except OSError as error:  # a read-only or full project folder: no run could write its outputs there either
         raise UserError(f"data: cannot take the run lock {str(path)!r} ({error.strerror or error}); a run writes "
                         "its outputs under data/, which must be writable") from error
@@ -77,11 +75,8 @@ def acquire(project_path: str | os.PathLike) -> Path:
 def release(project_path: str | os.PathLike) -> None:
     """Remove the holder file and the lock file, then unlock (see the module's docstring)."""
     path = lock_path(project_path)
-    held = _held.pop(path, None)
-    if held is None:
-        return
-    lock, owner = held
-    if owner != os.getpid():  # a forked child: the lock and its files are its parent's
+    lock, owner = _held.pop(path, (None, None))
+    if owner != os.getpid():  # none held, or a forked child's: the lock and its files are its parent's
         return
     with suppress(OSError):
         holder_path(project_path).unlink()
@@ -100,10 +95,8 @@ atexit.register(_release_all)
 
 def _write_private(path: Path, text: str) -> None:
     """``text`` into ``path``, readable and writable by this user only, whatever the umask."""
-    with suppress(FileNotFoundError):
-        path.unlink()  # a file left by a killed run keeps its old mode when opened: start afresh
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE)
-    with os.fdopen(descriptor, "w") as handle:
+    path.unlink(missing_ok=True)  # a file left by a killed run keeps its old mode when opened: start afresh
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE), "w") as handle:
         handle.write(text)
 
 

@@ -95,10 +95,9 @@ def test_corpus_without_any_training_document(tmp_path):
     # One document that hashes into valid/test: nothing to train on.
     for salt in range(100):
         text = f"A lone paragraph of sufficient length number {salt}."
-        documents, _ = clean_documents([RawText("x", text)], min_words=2)
-        from bert_mlm.core.data.corpus import assign_splits
-
-        if assign_splits(documents["doc_hash"].tolist(), {"train": 0.9, "valid": 0.05, "test": 0.05}) != ["train"]:
+        documents, _ = clean_documents([RawText("x", text)], min_words=2, ratios={"train": 0.9, "valid": 0.05,
+                                                                                  "test": 0.05})
+        if documents["split"].tolist() != ["train"]:
             break
     (tmp_path / "tiny.txt").write_text(text)
     with pytest.raises((CorpusError, DatasetError), match=r"^corpus\.path: the corpus is too small"):

@@ -22,23 +22,7 @@ from bert_mlm.config.training import TrainingConfig
 from bert_mlm.config.tuning import TuningConfig
 from bert_mlm.config.variants import VariantOverrides
 
-__all__ = [
-    "SECTIONS",
-    "CorpusConfig",
-    "DataConfig",
-    "DistributedConfig",
-    "EvaluationConfig",
-    "EvaluationParameters",
-    "ExperimentConfig",
-    "FinetuneConfig",
-    "MaskingConfig",
-    "ModelConfig",
-    "Section",
-    "SequenceConfig",
-    "TokenizerConfig",
-    "TrackingConfig",
-    "TrainingConfig",
-    "TuningConfig",
-    "VariantOverrides",
-    "whole_word_requested",
-]
+__all__ = ["SECTIONS", "CorpusConfig", "DataConfig", "DistributedConfig", "EvaluationConfig", "EvaluationParameters",
+           "ExperimentConfig", "FinetuneConfig", "MaskingConfig", "ModelConfig", "Section", "SequenceConfig",
+           "TokenizerConfig", "TrackingConfig", "TrainingConfig", "TuningConfig", "VariantOverrides",
+           "whole_word_requested"]

@@ -22,13 +22,20 @@ def validate_split_ratios(ratios: dict[str, float]) -> dict[str, float]:
         raise UserError(f"corpus.split_ratios: unknown split(s) {sorted(unknown)}; use {SPLITS}")
     values = {name: float(ratios.get(name, 0.0)) for name in SPLITS}
     if any(v < 0 for v in values.values()) or abs(sum(values.values()) - 1.0) > 1e-6:
-        raise UserError(
-            f"corpus.split_ratios: {values} must be non-negative and sum to 1 "
-            f"(they sum to {sum(values.values()):.4f})"
-        )
+        raise UserError(f"corpus.split_ratios: {values} must be non-negative and sum to 1 (they sum to "
+                        f"{sum(values.values()):.4f})")
     if values["train"] <= 0:
         raise UserError("corpus.split_ratios: train must be > 0")
     return values
+
+
+def check_one_source(path: Any, hf_dataset: Any, sources: Any) -> None:
+    """At most one of ``corpus.path``, ``corpus.hf_dataset`` and ``corpus.sources`` is set."""
+    given = [name for name, value in (("path", path), ("hf_dataset", hf_dataset), ("sources", sources))
+             if value is not None]
+    if len(given) > 1:
+        raise UserError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not "
+                        f"{' and '.join('corpus.' + name for name in given)}")
 
 
 class CorpusConfig(Section):
@@ -80,8 +87,5 @@ class CorpusConfig(Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> CorpusConfig:
-        given = [name for name in ("path", "hf_dataset", "sources") if getattr(self, name) is not None]
-        if len(given) > 1:
-            raise UserError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not "
-                            f"{' and '.join('corpus.' + name for name in given)}")
+        check_one_source(self.path, self.hf_dataset, self.sources)
         return self

@@ -4,13 +4,12 @@ parameters files for editors (``bert-mlm params --json-schema``)."""
 from __future__ import annotations
 
 import json
-import types
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Literal
 
 import click
 from pydantic.fields import FieldInfo
 
-from bert_mlm.config.base import Section, alternatives, requirement, worded
+from bert_mlm.config.base import alternatives, requirement, worded
 from bert_mlm.config.experiment import SECTIONS, ExperimentConfig
 from bert_mlm.config.variants import VariantOverrides
 
@@ -19,36 +18,16 @@ from bert_mlm.config.variants import VariantOverrides
 VARIANTS_SECTION = "variant"
 
 
-def type_name(annotation: Any) -> str:
-    """``float``, ``int | null``, ``'auto' | float``, ``str`` for a choice, ``mapping``..."""
-    if get_origin(annotation) in (Union, types.UnionType):
-        return " | ".join(type_name(member) for member in get_args(annotation))
-    if get_origin(annotation) is Literal:
-        return "str"
-    if get_origin(annotation) is not None and getattr(annotation, "__metadata__", None):
-        return type_name(get_args(annotation)[0])
-    origin = get_origin(annotation) or annotation
-    return {type(None): "null", dict: "mapping", list: "list"}.get(origin, getattr(origin, "__name__", str(origin)))
-
-
-def default_text(field: FieldInfo) -> str:
-    return json.dumps(field.get_default(call_default_factory=True), ensure_ascii=False)
-
-
-def summary(section: type[Section]) -> str:
-    return " ".join((section.__doc__ or "").split())
+def type_name(field: FieldInfo) -> str:
+    """``float``, ``int | null``, ``str | float`` (a choice is a ``str``), ``mapping``..."""
+    names = {Literal: "str", type(None): "null", dict: "mapping", list: "list"}
+    return " | ".join(names.get(kind, getattr(kind, "__name__", str(kind))) for kind, _ in alternatives(field))
 
 
 def range_text(field: FieldInfo) -> str:
     """What ``field`` allows beyond its type (a range, the choices, non-empty), or ``""``."""
     constrained = any(detail for kind, detail in alternatives(field) if kind is not type(None))
     return requirement(field) if worded(field) or constrained else ""
-
-
-def parameter_rows(name: str, section: type[Section]) -> list[tuple[str, str, str, str, str]]:
-    """(parameter, type, default, allowed, help) for each field of ``section``."""
-    return [(f"{name}.{field}", type_name(info.annotation), default_text(info), range_text(info),
-             info.description or "") for field, info in section.model_fields.items()]
 
 
 def parameters_text(only: str | None = None) -> str:
@@ -63,9 +42,11 @@ def parameters_text(only: str | None = None) -> str:
                  "--params mask_030.overrides.masking.probability=0.25"
                  if section is VariantOverrides else f"conf/base/parameters_{name}.yml")
         prefix = "<variant>.overrides" if section is VariantOverrides else name
-        rows = parameter_rows(prefix, section)
+        rows = [(f"{prefix}.{field}", type_name(info),  # parameter, type, default, allowed, help
+                 json.dumps(info.get_default(call_default_factory=True), ensure_ascii=False), range_text(info),
+                 info.description or "") for field, info in section.model_fields.items()]
         widths = [max(len(row[column]) for row in rows) for column in range(3)]
-        lines = [f"{prefix}: {summary(section)}", f"  ({where})"]
+        lines = [f"{prefix}: {' '.join((section.__doc__ or '').split())}", f"  ({where})"]
         for parameter, kind, default, allowed, help_text in rows:
             lines.append(f"  {parameter:<{widths[0]}}  {kind:<{widths[1]}}  {default:<{widths[2]}}  {allowed}".rstrip())
             lines.append(f"  {'':<{widths[0]}}  {help_text}")
@@ -81,19 +62,14 @@ def json_schema() -> dict:
     schema["title"] = "bert-mlm parameters"
     schema["description"] = "conf/<env>/parameters_*.yml of a bert-mlm project, merged"
     overrides = variants["additionalProperties"]
-    schema["additionalProperties"] = {
-        "type": "object", "description": "a mask_rate_comparison variant (mask_015, mask_030, ...)",
-        "properties": {"overrides": overrides}, "additionalProperties": False,
-    }
+    schema["additionalProperties"] = {"type": "object",
+                                      "description": "a mask_rate_comparison variant (mask_015, mask_030, ...)",
+                                      "properties": {"overrides": overrides}, "additionalProperties": False}
     return schema
 
 
-def _section_names() -> list[str]:
-    return [*SECTIONS, VARIANTS_SECTION]
-
-
 @click.command("params")
-@click.argument("section", required=False, type=click.Choice(_section_names()))
+@click.argument("section", required=False, type=click.Choice([*SECTIONS, VARIANTS_SECTION]))
 @click.option("--json-schema", "schema", is_flag=True, help="Print the parameters' JSON schema (for editors) instead.")
 def params_command(section: str | None, schema: bool) -> None:
     """List every parameter (or one SECTION's): its type, default, what it allows and a one-line

@@ -46,10 +46,8 @@ class MaskingConfig(Section):
     @model_validator(mode="after")
     def _fractions_and_schedule(self) -> MaskingConfig:
         if self.mask_token_fraction + self.random_token_fraction > 1.0 + 1e-9:
-            raise UserError(
-                f"masking.mask_token_fraction + masking.random_token_fraction = "
-                f"{self.mask_token_fraction + self.random_token_fraction:.3f} must not exceed 1"
-            )
+            raise UserError("masking.mask_token_fraction + masking.random_token_fraction = "
+                            f"{self.mask_token_fraction + self.random_token_fraction:.3f} must not exceed 1")
         if self.schedule == "linear" and self.final_probability is None:
             raise UserError("masking.final_probability: a linear masking.schedule needs its end value")
         if abs(sum(self.ngram_probabilities) - 1) > 1e-6:

@@ -90,10 +90,9 @@ class TrainingConfig(Section):
     @model_validator(mode="after")
     def _budget_and_checkpoints(self) -> TrainingConfig:
         if self.epochs is not None and self.max_steps is not None:
-            raise UserError(
-                f"training.epochs: {self.epochs:g} and training.max_steps: {self.max_steps} both set the training "
-                f"budget; set the other one to null (--params training.epochs={self.epochs:g},training.max_steps=null)"
-            )
+            raise UserError(f"training.epochs: {self.epochs:g} and training.max_steps: {self.max_steps} both set the "
+                            "training budget; set the other one to null (--params "
+                            f"training.epochs={self.epochs:g},training.max_steps=null)")
         if self.epochs is None and self.max_steps is None:
             raise UserError("training.max_steps: null needs training.epochs (passes over the data) as the budget")
         if (self.checkpoint_every or self.resume) and not self.checkpoint_dir:

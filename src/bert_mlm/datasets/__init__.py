@@ -8,16 +8,6 @@ from bert_mlm.datasets.results import ResultDataset
 from bert_mlm.datasets.run_record import RunRecordDataset
 from bert_mlm.datasets.sections import SectionDataset
 
-__all__ = [
-    "ClassifierDataset",
-    "CorpusDataset",
-    "DocumentShardsDataset",
-    "MaskedLMDataset",
-    "ModelCardDataset",
-    "ResultDataset",
-    "RunRecordDataset",
-    "SectionDataset",
-    "SequenceIndexDataset",
-    "TokenStoreDataset",
-    "TokenizerDataset",
-]
+__all__ = ["ClassifierDataset", "CorpusDataset", "DocumentShardsDataset", "MaskedLMDataset", "ModelCardDataset",
+           "ResultDataset", "RunRecordDataset", "SectionDataset", "SequenceIndexDataset", "TokenStoreDataset",
+           "TokenizerDataset"]

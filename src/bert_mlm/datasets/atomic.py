@@ -23,9 +23,11 @@ written.
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import PurePosixPath
 
 import pandas as pd
+from kedro_datasets._typing import JSONPreview
 from kedro_datasets.json import JSONDataset as _JSONDataset
 from kedro_datasets.matplotlib import MatplotlibDataset as _MatplotlibDataset
 from kedro_datasets.pandas import CSVDataset as _CSVDataset
@@ -77,9 +79,7 @@ class AtomicSave(SkipsEmpty):
 
         @functools.wraps(original)
         def preview(self, *args, **kwargs):
-            if self._version is not None and not self.exists():
-                return None
-            return original(self, *args, **kwargs)
+            return None if self._version is not None and not self.exists() else original(self, *args, **kwargs)
 
         preview.written_only = True
         cls.preview = preview
@@ -87,13 +87,11 @@ class AtomicSave(SkipsEmpty):
     def _get_save_path(self) -> PurePosixPath:
         return self._writing_to if self._writing_to is not None else super()._get_save_path()
 
-    def _prepared(self, data):
-        """What is written for ``data`` (the data itself, unless a dataset says otherwise)."""
-        return data
-
     def save(self, data) -> None:
-        data = self._prepared(data)
-        inner = self._unwrapped_parent_save()
+        # The kedro-datasets dataset's own save, without Kedro's logging/versioning wrapper (this
+        # class's save is wrapped already).
+        parent = super().save
+        inner = getattr(parent, "__wrapped__", parent.__func__)
         if self._protocol != "file":
             inner(self, data)
             return
@@ -104,15 +102,6 @@ class AtomicSave(SkipsEmpty):
         finally:
             self._writing_to = None
             self._invalidate_cache()
-
-    def _unwrapped_parent_save(self):
-        """The parent dataset's own ``save``, without Kedro's logging/versioning wrapper (this
-        class's ``save`` is wrapped already)."""
-        for klass in type(self).__mro__:
-            if not issubclass(klass, AtomicSave) and "save" in klass.__dict__:
-                method = klass.__dict__["save"]
-                return getattr(method, "__wrapped__", method)
-        raise TypeError(f"{type(self).__name__} has no dataset to save with")
 
 
 class OptionalLoad:
@@ -154,9 +143,11 @@ class JSONDataset(OptionalLoad, AtomicSave, _JSONDataset):
         super().__init__(save_args={"ensure_ascii": False, **(save_args or {})}, fs_args=fs_args, **kwargs)
 
     def load(self):
-        if self._missing():
-            return {}
-        return _JSONDataset.load.__wrapped__(self)
+        return {} if self._missing() else _JSONDataset.load.__wrapped__(self)
+
+    def preview(self) -> JSONPreview:
+        """The file as kedro-viz shows a JSON dataset (not what a subclass loads it as)."""
+        return JSONPreview(json.dumps(JSONDataset.load.__wrapped__(self)))
 
 
 class PlotlyJSONDataset(AtomicSave, _PlotlyJSONDataset):

@@ -7,8 +7,8 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
+from bert_mlm.config.corpus import check_one_source
 from bert_mlm.core.common.redaction import redact_text
-from bert_mlm.core.data.corpus import CorpusError
 from bert_mlm.core.data.sources import CorpusSource, HFDataset, mixture_source, storage_options_of
 
 _EMPTY = (None, "", "null", "None")
@@ -64,11 +64,7 @@ class CorpusDataset(AbstractDataset[Any, CorpusSource]):
         return self._loaded
 
     def _checked_source(self) -> CorpusSource:
-        given = [k for k, v in (("path", self._path), ("hf_dataset", self._hf_dataset), ("sources", self._sources))
-                 if v is not None]
-        if len(given) > 1:
-            raise CorpusError(f"corpus: give one of corpus.path, corpus.hf_dataset or corpus.sources, not "
-                              f"{' and '.join('corpus.' + key for key in given)}")
+        check_one_source(self._path, self._hf_dataset, self._sources)
         if self._sources is not None:
             source = mixture_source(self._sources, self._text_column)
         else:

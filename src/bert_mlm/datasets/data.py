@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from kedro.io.core import DatasetError
 
-from bert_mlm.core.data.corpus import SPLITS, CorpusError
+from bert_mlm.core.data.corpus import SPLITS
 from bert_mlm.core.data.documents import DocumentShards, write_json
 from bert_mlm.core.data.ingestion import DocumentStream
 from bert_mlm.core.data.reuse import link_or_copy
@@ -34,7 +34,7 @@ class _JobDirectoryDataset(AtomicDirectoryDataset):
         """Run ``job`` into a new version, or reuse a stored one made by the same recipe (``check``ed)."""
         try:
             self._write_reusing(job.write, job.recipe(), job.data.reuse, check)
-        except (CorpusError, ValueError) as error:
+        except ValueError as error:  # a UserError (CorpusError among them) or a library's value error
             # One line naming the parameter or file, not "Failed while saving data to dataset ...".
             raise DatasetError(str(error)) from error
 
@@ -64,19 +64,12 @@ class TokenStoreDataset(_JobDirectoryDataset):
         return TokenStore(self._load_dir())
 
     def save(self, data: EncodingJob) -> None:
-        def check(directory: Path) -> None:
-            store = TokenStore(directory)
-            store.verify(SPLITS, store.vocab_size)
-
-        self._run(data, check)
+        self._run(data, check=lambda directory: (store := TokenStore(directory)).verify(SPLITS, store.vocab_size))
 
     def preview(self) -> TablePreview:
         store = self.load()
-        rows = [
-            {"split": split, **store.manifest["splits"][split], "dtype": store.dtype.name,
-             "bytes_per_token": store.dtype.itemsize}
-            for split in SPLITS
-        ]
+        rows = [{"split": split, **store.manifest["splits"][split], "dtype": store.dtype.name,
+                 "bytes_per_token": store.dtype.itemsize} for split in SPLITS]
         return pd.DataFrame(rows).to_dict(orient="split")
 
 
@@ -104,10 +97,9 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
         scheme = manifest.get("word_scheme", WORD_SCHEMES.get(segmenter))  # indexes before schemes: jieba's first
         if manifest.get("word_bits"):
             if scheme != WORD_SCHEMES.get(segmenter):
-                raise DatasetError(
-                    f"sequence_index: {str(directory)!r} holds {segmenter} word bits of scheme {scheme}, which this "
-                    f"version does not read (it makes scheme {WORD_SCHEMES.get(segmenter)}); run the sequences "
-                    "pipeline again")
+                raise DatasetError(f"sequence_index: {str(directory)!r} holds {segmenter} word bits of scheme "
+                                   f"{scheme}, which this version does not read (it makes scheme "
+                                   f"{WORD_SCHEMES.get(segmenter)}); run the sequences pipeline again")
             words = {}
             for split, count in manifest["word_bits"].items():
                 path = words_path(directory, split)
@@ -124,12 +116,9 @@ class SequenceIndexDataset(AtomicDirectoryDataset):
             for split, index in data.splits.items():
                 for name in self.FIELDS:
                     np.save(directory / f"{split}.{name}.npy", np.ascontiguousarray(getattr(index, name)))
-            word_bits = None
-            if data.word_files is not None:  # the encoding stage's bits, beside the index (a link where it can)
-                word_bits = {}
-                for split, (source, count) in data.word_files.items():
-                    link_or_copy(source, words_path(directory, split))
-                    word_bits[split] = count
+            for split, (source, _) in (data.word_files or {}).items():  # the encoding stage's bits, beside it
+                link_or_copy(source, words_path(directory, split))  # (a link where it can)
+            word_bits = None if data.word_files is None else {split: n for split, (_, n) in data.word_files.items()}
             write_json(directory / "manifest.json", {
                 "mode": data.mode, "max_length": data.max_length, "store_digests": data.store_digests,
                 "splits": {split: len(index) for split, index in data.splits.items()},

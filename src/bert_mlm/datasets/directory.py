@@ -8,6 +8,7 @@ would load as the latest: a version exists only once it is whole.
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from kedro.io.core import AbstractVersionedDataset, DatasetError, Version
 
 from bert_mlm.core.common.files import written_then_renamed
-from bert_mlm.core.data.reuse import find_reusable, link_tree, write_recipe
+from bert_mlm.core.data.reuse import find_reusable, link_or_copy, write_recipe
 from bert_mlm.datasets.atomic import SkipsEmpty
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class AtomicDirectoryDataset(SkipsEmpty, AbstractVersionedDataset):
         versions = Path(str(self._filepath))
         previous = find_reusable(versions, recipe, check, versions.name) if reuse and recipe is not None else None
         if previous is not None:
-            self._write_directory(lambda directory: link_tree(previous, directory))
+            self._write_directory(lambda directory: shutil.copytree(previous, directory, copy_function=link_or_copy))
             logger.info("%s: this run's inputs, settings and code are those of version %s: reused it (hard links), "
                         "not recomputed (data.reuse=false recomputes)", versions.name, previous.parent.name)
             return

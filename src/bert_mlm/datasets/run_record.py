@@ -11,9 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kedro_datasets._typing import JSONPreview
-from kedro_datasets.json import JSONDataset as _JSONDataset
-
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.record.run_record import RunRecord
 from bert_mlm.datasets.atomic import AtomicSave, JSONDataset
@@ -37,9 +34,7 @@ class RunRecords:
         if not version:
             return None
         path = self.folder / version / self.name
-        if not path.is_file():
-            return None
-        return RunRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
+        return RunRecord.from_json(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
 
     @property
     def latest(self) -> RunRecord | None:
@@ -58,7 +53,3 @@ class RunRecordDataset(JSONDataset):
 
     def _exists(self) -> bool:
         return bool(RunRecords(str(self._filepath), self._filepath.name).versions)
-
-    def preview(self) -> JSONPreview:
-        """The newest record, as kedro-viz shows a JSON dataset."""
-        return JSONPreview(json.dumps(_JSONDataset.load.__wrapped__(self)))

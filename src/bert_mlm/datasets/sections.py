@@ -4,9 +4,6 @@ model was trained with and a later ``--pipelines training`` run trains with the 
 
 from __future__ import annotations
 
-import json
-
-from kedro_datasets._typing import JSONPreview
 from kedro_datasets.json import JSONDataset as _JSONDataset
 
 from bert_mlm.config import SECTIONS, Section
@@ -39,6 +36,3 @@ class SectionDataset(JSONDataset):
     def save(self, data: Section | dict) -> None:
         # Settings: redacted, as every record of them is (a result is not).
         AtomicSave.save(self, redact(data.model_dump(mode="json")) if isinstance(data, Section) else {})
-
-    def preview(self) -> JSONPreview:
-        return JSONPreview(json.dumps(_JSONDataset.load.__wrapped__(self)))

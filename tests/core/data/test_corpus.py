@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import pytest
@@ -10,9 +11,7 @@ from bert_mlm.config import CorpusConfig
 from bert_mlm.core.common.text import readable_spacing
 from bert_mlm.core.data.corpus import (
     RawText,
-    assign_splits,
     clean_documents,
-    document_hash,
     normalise,
     split_paragraphs,
     validate_split_ratios,
@@ -83,7 +82,8 @@ def test_clean_documents_drops_short_and_counts_exact_duplicates():
     frame, report = clean_documents(items, min_words=4, deduplicate=True)
     assert frame["text"].tolist() == [long_a, long_b]
     assert frame["source"].tolist() == ["one.txt", "one.txt"]
-    assert frame["doc_hash"].tolist() == [document_hash(long_a), document_hash(long_b)]
+    assert frame["doc_hash"].tolist() == [hashlib.blake2b(t.encode(), digest_size=8).hexdigest()
+                                          for t in (long_a, long_b)]
     assert report.raw_items == 2
     assert report.dropped_short == 2
     assert report.dropped_duplicates == 2
@@ -142,46 +142,49 @@ def _docs(n, seed=0, prefix="doc"):
     return [f"{prefix} {i} {rng.random():.12f}" for i in range(n)]
 
 
+def assign_splits(texts, ratios, salt=""):
+    """Each text's split, as ingestion assigns it (a table row per text: one document each)."""
+    frame, _ = clean_documents([RawText("t", text, is_document=True) for text in texts], ratios=ratios, salt=salt)
+    assert frame["text"].tolist() == list(texts)
+    return frame["split"].tolist()
+
+
 def test_assign_splits_is_deterministic():
-    hashes = [document_hash(t) for t in _docs(500)]
-    assert assign_splits(hashes, RATIOS) == assign_splits(list(hashes), dict(RATIOS))
+    texts = _docs(500)
+    assert assign_splits(texts, RATIOS) == assign_splits(list(texts), dict(RATIOS))
 
 
 def test_assign_splits_independent_of_order():
-    hashes = [document_hash(t) for t in _docs(1000)]
-    original = dict(zip(hashes, assign_splits(hashes, RATIOS), strict=True))
-    shuffled = hashes[:]
+    texts = _docs(1000)
+    original = dict(zip(texts, assign_splits(texts, RATIOS), strict=True))
+    shuffled = texts[:]
     random.Random(1).shuffle(shuffled)
     again = dict(zip(shuffled, assign_splits(shuffled, RATIOS), strict=True))
     assert again == original
 
 
 def test_assign_splits_stable_when_corpus_grows():
-    old = [document_hash(t) for t in _docs(1000, seed=0)]
-    new = [document_hash(t) for t in _docs(1000, seed=7, prefix="new")]
+    old, new = _docs(1000, seed=0), _docs(1000, seed=7, prefix="new")
     before = assign_splits(old, RATIOS)
     grown = new[:500] + old + new[500:]
     after = dict(zip(grown, assign_splits(grown, RATIOS), strict=True))
-    assert [after[h] for h in old] == before
+    assert [after[t] for t in old] == before
 
 
 def test_assign_splits_ratios_roughly_respected():
-    hashes = [document_hash(t) for t in _docs(5000)]
     ratios = {"train": 0.8, "valid": 0.1, "test": 0.1}
-    splits = assign_splits(hashes, ratios)
+    splits = assign_splits(_docs(5000), ratios)
     for name, expected in ratios.items():
         assert abs(splits.count(name) / len(splits) - expected) < 0.02, name
 
 
 def test_assign_splits_salt_changes_the_split():
-    hashes = [document_hash(t) for t in _docs(2000)]
     ratios = {"train": 0.5, "valid": 0.25, "test": 0.25}
-    assert assign_splits(hashes, ratios, salt="a") != assign_splits(hashes, ratios, salt="b")
+    assert assign_splits(_docs(2000), ratios, salt="a") != assign_splits(_docs(2000), ratios, salt="b")
 
 
 def test_assign_splits_all_train():
-    hashes = [document_hash(t) for t in _docs(200)]
-    assert set(assign_splits(hashes, {"train": 1.0})) == {"train"}
+    assert set(assign_splits(_docs(200), {"train": 1.0})) == {"train"}
 
 
 @pytest.mark.parametrize(

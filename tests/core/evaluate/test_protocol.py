@@ -25,7 +25,7 @@ from bert_mlm.core.evaluate.protocol import (
 from bert_mlm.core.evaluate.result import HeldOut
 from bert_mlm.core.model.bert import build_model
 from bert_mlm.core.model.masking import IGNORE_INDEX, replacement_vocabulary
-from bert_mlm.core.tokens.sequences import Collator, pack_documents, split_documents
+from bert_mlm.core.tokens.sequences import Collator, build_sequences
 from bert_mlm.core.tokens.tokenizer import encode_documents, special_token_ids
 from tests.core.conftest import synthetic_sentences
 
@@ -38,7 +38,7 @@ MAX_LENGTH = 64
 @pytest.fixture(scope="module")
 def data(tiny_tokenizer):
     docs = encode_documents(tiny_tokenizer, synthetic_sentences(3000, seed=11))
-    sequences = pack_documents(docs, MAX_LENGTH, tiny_tokenizer.cls_token_id, tiny_tokenizer.sep_token_id)
+    sequences = build_sequences(docs, "packed", MAX_LENGTH, tiny_tokenizer.cls_token_id, tiny_tokenizer.sep_token_id)
     specials = special_token_ids(tiny_tokenizer)
     return {
         "docs": docs,
@@ -150,7 +150,8 @@ def test_no_sequences_raises(tiny_tokenizer, data):
 
 def test_evaluation_set_batches_trim_padding(tiny_tokenizer, data):
     docs = data["docs"][:50]
-    sequences = split_documents(docs, MAX_LENGTH, tiny_tokenizer.cls_token_id, tiny_tokenizer.sep_token_id)
+    sequences = build_sequences(docs, "document", MAX_LENGTH, tiny_tokenizer.cls_token_id,
+                                tiny_tokenizer.sep_token_id)
     evaluation_set = _prepare(tiny_tokenizer, data, sequences=sequences)
     seen = 0
     for inputs, attention, labels, _ in evaluation_set.batches(16):
@@ -426,8 +427,8 @@ def test_bounded_evaluation_on_chinese_text(shared_dir):
     reviews = pd.read_csv(shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")["review"]
     texts = reviews.dropna().astype(str).tolist()[:600]
     assert cjk_characters("".join(texts[:10])) > 500
-    sequences = pack_documents(encode_documents(tokenizer, texts), MAX_LENGTH, tokenizer.cls_token_id,
-                               tokenizer.sep_token_id)
+    sequences = build_sequences(encode_documents(tokenizer, texts), "packed", MAX_LENGTH, tokenizer.cls_token_id,
+                                tokenizer.sep_token_id)
     specials = special_token_ids(tokenizer)
     collator = Collator(tokenizer.pad_token_id, specials, MAX_LENGTH, padding="dynamic")
     config = EvaluationConfig(mask_draws=4, min_masked_tokens=3_000)
@@ -501,8 +502,8 @@ def test_before_and_after_on_chinese_text(shared_dir):
 
     tokenizer = load_tokenizer(shared_dir / "vocab" / "bert-base-chinese.vocab.txt")
     reviews = pd.read_csv(shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")["review"]
-    sequences = pack_documents(encode_documents(tokenizer, reviews.dropna().astype(str).tolist()[:300]), MAX_LENGTH,
-                               tokenizer.cls_token_id, tokenizer.sep_token_id)
+    sequences = build_sequences(encode_documents(tokenizer, reviews.dropna().astype(str).tolist()[:300]), "packed",
+                                MAX_LENGTH, tokenizer.cls_token_id, tokenizer.sep_token_id)
     specials = special_token_ids(tokenizer)
     collator = Collator(tokenizer.pad_token_id, specials, MAX_LENGTH, padding="dynamic")
     evaluation_set = prepare_evaluation_set(sequences, collator, tokenizer.mask_token_id,

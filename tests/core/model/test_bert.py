@@ -11,7 +11,7 @@ from transformers import BertForMaskedLM
 from bert_mlm.config import MaskingConfig, ModelConfig, TokenizerConfig
 from bert_mlm.core.model.bert import MaskedPositionsMLM, build_model, masked_lm_loss
 from bert_mlm.core.model.masking import IGNORE_INDEX, mask_tokens, replacement_vocabulary
-from bert_mlm.core.tokens.sequences import Collator, split_documents
+from bert_mlm.core.tokens.sequences import Collator, build_sequences
 from bert_mlm.core.tokens.tokenizer import encode_documents, special_token_ids, train_wordpiece
 from tests.core.conftest import synthetic_sentences
 
@@ -24,7 +24,7 @@ def tiny_config(**overrides) -> ModelConfig:
 
 def masked_batch(tokenizer, n=12, probability=0.15, seed=0):
     docs = encode_documents(tokenizer, synthetic_sentences(n, seed=seed))
-    sequences = split_documents(docs, 32, tokenizer.cls_token_id, tokenizer.sep_token_id)
+    sequences = build_sequences(docs, "document", 32, tokenizer.cls_token_id, tokenizer.sep_token_id)
     specials = special_token_ids(tokenizer)
     batch = Collator(tokenizer.pad_token_id, specials, 32)(sequences)
     masked, labels = mask_tokens(

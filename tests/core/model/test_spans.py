@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-from bert_mlm.core.model.spans import NGRAM_PROBABILITIES, geometric_lengths, span_uniform, start_probability
+from bert_mlm.config import MaskingConfig
+from bert_mlm.core.model.spans import span_uniform, start_probability
+
+NGRAM_PROBABILITIES = MaskingConfig(span="ngram").span_lengths  # MacBERT's, by default
+
+
+def geometric_lengths() -> tuple[float, ...]:
+    return MaskingConfig(span="geometric").span_lengths  # SpanBERT's, by default
+
 
 ROWS, COLUMNS = 8192, 128  # 1,048,576 tokens
 

@@ -14,9 +14,7 @@ from bert_mlm.core.tokens.sequences import (
     build_sequences,
     index_split,
     index_token_store,
-    pack_documents,
     padded_length,
-    split_documents,
 )
 from bert_mlm.errors import UserError
 
@@ -38,7 +36,7 @@ def test_padded_length():
 @pytest.mark.parametrize("max_length", [8, 64, 128, 129])
 def test_pack_documents_loses_no_token(max_length):
     docs = random_documents()
-    blocks = pack_documents(docs, max_length, CLS, SEP)
+    blocks = build_sequences(docs, "packed", max_length, CLS, SEP)
     assert all(b[0] == CLS for b in blocks)
     assert all(1 < len(b) <= max_length for b in blocks)
     assert all(len(b) == max_length for b in blocks[:-1])  # only the last block is shorter
@@ -49,10 +47,11 @@ def test_pack_documents_loses_no_token(max_length):
 
 
 def test_pack_documents_small_cases():
-    assert pack_documents([], 16, CLS, SEP) == []
-    blocks = pack_documents([np.array([10, 11, 12], dtype=np.int32)], 16, CLS, SEP)
+    assert build_sequences([], "packed", 16, CLS, SEP) == []
+    blocks = build_sequences([np.array([10, 11, 12], dtype=np.int32)], "packed", 16, CLS, SEP)
     assert [b.tolist() for b in blocks] == [[CLS, 10, 11, 12, SEP]]
-    blocks = pack_documents([np.arange(10, 17, dtype=np.int32), np.array([20], dtype=np.int32)], 8, CLS, SEP)
+    blocks = build_sequences([np.arange(10, 17, dtype=np.int32), np.array([20], dtype=np.int32)], "packed", 8, CLS,
+                             SEP)
     assert [b.tolist() for b in blocks] == [
         [CLS, 10, 11, 12, 13, 14, 15, 16],
         [CLS, SEP, 20, SEP],
@@ -63,7 +62,7 @@ def test_pack_documents_small_cases():
 @pytest.mark.parametrize("max_length", [8, 64, 128])
 def test_split_documents_never_truncates(max_length):
     docs = random_documents()
-    sequences = split_documents(docs, max_length, CLS, SEP)
+    sequences = build_sequences(docs, "document", max_length, CLS, SEP)
     assert all(s[0] == CLS and s[-1] == SEP for s in sequences)
     assert all(3 <= len(s) <= max_length for s in sequences)
     recovered = np.concatenate([s[1:-1] for s in sequences])
@@ -76,7 +75,7 @@ def test_split_documents_never_truncates(max_length):
 
 def test_split_documents_small_cases():
     docs = [np.array([], dtype=np.int32), np.arange(10, 16, dtype=np.int32), np.arange(20, 27, dtype=np.int32)]
-    sequences = split_documents(docs, 8, CLS, SEP)
+    sequences = build_sequences(docs, "document", 8, CLS, SEP)
     assert [s.tolist() for s in sequences] == [
         [CLS, 10, 11, 12, 13, 14, 15, SEP],
         [CLS, 20, 21, 22, 23, 24, 25, SEP],
@@ -84,17 +83,9 @@ def test_split_documents_small_cases():
     ]
 
 
-def test_build_sequences_dispatches_on_mode():
-    docs = random_documents(20)
-    packed = build_sequences(docs, "packed", 32, CLS, SEP)
-    split = build_sequences(docs, "document", 32, CLS, SEP)
-    assert [b.tolist() for b in packed] == [b.tolist() for b in pack_documents(docs, 32, CLS, SEP)]
-    assert [b.tolist() for b in split] == [b.tolist() for b in split_documents(docs, 32, CLS, SEP)]
-
-
 # ----------------------------------------------------------------------------- collation
 def _sequences(max_length=128, seed=1):
-    return split_documents(random_documents(40, seed=seed, low=1, high=300), max_length, CLS, SEP)
+    return build_sequences(random_documents(40, seed=seed, low=1, high=300), "document", max_length, CLS, SEP)
 
 
 @pytest.mark.parametrize("padding", ["static", "dynamic"])

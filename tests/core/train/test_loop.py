@@ -496,7 +496,7 @@ def validation_on(held_out: list[np.ndarray], budget: int = 150) -> Validation:
         torch.rand(3)
         return evaluate(model, evaluation_set, batch_size=16)
 
-    return Validation(evaluate_drawing)
+    return evaluate_drawing
 
 
 def weights_at_every_step(disturb: bool = False, **overrides):

@@ -39,11 +39,6 @@ def publish(records: Sequence[dict]) -> None:
 VALIDATION_PREFIX = "valid_"
 
 
-def tag_of(field: str) -> str:
-    """``loss`` -> ``train/loss``, ``valid_loss`` -> ``valid/loss``."""
-    return field.replace(VALIDATION_PREFIX, "valid/", 1) if field.startswith(VALIDATION_PREFIX) else f"train/{field}"
-
-
 def _number(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -75,9 +70,11 @@ class TensorBoardLog:
             step = int(record["step"])
             if step <= self.last_step:
                 continue
-            for field, value in record.items():  # every number the loop records
+            for field, value in record.items():  # every number the loop records: loss -> train/loss, valid_loss ...
                 if field != "step" and (number := _number(value)) is not None:
-                    self.writer.add_scalar(tag_of(field), number, step)
+                    tag = f"valid/{field.removeprefix(VALIDATION_PREFIX)}" if field.startswith(VALIDATION_PREFIX) \
+                        else f"train/{field}"
+                    self.writer.add_scalar(tag, number, step)
             self.last_step = step
         self.writer.flush()  # visible while the run goes, not at its end
 

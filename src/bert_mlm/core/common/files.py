@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, causes
 
 logger = logging.getLogger(__name__)
 
@@ -69,28 +69,18 @@ def written_then_renamed(final: str | os.PathLike, sync: bool = True, artifact: 
         reason, missing = full
         free = shutil.disk_usage(next(p for p in (temporary.parent, *temporary.parents) if p.exists())).free
         need = f"{_megabytes(needed)} needed" if needed else f"at least {_megabytes(written + missing)} needed"
-        raise UserError(
-            f"{artifact or final.name}: {reason} writing {final} ({need}, {_megabytes(written)} written when it "
-            f"stopped, {_megabytes(free)} free there); nothing of it was kept"
-        ) from error
+        raise UserError(f"{artifact or final.name}: {reason} writing {final} ({need}, {_megabytes(written)} written "
+                        f"when it stopped, {_megabytes(free)} free there); nothing of it was kept") from error
 
 
 def _refused(error: BaseException) -> str | None:
     """Why the file system refused the write, when it did: a read-only folder or file system."""
-    for cause in _causes(error):
+    for cause in causes(error):
         if isinstance(cause, OSError) and cause.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             where = f" ({cause.filename})" if cause.filename else ""
             kind = "a read-only file system" if cause.errno == errno.EROFS else "no write permission there"
             return f"{os.strerror(cause.errno)}{where}: {kind}"
     return None
-
-
-def _causes(error: BaseException | None) -> Iterator[BaseException]:
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        yield error
-        error = error.__cause__ or error.__context__
 
 
 # numpy's tofile (np.save) reports a short write without an errno.
@@ -107,7 +97,7 @@ _FULL_TEXT = {"No space left on device": errno.ENOSPC, "StorageFull": errno.ENOS
 def _out_of_space(error: BaseException, where: Path) -> tuple[str, int] | None:
     """(what ran out, bytes that were still to write) when ``error`` or its cause is a full disk, a
     quota or a file-size limit; ``None`` for any other error."""
-    for cause in _causes(error):
+    for cause in causes(error):
         if isinstance(cause, OSError):
             if cause.errno in _FULL:
                 return _FULL[cause.errno], 0

@@ -40,33 +40,17 @@ class Progress:
 
     def __init__(self, total: float | None, description: str, unit: str = "step", enabled: bool = True,
                  initial: float = 0, every_seconds: float = 30.0, terminal: bool | None = None, speed: bool = True):
-        self.total, self.description, self.unit, self.enabled = total, description, unit, enabled
-        self.speed = speed
-        self.busy_seconds = 0.0
-        self.done = initial
-        self.every_seconds = every_seconds
+        self.total, self.description, self.unit, self.enabled, self.speed = total, description, unit, enabled, speed
+        self.every_seconds, self.busy_seconds, self.fields = every_seconds, 0.0, {}
+        self.done = self.start_count = self._logged = initial
         self.started = self.last_line = time.monotonic()
-        self.start_count = initial
-        self.fields: dict[str, str] = {}
         self._next_tenth = self._tenth_after(initial)
-        self._logged = initial
         terminal = sys.stderr.isatty() if terminal is None else terminal
-        self.bar = None
-        if enabled and terminal:
-            self.bar = tqdm(
-                total=total,
-                initial=initial,
-                desc=description,
-                unit=unit,
-                unit_scale=unit in ("B", "chars"),
-                dynamic_ncols=True,
-                mininterval=1,
-            )
+        self.bar = tqdm(total=total, initial=initial, desc=description, unit=unit, unit_scale=unit in ("B", "chars"),
+                        dynamic_ncols=True, mininterval=1) if enabled and terminal else None
 
     def _tenth_after(self, count: float) -> float:
-        if not self.total:
-            return math.inf
-        return (math.floor(10 * count / self.total) + 1) * self.total / 10
+        return (math.floor(10 * count / self.total) + 1) * self.total / 10 if self.total else math.inf
 
     def update(self, n: float = 1, seconds: float | None = None, **fields) -> None:
         if not self.enabled:
@@ -94,18 +78,11 @@ class Progress:
         rate = (self.done - self.start_count) / working if working > 0 else 0.0
         remaining = max(0.0, self.total - self.done) / rate if self.total and rate > 0 else math.nan
         if self.unit in ("B", "chars"):
-            name = "MB" if self.unit == "B" else "M chars"
-            position = (
-                f"{self.done / 1e6:,.1f}/{self.total / 1e6:,.1f} {name}"
-                if self.total
-                else f"{self.done / 1e6:,.1f} {name}"
-            )
-            speed = f"{rate / 1e6:.2f} {name}/s"
+            name, total = "MB" if self.unit == "B" else "M chars", f"/{self.total / 1e6:,.1f}" if self.total else ""
+            position, speed = f"{self.done / 1e6:,.1f}{total} {name}", f"{rate / 1e6:.2f} {name}/s"
         else:
-            position = (
-                f"{self.unit} {int(self.done)}/{int(self.total)}" if self.total else f"{self.unit} {int(self.done)}"
-            )
-            speed = f"{rate:.2f} {self.unit}/s"
+            total = f"/{int(self.total)}" if self.total else ""
+            position, speed = f"{self.unit} {int(self.done)}{total}", f"{rate:.2f} {self.unit}/s"
         share = f" ({min(self.done / self.total, 1.0):.0%})" if self.total else ""
         fields = "".join(f", {k} {v}" for k, v in self.fields.items())
         timing = f"elapsed {clock(elapsed)}, ETA {clock(remaining)}"

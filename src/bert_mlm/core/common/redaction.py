@@ -29,10 +29,8 @@ from typing import Any, TypeVar
 
 MASK = "***"
 # The last word of a setting's name that marks its value as a secret.
-SECRET_WORDS = frozenset({
-    "password", "passwd", "pwd", "passphrase", "secret", "token", "key", "apikey", "sig", "signature",
-    "credential", "auth", "authorization", "cookie", "sas",
-})
+SECRET_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "secret", "token", "key", "apikey", "sig",
+                          "signature", "credential", "auth", "authorization", "cookie", "sas"})
 # scheme://userinfo@host: the user info runs to the authority's last "@" (an unescaped "@" in a
 # password included, as urllib splits it); a "@" after the first / ? # belongs to the path.
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/?#\s]+)@")
@@ -92,9 +90,7 @@ def redact(value: T) -> T:
 
 
 def _redact_item(key: Any, item: Any) -> Any:
-    if is_secret_name(key) and _is_secret_value(item):
-        return MASK
-    return redact(item)
+    return MASK if is_secret_name(key) and _is_secret_value(item) else redact(item)
 
 
 def _is_secret_value(item: Any) -> bool:

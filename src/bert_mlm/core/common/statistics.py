@@ -49,6 +49,15 @@ def combined_interval(mean: float, parts: Sequence[tuple[float, float]], confide
     return Interval(float(mean), se, float(mean) - half, float(mean) + half)
 
 
+def ratio_standard_error(values: np.ndarray, weights: np.ndarray, ratio: float) -> float:
+    """Delta-method standard error of ``sum(values) / sum(weights)`` over clusters (NaN below 2)."""
+    m = len(values)
+    if m < 2:
+        return float("nan")
+    residuals = (values - ratio * weights) / weights.mean()
+    return float(math.sqrt((residuals**2).sum() / (m * (m - 1))))
+
+
 def ratios(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     """``numerator / denominator`` elementwise, 0 where the denominator is 0 (as seqeval and
     scikit-learn score an empty ratio)."""

@@ -130,35 +130,23 @@ class CleanedBatch:
 
     def take(self, indices: np.ndarray) -> CleanedBatch:
         """The documents at ``indices`` (the batch's counts stay with the batch)."""
-        return replace(
-            self,
-            sources=[self.sources[i] for i in indices],
-            texts=[self.texts[i] for i in indices],
-            hashes=self.hashes[indices],
-            splits=self.splits[indices],
-            utf8_bytes=self.utf8_bytes[indices],
-            origins=[self.origins[i] for i in indices],
-        )
+        return replace(self, sources=[self.sources[i] for i in indices], texts=[self.texts[i] for i in indices],
+                       hashes=self.hashes[indices], splits=self.splits[indices], utf8_bytes=self.utf8_bytes[indices],
+                       origins=[self.origins[i] for i in indices])
 
 
-def clean_batch(
-    items: Sequence[RawText],
-    min_words: int = 4,
-    max_chars: int = 100_000,
-    ratios: dict[str, float] | None = None,
-    salt: str = "",
-) -> CleanedBatch:
+def clean_batch(items: Sequence[RawText], min_words: int = 4, max_chars: int = 100_000,
+                ratios: dict[str, float] | None = None, salt: str = "") -> CleanedBatch:
     """Clean one batch of raw texts into documents, each with its hash and split.
 
     A pure function of its arguments (no state across batches), so batches can be cleaned on any
-    worker in any order and the result does not depend on which.
+    worker in any order and the result does not depend on which. The split is drawn from a hash of
+    the document's text (and ``salt``), not its position: stable when the corpus grows or is
+    re-ordered, and duplicates cannot straddle splits.
     """
-    edges = _split_edges(ratios or {"train": 1.0})
-    sources: list[str] = []
-    origins: list[str] = []
-    texts: list[str] = []
-    hashes: list[int] = []
-    sizes: list[int] = []
+    shares = validate_split_ratios(ratios or {"train": 1.0})
+    edges = np.array([shares["train"], shares["train"] + shares["valid"]])
+    sources, origins, texts, hashes, sizes = [], [], [], [], []
     dropped_short = replaced = 0
     for item in items:
         replaced += item.replaced_bytes
@@ -174,19 +162,11 @@ def clean_batch(
             texts.append(paragraph)
             hashes.append(int.from_bytes(hashlib.blake2b(encoded, digest_size=8).digest(), "big"))
             sizes.append(len(encoded))
-    splits = np.fromiter((_split_of(f"{h:016x}", edges, salt) for h in hashes), dtype=np.uint8, count=len(hashes))
-    return CleanedBatch(
-        sources=sources,
-        texts=texts,
-        hashes=np.asarray(hashes, dtype=np.uint64),
-        splits=splits,
-        utf8_bytes=np.asarray(sizes, dtype=np.int64),
-        raw_items=sum(1 for item in items if item.starts_source),
-        replaced_bytes=replaced,
-        dropped_short=dropped_short,
-        sources_seen=tuple(dict.fromkeys(item.source for item in items)),
-        origins=origins,
-    )
+    splits = np.searchsorted(edges, [hash_unit(f"{salt}{h:016x}") for h in hashes], side="right").astype(np.uint8)
+    return CleanedBatch(sources, texts, np.asarray(hashes, dtype=np.uint64), splits, np.asarray(sizes, dtype=np.int64),
+                        raw_items=sum(1 for item in items if item.starts_source), replaced_bytes=replaced,
+                        dropped_short=dropped_short, sources_seen=tuple(dict.fromkeys(item.source for item in items)),
+                        origins=origins)
 
 
 class Deduplicator:
@@ -227,9 +207,8 @@ class Deduplicator:
             self._runs[-1] = np.union1d(self._runs[-1], last)
 
 
-def stream_documents(
-    cleaned: Iterable[CleanedBatch], deduplicate: bool, report: CleaningReport
-) -> Iterator[CleanedBatch]:
+def stream_documents(cleaned: Iterable[CleanedBatch], deduplicate: bool, report: CleaningReport
+                     ) -> Iterator[CleanedBatch]:
     """De-duplicate cleaned batches in their order, counting into ``report`` as they pass.
 
     Yields each batch with only its kept documents (input order; ``splits`` says where each goes).
@@ -252,52 +231,14 @@ def stream_documents(
     report.sources = len(report.per_source)
 
 
-def clean_documents(
-    items: Iterable[RawText],
-    min_words: int = 4,
-    deduplicate: bool = True,
-    max_chars: int = 100_000,
-    ratios: dict[str, float] | None = None,
-    salt: str = "",
-) -> tuple[pd.DataFrame, CleaningReport]:
+def clean_documents(items: Iterable[RawText], min_words: int = 4, deduplicate: bool = True, max_chars: int = 100_000,
+                    ratios: dict[str, float] | None = None, salt: str = "") -> tuple[pd.DataFrame, CleaningReport]:
     """Clean raw texts into an in-memory frame (``source``, ``text``, ``doc_hash``, ``split``):
     for small corpora (an extra evaluation corpus, tests). Large corpora stream through
     :func:`stream_documents` into document shards instead."""
     report = CleaningReport()
-    items = list(items)
-    batches = list(stream_documents([clean_batch(items, min_words, max_chars, ratios, salt)], deduplicate, report))
-    batch = batches[0]
-    frame = pd.DataFrame(
-        {
-            "source": batch.sources,
-            "text": batch.texts,
-            "doc_hash": [f"{int(h):016x}" for h in batch.hashes],
-            "split": [SPLITS[c] for c in batch.splits],
-        }
-    )
-    return frame, report
+    [batch] = stream_documents([clean_batch(list(items), min_words, max_chars, ratios, salt)], deduplicate, report)
+    return pd.DataFrame({"source": batch.sources, "text": batch.texts, "doc_hash": [f"{h:016x}" for h in batch.hashes],
+                         "split": [SPLITS[c] for c in batch.splits]}), report
 
 
-# ----------------------------------------------------------------------------- splitting
-def document_hash(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
-
-
-def _split_edges(ratios: dict[str, float]) -> tuple[float, float]:
-    ratios = validate_split_ratios(ratios)
-    return ratios["train"], ratios["train"] + ratios["valid"]
-
-
-def _split_of(digest: str, edges: tuple[float, float], salt: str) -> int:
-    u = hash_unit(salt + digest)
-    return 0 if u < edges[0] else 1 if u < edges[1] else 2
-
-
-def assign_splits(hashes: Sequence[str], ratios: dict[str, float], salt: str = "") -> list[str]:
-    """Split by a hash of each document, not its position.
-
-    A document's split depends only on its own text (and an optional salt), so the split is
-    stable when the corpus grows or is re-ordered, and duplicates cannot straddle splits.
-    """
-    edges = _split_edges(ratios)
-    return [SPLITS[_split_of(digest, edges, salt)] for digest in hashes]

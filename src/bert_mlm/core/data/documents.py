@@ -40,10 +40,8 @@ FORMAT = "bert-mlm-document-shards"
 FORMAT_VERSION = 1
 ROW_GROUP_BYTES = 8 << 20
 PART_BYTES = 256 << 20
-SCHEMA = pa.schema(
-    [("text", pa.string()), ("source", pa.dictionary(pa.int32(), pa.string())), ("doc_hash", pa.uint64()),
-     ("origin", pa.dictionary(pa.int32(), pa.string()))]
-)
+SCHEMA = pa.schema([("text", pa.string()), ("source", pa.dictionary(pa.int32(), pa.string())),
+                    ("doc_hash", pa.uint64()), ("origin", pa.dictionary(pa.int32(), pa.string()))])
 
 
 @dataclass
@@ -61,13 +59,10 @@ class DocumentShardWriter:
     only then (the Kedro dataset writes it under a temporary name and renames it).
     """
 
-    def __init__(
-        self, directory: str | os.PathLike, row_group_bytes: int = ROW_GROUP_BYTES, part_bytes: int = PART_BYTES
-    ):
-        self.directory = Path(directory)
+    def __init__(self, directory: str | os.PathLike, row_group_bytes: int = ROW_GROUP_BYTES,
+                 part_bytes: int = PART_BYTES):
+        self.directory, self.row_group_bytes, self.part_bytes = Path(directory), row_group_bytes, part_bytes
         self.directory.mkdir(parents=True, exist_ok=False)
-        self.row_group_bytes = row_group_bytes
-        self.part_bytes = part_bytes
         self.counts = {split: SplitCounts() for split in SPLITS}
         self._pending: dict[str, list[CleanedBatch]] = {split: [] for split in SPLITS}
         self._pending_bytes = dict.fromkeys(SPLITS, 0)
@@ -122,15 +117,12 @@ class DocumentShardWriter:
         pending = self._pending[split]
         if not pending:
             return
-        table = pa.table(
-            {
-                "text": pa.array([t for p in pending for t in p.texts], pa.string()),
-                "source": pa.array([s for p in pending for s in p.sources], pa.string()).dictionary_encode(),
-                "doc_hash": pa.array(np.concatenate([p.hashes for p in pending]), pa.uint64()),
-                "origin": pa.array([o for p in pending for o in p.origins], pa.string()).dictionary_encode(),
-            },
-            schema=SCHEMA,
-        )
+        table = pa.table({
+            "text": pa.array([t for p in pending for t in p.texts], pa.string()),
+            "source": pa.array([s for p in pending for s in p.sources], pa.string()).dictionary_encode(),
+            "doc_hash": pa.array(np.concatenate([p.hashes for p in pending]), pa.uint64()),
+            "origin": pa.array([o for p in pending for o in p.origins], pa.string()).dictionary_encode(),
+        }, schema=SCHEMA)
         writer = self._writers[split]
         if writer is None:
             name = f"{split}/part-{len(self._parts[split]):05d}.parquet"
@@ -153,35 +145,22 @@ class DocumentShardWriter:
             if self._writers[split] is not None:
                 self._writers[split].close()
         manifest = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "splits": {
-                split: {
-                    "documents": c.documents,
-                    "characters": c.characters,
-                    "utf8_bytes": c.utf8_bytes,
-                    "sources": len(c.sources),
-                    "parts": self._parts[split],
-                }
-                for split, c in self.counts.items()
-            },
-            "cleaning": {
-                "raw_items": report.raw_items,
-                "sources": report.sources,
-                "replaced_bytes": report.replaced_bytes,
-                "duplicates_dropped": report.dropped_duplicates,
-                "short_dropped": report.dropped_short,
-                "all_sources": sorted({s for c in self.counts.values() for s in c.sources}),
-            },
+            "format": FORMAT, "version": FORMAT_VERSION,
+            "splits": {split: {"documents": c.documents, "characters": c.characters, "utf8_bytes": c.utf8_bytes,
+                               "sources": len(c.sources), "parts": self._parts[split]}
+                       for split, c in self.counts.items()},
+            "cleaning": {"raw_items": report.raw_items, "sources": report.sources,
+                         "replaced_bytes": report.replaced_bytes, "duplicates_dropped": report.dropped_duplicates,
+                         "short_dropped": report.dropped_short,
+                         "all_sources": sorted({s for c in self.counts.values() for s in c.sources})},
             "settings": settings,
         }
         if sources is not None:
             empty = [name for name in sources if name not in self.train_sources]
             if empty:
-                raise CorpusError(
-                    f"corpus.sources.{empty[0]}: none of its documents landed in the train split, so it cannot take "
-                    "a share of training (a source that repeats another's documents loses them to corpus.deduplicate); "
-                    "give it text or remove it")
+                raise CorpusError(f"corpus.sources.{empty[0]}: none of its documents landed in the train split, so it "
+                                  "cannot take a share of training (a source that repeats another's documents loses "
+                                  "them to corpus.deduplicate); give it text or remove it")
             manifest["sources"] = {name: {"train_documents": counts.documents, "train_characters": counts.characters}
                                    for name, counts in self.train_sources.items()}
         manifest = redact(manifest)  # a corpus URL's password or signature never reaches the file
@@ -213,9 +192,8 @@ def read_manifest(directory: Path, expected_format: str, name: str) -> dict:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as error:
-        raise CorpusError(
-            f"{name}: {str(path)!r} is missing; the directory {str(directory)!r} is incomplete"
-        ) from error
+        raise CorpusError(f"{name}: {str(path)!r} is missing; the directory {str(directory)!r} is incomplete"
+                          ) from error
     except ValueError as error:
         raise CorpusError(f"{name}: {str(path)!r} is not valid JSON (truncated?): {error}") from error
     if manifest.get("format") != expected_format:
@@ -244,17 +222,14 @@ class DocumentShards:
         their training documents and characters; ``None`` without a mixture."""
         return self.manifest.get("sources")
 
-    def _counts(self, split: str) -> dict:
-        return self.manifest["splits"][split]
-
     def documents(self, split: str) -> int:
-        return int(self._counts(split)["documents"])
+        return int(self.manifest["splits"][split]["documents"])
 
     def characters(self, split: str) -> int:
-        return int(self._counts(split)["characters"])
+        return int(self.manifest["splits"][split]["characters"])
 
     def utf8_bytes(self, split: str) -> int:
-        return int(self._counts(split)["utf8_bytes"])
+        return int(self.manifest["splits"][split]["utf8_bytes"])
 
     @property
     def identity(self) -> str:
@@ -271,22 +246,17 @@ class DocumentShards:
 
     def row_groups(self, split: str) -> list[tuple[str, int]]:
         """(part, row group) pairs of a split, in document order: the unit of parallel work."""
-        groups = []
-        for part in self.manifest["splits"][split]["parts"]:
-            groups.extend((part, g) for g in range(self._open(part).num_row_groups))
-        return groups
+        return [(part, g) for part in self.manifest["splits"][split]["parts"]
+                for g in range(self._open(part).num_row_groups)]
 
     def _open(self, part: str) -> pq.ParquetFile:
-        if part in self._files:
-            return self._files[part]
-        path = self.directory / part
-        try:
-            opened = self._files[part] = pq.ParquetFile(path)
-            return opened
-        except (OSError, pa.ArrowInvalid) as error:
-            raise CorpusError(
-                f"corpus_documents: the shard {str(path)!r} is truncated or not Parquet: {error}"
-            ) from error
+        if part not in self._files:
+            try:
+                self._files[part] = pq.ParquetFile(self.directory / part)
+            except (OSError, pa.ArrowInvalid) as error:
+                raise CorpusError(f"corpus_documents: the shard {str(self.directory / part)!r} is truncated or not "
+                                  f"Parquet: {error}") from error
+        return self._files[part]
 
     def read(self, part: str, row_group: int, columns: tuple[str, ...] = ("text",)) -> pa.Table:
         return self._open(part).read_row_group(row_group, columns=list(columns))

@@ -128,9 +128,7 @@ class LocalEngine:
             return _ordered(lambda fn, item, *rest: (fn, item, rest), lambda call: call[0](call[1], *call[2]),
                             function, items, args, 1, finished)
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, initializer=exit_with_parent, initargs=(os.getpid(),)
-            )
+            self._pool = ProcessPoolExecutor(self.workers, initializer=exit_with_parent, initargs=(os.getpid(),))
         limit = self.workers * self.config.in_flight_per_worker
         return _ordered(self._pool.submit, lambda f: f.result(), function, items, args, limit, finished)
 
@@ -147,9 +145,8 @@ class DaskEngine:
         try:
             from dask.distributed import Client, LocalCluster
         except ImportError as error:
-            raise UserError(
-                "data.engine: dask needs dask[distributed]; install it with pip install \"dask[distributed]\""
-            ) from error
+            raise UserError('data.engine: dask needs dask[distributed]; install it with pip install "dask[distributed]"'
+                            ) from error
         self.config = config
         self._cluster = None
         quiet_distributed()
@@ -157,14 +154,11 @@ class DaskEngine:
             try:
                 self.client = Client(config.scheduler_address, timeout="30s")
             except OSError as error:
-                raise UserError(
-                    f"data.scheduler_address: no Dask scheduler answered at {config.scheduler_address!r} ({error})"
-                ) from error
+                raise UserError(f"data.scheduler_address: no Dask scheduler answered at {config.scheduler_address!r} "
+                                f"({error})") from error
         else:
-            self._cluster = LocalCluster(
-                n_workers=config.worker_count, threads_per_worker=1, processes=True,
-                dashboard_address=None, silence_logs=logging.WARNING,
-            )
+            self._cluster = LocalCluster(n_workers=config.worker_count, threads_per_worker=1, processes=True,
+                                         dashboard_address=None, silence_logs=logging.WARNING)
             try:
                 self.client = Client(self._cluster)
             except BaseException:
@@ -179,12 +173,11 @@ class DaskEngine:
     def map_ordered(self, function: Callable, items: Iterable, *args: Any, python_bound: bool = True,
                     finished: Finished | None = None) -> Iterator[Any]:
         # Large shared arguments (a tokenizer) are sent to every worker once, not with each task.
-        shared = tuple(self.client.scatter(a, broadcast=True, hash=False) if _large(a) else a for a in args)
+        shared = tuple(self.client.scatter(a, broadcast=True, hash=False)
+                       if isinstance(a, (str, bytes)) and len(a) > 100_000 else a for a in args)
         limit = self.workers * self.config.in_flight_per_worker
-        return _ordered(
-            lambda fn, item, *rest: self.client.submit(fn, item, *rest, pure=False),
-            lambda future: future.result(), function, items, shared, limit, finished,
-        )
+        return _ordered(lambda fn, item, *rest: self.client.submit(fn, item, *rest, pure=False),
+                        lambda future: future.result(), function, items, shared, limit, finished)
 
     def close(self) -> None:
         self.client.close()
@@ -201,10 +194,6 @@ def quiet_distributed() -> None:
         named = logging.getLogger(name)
         if named.level in (logging.NOTSET, logging.INFO):
             named.setLevel(logging.WARNING)
-
-
-def _large(value: Any) -> bool:
-    return isinstance(value, (str, bytes)) and len(value) > 100_000
 
 
 # Dask engines stay open between the data stages of a run: a LocalCluster takes seconds to start,

@@ -10,15 +10,10 @@ from dataclasses import dataclass, field
 from bert_mlm.config import CorpusConfig, DataConfig
 from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.data.corpus import CleanedBatch, CleaningReport, CorpusError, clean_batch, stream_documents
-from bert_mlm.core.data.documents import ROW_GROUP_BYTES, DocumentShardWriter
+from bert_mlm.core.data.documents import DocumentShardWriter
 from bert_mlm.core.data.engine import DaskEngine, Finished, open_engine
 from bert_mlm.core.data.reuse import code_digest, source_fingerprint
 from bert_mlm.core.data.sources import CorpusSource, ReadTask, read_task, read_tasks
-
-
-def mixture_names(source: CorpusSource) -> list[str] | None:
-    """A mixture's source names, in the order they are read (``None``: not a mixture)."""
-    return [part.name for part in source.parts] or None
 
 
 def raw_bytes(items: list) -> int:
@@ -38,21 +33,6 @@ def counted(batches: Iterable[CleanedBatch], progress: Progress) -> Iterator[Cle
     for batch in batches:
         progress.update(batch.read_bytes)
         yield batch
-
-
-def write_document_shards(
-    directory: str | os.PathLike, batches: Iterable[CleanedBatch], report: CleaningReport, settings: dict,
-    row_group_bytes: int = ROW_GROUP_BYTES, sources: list[str] | None = None,
-) -> dict:
-    """Drain ``batches`` into a new shard directory; returns the manifest."""
-    writer = DocumentShardWriter(directory, row_group_bytes=row_group_bytes)
-    try:
-        for batch in batches:
-            writer.write(batch)
-        return writer.close(report, settings, sources)
-    except BaseException:
-        writer.abort()
-        raise
 
 
 @dataclass
@@ -78,27 +58,17 @@ class DocumentStream:
         if fingerprint is None:
             return None
         read_by_catalog = ("path", "text_column", "credentials", "hf_dataset", "sources")
-        return {
-            "stage": "corpus_documents",
-            "code": code_digest("bert_mlm.core.data.corpus", "bert_mlm.core.data.documents",
-                                "bert_mlm.core.data.ingestion", "bert_mlm.core.data.sources"),
-            "source": fingerprint,
-            "corpus": {k: v for k, v in self.config.model_dump().items() if k not in read_by_catalog},
-            "chunk_bytes": self.data.chunk_bytes,
-        }
+        return {"stage": "corpus_documents", "source": fingerprint, "chunk_bytes": self.data.chunk_bytes,
+                "code": code_digest("bert_mlm.core.data.corpus", "bert_mlm.core.data.documents",
+                                    "bert_mlm.core.data.ingestion", "bert_mlm.core.data.sources"),
+                "corpus": {k: v for k, v in self.config.model_dump().items() if k not in read_by_catalog}}
 
     def write(self, directory: str | os.PathLike) -> dict:
         config = self.config
         self.report = CleaningReport()  # a retried write counts afresh
-        total = self.source.total_bytes()
-        progress = Progress(total, "ingestion", unit="B")
-
-        settings = {
-            "source": self.source.describe(),
-            "text_column": self.source.text_column,
-            "corpus": config.model_dump(),
-        }
+        progress = Progress(self.source.total_bytes(), "ingestion", unit="B")
         cleaning = (config.min_words, config.max_document_chars, dict(config.split_ratios), config.split_salt)
+        writer = DocumentShardWriter(directory, row_group_bytes=self.data.chunk_bytes)
         try:
             with open_engine(self.data) as engine:
                 if isinstance(engine, DaskEngine):
@@ -111,33 +81,34 @@ class DocumentStream:
                     batches = self.source.batches(self.data.chunk_bytes, config.line_by_line)
                     cleaned = engine.map_ordered(clean_batch, batches, *cleaning,
                                                  finished=Finished(progress, raw_bytes))
-                manifest = write_document_shards(
-                    directory, stream_documents(cleaned, config.deduplicate, self.report), self.report, settings,
-                    row_group_bytes=self.data.chunk_bytes, sources=mixture_names(self.source),
-                )
+                for batch in stream_documents(cleaned, config.deduplicate, self.report):
+                    writer.write(batch)
+            settings = {"source": self.source.describe(), "text_column": self.source.text_column,
+                        "corpus": config.model_dump()}
+            # A mixture's source names, in the order they are read.
+            manifest = writer.close(self.report, settings, [part.name for part in self.source.parts] or None)
+        except BaseException:
+            writer.abort()
+            raise
         finally:
             progress.close()
         splits = manifest["splits"]
         documents = sum(s["documents"] for s in splits.values())
         if documents == 0:
-            raise CorpusError(
-                f"corpus.path: the corpus is empty after cleaning ({self.report.raw_items} raw item(s), "
-                f"{self.report.dropped_short} with fewer than corpus.min_words={config.min_words} words, or empty rows)"
-            )
+            raise CorpusError(f"corpus.path: the corpus is empty after cleaning ({self.report.raw_items} raw item(s), "
+                              f"{self.report.dropped_short} with fewer than corpus.min_words={config.min_words} words, "
+                              "or empty rows)")
         if splits["train"]["documents"] == 0:
-            raise CorpusError(
-                f"corpus.path: the corpus is too small: none of its {documents} document(s) landed in "
-                "the train split (corpus.split_ratios); add text"
-            )
+            raise CorpusError(f"corpus.path: the corpus is too small: none of its {documents} document(s) landed in "
+                              "the train split (corpus.split_ratios); add text")
         for split, use in (("valid", "tuning"), ("test", "evaluation")):
             ratio = float(dict(config.split_ratios).get(split, 0.0))
             if ratio > 0 and splits[split]["documents"] == 0:
                 # Found now, not after tuning and training: the held-out splits are fixed here.
-                raise CorpusError(
-                    f"corpus.path: none of the corpus's {documents} document(s) landed in the {split} split "
-                    f"(corpus.split_ratios.{split}={ratio}), which {use} needs. Documents are paragraphs (split at "
-                    f"blank lines, or each line with corpus.line_by_line=true, and at corpus.max_document_chars="
-                    f"{config.max_document_chars}) and are assigned to splits by their hash: give more text or more "
-                    "paragraphs, or read each line as one (corpus.line_by_line=true)"
-                )
+                raise CorpusError(f"corpus.path: none of the corpus's {documents} document(s) landed in the {split} "
+                                  f"split (corpus.split_ratios.{split}={ratio}), which {use} needs. Documents are "
+                                  "paragraphs (split at blank lines, or each line with corpus.line_by_line=true, and "
+                                  f"at corpus.max_document_chars={config.max_document_chars}) and are assigned to "
+                                  "splits by their hash: give more text or more paragraphs, or read each line as one "
+                                  "(corpus.line_by_line=true)")
         return manifest

@@ -76,7 +76,10 @@ def source_fingerprint(source) -> dict | None:
         hf = source.hf_dataset
         if hf.path is None or "://" in str(hf.path):
             return None  # a Hub dataset's content can change under the same name
-        return {"hf_disk": hf.describe(), "text_column": hf.text_column, "files": _local_files(Path(hf.path))}
+        root = Path(hf.path)
+        return {"hf_disk": hf.describe(), "text_column": hf.text_column,
+                "files": [[str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns]
+                          for p in sorted(root.rglob("*")) if p.is_file()]}
     if source.path is None:
         if not source.builtin_when_empty:
             return {"corpus": None}
@@ -104,11 +107,6 @@ def _remote_change(url: str, source) -> str | None:
         return None
     values = [f"{key}={info[key]}" for key in _CHANGE_KEYS if info.get(key) not in (None, "")]
     return ";".join(values) or None
-
-
-def _local_files(root: Path) -> list:
-    return [[str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns]
-            for p in sorted(root.rglob("*")) if p.is_file()]
 
 
 def recipe_identity(directory: Path) -> str | None:
@@ -145,14 +143,9 @@ def find_reusable(versions: Path, recipe: dict, check: Callable[[Path], Any], na
     return None
 
 
-def link_tree(source: Path, target: Path) -> None:
-    """``target`` as a copy of ``source`` made of hard links (a plain copy where the file system
-    has none): a reused version costs no disk and no time, and stays whole if the other is deleted."""
-    shutil.copytree(source, target, copy_function=link_or_copy)
-
-
 def link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> None:
-    """``target`` as a hard link to ``source`` (immutable versioned files), or a copy across file systems."""
+    """``target`` as a hard link to ``source`` (immutable versioned files), or a copy across file systems:
+    a reused version costs no disk and no time, and stays whole if the other is deleted."""
     try:
         os.link(source, target)
     except OSError:

@@ -14,10 +14,9 @@ from bert_mlm.core.common.text import cjk_characters, readable_spacing
 from bert_mlm.errors import UserError
 
 
-def fill_mask_examples(
-    model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str], top_k: int = 5,
-    answers: Sequence[str] | None = None, parameter: str = "evaluation.fill_mask_sentences",
-) -> list[dict]:
+def fill_mask_examples(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str],
+                       top_k: int = 5, answers: Sequence[str] | None = None,
+                       parameter: str = "evaluation.fill_mask_sentences") -> list[dict]:
     """Top-k fills of each sentence's ``[MASK]``, with the plain ``transformers`` pipeline; with
     ``answers`` (the masked-out words), each example also says where the true word ranks. A
     sentence with several masks gets each mask's fills (``per_mask``, each predicted on its own,
@@ -34,19 +33,16 @@ def fill_mask_examples(
             raise UserError(f"{parameter}: {sentence[:60]!r}... is {length} tokens; the model reads at most "
                             f"{positions} (model.max_position_embeddings)")
         predictions = fill(sentence, top_k=top_k)
-        per_mask = predictions if predictions and isinstance(predictions[0], list) else [predictions]
-        per_mask = [
-            [{"token": p["token_str"], "score": round(float(p["score"]), 4)} for p in fills] for fills in per_mask
-        ]
+        per_mask = [[{"token": p["token_str"], "score": round(float(p["score"]), 4)} for p in fills]
+                    for fills in (predictions if predictions and isinstance(predictions[0], list) else [predictions])]
         example = {"sentence": sentence, "predictions": per_mask[0]}
         if len(per_mask) > 1:
             example["per_mask"] = per_mask
         if answers is not None:
-            answer = answers[position]
             predicted = [_comparable(p["token"], tokenizer) for p in example["predictions"]]
-            truth = _comparable(answer, tokenizer)
-            example["answer"] = answer
-            example["answer_rank"] = predicted.index(truth) + 1 if truth in predicted else None
+            truth = _comparable(answers[position], tokenizer)
+            example.update(answer=answers[position],
+                           answer_rank=predicted.index(truth) + 1 if truth in predicted else None)
         examples.append(example)
     return examples
 
@@ -69,10 +65,9 @@ def _comparable(word: str, tokenizer: PreTrainedTokenizerBase) -> str:
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*")
 
 
-def fill_mask_sentences_from(
-    texts: Iterable[str], tokenizer: PreTrainedTokenizerBase, count: int = 3, seed: int = 0,
-    min_chars: int = 8, max_chars: int = 160, max_candidates: int = 2000, max_tokens: int | None = None,
-) -> tuple[list[str], list[str]]:
+def fill_mask_sentences_from(texts: Iterable[str], tokenizer: PreTrainedTokenizerBase, count: int = 3, seed: int = 0,
+                             min_chars: int = 8, max_chars: int = 160, max_candidates: int = 2000,
+                             max_tokens: int | None = None) -> tuple[list[str], list[str]]:
     """``count`` sentences of ``texts`` (held-out documents) with one word masked, and the true
     words: a reader sees what the model predicts next to what the text said, in the corpus's own
     language. A masked word is one whole token (a single-piece word, or one CJK character) made of

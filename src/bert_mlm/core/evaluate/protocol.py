@@ -27,6 +27,7 @@ from transformers import BertForMaskedLM
 
 from bert_mlm.config import EvaluationConfig, MaskingConfig
 from bert_mlm.core.common.seeds import EVALUATION_ORDER_STREAM, EVALUATION_STREAM, stream_seed
+from bert_mlm.core.common.statistics import ratio_standard_error
 from bert_mlm.core.evaluate.result import MEASURES, HeldOut
 from bert_mlm.core.model.bert import MaskedPositionsMLM
 from bert_mlm.core.model.masking import IGNORE_INDEX, mask_tokens
@@ -109,10 +110,8 @@ class StreamedEvaluationSet:
                 rows = np.sort(order[start : start + MASK_BLOCK])
                 batch = self.collator.collate(self.sequences, rows)
                 generator = torch.Generator().manual_seed(stream_seed(self.seed, draw, block, stream=EVALUATION_STREAM))
-                inputs, labels = mask_tokens(
-                    batch["input_ids"], batch["special_tokens_mask"], self.mask_token_id, self.replacement_ids,
-                    self.masking, generator, batch.get("word_starts"),
-                )
+                inputs, labels = mask_tokens(batch["input_ids"], batch["special_tokens_mask"], self.mask_token_id,
+                                             self.replacement_ids, self.masking, generator, batch.get("word_starts"))
                 yield inputs, batch["attention_mask"], labels, torch.from_numpy(rows)
                 masked += int((labels != IGNORE_INDEX).sum())
                 if self.min_masked_tokens is not None and masked >= self.min_masked_tokens:
@@ -132,13 +131,8 @@ class StreamedEvaluationSet:
         return sum(int((labels != IGNORE_INDEX).sum()) for _, _, labels, _ in self.blocks())
 
 
-def prepare_evaluation_set(
-    sequences: Sequence[np.ndarray],
-    collator: Collator,
-    mask_token_id: int,
-    replacement_ids: torch.Tensor,
-    config: EvaluationConfig,
-) -> StreamedEvaluationSet:
+def prepare_evaluation_set(sequences: Sequence[np.ndarray], collator: Collator, mask_token_id: int,
+                           replacement_ids: torch.Tensor, config: EvaluationConfig) -> StreamedEvaluationSet:
     if not len(sequences):
         raise UserError("evaluation: there are no held-out sequences to evaluate on")
     if config.max_sequences:
@@ -151,9 +145,7 @@ def prepare_evaluation_set(
 def evaluation_dtype(device: torch.device) -> torch.dtype | None:
     """bf16 autocast on GPUs that support it; fp32 elsewhere (CPUs without native bf16 run its
     matmuls ~140x slower than fp32: measured on this project's 2-core machine)."""
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return None
+    return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
 
 
 AUTO = "auto"
@@ -193,13 +185,9 @@ class SequenceScores:
 
 
 @torch.inference_mode()
-def score_sequences(
-    model: BertForMaskedLM,
-    evaluation_set: EvaluationSet | StreamedEvaluationSet,
-    batch_size: int = 128,
-    device: torch.device | str | None = None,
-    amp_dtype: torch.dtype | None | str = AUTO,
-) -> SequenceScores:
+def score_sequences(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEvaluationSet,
+                    batch_size: int = 128, device: torch.device | str | None = None,
+                    amp_dtype: torch.dtype | None | str = AUTO) -> SequenceScores:
     """``model``'s summed loss and top-1/top-5 hits at the masked positions, per held-out
     sequence (:class:`SequenceScores`). ``amp_dtype``: an autocast dtype, ``None`` for fp32, or
     ``"auto"`` (:func:`evaluation_dtype`)."""
@@ -236,13 +224,8 @@ def score_sequences(
                           mask_draws=int(np.bincount(torch.cat(rows_seen).numpy()).max()))
 
 
-def evaluate(
-    model: BertForMaskedLM,
-    evaluation_set: EvaluationSet | StreamedEvaluationSet,
-    batch_size: int = 128,
-    device: torch.device | str | None = None,
-    amp_dtype: torch.dtype | None | str = AUTO,
-) -> dict[str, float]:
+def evaluate(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEvaluationSet, batch_size: int = 128,
+             device: torch.device | str | None = None, amp_dtype: torch.dtype | None | str = AUTO) -> dict[str, float]:
     """Token-weighted masked-token loss, perplexity, top-1 and top-5 accuracy, each with its
     standard error (``*_se``), and what they rest on: the masked tokens scored, the distinct
     sequences and the mask draws begun (``eval_mask_draws``; the last may be partial).
@@ -265,8 +248,9 @@ def paired_change(after: SequenceScores, before: SequenceScores) -> HeldOut:
 
     Both models predict the very same masked tokens, so the change is one ratio of summed
     per-sequence differences, ``D = sum_i (y_i - x_i) / sum_i n_i``, with the delta-method error of
-    :func:`ratio_standard_error` over those differences. What the two models share (hard
-    sequences, rare words) cancels, so this error is far below that of two independent scores.
+    :func:`~bert_mlm.core.common.statistics.ratio_standard_error` over those differences. What the
+    two models share (hard sequences, rare words) cancels, so this error is far below that of two
+    independent scores.
     """
     if not (np.array_equal(after.sequence_ids, before.sequence_ids) and np.array_equal(after.tokens, before.tokens)):
         raise ValueError("paired_change: the two scores are not of the same masked tokens (another evaluation set)")
@@ -305,15 +289,6 @@ def change_sentence(held_out: HeldOut, corpus: str, forgetting: bool = False) ->
     return (f"continued pretraining {verb} the held-out loss on {corpus} from {before:.{digits}f} to "
             f"{after:.{digits}f} ({change:+.{digits}f} ± {error:.{digits}f}; accuracy {accuracy}){noise}{forgot}"
             f"{disagree}")
-
-
-def ratio_standard_error(values: np.ndarray, weights: np.ndarray, ratio: float) -> float:
-    """Delta-method standard error of ``sum(values) / sum(weights)`` over clusters (NaN below 2)."""
-    m = len(values)
-    if m < 2:
-        return float("nan")
-    residuals = (values - ratio * weights) / weights.mean()
-    return float(math.sqrt((residuals**2).sum() / (m * (m - 1))))
 
 
 def most_frequent_token(train: Sequence[np.ndarray] | np.ndarray, special_ids: Sequence[int]) -> int:

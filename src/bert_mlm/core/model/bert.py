@@ -62,9 +62,7 @@ def resolve_checkpoint(name: str | os.PathLike, what: str = "model.init_from") -
     try:
         return snapshot_download(text, allow_patterns=patterns)
     except Exception as error:  # noqa: BLE001 - network, unknown repository, gated model: one message
-        raise UserError(
-            f"{_offline_message(text, what)} ({type(error).__name__}: {first_line(error)[:200]})"
-        ) from error
+        raise UserError(f"{_offline_message(text, what)} ({type(error).__name__}: {first_line(error)})") from error
 
 
 def open_model(name: str | os.PathLike, what: str = "model.init_from") -> str:
@@ -77,11 +75,9 @@ def open_model(name: str | os.PathLike, what: str = "model.init_from") -> str:
 
 
 def _offline_message(name: str, what: str = "model.init_from") -> str:
-    return (
-        f"{what}: {name!r} is neither a local model directory nor in the Hugging Face cache, and it "
-        f"could not be downloaded. Where the Hub is reachable, run `huggingface-cli download {name}` (or set "
-        "HF_HOME to a cache that holds it), or give the path of a saved model directory"
-    )
+    return (f"{what}: {name!r} is neither a local model directory nor in the Hugging Face cache, and it could not be "
+            f"downloaded. Where the Hub is reachable, run `huggingface-cli download {name}` (or set HF_HOME to a cache "
+            "that holds it), or give the path of a saved model directory")
 
 
 def check_starting_vocabulary(init_from: str, vocab_path: str, lowercase: bool = True,
@@ -99,16 +95,12 @@ def check_starting_vocabulary(init_from: str, vocab_path: str, lowercase: bool =
               "or start from a model trained with that vocabulary")
     if own is not None and own != given:
         same = sum(own.get(token) == index for token, index in given.items())
-        raise UserError(
-            f"tokenizer.vocab_path: {vocab_path!r} is not the vocabulary of model.init_from {init_from!r} "
-            f"({len(given)} vs {len(own)} tokens; {same} ids mean the same token in both); {advice}"
-        )
+        raise UserError(f"tokenizer.vocab_path: {vocab_path!r} is not the vocabulary of model.init_from {init_from!r} "
+                        f"({len(given)} vs {len(own)} tokens; {same} ids mean the same token in both); {advice}")
     size = json.loads((directory / "config.json").read_text()).get("vocab_size")
     if size != len(given):
-        raise UserError(
-            f"tokenizer.vocab_path: {vocab_path!r} has {len(given)} tokens but model.init_from {init_from!r} has a "
-            f"vocabulary of {size}; {advice}"
-        )
+        raise UserError(f"tokenizer.vocab_path: {vocab_path!r} has {len(given)} tokens but model.init_from "
+                        f"{init_from!r} has a vocabulary of {size}; {advice}")
 
 
 def check_starting_tokenizer(init_from: str, lowercase: bool = True, strip_accents: bool | None = None,
@@ -125,18 +117,16 @@ def check_starting_tokenizer(init_from: str, lowercase: bool = True, strip_accen
         raise UserError(f"model.init_from: {directory!r} has no usable tokenizer ({error}); give the model's "
                         "vocabulary as tokenizer.vocab_path") from error
     except Exception as error:  # noqa: BLE001 - tokenizers' Rust parser raises a bare Exception
-        raise UserError(f"model.init_from: the tokenizer files of {directory!r} are unreadable "
-                        f"({first_line(error)[:200]}); restore them, or give the model's vocabulary as "
-                        "tokenizer.vocab_path") from error
+        raise UserError(f"model.init_from: the tokenizer files of {directory!r} are unreadable ({first_line(error)}); "
+                        "restore them, or give the model's vocabulary as tokenizer.vocab_path") from error
     size = json.loads((Path(directory) / "config.json").read_text()).get("vocab_size")
     if size is not None and size != len(tokenizer):
         raise UserError(f"model.init_from: {directory!r} has a tokenizer of {len(tokenizer)} tokens but a model "
                         f"vocabulary of {size}; they were not saved together")
 
 
-def load_for_continued_pretraining(
-    path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase, attn_implementation: str = "eager"
-) -> BertForMaskedLM:
+def load_for_continued_pretraining(path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase,
+                                   attn_implementation: str = "eager") -> BertForMaskedLM:
     """The checkpoint at ``path``, for ``tokenizer``: its own vocabulary, or an extension of it
     (``tokenizer.extend_vocabulary``: the same tokens at the same ids, then new ones), for which
     the embedding and output layers grow (:func:`bert_mlm.core.tokens.vocabulary.grow_embeddings`). Any
@@ -147,27 +137,20 @@ def load_for_continued_pretraining(
     with MODEL_LOCK:
         model = BertForMaskedLM.from_pretrained(directory, attn_implementation=attn_implementation)
     size = model.config.vocab_size
+    own_vocabulary = "leave tokenizer.vocab_path empty to use the checkpoint's own vocabulary"
     if len(tokenizer) < size:
-        raise UserError(
-            f"model.init_from: the checkpoint {str(path)!r} has a vocabulary of {size} tokens but the tokenizer has "
-            f"{len(tokenizer)}; leave tokenizer.vocab_path empty to use the checkpoint's own vocabulary"
-        )
+        raise UserError(f"model.init_from: the checkpoint {str(path)!r} has a vocabulary of {size} tokens but the "
+                        f"tokenizer has {len(tokenizer)}; {own_vocabulary}")
     own = starting_vocabulary(directory)
-    if own is not None:
-        vocab = tokenizer.get_vocab()
-        inherited = {token: index for token, index in vocab.items() if index < size}
-        if inherited != own:
-            same = sum(own.get(token) == index for token, index in inherited.items())
-            raise UserError(
-                f"model.init_from: the tokenizer ({len(tokenizer)} tokens) is neither the vocabulary of the checkpoint "
-                f"{str(path)!r} ({size} tokens) nor an extension of it ({same} of its {size} ids mean the same "
-                "token); leave tokenizer.vocab_path empty to use the checkpoint's own vocabulary"
-            )
+    inherited = {token: index for token, index in tokenizer.get_vocab().items() if index < size}
+    if own is not None and inherited != own:
+        same = sum(own.get(token) == index for token, index in inherited.items())
+        raise UserError(f"model.init_from: the tokenizer ({len(tokenizer)} tokens) is neither the vocabulary of the "
+                        f"checkpoint {str(path)!r} ({size} tokens) nor an extension of it ({same} of its {size} ids "
+                        f"mean the same token); {own_vocabulary}")
     if model.config.pad_token_id not in (None, tokenizer.pad_token_id):
-        raise UserError(
-            f"model.init_from: the checkpoint's pad_token_id {model.config.pad_token_id} differs "
-            f"from the tokenizer's {tokenizer.pad_token_id}"
-        )
+        raise UserError(f"model.init_from: the checkpoint's pad_token_id {model.config.pad_token_id} differs from the "
+                        f"tokenizer's {tokenizer.pad_token_id}")
     grow_embeddings(model, tokenizer)
     return model
 
@@ -196,10 +179,8 @@ class MaskedPositionsMLM(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
-        positions: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+                positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``positions``: the flat indices of the masked tokens, when the caller knows them (found
         on the host before the copy): a boolean mask on the device needs a host sync for its size."""
         hidden = self.model.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -210,10 +191,8 @@ class MaskedPositionsMLM(torch.nn.Module):
         return self.model.cls(selected_hidden), labels.flatten().index_select(0, positions)
 
 
-def masked_lm_loss(
-    mlm: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
-    positions: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, int]:
+def masked_lm_loss(mlm: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+                   positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Summed cross-entropy over the masked tokens, the number of correct top-1 predictions and
     the number of masked tokens. The caller divides by the masked tokens of the whole optimizer
     step, so accumulated micro-batches weigh every masked token equally. A batch without masked
@@ -273,8 +252,7 @@ def step_estimate(config, batch_size: int, length: int, precision: str = "fp32",
         config.hidden_size, config.num_hidden_layers, config.num_attention_heads, config.intermediate_size,
         config.vocab_size, config.max_position_embeddings, batch_size, length,
         activation_bytes=2 if precision in ("fp16", "bf16") else 4,
-        eager_attention=getattr(config, "_attn_implementation", "eager") != "sdpa",
-    )
+        eager_attention=getattr(config, "_attn_implementation", "eager") != "sdpa")
 
 
 def check_step_memory(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
@@ -288,11 +266,10 @@ def check_step_memory(config, batch_size: int, length: int, device: torch.device
     if estimate > available:
         held = (f"{batch} sequences (all of the train split; training.batch_size={batch_size})"
                 if batch < batch_size else f"training.batch_size={batch_size} sequences")
-        raise UserError(
-            f"sequences.max_length: one training step of {held} of {length} tokens "
-            f"needs about {estimate / 1e9:,.1f} GB (attention grows with the square of the length) but only "
-            f"{available / 1e9:,.1f} GB is left ({where}); lower sequences.max_length or training.batch_size"
-        )
+        raise UserError(f"sequences.max_length: one training step of {held} of {length} tokens needs about "
+                        f"{estimate / 1e9:,.1f} GB (attention grows with the square of the length) but only "
+                        f"{available / 1e9:,.1f} GB is left ({where}); lower sequences.max_length or "
+                        "training.batch_size")
     return estimate
 
 

@@ -68,29 +68,25 @@ def check_checkpoint_dir(directory: str | os.PathLike, needed: int) -> None:
         os.close(handle)
         os.unlink(probe)
     except OSError as error:
-        raise UserError(
-            f"training.checkpoint_dir: {str(directory)!r} cannot be written ({error.strerror} in {str(existing)!r}); "
-            "point training.checkpoint_dir to a writable folder, or set training.checkpoint_every=0 to train "
-            "without checkpoints"
-        ) from error
+        raise UserError(f"training.checkpoint_dir: {str(directory)!r} cannot be written ({error.strerror} in "
+                        f"{str(existing)!r}); point training.checkpoint_dir to a writable folder, or set "
+                        "training.checkpoint_every=0 to train without checkpoints") from error
     free = shutil.disk_usage(existing).free
     if free < needed:
-        raise UserError(
-            f"training.checkpoint_dir: {str(directory)!r} has {free / 1e9:,.2f} GB free, but one checkpoint of this "
-            f"model needs about {needed / 1e9:,.2f} GB (fp32 weights and AdamW's two moments); free space there, "
-            "point training.checkpoint_dir to a larger disk, or set training.checkpoint_every=0"
-        )
+        raise UserError(f"training.checkpoint_dir: {str(directory)!r} has {free / 1e9:,.2f} GB free, but one "
+                        f"checkpoint of this model needs about {needed / 1e9:,.2f} GB (fp32 weights and AdamW's two "
+                        "moments); free space there, point training.checkpoint_dir to a larger disk, or set "
+                        "training.checkpoint_every=0")
     try:
         import resource
     except ImportError:  # Windows: no file-size limit to read
         return
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if limit != resource.RLIM_INFINITY and limit < needed:
-        raise UserError(
-            f"training.checkpoint_dir: the file-size limit of this process (ulimit -f) is {limit / 1e6:,.1f} MB, "
-            f"but a checkpoint of this model writes a file of about {needed / 1e6:,.1f} MB; raise the limit "
-            "(ulimit -f unlimited) or set training.checkpoint_every=0"
-        )
+        raise UserError("training.checkpoint_dir: the file-size limit of this process (ulimit -f) is "
+                        f"{limit / 1e6:,.1f} MB, but a checkpoint of this model writes a file of about "
+                        f"{needed / 1e6:,.1f} MB; raise the limit (ulimit -f unlimited) or set "
+                        "training.checkpoint_every=0")
 
 
 def run_folder(root: str | os.PathLike, fingerprint: dict) -> Path:
@@ -143,13 +139,9 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: 
     with written_then_renamed(checkpoint_path(directory, step), artifact=artifact, needed=needed) as temporary:
         temporary.mkdir()
         save_file(tensors, temporary / TENSORS_FILE)
-        manifest = {
-            "format": FORMAT,
-            "fingerprint": _as_json(fingerprint),
-            "files": {TENSORS_FILE: {"blake2b": file_digest(temporary / TENSORS_FILE),
-                                     "bytes": (temporary / TENSORS_FILE).stat().st_size}},
-            "state": structure,
-        }
+        manifest = {"format": FORMAT, "fingerprint": _as_json(fingerprint), "state": structure,
+                    "files": {TENSORS_FILE: {"blake2b": file_digest(temporary / TENSORS_FILE),
+                                             "bytes": (temporary / TENSORS_FILE).stat().st_size}}}
         (temporary / MANIFEST_FILE).write_text(json.dumps(manifest, sort_keys=True))
     if fingerprint is not None and not (Path(directory) / RUN_FILE).is_file():
         with written_then_renamed(Path(directory) / RUN_FILE, artifact="training.checkpoint_dir") as temporary:
@@ -166,11 +158,9 @@ def read_checkpoint(folder: str | os.PathLike, fingerprint: dict | None = None) 
     checkpoint of another run or of the earlier pickled format."""
     folder = Path(folder)
     if not (folder / MANIFEST_FILE).is_file():
-        raise UserError(
-            f"training.resume: {str(folder)!r} holds a checkpoint of the earlier pickled format ({LEGACY_FILE}), "
-            "which is not loaded because unpickling a file can run any code in it; set training.resume=false "
-            "to start fresh (or move that folder away)."
-        )
+        raise UserError(f"training.resume: {str(folder)!r} holds a checkpoint of the earlier pickled format "
+                        f"({LEGACY_FILE}), which is not loaded because unpickling a file can run any code in it; set "
+                        "training.resume=false to start fresh (or move that folder away).")
     manifest_file = folder / MANIFEST_FILE
     try:
         manifest = json.loads(manifest_file.read_text())
@@ -184,9 +174,8 @@ def read_checkpoint(folder: str | os.PathLike, fingerprint: dict | None = None) 
         path = folder / name
         size = path.stat().st_size if path.is_file() else None
         if size != expected["bytes"]:
-            raise DamagedCheckpoint(
-                f"{str(path)!r} has {size} bytes, its manifest says {expected['bytes']} (truncated?)"
-            )
+            raise DamagedCheckpoint(f"{str(path)!r} has {size} bytes, its manifest says {expected['bytes']} "
+                                    "(truncated?)")
         if file_digest(path) != expected["blake2b"]:
             raise DamagedCheckpoint(f"{str(path)!r} does not match the digest in its manifest")
     try:
@@ -231,17 +220,15 @@ def load_checkpoint(directory: str | os.PathLike, fingerprint: dict | None = Non
                     raise
                 except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as error:
                     raise DamagedCheckpoint(f"{str(path)!r} cannot be restored ({type(error).__name__}: "
-                                            f"{first_line(error)[:200]})") from error
+                                            f"{first_line(error)})") from error
         except DamagedCheckpoint as error:
             logger.warning("training.resume: the checkpoint %s; resuming from the previous complete one", error)
             damaged.append(str(error))
             continue
         return path, state
     if damaged:
-        raise UserError(
-            f"training.resume: no intact checkpoint in {str(directory)!r}: {'; '.join(damaged)}. "
-            "Set training.resume=false to start fresh."
-        )
+        raise UserError(f"training.resume: no intact checkpoint in {str(directory)!r}: {'; '.join(damaged)}. Set "
+                        "training.resume=false to start fresh.")
     return None
 
 
@@ -263,12 +250,8 @@ def cpu_weights(model: torch.nn.Module) -> dict:
 
 
 def rng_states() -> dict:
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-        "numpy": np.random.get_state(),
-        "python": random.getstate(),
-    }
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
 
 
 def seed_everything(seed: int) -> None:

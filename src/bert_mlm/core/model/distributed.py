@@ -65,17 +65,9 @@ def launch(config: DistributedConfig, function: Callable[..., Any], *args: Any) 
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     launch_config = LaunchConfig(
-        min_nodes=config.nnodes,
-        max_nodes=config.nnodes,
-        nproc_per_node=config.nproc_per_node,
-        rdzv_backend="c10d",
-        rdzv_endpoint=config.endpoint,
-        rdzv_configs={"rank": config.node_rank, "timeout": config.timeout_seconds},
-        run_id="bert-mlm",
-        max_restarts=0,
-        monitor_interval=0.5,
-        start_method="spawn",
-    )
+        min_nodes=config.nnodes, max_nodes=config.nnodes, nproc_per_node=config.nproc_per_node, rdzv_backend="c10d",
+        rdzv_endpoint=config.endpoint, rdzv_configs={"rank": config.node_rank, "timeout": config.timeout_seconds},
+        run_id="bert-mlm", max_restarts=0, monitor_interval=0.5, start_method="spawn")
     results = elastic_launch(launch_config, _worker)(function, args, config.backend, config.timeout_seconds)
     return results.get(0) if isinstance(results, dict) else results
 
@@ -104,6 +96,5 @@ def gather_objects(obj: Any, rank: Rank) -> list[Any]:
     padded[: payload.numel()] = payload
     gathered = [torch.empty(longest, dtype=torch.uint8, device=device) for _ in range(rank.world_size)]
     dist.all_gather(gathered, padded)
-    return [
-        from_bytes(data[: int(size.item())].cpu().numpy().tobytes()) for data, size in zip(gathered, sizes, strict=True)
-    ]
+    return [from_bytes(data[: int(size.item())].cpu().numpy().tobytes()) for data, size in zip(gathered, sizes,
+                                                                                                 strict=True)]

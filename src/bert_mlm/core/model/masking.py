@@ -41,15 +41,9 @@ def mask_generator(seed: int, epoch: int, batch_index: int, rank: int = 0) -> to
     return generator
 
 
-def mask_tokens(
-    input_ids: torch.Tensor,
-    special_tokens_mask: torch.Tensor,
-    mask_token_id: int,
-    replacement_ids: torch.Tensor,
-    config: MaskingConfig,
-    generator: torch.Generator,
-    word_starts: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_tokens(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, mask_token_id: int,
+                replacement_ids: torch.Tensor, config: MaskingConfig, generator: torch.Generator,
+                word_starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Return ``(masked_input_ids, labels)`` for one batch; the inputs are not modified.
 
     ``special_tokens_mask`` is 1 where a token must never be selected (special tokens and

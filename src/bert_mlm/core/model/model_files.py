@@ -57,10 +57,9 @@ def check_weights(directory: Path, what: str = "model.init_from") -> None:
             continue
         matched += 1
         if tuple(expected[model_key]) != tuple(shape):
-            raise UserError(
-                f"{what}: the weights of {str(directory)!r} do not fit its config.json: {key!r} has shape "
-                f"{list(shape)}, the config makes it {list(expected[model_key])} (a config.json from another model?)"
-            )
+            raise UserError(f"{what}: the weights of {str(directory)!r} do not fit its config.json: {key!r} has shape "
+                            f"{list(shape)}, the config makes it {list(expected[model_key])} (a config.json from "
+                            "another model?)")
     if found and not matched:
         raise UserError(f"{what}: {str(directory)!r} holds no weight of a BERT model (its tensors are named "
                         f"{', '.join(repr(k) for k in list(found)[:3])} ...)")
@@ -72,7 +71,7 @@ def _config_of(directory: Path, what: str) -> BertConfig:
         json.loads(path.read_text(encoding="utf-8"))
         return BertConfig.from_pretrained(str(directory))
     except (OSError, ValueError, TypeError) as error:
-        raise UserError(f"{what}: {str(path)!r} is not a readable model config ({first_line(error)[:200]})") from error
+        raise UserError(f"{what}: {str(path)!r} is not a readable model config ({first_line(error)})") from error
 
 
 def _weight_files(directory: Path, what: str) -> list[Path]:
@@ -104,7 +103,7 @@ def _tensor_shapes(file: Path, what: str) -> dict[str, tuple[int, ...]]:
             with safe_open(str(file), framework="pt") as handle:
                 return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
         except (OSError, SafetensorError) as error:
-            raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({first_line(error)[:200]}; "
+            raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({first_line(error)}; "
                             "truncated, or not a safetensors file?)") from error
     try:
         try:
@@ -112,13 +111,12 @@ def _tensor_shapes(file: Path, what: str) -> dict[str, tuple[int, ...]]:
         except OSError:  # a truncated zip cannot be memory-mapped: read it plainly, for the reason
             state = torch.load(file, map_location="meta", weights_only=True)
     except pickle.UnpicklingError as error:
-        raise UserError(
-            f"{what}: {str(file)!r} is a pickle that names code or objects other than tensors, which the "
-            "weights-only loader refuses (unpickling it could run anything). Convert it where you trust it: "
-            "BertForMaskedLM.from_pretrained(dir).save_pretrained(dir) writes model.safetensors"
-        ) from error
+        raise UserError(f"{what}: {str(file)!r} is a pickle that names code or objects other than tensors, which the "
+                        "weights-only loader refuses (unpickling it could run anything). Convert it where you trust "
+                        "it: BertForMaskedLM.from_pretrained(dir).save_pretrained(dir) writes model.safetensors"
+                        ) from error
     except (OSError, RuntimeError, EOFError, ValueError) as error:
-        raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({first_line(error)[:200]}; "
+        raise UserError(f"{what}: the weights {str(file)!r} are unreadable ({first_line(error)}; "
                         "truncated?)") from error
     if not isinstance(state, dict):
         raise UserError(f"{what}: {str(file)!r} holds a {type(state).__name__}, not a state dict of tensors")

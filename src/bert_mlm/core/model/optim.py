@@ -7,15 +7,12 @@ so the clipping threshold applies to the true gradients (the tutorial clipped th
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import torch
 from transformers import get_scheduler
 
 from bert_mlm.config import TrainingConfig
-
-logger = logging.getLogger(__name__)
 
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -28,22 +25,16 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
             no_decay.append(parameter)
         else:
             decay.append(parameter)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 def build_optimizer(model: torch.nn.Module, config: TrainingConfig, device: torch.device) -> torch.optim.AdamW:
-    return torch.optim.AdamW(
-        parameter_groups(model, config.weight_decay),
-        lr=config.peak_learning_rate(model.config.hidden_size),
-        betas=(config.adam_beta1, config.adam_beta2),
-        eps=config.adam_epsilon,
-        # The fused kernel (one pass over all parameters) measured 0-7 % faster per training step
-        # than the default for-each implementation in four full runs on a 2-core CPU (BENCHMARKS.md).
-        fused=device.type in ("cuda", "cpu"),
-    )
+    # The fused kernel (one pass over all parameters) measured 0-7 % faster per training step
+    # than the default for-each implementation in four full runs on a 2-core CPU (BENCHMARKS.md).
+    return torch.optim.AdamW(parameter_groups(model, config.weight_decay),
+                             lr=config.peak_learning_rate(model.config.hidden_size),
+                             betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_epsilon,
+                             fused=device.type in ("cuda", "cpu"))
 
 
 @dataclass
@@ -56,15 +47,11 @@ class Optimisation:
     max_grad_norm: float | None
 
     @classmethod
-    def build(
-        cls, model: torch.nn.Module, config: TrainingConfig, device: torch.device, precision: str
-    ) -> Optimisation:
+    def build(cls, model: torch.nn.Module, config: TrainingConfig, device: torch.device, precision: str
+              ) -> Optimisation:
         optimizer = build_optimizer(model, config, device)
-        scheduler = get_scheduler(
-            config.schedule, optimizer=optimizer,
-            num_warmup_steps=min(config.warmup_for(config.max_steps), config.max_steps),
-            num_training_steps=config.max_steps,
-        )
+        scheduler = get_scheduler(config.schedule, optimizer=optimizer, num_training_steps=config.max_steps,
+                                  num_warmup_steps=min(config.warmup_for(config.max_steps), config.max_steps))
         return cls(optimizer, scheduler, torch.amp.GradScaler(device.type, enabled=precision == "fp16"),
                    config.max_grad_norm)
 
@@ -106,10 +93,6 @@ class Optimisation:
     @property
     def learning_rate(self) -> float:
         return self.scheduler.get_last_lr()[0]
-
-    @property
-    def loss_scale(self) -> float:
-        return float(self.scaler.get_scale()) if self.scaler.is_enabled() else 1.0
 
     def loss_scale_tensor(self) -> torch.Tensor | float:
         """The scale without a host sync (``get_scale`` reads it to the host)."""

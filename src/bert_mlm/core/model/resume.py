@@ -37,14 +37,10 @@ from bert_mlm.errors import UserError
 logger = logging.getLogger(__name__)
 
 # TrainingConfig fields that change the optimisation (the rest is budget or bookkeeping).
-OPTIMISATION_FIELDS = (
-    "batch_size", "gradient_accumulation_steps", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2",
-    "adam_epsilon", "warmup_steps", "schedule", "max_grad_norm", "bucketing",
-)
-MODEL_FIELDS = (
-    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-    "max_position_embeddings", "hidden_dropout_prob", "attention_probs_dropout_prob",
-)
+OPTIMISATION_FIELDS = ("batch_size", "gradient_accumulation_steps", "learning_rate", "weight_decay", "adam_beta1",
+                       "adam_beta2", "adam_epsilon", "warmup_steps", "schedule", "max_grad_norm", "bucketing")
+MODEL_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -71,21 +67,17 @@ def run_fingerprint(model, sequences, masking, config, world_size: int, precisio
     the resolved one (``auto`` is fp32 on a CPU, bf16 on a recent GPU): fp32 and bf16 steps give
     other weights, so a run does not change precision half way."""
     mixture = getattr(sequences, "mixture", None)
-    return {
-        "data": data_digest(sequences),
-        # A mixture's weights, readable (the data digest holds them too): a resume after a changed
-        # weight says so, not only that two digests differ. Only mixtures carry the key, so that the
-        # fingerprints (and run folders) of runs on one corpus stay those of earlier versions.
-        **({"mixture": {source: f"{kind} {value:g}" for source, kind, value in mixture.settings}}
-           if mixture is not None else {}),
-        "initial_weights": weights_digest(model),
-        "model": {name: getattr(model.config, name, None) for name in MODEL_FIELDS},
-        "masking": masking.model_dump(),
-        "seed": config.seed,
-        "optimisation": {name: getattr(config, name) for name in OPTIMISATION_FIELDS},
-        "ranks": world_size,
-        "precision": precision or config.precision,
-    }
+    return {"data": data_digest(sequences),
+            # A mixture's weights, readable (the data digest holds them too): a resume after a changed
+            # weight says so, not only that two digests differ. Only mixtures carry the key, so that the
+            # fingerprints (and run folders) of runs on one corpus stay those of earlier versions.
+            **({"mixture": {source: f"{kind} {value:g}" for source, kind, value in mixture.settings}}
+               if mixture is not None else {}),
+            "initial_weights": weights_digest(model),
+            "model": {name: getattr(model.config, name, None) for name in MODEL_FIELDS},
+            "masking": masking.model_dump(), "seed": config.seed,
+            "optimisation": {name: getattr(config, name) for name in OPTIMISATION_FIELDS}, "ranks": world_size,
+            "precision": precision or config.precision}
 
 
 def refuse_other_runs(root: str | os.PathLike, fingerprint: dict) -> None:
@@ -105,10 +97,9 @@ def refuse_other_runs(root: str | os.PathLike, fingerprint: dict) -> None:
         where = f"{str(list_checkpoints(newest)[-1])!r} is another run's; what differs: {changed}"
     else:
         where = f"{str(legacy[-1])!r} was written without a run fingerprint, so it cannot be matched"
-    raise UserError(
-        f"training.resume: no checkpoint of this run in {str(root)!r}; the newest checkpoint there, {where}. "
-        "Set training.resume=false to start fresh (or restore the settings of that run to continue it)."
-    )
+    raise UserError(f"training.resume: no checkpoint of this run in {str(root)!r}; the newest checkpoint there, "
+                    f"{where}. Set training.resume=false to start fresh (or restore the settings of that run to "
+                    "continue it).")
 
 
 @dataclass
@@ -175,12 +166,10 @@ class RunCheckpoints:
                     state["history"], list):
                 raise TypeError(f"its position (step, epoch, next_batch: {position}) is not three integers")
             if state["step"] >= max_steps:
-                raise UserError(
-                    f"training.resume: the checkpoint {str(path)!r} already completed this run's {state['step']} "
-                    f"steps (training.max_steps={max_steps}); nothing is left to train and no new model version is "
-                    "written. Raise training.max_steps to train longer, or set training.resume=false to train again "
-                    "from scratch."
-                )
+                raise UserError(f"training.resume: the checkpoint {str(path)!r} already completed this run's "
+                                f"{state['step']} steps (training.max_steps={max_steps}); nothing is left to train and "
+                                "no new model version is written. Raise training.max_steps to train longer, or set "
+                                "training.resume=false to train again from scratch.")
             for name, part in stateful.items():
                 part.load_state_dict(state[name])
             restore_rng_states(state["rng"][rank])

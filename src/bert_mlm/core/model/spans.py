@@ -24,18 +24,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-# MacBERT's n-gram lengths (1 to 4 words) and their probabilities (Cui et al. 2020).
-NGRAM_PROBABILITIES = (0.4, 0.3, 0.2, 0.1)
-# SpanBERT's span lengths: geometric with p = 0.2, clipped at 10 words (Joshi et al. 2020).
-GEOMETRIC_P, GEOMETRIC_MAX = 0.2, 10
-
-
-def geometric_lengths(p: float = GEOMETRIC_P, longest: int = GEOMETRIC_MAX) -> tuple[float, ...]:
-    """P(length = 1 .. longest) of a geometric distribution clipped (renormalised) at ``longest``."""
-    weights = np.array([(1 - p) ** (n - 1) * p for n in range(1, longest + 1)])
-    return tuple(float(w) for w in weights / weights.sum())
-
-
 BURN_IN = 64  # words of the chain drawn before a row: the first words are then at the chain's stationary rate
 
 

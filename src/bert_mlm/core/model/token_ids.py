@@ -28,13 +28,8 @@ class TokenIds:
     @classmethod
     def from_tokenizer(cls, tokenizer: PreTrainedTokenizerBase) -> TokenIds:
         special = special_token_ids(tokenizer)
-        return cls(
-            pad=tokenizer.pad_token_id,
-            mask=tokenizer.mask_token_id,
-            special=special,
-            replacement=replacement_vocabulary(len(tokenizer), special),
-            continuation=continuation_ids(tokenizer.get_vocab()).tolist(),
-        )
+        return cls(tokenizer.pad_token_id, tokenizer.mask_token_id, special, replacement_vocabulary(len(tokenizer),
+                   special), continuation_ids(tokenizer.get_vocab()).tolist())
 
     def collator(self, max_length: int, padding: str = "dynamic", whole_word: bool = False) -> Collator:
         return Collator(self.pad, self.special, max_length, padding, whole_word, self.continuation)

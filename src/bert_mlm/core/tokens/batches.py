@@ -46,13 +46,8 @@ class Batches(Sequence):
         return sizes[self.picks], sums[self.picks], maxima[self.picks]
 
 
-def batch_order(
-    lengths: Sequence[int],
-    batch_size: int,
-    generator: torch.Generator | None,
-    bucketed: bool,
-    bucket_batches: int = 50,
-) -> Batches:
+def batch_order(lengths: Sequence[int], batch_size: int, generator: torch.Generator | None, bucketed: bool,
+                bucket_batches: int = 50) -> Batches:
     """Indices of each batch of one epoch.
 
     Shuffled with ``generator`` (``None`` keeps the stored order, for evaluation). With
@@ -67,11 +62,8 @@ def batch_order(
         by_length = -np.asarray(lengths, dtype=np.int64)[order]
         order = order[np.lexsort((by_length, np.arange(n) // window))]  # stable, as sorted() was
     n_batches = -(-n // batch_size)
-    if bucketed and generator is not None:
-        picks = torch.randperm(n_batches, generator=generator).numpy()
-    else:
-        picks = np.arange(n_batches)
-    return Batches(order, batch_size, picks)
+    picks = torch.randperm(n_batches, generator=generator).numpy() if bucketed and generator is not None else None
+    return Batches(order, batch_size, np.arange(n_batches) if picks is None else picks)
 
 
 def padding_efficiency(lengths: Sequence[int], batches: Batches, collator: Collator) -> float:
@@ -79,10 +71,8 @@ def padding_efficiency(lengths: Sequence[int], batches: Batches, collator: Colla
     sizes, sums, maxima = batches.sizes_and_maxima(np.asarray(lengths))
     if not len(sizes):
         return 0.0
-    if collator.padding == "static":
-        widths = np.full(len(sizes), collator.max_length)
-    else:
-        widths = np.minimum(padded_length(maxima), collator.max_length)
+    widths = collator.max_length if collator.padding == "static" else np.minimum(padded_length(maxima),
+                                                                                    collator.max_length)
     return float(sums.sum() / (widths * sizes).sum())
 
 
@@ -93,20 +83,11 @@ def sequence_stats(index: SequenceIndex, store, collator: Collator, batch_size: 
     for split, split_index in index.splits.items():
         lengths = split_index.lengths
         batches = batch_order(lengths, batch_size, None, bucketed=bucketing and split == "train")
-        info = store.manifest["splits"][split]
-        rows.append(
-            {
-                "split": split,
-                "sequences": len(lengths),
-                "tokens": int(lengths.sum()),
-                "document_tokens": int(info["document_tokens"]),
-                "mean_length": float(lengths.mean()) if len(lengths) else 0.0,
-                "padding_efficiency": padding_efficiency(lengths, batches, collator),
-                "mode": index.mode,
-                "padding": collator.padding,
-                "max_length": index.max_length,
-            }
-        )
+        rows.append({"split": split, "sequences": len(lengths), "tokens": int(lengths.sum()),
+                     "document_tokens": int(store.manifest["splits"][split]["document_tokens"]),
+                     "mean_length": float(lengths.mean()) if len(lengths) else 0.0,
+                     "padding_efficiency": padding_efficiency(lengths, batches, collator), "mode": index.mode,
+                     "padding": collator.padding, "max_length": index.max_length})
     for span in index.source_spans() or []:  # a mixture's stored sequences per source (weights apply per epoch)
         lengths = index.splits["train"][span.first:span.stop].lengths
         rows.append({"split": f"train:{span.name}", "sequences": span.stored, "tokens": int(lengths.sum()),

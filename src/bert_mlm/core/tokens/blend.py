@@ -81,14 +81,11 @@ class MixturePlan:
         tokens = np.bincount(codes, weights=np.asarray(lengths)[sample], minlength=len(self.spans))
         settings = {name: (kind, value) for name, kind, value in self.settings}
         return {
-            span.name: {
-                settings[span.name][0]: settings[span.name][1],
-                "stored_sequences": span.stored,
-                "epoch_sequences": int(sequences[code]),
-                "share_of_sequences": float(sequences[code] / max(len(sample), 1)),
-                "share_of_tokens": float(tokens[code] / max(tokens.sum(), 1)),
-                "passes": float(sequences[code] / span.stored),
-            }
+            span.name: {settings[span.name][0]: settings[span.name][1], "stored_sequences": span.stored,
+                        "epoch_sequences": int(sequences[code]),
+                        "share_of_sequences": float(sequences[code] / max(len(sample), 1)),
+                        "share_of_tokens": float(tokens[code] / max(tokens.sum(), 1)),
+                        "passes": float(sequences[code] / span.stored)}
             for code, span in enumerate(self.spans)
         }
 
@@ -107,9 +104,9 @@ def plan_mixture(spans: list[SourceSpan], settings: dict[str, tuple[str, float]]
         logger.info("Mixture: corpus.sources is not set; each of the stored sources %s is drawn once per epoch",
                     stored_names)
     if sorted(settings) != sorted(stored_names):
-        raise UserError(
-            f"corpus.sources: names {sorted(settings)}, but the token store holds the sources {stored_names}; "
-            "a source is added or removed by running the data stages again (a weight changes without them)")
+        raise UserError(f"corpus.sources: names {sorted(settings)}, but the token store holds the sources "
+                        f"{stored_names}; a source is added or removed by running the data stages again (a weight "
+                        "changes without them)")
     empty = [span.name for span in spans if span.stored == 0]
     if empty:
         raise UserError(f"corpus.sources.{empty[0]}: it has no training sequence, so it cannot take a share "

@@ -66,14 +66,23 @@ def character_classes() -> np.ndarray:
     return classes
 
 
+@functools.lru_cache(maxsize=4)
+def encoding_backend(serialised: str) -> Tokenizer:
+    """The Rust tokenizer of ``serialised``, set to encode documents whole: a transformers
+    tokenizer once called with padding or truncation (fill-mask, the probe) keeps them in its
+    backend's state, and so in ``to_str()``; a stored document must be neither padded nor cut.
+    Cached: one parse per process (data-engine workers get the string)."""
+    tokenizer = Tokenizer.from_str(serialised)
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
 class FastBertEncoder:
-    """Encodes texts as :func:`~bert_mlm.core.tokens.tokenizer.encoding_backend` of the same tokenizer does."""
+    """Encodes texts as :func:`encoding_backend` of the same tokenizer does."""
 
     def __init__(self, tokenizer_json: str):
-        # As core.tokens.tokenizer.encoding_backend (not imported: the tokenizer's training imports this module).
-        self.backend = Tokenizer.from_str(tokenizer_json)
-        self.backend.no_padding()
-        self.backend.no_truncation()
+        self.backend = encoding_backend(tokenizer_json)
         added = [token["content"] for token in json.loads(tokenizer_json).get("added_tokens", [])]
         self.added = re.compile("|".join(map(re.escape, added))) if added else None
         self.classes = character_classes()
@@ -94,12 +103,6 @@ class FastBertEncoder:
             alone = len(letter) == 1 and len(ids) == 3 and ids[0] == ids[2] == letter[0]
             self.single_ids[code] = ids[1] if alone else _IRREGULAR
 
-    def encode(self, texts: list[str], offsets: bool = False) -> list[tuple[np.ndarray, np.ndarray | None]]:
-        """Per text: its token ids (int64), and with ``offsets`` each token's first character."""
-        ids, positions, per_text = self.encode_flat(texts, offsets)
-        bounds = np.concatenate(([0], np.cumsum(per_text)))
-        return [(ids[a:b], positions[a:b] if offsets else None) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
     def encode_flat(self, texts: list[str], offsets: bool = False,
                     joined: str | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """Every text's token ids back to back (int64), with ``offsets`` each token's first character
@@ -114,7 +117,7 @@ class FastBertEncoder:
         singles = kinds == SINGLE
         special = self.added is not None and self.added.search(joined) is not None
         if singles.mean() < MIN_SINGLE_SHARE or special:  # little to gain, or an added token's text: the library
-            ids, positions, per_text = self._library(texts, offsets)
+            ids, positions, per_text = library_encode(self.backend, texts, offsets)
             if offsets and within_joined:
                 positions += np.repeat(text_starts(texts), per_text)
             return ids, positions, per_text
@@ -170,9 +173,6 @@ class FastBertEncoder:
         return (np.asarray(encoding.ids, dtype=np.int64), run_of_token,
                 token_start - piece_start[run_of_token] if offsets else None)
 
-    def _library(self, texts: list[str], offsets: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-        return library_encode(self.backend, texts, offsets)
-
 
 # Texts handed to tokenizers at once: its per-token objects cost ~40x the text, so larger calls only
 # cost memory (measured: the same speed at 1,000 and 100,000 documents per call).
@@ -195,15 +195,21 @@ def library_encode(backend: Tokenizer, texts: list[str],
             stop += 1
         encodings = ([backend.encode(text, add_special_tokens=False) for text in texts[start:stop]] if in_worker
                      else method(texts[start:stop], add_special_tokens=False))
-        counts = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        total = int(counts.sum())
+        flat, counts = flat_ids(encodings)
+        ids.append(flat)
         per_text.append(counts)
-        ids.append(np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=total))
         if offsets:
-            positions.append(np.fromiter((o[0] for e in encodings for o in e.offsets), dtype=np.int64, count=total))
+            positions.append(np.fromiter((o[0] for e in encodings for o in e.offsets), dtype=np.int64, count=len(flat)))
         start = stop
     flat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
     return flat(ids), flat(positions) if offsets else None, flat(per_text)
+
+
+def flat_ids(encodings) -> tuple[np.ndarray, np.ndarray]:
+    """The encodings' ids back to back, and how many each has (one array per batch, not per document)."""
+    per_text = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+    ids = np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), np.int64, int(per_text.sum()))
+    return ids, per_text
 
 
 def with_separators(ids: np.ndarray, per_text: np.ndarray, separator, dtype=None) -> tuple[np.ndarray, np.ndarray]:
@@ -233,7 +239,7 @@ def _within(counts: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=4)
 def fast_encoder(tokenizer_json: str) -> FastBertEncoder | None:
     """The vectorised encoder for a BERT-shaped tokenizer that isolates CJK characters, else ``None``
-    (cached: one per process and tokenizer, like ``encoding_backend``)."""
+    (cached: one per process and tokenizer, like :func:`encoding_backend`)."""
     spec = json.loads(tokenizer_json)
     normalizer, pre_tokenizer, model = spec.get("normalizer") or {}, spec.get("pre_tokenizer") or {}, spec.get("model")
     if (normalizer.get("type") != "BertNormalizer" or not normalizer.get("handle_chinese_chars")

@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from bert_mlm.config import SequenceConfig
-from bert_mlm.config.sequences import MODES
 from bert_mlm.core.data.corpus import SPLITS
 from bert_mlm.core.data.reuse import code_digest
 from bert_mlm.core.tokens.token_store import TokenSplit
@@ -80,20 +79,15 @@ def index_documents(split: TokenSplit, max_length: int, chunk_documents: int = 1
         ))
     if not parts:
         return SplitIndex(np.zeros(0, np.int64), np.zeros(0, _count_dtype(max_length)), np.zeros(0, bool))
-    return SplitIndex(
-        np.concatenate([p[0] for p in parts]),
-        np.concatenate([p[1] for p in parts]).astype(_count_dtype(max_length)),
-        np.concatenate([p[2] for p in parts]),
-    )
+    return SplitIndex(np.concatenate([p[0] for p in parts]),
+                      np.concatenate([p[1] for p in parts]).astype(_count_dtype(max_length)),
+                      np.concatenate([p[2] for p in parts]))
 
 
 def index_split(split: TokenSplit, mode: str, max_length: int,
                 ranges: Sequence[tuple[int, int]] | None = None) -> SplitIndex:
-    if mode not in MODES:
-        raise UserError(f"sequences.mode: {mode!r} is not one of {MODES}")
-    if mode == "packed":
-        return index_packed(split, max_length, ranges)
-    return index_documents(split, max_length)  # a document never spans two sources
+    """``mode``: ``sequences.mode`` (a document never spans two sources: no ``ranges`` needed)."""
+    return index_packed(split, max_length, ranges) if mode == "packed" else index_documents(split, max_length)
 
 
 class IndexedSequences(Sequence):
@@ -164,20 +158,11 @@ def sequence_lengths(sequences: Sequence[np.ndarray]) -> np.ndarray:
     return np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
 
 
-def build_sequences(
-    documents: Sequence[np.ndarray], mode: str, max_length: int, cls_id: int, sep_id: int
-) -> list[np.ndarray]:
+def build_sequences(documents: Sequence[np.ndarray], mode: str, max_length: int, cls_id: int,
+                    sep_id: int) -> list[np.ndarray]:
     """In-memory sequences of a list of documents (small data; the pipeline indexes the store)."""
     split = TokenSplit.from_documents(documents, sep_id)
     return list(IndexedSequences(split, index_split(split, mode, max_length), cls_id, sep_id))
-
-
-def pack_documents(documents: Sequence[np.ndarray], max_length: int, cls_id: int, sep_id: int) -> list[np.ndarray]:
-    return build_sequences(documents, "packed", max_length, cls_id, sep_id)
-
-
-def split_documents(documents: Sequence[np.ndarray], max_length: int, cls_id: int, sep_id: int) -> list[np.ndarray]:
-    return build_sequences(documents, "document", max_length, cls_id, sep_id)
 
 
 def padded_length(length: int, multiple: int = 8) -> int:
@@ -215,9 +200,8 @@ class Collator:
             stored = sequences.continuations(indices, self.max_length)
         return self(rows, stored)
 
-    def __call__(
-        self, sequences: Sequence[np.ndarray], continuations: np.ndarray | None = None
-    ) -> dict[str, torch.Tensor]:
+    def __call__(self, sequences: Sequence[np.ndarray], continuations: np.ndarray | None = None
+                 ) -> dict[str, torch.Tensor]:
         """``continuations``: stored word bits per row (a matrix at least as wide as the batch),
         for whole-word masking."""
         # Built in NumPy and handed to torch without a copy: 5x faster than filling torch
@@ -232,19 +216,16 @@ class Collator:
             input_ids[row, : len(seq)] = seq
         attention_mask = np.arange(width)[None, :] < lengths[:, None]
         special = np.isin(input_ids, self._special) | ~attention_mask
-        batch = {
-            "input_ids": torch.from_numpy(input_ids),
-            "attention_mask": torch.from_numpy(attention_mask.astype(np.int64)),
-            "special_tokens_mask": torch.from_numpy(special.astype(np.int64)),
-        }
+        batch = {"input_ids": torch.from_numpy(input_ids),
+                 "attention_mask": torch.from_numpy(attention_mask.astype(np.int64)),
+                 "special_tokens_mask": torch.from_numpy(special.astype(np.int64))}
         if self.whole_word:
             batch["word_starts"] = torch.from_numpy(self._word_starts(input_ids, special, continuations))
         return batch
 
     def _word_starts(self, input_ids: np.ndarray, special: np.ndarray, continuations) -> np.ndarray:
-        continues = self._continues[np.minimum(input_ids, len(self._continues) - 1)] & (
-            input_ids < len(self._continues)
-        )
+        known = len(self._continues)
+        continues = self._continues[np.minimum(input_ids, known - 1)] & (input_ids < known)
         if continuations is not None:
             continues |= continuations[:, : input_ids.shape[1]]
         starts = ~continues | special
@@ -285,19 +266,16 @@ class SequenceIndex:
         if self.words is None or wanted != self.word_segmenter:
             held = (f"holds {self.word_segmenter} words" if self.words is not None
                     else "holds none (it was built without whole-word masking)")
-            raise UserError(
-                f"{what}: whole-word masking on {wanted} words needs word boundaries that sequence_index {held}; "
-                "run the sequences pipeline with it, e.g. `kedro run --pipelines sequences,training,evaluation "
-                f"--params masking.whole_word=true,masking.word_segmenter={wanted}`"
-            )
+            raise UserError(f"{what}: whole-word masking on {wanted} words needs word boundaries that sequence_index "
+                            f"{held}; run the sequences pipeline with it, e.g. `kedro run --pipelines sequences,"
+                            f"training,evaluation --params masking.whole_word=true,masking.word_segmenter={wanted}`")
 
     def sequences(self, store, split: str, cls_id: int, sep_id: int) -> IndexedSequences:
         """The split's sequences read from ``store``, which must be the store this index was built on."""
         if store.digest(split) != self.store_digests.get(split):
-            raise UserError(
-                f"sequence_index: built on another token store than {str(store.directory)!r} ({split} split); "
-                "run the sequences pipeline again (or the data stages) so that both come from one run"
-            )
+            raise UserError(f"sequence_index: built on another token store than {str(store.directory)!r} ({split} "
+                            "split); run the sequences pipeline again (or the data stages) so that both come from one "
+                            "run")
         words = self.words.get(split) if self.words is not None else None
         return IndexedSequences(store.split(split), self.splits[split], cls_id, sep_id, words, self.word_scheme,
                                 self.source_spans() if split == "train" else None)
@@ -327,16 +305,10 @@ def build_sequence_index(store, config: SequenceConfig, splits: Sequence[str], w
     if ranges and "train" in indexes:
         firsts = np.searchsorted(indexes["train"].starts, [start for _, start, _ in ranges])
         sources = [(name, int(first)) for (name, _, _), first in zip(ranges, firsts, strict=True)]
-    return SequenceIndex(
-        mode=config.mode,
-        max_length=config.max_length,
-        splits=indexes,
-        store_digests={split: store.digest(split) for split in splits},
-        word_segmenter=word_segmenter,
-        word_files={split: store.word_bits(split) for split in splits} if store_words else None,
-        word_scheme=store.word_scheme if store_words else None,
-        sources=sources,
-    )
+    return SequenceIndex(config.mode, config.max_length, indexes, {split: store.digest(split) for split in splits},
+                         word_segmenter, words=None, sources=sources,
+                         word_files={split: store.word_bits(split) for split in splits} if store_words else None,
+                         word_scheme=store.word_scheme if store_words else None)
 
 
 def index_token_store(store, tokenizer, config: SequenceConfig, segmenter: str, stored: str | None) -> SequenceIndex:

@@ -32,8 +32,7 @@ import pandas as pd
 
 from bert_mlm.core.data.corpus import SPLITS, CorpusError
 from bert_mlm.core.data.documents import read_manifest, write_json
-from bert_mlm.core.tokens.cjk_encoding import fast_encoder, library_encode, with_separators
-from bert_mlm.core.tokens.tokenizer import encoding_backend
+from bert_mlm.core.tokens.cjk_encoding import encoding_backend, fast_encoder, library_encode, with_separators
 from bert_mlm.core.tokens.words import WORD_SCHEMES, BitWriter, words_path
 from bert_mlm.errors import UserError
 
@@ -125,10 +124,9 @@ class TokenStore:
             raise TokenStoreError(f"{NAME}: {str(path)!r} is missing")
         actual = path.stat().st_size
         if actual != expected:
-            raise TokenStoreError(
-                f"{NAME}: {str(path)!r} holds {actual} bytes where its manifest expects {expected}: "
-                "the file is truncated or belongs to another store; run the tokenization pipeline again"
-            )
+            raise TokenStoreError(f"{NAME}: {str(path)!r} holds {actual} bytes where its manifest expects {expected}: "
+                                  "the file is truncated or belongs to another store; run the tokenization pipeline "
+                                  "again")
 
     @property
     def vocab_size(self) -> int:
@@ -164,23 +162,18 @@ class TokenStore:
         outside a mixture)."""
         if not self.sources:
             return [("", 0, self.split("train").num_tokens)]
-        ranges, start = [], 0
-        for source in self.sources:
-            ranges.append((source["name"], start, start + source["tokens"]))
-            start += source["tokens"]
-        return ranges
+        stops = np.cumsum([source["tokens"] for source in self.sources]).tolist()
+        return [(source["name"], stop - source["tokens"], stop)
+                for source, stop in zip(self.sources, stops, strict=True)]
 
     def split(self, name: str) -> TokenSplit:
         if name not in self._splits:
             info = self.manifest["splits"][name]
             self._splits[name] = TokenSplit(
-                tokens=_map(self.directory / f"{name}.bin", self.dtype, info["tokens"], random_access=True),
-                offsets=_map(self.directory / f"{name}.idx", np.dtype(np.int64), info["documents"] + 1),
-                separator_id=int(self.manifest["separator_id"]),
-                counts=np.load(self.directory / f"{name}.counts.npy"),
-                digest=info["digest"],
-                origin=(str(self.directory), name),
-            )
+                _map(self.directory / f"{name}.bin", self.dtype, info["tokens"], random_access=True),
+                _map(self.directory / f"{name}.idx", np.dtype(np.int64), info["documents"] + 1),
+                int(self.manifest["separator_id"]), np.load(self.directory / f"{name}.counts.npy"), info["digest"],
+                origin=(str(self.directory), name))
         return self._splits[name]
 
     def verify(self, splits: Sequence[str], vocab_size: int) -> None:
@@ -197,15 +190,13 @@ class TokenStore:
                     digest.update(chunk)
                     largest = max(largest, int(np.frombuffer(chunk, dtype=self.dtype).max()))
             if largest >= vocab_size:
-                raise TokenStoreError(
-                    f"{NAME}: {str(path)!r} (the {split} split) holds token id {largest}, outside the vocabulary of "
-                    f"{vocab_size} ids; run the tokenization pipeline again with this tokenizer"
-                )
+                raise TokenStoreError(f"{NAME}: {str(path)!r} (the {split} split) holds token id {largest}, outside "
+                                      f"the vocabulary of {vocab_size} ids; run the tokenization pipeline again with "
+                                      "this tokenizer")
             if digest.hexdigest() != self.digest(split):
-                raise TokenStoreError(
-                    f"{NAME}: {str(path)!r} (the {split} split) does not match the digest in its manifest: the file "
-                    "changed after it was written; run the tokenization pipeline again"
-                )
+                raise TokenStoreError(f"{NAME}: {str(path)!r} (the {split} split) does not match the digest in its "
+                                      "manifest: the file changed after it was written; run the tokenization pipeline "
+                                      "again")
             self.verify_offsets(split)
 
     def verify_offsets(self, split: str) -> None:
@@ -221,17 +212,15 @@ class TokenStore:
             sound = (len(offsets) == 0 or int(offsets[0]) == 0) and bool(np.all(np.diff(offsets) >= 1)) and (
                 len(offsets) < 2 or int(offsets[-1]) == self.split(split).num_tokens)
         if not sound:
-            raise TokenStoreError(
-                f"{NAME}: {str(path)!r} (the {split} split's document offsets) does not match its manifest: the file "
-                "changed after it was written; run the tokenization pipeline again"
-            )
+            raise TokenStoreError(f"{NAME}: {str(path)!r} (the {split} split's document offsets) does not match its "
+                                  "manifest: the file changed after it was written; run the tokenization pipeline "
+                                  "again")
 
     def check_tokenizer(self, vocabulary: dict[str, int]) -> None:
         if vocabulary_digest(vocabulary) != self.vocabulary_digest:
-            raise TokenStoreError(
-                f"{NAME}: {str(self.directory)!r} was encoded with another vocabulary than the tokenizer "
-                "given with it; run the tokenization pipeline again so both come from one run"
-            )
+            raise TokenStoreError(f"{NAME}: {str(self.directory)!r} was encoded with another vocabulary than the "
+                                  "tokenizer given with it; run the tokenization pipeline again so both come from one "
+                                  "run")
 
     def check_words(self, segmenter: str | None) -> None:
         """Refuse a store without the word boundaries of ``segmenter`` (rjieba or jieba; None: none
@@ -262,10 +251,8 @@ class TokenStoreWriter:
     """Appends encoded documents, split by split, to a new store directory."""
 
     def __init__(self, directory: str | os.PathLike, vocab_size: int, separator_id: int):
-        self.directory = Path(directory)
+        self.directory, self.vocab_size, self.separator_id = Path(directory), vocab_size, separator_id
         self.directory.mkdir(parents=True, exist_ok=False)
-        self.vocab_size = vocab_size
-        self.separator_id = separator_id
         self.dtype = token_dtype(vocab_size)
         self.splits: dict[str, dict] = {}
 
@@ -304,9 +291,7 @@ class TokenStoreWriter:
         np.save(self.directory / f"{split}.counts.npy", counts)
         word_bits = {"word_bits": bits.close()} if bits is not None else {}
         self.splits[split] = {
-            "documents": documents,
-            "tokens": position,
-            "document_tokens": position - documents,
+            "documents": documents, "tokens": position, "document_tokens": position - documents,
             "digest": digest.hexdigest(),
             "offsets_digest": offsets_digest.hexdigest(),  # the .idx's: corrupted offsets are named, not a traceback
             **word_bits,
@@ -314,15 +299,8 @@ class TokenStoreWriter:
         return self.splits[split]
 
     def close(self, extra: dict) -> dict:
-        manifest = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "dtype": self.dtype.name,
-            "vocab_size": self.vocab_size,
-            "separator_id": self.separator_id,
-            "splits": self.splits,
-            **extra,
-        }
+        manifest = {"format": FORMAT, "version": FORMAT_VERSION, "dtype": self.dtype.name,
+                    "vocab_size": self.vocab_size, "separator_id": self.separator_id, "splits": self.splits, **extra}
         write_json(self.directory / "manifest.json", manifest)
         return manifest
 
@@ -351,16 +329,10 @@ def token_store_stats(store: TokenStore, unk_id: int, vocab_size: int):
         tokens = sum(i["document_tokens"] for i in infos)
         unknown = sum(int(store.split(s).counts[unk_id]) for s in names)
         stored = sum(i["tokens"] for i in infos)
-        rows.append({
-            "split": split,
-            "documents": sum(i["documents"] for i in infos),
-            "tokens": tokens,
-            "unknown_tokens": unknown,
-            "unknown_rate": unknown / tokens if tokens else 0.0,
-            "vocab_size": vocab_size,
-            "dtype": store.dtype.name,
-            "store_bytes_per_token": stored * store.dtype.itemsize / tokens if tokens else 0.0,
-        })
+        rows.append({"split": split, "documents": sum(i["documents"] for i in infos), "tokens": tokens,
+                     "unknown_tokens": unknown, "unknown_rate": unknown / tokens if tokens else 0.0,
+                     "vocab_size": vocab_size, "dtype": store.dtype.name,
+                     "store_bytes_per_token": stored * store.dtype.itemsize / tokens if tokens else 0.0})
     sources = store.sources or []
     total = sum(source["tokens"] - source["documents"] for source in sources)
     for source in sources:  # a mixture: each source's stored training tokens (once each; weights apply per epoch)

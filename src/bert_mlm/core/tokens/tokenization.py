@@ -54,10 +54,8 @@ class TokenizerJob:
         config, documents = self.config, self.documents
         fraction = sample_fraction(documents, config)
         tokenizer = train_wordpiece(training_passes(documents, fraction), config)
-        logger.info(
-            "Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)",
-            len(tokenizer), f"{fraction:.1%}" if fraction else "all", documents.utf8_bytes("train") / 1e6,
-        )
+        logger.info("Trained a WordPiece vocabulary of %d tokens on %s of the train split (%.0f MB)", len(tokenizer),
+                    f"{fraction:.1%}" if fraction else "all", documents.utf8_bytes("train") / 1e6)
         return tokenizer
 
 
@@ -127,14 +125,11 @@ class EncodingJob:
     def recipe(self) -> dict:
         """What determines the store (core/data/reuse.py): the documents' version, the tokenizer, the
         word boundaries, the code."""
-        return {
-            "stage": "token_store",
-            "code": code_digest("bert_mlm.core.tokens.token_store", "bert_mlm.core.tokens.tokenization",
-                                "bert_mlm.core.data.documents", "bert_mlm.core.tokens.words"),
-            "documents": self.documents.identity,
-            "tokenizer": hashlib.blake2b(self.tokenizer_json.encode(), digest_size=10).hexdigest(),
-            "words": WORD_SCHEMES[self.word_segmenter] if self.word_segmenter else None,
-        }
+        return {"stage": "token_store", "documents": self.documents.identity,
+                "code": code_digest("bert_mlm.core.tokens.token_store", "bert_mlm.core.tokens.tokenization",
+                                    "bert_mlm.core.data.documents", "bert_mlm.core.tokens.words"),
+                "tokenizer": hashlib.blake2b(self.tokenizer_json.encode(), digest_size=10).hexdigest(),
+                "words": WORD_SCHEMES[self.word_segmenter] if self.word_segmenter else None}
 
     def vectorised(self) -> bool:
         """Whether the encoding runs on the worker processes: mostly-CJK text with a BERT-shaped
@@ -161,16 +156,9 @@ class EncodingJob:
                     if vectorised:  # on the worker processes: pieces that keep every one busy
                         size = engine.piece_chars
                         items = ((name, piece) for name, texts in items for piece in in_pieces(texts, size))
-                    encoded = engine.map_ordered(
-                        encode_source_texts,
-                        items,
-                        self.tokenizer_json,
-                        self.separator_id,
-                        writer.dtype.name,
-                        segmenter,
-                        python_bound=vectorised,
-                        finished=Finished(progress, lambda item: characters(item[1])),
-                    )
+                    encoded = engine.map_ordered(encode_source_texts, items, self.tokenizer_json, self.separator_id,
+                                                 writer.dtype.name, segmenter, python_bound=vectorised,
+                                                 finished=Finished(progress, lambda item: characters(item[1])))
                     counted = _per_source(encoded, read, sources if split == "train" else {})
                     written = writer.write_split(split, counted, words=segmenter is not None)
                     written["documents_without_tokens"] = read["texts"] - written["documents"]

@@ -7,7 +7,6 @@ only the special tokens), with ``[PAD]`` at id 0 and ``[CLS] $A [SEP]`` post-pro
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from collections import Counter
@@ -23,7 +22,7 @@ from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFa
 
 from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.common.text import cjk_characters
-from bert_mlm.core.tokens.cjk_encoding import SingleCharacterFilter, is_chinese, is_punctuation
+from bert_mlm.core.tokens.cjk_encoding import SingleCharacterFilter, encoding_backend, is_chinese, is_punctuation
 from bert_mlm.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -48,16 +47,8 @@ BASE_ALPHABET = (
     + "\u00a2\u00a3\u00a5\u20ac\u20a9\u20b9\u20bd\u20ba\u20a3\u20a4"  # currency
     # CJK and full-width punctuation: 、。〃 〈〉《》「」『』【】 〔〕〖〗〘〙〚〛〜〝〞〟
     # ！＂＃…／ ：；＜＝＞？＠ ［＼］＾＿｀ ｛｜｝～｟｠｡｢｣､
-    + _characters(
-        (0x3001, 0x3003),
-        (0x3008, 0x3011),
-        (0x3014, 0x301F),
-        (0xFF01, 0xFF0F),
-        (0xFF1A, 0xFF20),
-        (0xFF3B, 0xFF40),
-        (0xFF5B, 0xFF64),
-        (0xFFE0, 0xFFE6),
-    )  # and ￠￡￢￣￤￥￦
+    + _characters((0x3001, 0x3003), (0x3008, 0x3011), (0x3014, 0x301F), (0xFF01, 0xFF0F), (0xFF1A, 0xFF20),
+                  (0xFF3B, 0xFF40), (0xFF5B, 0xFF64), (0xFFE0, 0xFFE6))  # and ￠￡￢￣￤￥￦
 )
 
 
@@ -65,44 +56,32 @@ class VocabularyError(UserError):
     """A vocabulary or tokenizer that the project cannot use."""
 
 
-def _backend(
-    model: WordPiece, lowercase: bool, strip_accents: bool | None, chinese_chars: bool
-) -> Tokenizer:
+def bert_tokenizer(vocab: dict[str, int], lowercase: bool, strip_accents: bool | None,
+                   chinese_chars: bool) -> BertTokenizerFast:
+    """A WordPiece ``vocab`` with BERT's normaliser (one token per CJK character with
+    ``chinese_chars``), pre-tokenizer, decoder and ``[CLS] $A [SEP]`` post-processing."""
+    tokenizer = _backend(WordPiece(vocab=vocab, unk_token=UNK), lowercase, strip_accents, chinese_chars)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{CLS} $A {SEP}", pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
+        special_tokens=[(CLS, tokenizer.token_to_id(CLS)), (SEP, tokenizer.token_to_id(SEP))])
+    return wrap_tokenizer(tokenizer, lowercase, strip_accents, chinese_chars)
+
+
+def _backend(model: WordPiece, lowercase: bool, strip_accents: bool | None, chinese_chars: bool) -> Tokenizer:
     tokenizer = Tokenizer(model)
-    tokenizer.normalizer = normalizers.BertNormalizer(
-        clean_text=True,
-        handle_chinese_chars=chinese_chars,  # one token per CJK character, as BERT does
-        strip_accents=strip_accents,
-        lowercase=lowercase,
-    )
+    tokenizer.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=chinese_chars,
+                                                      strip_accents=strip_accents, lowercase=lowercase)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     return tokenizer
 
 
-def _with_bert_post_processor(tokenizer: Tokenizer) -> Tokenizer:
-    cls_id, sep_id = tokenizer.token_to_id(CLS), tokenizer.token_to_id(SEP)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{CLS} $A {SEP}",
-        pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
-        special_tokens=[(CLS, cls_id), (SEP, sep_id)],
-    )
-    return tokenizer
-
-
 def wrap_tokenizer(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None,
                    chinese_chars: bool) -> BertTokenizerFast:
-    wrapped = BertTokenizerFast(
-        tokenizer_object=tokenizer,
-        unk_token=UNK,
-        sep_token=SEP,
-        pad_token=PAD,
-        cls_token=CLS,
-        mask_token=MASK,
-        do_lower_case=lowercase,
-        strip_accents=strip_accents,
-        tokenize_chinese_chars=chinese_chars,  # saved in tokenizer_config.json; AutoTokenizer rebuilds from it
-    )
+    # tokenize_chinese_chars is saved in tokenizer_config.json; AutoTokenizer rebuilds from it.
+    wrapped = BertTokenizerFast(tokenizer_object=tokenizer, unk_token=UNK, sep_token=SEP, pad_token=PAD,
+                                cls_token=CLS, mask_token=MASK, do_lower_case=lowercase, strip_accents=strip_accents,
+                                tokenize_chinese_chars=chinese_chars)
     check_tokenizer(wrapped)
     return wrapped
 
@@ -181,11 +160,8 @@ def base_alphabet(setting: str | None) -> str:
     return BASE_ALPHABET if setting == "default" else setting
 
 
-def train_wordpiece(
-    texts: Iterable[str] | Iterable[list[str]] | Callable[[], Iterable],
-    config: TokenizerConfig,
-    show_progress: bool = False,
-) -> BertTokenizerFast:
+def train_wordpiece(texts: Iterable[str] | Iterable[list[str]] | Callable[[], Iterable],
+                    config: TokenizerConfig) -> BertTokenizerFast:
     """Train a BERT-style WordPiece vocabulary as ``config`` (the ``tokenizer`` section) describes
     it, on ``texts`` (strings, or batches of strings: streamed, so the corpus need not fit in
     memory).
@@ -199,9 +175,7 @@ def train_wordpiece(
     """
     stream = texts if callable(texts) else (lambda: texts)
     if not callable(texts) and not isinstance(texts, (list, tuple)) and config.limit_alphabet is None:
-        raise TypeError(
-            "train_wordpiece: give a list or a callable that yields the texts (the alphabet takes two passes)"
-        )
+        raise TypeError("train_wordpiece: give a list or a callable that yields the texts (the alphabet: two passes)")
     raw_counts = raw_character_counts(stream())
     # Resolved here and saved with the tokenizer (tokenizer_config.json), which rebuilds its
     # normaliser from it when loaded.
@@ -214,15 +188,11 @@ def train_wordpiece(
     # and reads the text without them (a tenth of a Chinese corpus; the same vocabulary).
     without_singles = SingleCharacterFilter(tokenizer.normalizer, tokenizer.pre_tokenizer)
     trainer = WordPieceTrainer(
-        vocab_size=config.vocab_size,
-        min_frequency=config.min_frequency,
+        vocab_size=config.vocab_size, min_frequency=config.min_frequency, continuing_subword_prefix="##",
         special_tokens=[*SPECIAL_TOKENS, *alphabet.reserved(config.chinese_chars)],  # in this order: [PAD] gets id 0
         # The initial alphabet counts against the cap (it is kept first): the cap grows by it.
-        limit_alphabet=alphabet.limit + len(alphabet.added),
-        initial_alphabet=sorted({*alphabet.base, *alphabet.kept}) if alphabet.counted else alphabet.base,
-        continuing_subword_prefix="##",
-        show_progress=show_progress,
-    )
+        limit_alphabet=alphabet.limit + len(alphabet.added), show_progress=False,
+        initial_alphabet=sorted({*alphabet.base, *alphabet.kept}) if alphabet.counted else alphabet.base)
     batches = (without_singles(batch) for batch in _batches(stream())) if alphabet.counted else _batches(stream())
     tokenizer.train_from_iterator(batches, trainer=trainer)
     # Renumbered (special tokens first, then by string): the token ids, and so everything
@@ -230,8 +200,7 @@ def train_wordpiece(
     trained = tokenizer.get_vocab()
     ordered = list(SPECIAL_TOKENS) + sorted(t for t in trained if t not in SPECIAL_TOKENS)
     _warn_about_size(len(ordered), config, alphabet)
-    canonical = _backend(WordPiece(vocab={t: i for i, t in enumerate(ordered)}, unk_token=UNK), *normalisation)
-    return wrap_tokenizer(_with_bert_post_processor(canonical), *normalisation)
+    return bert_tokenizer({t: i for i, t in enumerate(ordered)}, *normalisation)
 
 
 @dataclass(frozen=True)
@@ -271,19 +240,15 @@ def _warn_about_size(size: int, config: TokenizerConfig, alphabet: _Alphabet) ->
     if size < config.vocab_size:
         source = (f"its {alphabet.limit} characters that occur at least tokenizer.min_frequency={config.min_frequency} "
                   "times" if alphabet.counted else f"tokenizer.limit_alphabet={alphabet.limit} characters")
-        logger.warning(
-            "tokenizer.vocab_size: the vocabulary has %d tokens, fewer than the %d asked for: the training text gives "
-            "%s, and no further pair of pieces occurs that often (CJK characters are never merged). "
-            "More text, or a lower tokenizer.min_frequency, gives more.",
-            size, config.vocab_size, source,
-        )
+        logger.warning("tokenizer.vocab_size: the vocabulary has %d tokens, fewer than the %d asked for: the training "
+                       "text gives %s, and no further pair of pieces occurs that often (CJK characters are never "
+                       "merged). More text, or a lower tokenizer.min_frequency, gives more.", size, config.vocab_size,
+                       source)
     elif size > config.vocab_size:
-        logger.warning(
-            "tokenizer.vocab_size: the vocabulary has %d tokens, more than the %d asked for: every character of "
-            "the training text's alphabet (and its ## continuation) is kept, so that no text becomes [UNK]. "
-            "Raise tokenizer.vocab_size, or lower tokenizer.limit_alphabet to cap the alphabet.",
-            size, config.vocab_size,
-        )
+        logger.warning("tokenizer.vocab_size: the vocabulary has %d tokens, more than the %d asked for: every "
+                       "character of the training text's alphabet (and its ## continuation) is kept, so that no text "
+                       "becomes [UNK]. Raise tokenizer.vocab_size, or lower tokenizer.limit_alphabet to cap the "
+                       "alphabet.", size, config.vocab_size)
 
 
 def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:
@@ -305,28 +270,18 @@ def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:
         else:
             vocab[token] = index
     if duplicates:
-        raise VocabularyError(
-            f"tokenizer.vocab_path: {str(file)!r} has {len(duplicates)} duplicate token(s), "
-            f"e.g. {duplicates[:5]}"
-        )
+        raise VocabularyError(f"tokenizer.vocab_path: {str(file)!r} has {len(duplicates)} duplicate token(s), "
+                              f"e.g. {duplicates[:5]}")
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
-        raise VocabularyError(
-            f"tokenizer.vocab_path: {str(file)!r} lacks the special token(s) {missing}"
-        )
+        raise VocabularyError(f"tokenizer.vocab_path: {str(file)!r} lacks the special token(s) {missing}")
     if vocab[PAD] != 0:
-        raise VocabularyError(
-            f"tokenizer.vocab_path: {PAD} must be id 0 in {str(file)!r} (it is {vocab[PAD]})"
-        )
+        raise VocabularyError(f"tokenizer.vocab_path: {PAD} must be id 0 in {str(file)!r} (it is {vocab[PAD]})")
     return vocab
 
 
-def load_tokenizer(
-    path: str | os.PathLike,
-    lowercase: bool = True,
-    strip_accents: bool | None = None,
-    chinese_chars: bool = True,
-) -> PreTrainedTokenizerFast:
+def load_tokenizer(path: str | os.PathLike, lowercase: bool = True, strip_accents: bool | None = None,
+                   chinese_chars: bool = True) -> PreTrainedTokenizerFast:
     """Load an existing vocabulary: a ``vocab.txt`` file or a tokenizer directory."""
     location = Path(path)
     if location.is_dir():
@@ -334,16 +289,11 @@ def load_tokenizer(
             tokenizer = AutoTokenizer.from_pretrained(str(location))
             check_tokenizer(tokenizer)
             return tokenizer
-        if (location / "vocab.txt").is_file():
-            location = location / "vocab.txt"
-        else:
-            raise VocabularyError(
-                f"tokenizer.vocab_path: directory {str(location)!r} has neither a tokenizer.json "
-                "nor a vocab.txt"
-            )
-    vocab = read_vocab_file(location)
-    backend = _backend(WordPiece(vocab=vocab, unk_token=UNK), lowercase, strip_accents, chinese_chars)
-    return wrap_tokenizer(_with_bert_post_processor(backend), lowercase, strip_accents, chinese_chars)
+        if not (location / "vocab.txt").is_file():
+            raise VocabularyError(f"tokenizer.vocab_path: directory {str(location)!r} has neither a tokenizer.json "
+                                  "nor a vocab.txt")
+        location = location / "vocab.txt"
+    return bert_tokenizer(read_vocab_file(location), lowercase, strip_accents, chinese_chars)
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
@@ -354,30 +304,15 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
     if tokenizer.pad_token_id != 0:
         raise VocabularyError(f"tokenizer: [PAD] must be id 0, it is {tokenizer.pad_token_id}")
     if len(tokenizer) <= len(SPECIAL_TOKENS):
-        raise VocabularyError(
-            f"tokenizer: the vocabulary holds only {len(tokenizer)} tokens; "
-            "it was probably loaded without its vocab (only special tokens)"
-        )
+        raise VocabularyError(f"tokenizer: the vocabulary holds only {len(tokenizer)} tokens; it was probably loaded "
+                              "without its vocab (only special tokens)")
     probe = tokenizer("a")["input_ids"]
     if probe[0] != tokenizer.cls_token_id or probe[-1] != tokenizer.sep_token_id:
         raise VocabularyError("tokenizer: encodings do not start with [CLS] and end with [SEP]")
 
 
-@functools.lru_cache(maxsize=4)
-def encoding_backend(serialised: str) -> Tokenizer:
-    """The Rust tokenizer of ``serialised``, set to encode documents whole: a transformers
-    tokenizer once called with padding or truncation (fill-mask, the probe) keeps them in its
-    backend's state, and so in ``to_str()``; a stored document must be neither padded nor cut.
-    Cached: one parse per process (data-engine workers get the string)."""
-    tokenizer = Tokenizer.from_str(serialised)
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    return tokenizer
-
-
-def encode_documents(
-    tokenizer: PreTrainedTokenizerFast, texts: Sequence[str], batch_size: int = 4096
-) -> list[np.ndarray]:
+def encode_documents(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str], batch_size: int = 4096
+                     ) -> list[np.ndarray]:
     """Token ids of each document, without special tokens, as int32 arrays.
 
     Goes straight to the Rust ``encode_batch_fast`` (in parallel on all cores, without the

@@ -11,7 +11,6 @@ model rows for them, each initialised from the rows of the pieces its text was s
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,10 +23,10 @@ from tokenizers.models import WordPiece
 from transformers import BertTokenizerFast, PreTrainedModel, PreTrainedTokenizerBase
 
 from bert_mlm.config import TokenizerConfig
+from bert_mlm.core.tokens.cjk_encoding import encoding_backend, flat_ids
 from bert_mlm.core.tokens.tokenizer import (
     UNK,
     VocabularyError,
-    encoding_backend,
     mostly_cjk,
     raw_character_counts,
     train_wordpiece,
@@ -54,8 +53,8 @@ class Coverage:
     def rate(self) -> float:
         return self.unknown / self.tokens if self.tokens else 0.0
 
-    def commonest(self, counts: Counter, count: int = SHOWN) -> str:
-        return ", ".join(f"{token!r} x{n:,}" for token, n in counts.most_common(count)) or "none"
+    def commonest(self, counts: Counter) -> str:
+        return ", ".join(f"{token!r} x{n:,}" for token, n in counts.most_common(SHOWN)) or "none"
 
 
 def measure_coverage(tokenizer: PreTrainedTokenizerBase, texts: Iterable[list[str]]) -> Coverage:
@@ -83,14 +82,6 @@ def measure_coverage(tokenizer: PreTrainedTokenizerBase, texts: Iterable[list[st
         for form in missing_forms(word, vocab):
             coverage.missing[form] += count
     return coverage
-
-
-def flat_ids(encodings) -> tuple[np.ndarray, np.ndarray]:
-    """The encodings' ids back to back, and how many each has (one array per batch, not per document)."""
-    per_text = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-    total = int(per_text.sum())
-    ids = np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=total)
-    return ids, per_text
 
 
 def missing_forms(word: str, vocab: Mapping[str, int]) -> list[str]:
@@ -178,10 +169,8 @@ def extend_tokenizer(tokenizer: PreTrainedTokenizerBase, tokens: Sequence[str],
     backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
     model = backend.model
     if not isinstance(model, WordPiece):
-        raise VocabularyError(
-            f"tokenizer.extend_vocabulary: the inherited tokenizer is a {type(model).__name__}, not a WordPiece "
-            "vocabulary; only WordPiece vocabularies (BERT's) are extended"
-        )
+        raise VocabularyError(f"tokenizer.extend_vocabulary: the inherited tokenizer is a {type(model).__name__}, not "
+                              "a WordPiece vocabulary; only WordPiece vocabularies (BERT's) are extended")
     vocab = dict(sorted(tokenizer.get_vocab().items(), key=lambda item: item[1]))
     if sorted(vocab.values()) != list(range(len(vocab))):
         raise VocabularyError("tokenizer.extend_vocabulary: the inherited vocabulary's ids are not 0..n-1")
@@ -265,27 +254,25 @@ def adapt_vocabulary(tokenizer: PreTrainedTokenizerBase, texts: Callable[[], Ite
     warn = coverage.rate > config.unk_warning_rate and not config.extend_vocabulary
     # Another pass over the text, only where its language decides something.
     chinese = bool(coverage.tokens) and (warn or config.extend_vocabulary) and mostly_cjk(raw_character_counts(texts()))
-    report = VocabularyReport(
-        source=source, inherited_tokens=len(tokenizer), measured_tokens=coverage.tokens,
-        sample_fraction=sample_fraction, unknown_rate=coverage.rate, unknown_tokens=coverage.unknown,
-        uncovered_words=[[w, n] for w, n in coverage.words.most_common(SHOWN)],
-        uncovered_characters=[[c, n] for c, n in coverage.missing.most_common(SHOWN)],
-        warning_rate=config.unk_warning_rate,
-    )
+    report = VocabularyReport(source=source, inherited_tokens=len(tokenizer), measured_tokens=coverage.tokens,
+                              sample_fraction=sample_fraction, unknown_rate=coverage.rate,
+                              unknown_tokens=coverage.unknown,
+                              uncovered_words=[[w, n] for w, n in coverage.words.most_common(SHOWN)],
+                              uncovered_characters=[[c, n] for c, n in coverage.missing.most_common(SHOWN)],
+                              warning_rate=config.unk_warning_rate)
     sample = f" (a {sample_fraction:.1%} sample of the train split)" if sample_fraction else ""
     logger.info("The vocabulary of %s (%d tokens) turns %.4f%% of the training text's %d tokens%s into %s",
                 source, len(tokenizer), 100 * coverage.rate, coverage.tokens, sample, UNK)
     if warn:
         words = "" if chinese else f"; words: {coverage.commonest(coverage.words)}"
-        logger.warning(
-            "tokenizer: the inherited vocabulary of %s turns %.2f%% of the training text's tokens into %s (%s of %s), "
-            "above tokenizer.unk_warning_rate=%.2f%%; the model never sees that text. Commonest missing: %s (%d "
-            "distinct)%s. Set tokenizer.extend_vocabulary=%d to add them to the vocabulary (each new embedding starts "
-            "from the mean of the pieces it was split into), or start from a model whose vocabulary covers this text.",
-            source, 100 * coverage.rate, UNK, f"{coverage.unknown:,}", f"{coverage.tokens:,}",
-            100 * config.unk_warning_rate, coverage.commonest(coverage.missing), len(coverage.missing), words,
-            max(len(coverage.missing), 1),
-        )
+        logger.warning("tokenizer: the inherited vocabulary of %s turns %.2f%% of the training text's tokens into %s "
+                       "(%s of %s), above tokenizer.unk_warning_rate=%.2f%%; the model never sees that text. Commonest "
+                       "missing: %s (%d distinct)%s. Set tokenizer.extend_vocabulary=%d to add them to the vocabulary "
+                       "(each new embedding starts from the mean of the pieces it was split into), or start from a "
+                       "model whose vocabulary covers this text.", source, 100 * coverage.rate, UNK,
+                       f"{coverage.unknown:,}", f"{coverage.tokens:,}", 100 * config.unk_warning_rate,
+                       coverage.commonest(coverage.missing), len(coverage.missing), words,
+                       max(len(coverage.missing), 1))
     if not config.extend_vocabulary:
         return tokenizer, report
     tokens = extension_tokens(coverage, config.extend_vocabulary, chinese,
@@ -298,10 +285,8 @@ def adapt_vocabulary(tokenizer: PreTrainedTokenizerBase, texts: Callable[[], Ite
     after = measure_coverage(extended, texts())
     report.added_tokens, report.added, report.unknown_rate_after = len(tokens), tokens, after.rate
     kind = "characters" if chinese else "characters and WordPiece pieces learned on the training text"
-    logger.info(
-        "tokenizer.extend_vocabulary=%d: added %d %s (%s%s); %s rate %.4f%% -> %.4f%%",
-        config.extend_vocabulary, len(tokens), kind, ", ".join(repr(t) for t in tokens[:SHOWN]),
-        ", ..." if len(tokens) > SHOWN else "", UNK, 100 * coverage.rate, 100 * after.rate,
-    )
+    logger.info("tokenizer.extend_vocabulary=%d: added %d %s (%s%s); %s rate %.4f%% -> %.4f%%",
+                config.extend_vocabulary, len(tokens), kind, ", ".join(repr(t) for t in tokens[:SHOWN]),
+                ", ..." if len(tokens) > SHOWN else "", UNK, 100 * coverage.rate, 100 * after.rate)
     return extended, report
 

@@ -53,9 +53,8 @@ from bert_mlm.cpus import intra_op_threads
 from bert_mlm.errors import UserError
 
 
-def corpus_sequences(
-    items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase, config: SequenceConfig
-) -> list[np.ndarray]:
+def corpus_sequences(items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase,
+                     config: SequenceConfig) -> list[np.ndarray]:
     """Sequences of an extra held-out corpus (``evaluation.corpus_path``): every paragraph kept
     (no length filter, no de-duplication), encoded and cut as the training data is."""
     documents, _ = clean_documents(items, min_words=1, deduplicate=False)
@@ -72,9 +71,8 @@ def check_extra_corpus(source: CorpusSource) -> None:
     source.check_first_texts()
 
 
-def open_sequences(
-    token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase
-) -> dict[str, IndexedSequences]:
+def open_sequences(token_store: TokenStore, sequence_index: SequenceIndex,
+                   tokenizer: PreTrainedTokenizerBase) -> dict[str, IndexedSequences]:
     """Every split's sequences, read from the memory-mapped store on demand."""
     token_store.check_tokenizer(tokenizer.get_vocab())
     token_store.verify(sequence_index.splits, len(tokenizer))
@@ -96,11 +94,9 @@ class Experiment:
     schedule_note: str = ""  # where the learning rate and warmup came from (:meth:`TrainingConfig.resolved`)
 
     @classmethod
-    def from_store(
-        cls, token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase, *,
-        model: ModelConfig, training: TrainingConfig, masking: MaskingConfig, evaluation: EvaluationConfig,
-        sequences: SequenceConfig, mixture: dict | list | None = None,
-    ) -> Experiment:
+    def from_store(cls, token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase, *,
+                   model: ModelConfig, training: TrainingConfig, masking: MaskingConfig, evaluation: EvaluationConfig,
+                   sequences: SequenceConfig, mixture: dict | list | None = None) -> Experiment:
         """An experiment on the stored sequences, refused when the stored index was built for other
         ``sequences`` parameters or lacks the word boundaries that whole-word masking needs. Its
         ``auto`` learning rate and warmup are resolved for the model: continued pretraining
@@ -108,11 +104,9 @@ class Experiment:
         ``mixture``: ``corpus.sources``, whose weights (or repeats) the training epochs draw a
         mixture's stored sources by (:mod:`bert_mlm.core.tokens.blend`)."""
         if (sequence_index.mode, sequence_index.max_length) != (sequences.mode, sequences.max_length):
-            raise UserError(
-                f"sequences: the stored sequence_index is {sequence_index.mode} x {sequence_index.max_length}, "
-                f"the parameters ask for {sequences.mode} x {sequences.max_length}; "
-                "run the sequences pipeline with these parameters first"
-            )
+            raise UserError(f"sequences: the stored sequence_index is {sequence_index.mode} x "
+                            f"{sequence_index.max_length}, the parameters ask for {sequences.mode} x "
+                            f"{sequences.max_length}; run the sequences pipeline with these parameters first")
         sequence_index.check_words(masking.words, masking.word_segmenter)
         sequence_index.check_words(evaluation.whole_word, masking.word_segmenter, "evaluation.whole_word")
         opened = open_sequences(token_store, sequence_index, tokenizer)
@@ -144,9 +138,8 @@ class Experiment:
                        min_masked_tokens: int | None = None) -> StreamedEvaluationSet:
         config = self.evaluation.replace(max_sequences=max_sequences or self.evaluation.max_sequences,
                                          min_masked_tokens=min_masked_tokens or self.evaluation.min_masked_tokens)
-        return prepare_evaluation_set(
-            self.sequences.get(split, []), self.collator, self.token_ids.mask, self.token_ids.replacement, config
-        )
+        return prepare_evaluation_set(self.sequences.get(split, []), self.collator, self.token_ids.mask,
+                                      self.token_ids.replacement, config)
 
     def new_model(self) -> BertForMaskedLM:
         return build_model(self.model_config, self.tokenizer, seed=self.training.seed)
@@ -161,7 +154,7 @@ class Experiment:
             raise UserError("training.eval_every: the valid split holds no sequences to validate on (a corpus of few "
                             "documents may put none there); set training.eval_every=0")
         evaluation_set = self.evaluation_set("valid", min_masked_tokens=training.eval_masked_tokens)
-        return Validation(lambda model: self.evaluate(model, evaluation_set))
+        return lambda model: self.evaluate(model, evaluation_set)
 
     def train(self, model: BertForMaskedLM, training: TrainingConfig | None = None,
               masking: MaskingConfig | None = None, on_step: StepCallback | None = None,
@@ -180,27 +173,15 @@ class Experiment:
         return evaluate(model, evaluation_set, self.evaluation.batch_size, amp_dtype=amp_dtype)
 
 
-def train_trial(
-    experiment: Experiment,
-    masking: MaskingConfig,
-    training: TrainingConfig,
-    evaluation_set: StreamedEvaluationSet,
-    eval_every: int,
-    report,
-    score: Callable[[BertForMaskedLM], float] | None = None,
-) -> float:
+def train_trial(experiment: Experiment, masking: MaskingConfig, training: TrainingConfig,
+                evaluation_set: StreamedEvaluationSet, eval_every: int, report,
+                score: Callable[[BertForMaskedLM], float] | None = None) -> float:
     """One tuning trial: the same initial model, data order and steps for every trial. Scored by
     the fixed-protocol eval loss, the loop's validation every ``eval_every`` steps (reported, so
     the pruner can stop it), or, with ``score``, once by ``score(model)`` at the end (no pruning:
     an eval loss along the way would prune by the very proxy that ``score`` replaces)."""
     model = experiment.new_model()
     training = training.replace(eval_every=0, keep_best=False)
-    if score is not None:
-        experiment.train(model, training, masking)
-        value = score(model)
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        return value
     last = {"loss": float("nan")}
 
     def on_step(step: int, record: dict) -> None:
@@ -208,8 +189,12 @@ def train_trial(
             last["loss"] = record[VALID_LOSS]
             report(step, last["loss"])
 
-    validation = Validation(lambda trained: experiment.evaluate(trained, evaluation_set))
-    experiment.train(model, training.replace(eval_every=eval_every), masking, on_step, validation=validation)
+    if score is not None:
+        experiment.train(model, training, masking)
+        last["loss"] = score(model)
+    else:
+        experiment.train(model, training.replace(eval_every=eval_every), masking, on_step,
+                         validation=lambda trained: experiment.evaluate(trained, evaluation_set))
     if torch.cuda.is_available():
         torch.cuda.empty_cache()  # the next trial builds a fresh model
     return last["loss"]
@@ -219,17 +204,14 @@ def mixture_shares(sequences, seed: int = 0) -> dict | None:
     """A mixture's per-source sequences and tokens in epoch 0 of ``seed``, counted on the drawn
     index (not estimated); ``None`` without a mixture."""
     plan = getattr(sequences, "mixture", None)
-    if plan is None:
-        return None
-    return plan.shares(plan.sample(seed, 0), sequences.lengths)
+    return None if plan is None else plan.shares(plan.sample(seed, 0), sequences.lengths)
 
 
-def held_out_metrics(
-    model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, token_store: TokenStore, sequence_index: SequenceIndex,
-    protocol: EvaluationConfig, sequences: SequenceConfig, extra_corpus: Iterable[RawText] | None = None,
-    device: torch.device | str = "cpu", starting_model: Callable[[], BertForMaskedLM] | None = None,
-    corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path"),
-) -> Evaluation:
+def held_out_metrics(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, token_store: TokenStore,
+                     sequence_index: SequenceIndex, protocol: EvaluationConfig, sequences: SequenceConfig,
+                     extra_corpus: Iterable[RawText] | None = None, device: torch.device | str = "cpu",
+                     starting_model: Callable[[], BertForMaskedLM] | None = None,
+                     corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path")) -> Evaluation:
     """Fixed-protocol scores on the test split beside the most-frequent-token reference, and the
     same on an extra held-out corpus when one is given; the model is moved to ``device`` (and
     stays there).
@@ -286,9 +268,8 @@ class NonMainNodeFinished(RuntimeError):
     """Raised on machines other than node 0 after their ranks finished: they write nothing."""
 
 
-def train_data_parallel(
-    experiment: Experiment, distributed: DistributedConfig
-) -> tuple[BertForMaskedLM, TrainingResult]:
+def train_data_parallel(experiment: Experiment,
+                        distributed: DistributedConfig) -> tuple[BertForMaskedLM, TrainingResult]:
     """Train the experiment on ``distributed.world_size`` data-parallel workers (in-process when
     it is 1) and return the trained model and rank 0's result."""
     if distributed.world_size == 1:
@@ -296,10 +277,8 @@ def train_data_parallel(
         return model, experiment.train(model)
     returned = launch(distributed, _train_rank, experiment)
     if returned is None:
-        raise NonMainNodeFinished(
-            f"distributed.node_rank={distributed.node_rank}: this machine's ranks finished training; "
-            "node 0 writes the model and the other artifacts"
-        )
+        raise NonMainNodeFinished(f"distributed.node_rank={distributed.node_rank}: this machine's ranks finished "
+                                  "training; node 0 writes the model and the other artifacts")
     state, result = returned
     model = experiment.new_model()
     model.load_state_dict(state)

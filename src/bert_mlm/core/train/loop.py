@@ -75,41 +75,35 @@ def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, ra
         batches = batch_order(lengths, config.batch_size, generator, bucketed=config.bucketing)
     per_rank = len(batches) // rank.world_size
     if per_rank == 0:
-        raise UserError(
-            f"training: {len(batches)} batch(es) per epoch cannot feed {rank.world_size} data-parallel ranks; "
-            "lower training.batch_size or distributed.nproc_per_node"
-        )
+        raise UserError(f"training: {len(batches)} batch(es) per epoch cannot feed {rank.world_size} data-parallel "
+                        "ranks; lower training.batch_size or distributed.nproc_per_node")
     return batches[rank.rank :: rank.world_size][:per_rank]
 
 
 StepCallback = Callable[[int, dict], None]
 
 
-@dataclass
-class Validation:
-    """What the loop evaluates every ``training.eval_every`` optimizer steps (and at the last):
-    ``evaluate``, the fixed protocol on a bounded held-out set
-    (:meth:`bert_mlm.core.train.experiment.Experiment.validation`; a tuning trial's study set). Its
-    results join that step's history record; its time is not training time."""
+# What the loop evaluates every ``training.eval_every`` optimizer steps (and at the last): the fixed
+# protocol on a bounded held-out set (Experiment.validation; a tuning trial's study set), as metrics.
+Validation = Callable[[BertForMaskedLM], dict]
 
-    evaluate: Callable[[BertForMaskedLM], dict]
 
-    def run(self, model: BertForMaskedLM, device: torch.device, record: StepRecord) -> None:
-        """Fills the validation columns of ``record``. Under a forked RNG (evaluation draws nothing
-        from the global generators today; training's dropout stream must stay untouched whatever it
-        does), and the model goes back to train mode."""
-        started = time.perf_counter()
-        cuda = [] if device.type != "cuda" else [torch.cuda.current_device() if device.index is None else device.index]
-        with torch.random.fork_rng(devices=cuda):
-            metrics = self.evaluate(model)
-        model.train()
-        seconds = time.perf_counter() - started
-        logger.info("validation at step %d: loss %.4f ± %.4f, accuracy %.4f (%s masked tokens of %s valid sequences, "
-                    "%.1f s)", record.step, metrics["eval_loss"], metrics["eval_loss_se"], metrics["eval_accuracy"],
-                    f"{metrics['eval_masked_tokens']:,}", f"{metrics['eval_sequences']:,}", seconds)
-        record.valid_loss, record.valid_loss_se = metrics["eval_loss"], metrics["eval_loss_se"]
-        record.valid_accuracy, record.valid_masked_tokens = metrics["eval_accuracy"], metrics["eval_masked_tokens"]
-        record.valid_seconds = seconds
+def validate(evaluate: Validation, model: BertForMaskedLM, device: torch.device, record: StepRecord) -> None:
+    """Fills the validation columns of ``record``; its time is not training time. Under a forked RNG
+    (evaluation draws nothing from the global generators today; training's dropout stream must stay
+    untouched whatever it does), and the model goes back to train mode."""
+    started = time.perf_counter()
+    cuda = [] if device.type != "cuda" else [torch.cuda.current_device() if device.index is None else device.index]
+    with torch.random.fork_rng(devices=cuda):
+        metrics = evaluate(model)
+    model.train()
+    seconds = time.perf_counter() - started
+    logger.info("validation at step %d: loss %.4f ± %.4f, accuracy %.4f (%s masked tokens of %s valid sequences, "
+                "%.1f s)", record.step, metrics["eval_loss"], metrics["eval_loss_se"], metrics["eval_accuracy"],
+                f"{metrics['eval_masked_tokens']:,}", f"{metrics['eval_sequences']:,}", seconds)
+    record.valid_loss, record.valid_loss_se = metrics["eval_loss"], metrics["eval_loss_se"]
+    record.valid_accuracy, record.valid_masked_tokens = metrics["eval_accuracy"], metrics["eval_masked_tokens"]
+    record.valid_seconds = seconds
 
 
 def better(best: BestWeights | None, record: StepRecord, model: BertForMaskedLM) -> BestWeights | None:
@@ -120,17 +114,9 @@ def better(best: BestWeights | None, record: StepRecord, model: BertForMaskedLM)
     return BestWeights(record.step, loss, cpu_weights(model))
 
 
-def train(
-    model: BertForMaskedLM,
-    sequences: Sequence[np.ndarray],
-    token_ids: TokenIds,
-    masking: MaskingConfig,
-    config: TrainingConfig,
-    collator: Collator,
-    on_step: StepCallback | None = None,
-    rank: Rank = SINGLE,
-    validation: Validation | None = None,
-) -> TrainingResult:
+def train(model: BertForMaskedLM, sequences: Sequence[np.ndarray], token_ids: TokenIds, masking: MaskingConfig,
+          config: TrainingConfig, collator: Collator, on_step: StepCallback | None = None, rank: Rank = SINGLE,
+          validation: Validation | None = None) -> TrainingResult:
     """Train ``model`` in place for ``config.max_steps`` optimizer steps.
 
     ``on_step(step, record)`` is called after each optimizer step with that step's history
@@ -169,7 +155,7 @@ def train(
             # Validate on rank 0 (the other ranks wait for it at their next collective).
             if validation_due:
                 if rank.is_main:
-                    validation.run(model, run.device, records[-1])
+                    validate(validation, model, run.device, records[-1])
                     position.best = better(position.best, records[-1], model) if config.keep_best else None
                 window.restart()  # validation time is not training time
             # Publish: into the history (a validated step's row with its valid_loss) and the live curves.
@@ -205,7 +191,9 @@ class TrainingRun:
         self.model, self.sequences, self.token_ids, self.collator = model, sequences, token_ids, collator
         self.rank, self.mixture = rank, getattr(sequences, "mixture", None)
         epoch_size = self.mixture.epoch_size if self.mixture is not None else len(sequences)
-        self.config = config = with_step_budget(config, epoch_size)
+        # training.epochs turned into max_steps (passes over the training sequences).
+        self.config = config = config if config.epochs is None else config.replace(
+            max_steps=config.step_budget(epoch_size))
         device = resolve_device(config.device)
         if device.type == "cuda" and rank.distributed:
             device = torch.device("cuda", rank.local_rank)
@@ -267,17 +255,13 @@ class TrainingRun:
                         "last step, %d, had %.4f", kept.step, kept.valid_loss, position.step,
                         position.records[-1].get("valid_loss", float("nan")))
         model.eval()
-        return TrainingResult(
-            history=history_frame(position.records),
-            train_tokens=int(sum(r["tokens"] for r in position.records)),
-            seconds=float(sum(r["seconds"] for r in position.records)),
-            device=str(self.device),
-            precision=self.precision,
-            learning_rate=config.peak_learning_rate(model.config.hidden_size),
-            resumed_from_step=self.resumed_from,
-            kept_step=kept.step if kept is not None else None,
-            kept_valid_loss=kept.valid_loss if kept is not None else None,
-        )
+        return TrainingResult(history=history_frame(position.records),
+                              train_tokens=int(sum(r["tokens"] for r in position.records)),
+                              seconds=float(sum(r["seconds"] for r in position.records)), device=str(self.device),
+                              precision=self.precision,
+                              learning_rate=config.peak_learning_rate(model.config.hidden_size),
+                              resumed_from_step=self.resumed_from, kept_step=kept.step if kept is not None else None,
+                              kept_valid_loss=kept.valid_loss if kept is not None else None)
 
 
 def compile_encoder(model: BertForMaskedLM, setting: bool | str, device: torch.device) -> None:
@@ -296,16 +280,9 @@ def compile_encoder(model: BertForMaskedLM, setting: bool | str, device: torch.d
         torch.compile(lambda x: torch.nn.functional.gelu(x) * 2, mode=mode)(torch.ones(8, device=device))
     except Exception as error:  # noqa: BLE001 - any backend failure means: compile unavailable here
         raise UserError(f"training.compile: torch.compile is unavailable on {device} here ({type(error).__name__}: "
-                        f"{first_line(error)[:200]}); set training.compile=false") from error
+                        f"{first_line(error)}); set training.compile=false") from error
     model.bert.compile(mode=mode)
     logger.info("training.compile=%s: the encoder runs under torch.compile (mode %s)", setting, mode or "default")
-
-
-def with_step_budget(config: TrainingConfig, sequences: int) -> TrainingConfig:
-    """``training.epochs`` turned into ``max_steps`` (passes over the training sequences)."""
-    if config.epochs is None:
-        return config
-    return config.replace(max_steps=config.step_budget(sequences))
 
 
 

@@ -121,11 +121,9 @@ class RecordWindow:
             logger.warning("training: non-finite gradient or loss at step %d; step skipped", step)
         self.nonfinite_streak = self.nonfinite_streak + 1 if diverged else 0
         if self.nonfinite_streak >= self.config.max_nonfinite_steps:
-            raise NonFiniteLossError(
-                f"training: the loss was non-finite for {self.nonfinite_streak} consecutive steps (last at step "
-                f"{step}); stopping. The last good checkpoint is kept in {self.config.checkpoint_dir!r}. Lower "
-                "training.learning_rate or use fp32/bf16."
-            )
+            raise NonFiniteLossError(f"training: the loss was non-finite for {self.nonfinite_streak} consecutive steps "
+                                     f"(last at step {step}); stopping. The last good checkpoint is kept in "
+                                     f"{self.config.checkpoint_dir!r}. Lower training.learning_rate or use fp32/bf16.")
 
     def publish(self, records: list[StepRecord], history: list[dict]) -> list[dict]:
         """The records as history rows, appended to ``history`` (the position's, which checkpoints

@@ -18,17 +18,9 @@ from bert_mlm.core.train.experiment import held_out_metrics, starting_weights
 from bert_mlm.datasets.pretrained import MaskedLM
 
 
-def evaluate_masked_lm(
-    trained_model: MaskedLM,
-    corpus_documents: DocumentShards,
-    token_store: TokenStore,
-    sequence_index: SequenceIndex,
-    extra_eval_corpus: CorpusSource,
-    evaluation: EvaluationParameters,
-    sequences: SequenceConfig,
-    model: ModelConfig,
-    corpus: CorpusConfig,
-) -> Evaluation:
+def evaluate_masked_lm(trained_model: MaskedLM, corpus_documents: DocumentShards, token_store: TokenStore,
+                       sequence_index: SequenceIndex, extra_eval_corpus: CorpusSource, evaluation: EvaluationParameters,
+                       sequences: SequenceConfig, model: ModelConfig, corpus: CorpusConfig) -> Evaluation:
     """Metrics on the test split (and on ``evaluation.corpus_path`` when given) under the fixed
     protocol, the most-frequent-token reference, and fill-mask examples: the configured sentences,
     else test-split sentences with one word masked and the true word beside the fills; with the

@@ -29,12 +29,9 @@ def summarise_corpus(corpus_documents: DocumentShards) -> pd.DataFrame:
     """Documents, characters and sources per split; replaced bytes; duplicates and short items
     dropped; a mixture's sources (``DocumentShards.stats``)."""
     stats, cleaning = corpus_documents.stats(), corpus_documents.manifest["cleaning"]
-    logger.info(
-        "Corpus: %d documents from %d source(s); %d duplicates and %d short items dropped; "
-        "%d undecodable bytes replaced",
-        stats.set_index("split").loc["all", "documents"], cleaning["sources"], cleaning["duplicates_dropped"],
-        cleaning["short_dropped"], cleaning["replaced_bytes"],
-    )
+    logger.info("Corpus: %d documents from %d source(s); %d duplicates and %d short items dropped; %d undecodable "
+                "bytes replaced", stats.set_index("split").loc["all", "documents"], cleaning["sources"],
+                cleaning["duplicates_dropped"], cleaning["short_dropped"], cleaning["replaced_bytes"])
     for name, info in (corpus_documents.sources or {}).items():
         logger.info("Corpus source %s: %d training documents, %d characters (stored once; training draws it by "
                     "its weight)", name, info["train_documents"], info["train_characters"])

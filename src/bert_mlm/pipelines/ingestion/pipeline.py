@@ -4,21 +4,9 @@ from bert_mlm.pipelines.ingestion.nodes import clean_and_split_corpus, summarise
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline(
-        [
-            Node(
-                clean_and_split_corpus,
-                inputs=["raw_corpus", "params:corpus", "params:data"],
-                outputs="corpus_documents",
-                name="clean_and_split_corpus",
-                tags=["ingestion", "data"],
-            ),
-            Node(
-                summarise_corpus,
-                inputs="corpus_documents",
-                outputs="corpus_stats",
-                name="summarise_corpus",
-                tags=["ingestion", "data"],
-            ),
-        ]
-    )
+    tags = ["ingestion", "data"]
+    return Pipeline([
+        Node(clean_and_split_corpus, ["raw_corpus", "params:corpus", "params:data"], "corpus_documents",
+             name="clean_and_split_corpus", tags=tags),
+        Node(summarise_corpus, "corpus_documents", "corpus_stats", name="summarise_corpus", tags=tags),
+    ])

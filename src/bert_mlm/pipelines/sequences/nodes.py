@@ -27,17 +27,10 @@ from bert_mlm.errors import UserError
 logger = logging.getLogger(__name__)
 
 
-def build_model_inputs(
-    token_store: TokenStore,
-    tokenizer: PreTrainedTokenizerFast,
-    corpus_documents: DocumentShards,
-    config: SequenceConfig,
-    training: TrainingConfig,
-    masking: MaskingConfig,
-    evaluation: EvaluationParameters,
-    tuning: TuningConfig,
-    data: DataConfig,
-) -> tuple[SequenceIndex, pd.DataFrame]:
+def build_model_inputs(token_store: TokenStore, tokenizer: PreTrainedTokenizerFast, corpus_documents: DocumentShards,
+                       config: SequenceConfig, training: TrainingConfig, masking: MaskingConfig,
+                       evaluation: EvaluationParameters, tuning: TuningConfig,
+                       data: DataConfig) -> tuple[SequenceIndex, pd.DataFrame]:
     """Pack or split each split's documents into sequences of at most ``sequences.max_length``.
 
     Returns an index into the token store (no token is copied) and per-split stats with the

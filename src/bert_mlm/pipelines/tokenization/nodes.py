@@ -29,9 +29,8 @@ from bert_mlm.core.tokens.words import SEGMENTER_SAMPLE_CHARS, stored_word_segme
 logger = logging.getLogger(__name__)
 
 
-def build_tokenizer(
-    corpus_documents: DocumentShards, config: TokenizerConfig, model: ModelConfig, data: DataConfig | None = None,
-) -> tuple[PreTrainedTokenizerFast | TokenizerJob, dict]:
+def build_tokenizer(corpus_documents: DocumentShards, config: TokenizerConfig, model: ModelConfig,
+                    data: DataConfig | None = None) -> tuple[PreTrainedTokenizerFast | TokenizerJob, dict]:
     """Train a WordPiece vocabulary on the train split (streamed; on an evenly spread sample of
     ``tokenizer.training_sample_bytes`` when the split is larger), or load ``tokenizer.vocab_path``,
     or, for continued pretraining (``model.init_from``), the checkpoint's own tokenizer.
@@ -54,10 +53,8 @@ def build_tokenizer(
     return tokenizer, report.as_dict()
 
 
-def encode_corpus(
-    corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data: DataConfig,
-    masking: MaskingConfig, evaluation: EvaluationParameters, tuning: TuningConfig,
-) -> EncodingJob:
+def encode_corpus(corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data: DataConfig,
+                  masking: MaskingConfig, evaluation: EvaluationParameters, tuning: TuningConfig) -> EncodingJob:
     """Encode every split into the token store. Returns the work: the ``token_store`` dataset
     runs it while writing, shard by shard on all cores (or on ``data.engine: dask``).
 
@@ -66,22 +63,15 @@ def encode_corpus(
     and stored beside the tokens: one encoding, where a separate stage encoded it all again."""
     _, stored = stored_word_segmenter(masking.word_segmenter, whole_word_requested(masking, evaluation, tuning),
                                       corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS))
-    return EncodingJob(
-        documents=corpus_documents,
-        tokenizer_json=tokenizer.backend_tokenizer.to_str(),
-        vocabulary=tokenizer.get_vocab(),
-        separator_id=tokenizer.sep_token_id,
-        data=data,
-        word_segmenter=stored,
-    )
+    return EncodingJob(documents=corpus_documents, tokenizer_json=tokenizer.backend_tokenizer.to_str(),
+                       vocabulary=tokenizer.get_vocab(), separator_id=tokenizer.sep_token_id, data=data,
+                       word_segmenter=stored)
 
 
 def summarise_tokens(token_store: TokenStore, tokenizer: PreTrainedTokenizerFast) -> pd.DataFrame:
     """Per split: documents, tokens, unknown tokens and their rate, and the store's size."""
     token_store.check_tokenizer(tokenizer.get_vocab())
     stats = token_store_stats(token_store, tokenizer.unk_token_id, len(tokenizer))
-    logger.info(
-        "Encoded %d tokens; unknown-token rate %.4f%%; %.2f bytes per token in the store",
-        stats.iloc[-1]["tokens"], 100 * stats.iloc[-1]["unknown_rate"], stats.iloc[-1]["store_bytes_per_token"],
-    )
+    logger.info("Encoded %d tokens; unknown-token rate %.4f%%; %.2f bytes per token in the store",
+                stats.iloc[-1]["tokens"], 100 * stats.iloc[-1]["unknown_rate"], stats.iloc[-1]["store_bytes_per_token"])
     return stats

@@ -4,30 +4,12 @@ from bert_mlm.pipelines.tokenization.nodes import build_tokenizer, encode_corpus
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline(
-        [
-            Node(
-                build_tokenizer,
-                inputs=["corpus_documents", "params:tokenizer", "params:model", "params:data"],
-                outputs=["tokenizer", "vocabulary_coverage"],
-                name="build_tokenizer",
-                tags=["tokenization", "data"],
-            ),
-            Node(
-                encode_corpus,
-                inputs=["corpus_documents", "tokenizer", "params:data",
-                        # whole-word masking on Chinese words: the boundaries are stored while encoding
-                        "params:masking", "params:evaluation", "params:tuning"],
-                outputs="token_store",
-                name="encode_corpus",
-                tags=["tokenization", "data"],
-            ),
-            Node(
-                summarise_tokens,
-                inputs=["token_store", "tokenizer"],
-                outputs="tokenization_stats",
-                name="summarise_tokens",
-                tags=["tokenization", "data"],
-            ),
-        ]
-    )
+    tags = ["tokenization", "data"]
+    return Pipeline([
+        Node(build_tokenizer, ["corpus_documents", "params:tokenizer", "params:model", "params:data"],
+             ["tokenizer", "vocabulary_coverage"], name="build_tokenizer", tags=tags),
+        # whole-word masking on Chinese words: the boundaries are stored while encoding
+        Node(encode_corpus, ["corpus_documents", "tokenizer", "params:data", "params:masking", "params:evaluation",
+                             "params:tuning"], "token_store", name="encode_corpus", tags=tags),
+        Node(summarise_tokens, ["token_store", "tokenizer"], "tokenization_stats", name="summarise_tokens", tags=tags),
+    ])

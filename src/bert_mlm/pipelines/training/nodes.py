@@ -28,20 +28,11 @@ from bert_mlm.datasets.pretrained import MaskedLM
 logger = logging.getLogger(__name__)
 
 
-def train_masked_lm(
-    token_store: TokenStore,
-    sequence_index: SequenceIndex,
-    tokenizer: PreTrainedTokenizerBase,
-    masking: MaskingConfig,
-    resolved_training: TrainingConfig | dict,
-    tuning_record: TuningRecord,
-    model: ModelConfig,
-    training: TrainingConfig,
-    evaluation: EvaluationParameters,
-    sequences: SequenceConfig,
-    distributed: DistributedConfig,
-    corpus: CorpusConfig,
-) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, TrainingSummary]:
+def train_masked_lm(token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase,
+                    masking: MaskingConfig, resolved_training: TrainingConfig | dict, tuning_record: TuningRecord,
+                    model: ModelConfig, training: TrainingConfig, evaluation: EvaluationParameters,
+                    sequences: SequenceConfig, distributed: DistributedConfig,
+                    corpus: CorpusConfig) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, TrainingSummary]:
     """Train with per-epoch dynamic masking.
 
     ``masking``: the section the tuning stage resolved (a mask-rate variant's, in its namespace);

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from bert_mlm.core.common.redaction import redact_text
 from bert_mlm.core.data.corpus import CorpusError, RawText
-from bert_mlm.core.data.sources.listing import first_line
 from bert_mlm.core.data.sources.tables import not_text, text_documents
+from bert_mlm.errors import first_line
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class HFDataset:
             hint = (" (offline, and not in the local cache: download it where the Hub is reachable, or "
                     "save_to_disk it there and give corpus.hf_dataset.path)") if self.name and offline else ""
             raise CorpusError(f"{self.parameter}: {self.describe()} could not be loaded{hint}: "
-                              f"{type(error).__name__}: {first_line(error)}") from error
+                              f"{type(error).__name__}: {redact_text(first_line(error))}") from error
         columns = dataset.column_names  # None for some streamed datasets: checked when read
         if columns is not None and self.text_column not in columns:
             raise CorpusError(f"{self.parameter}.text_column: column {self.text_column!r} does not exist in "

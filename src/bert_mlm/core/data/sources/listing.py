@@ -14,6 +14,7 @@ from fsspec.utils import get_protocol
 
 from bert_mlm.core.common.redaction import redact_text
 from bert_mlm.core.data.corpus import SUPPORTED_SUFFIXES, CorpusError
+from bert_mlm.errors import first_line
 
 logger = logging.getLogger(__name__)
 
@@ -23,11 +24,9 @@ COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 ARCHIVES = (".tar", ".tgz", ".zip", ".7z", ".rar")
 # The package each protocol needs, and the bert_mlm extra that installs it (fsspec's own message
 # names no extra).
-PROTOCOL_PACKAGES = {
-    "s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs"),
-    "abfs": ("adlfs", "azure"), "abfss": ("adlfs", "azure"), "az": ("adlfs", "azure"),
-    "http": ("aiohttp", "http"), "https": ("aiohttp", "http"), "hf": ("huggingface_hub", "hf"),
-}
+PROTOCOL_PACKAGES = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs"),
+                     "abfs": ("adlfs", "azure"), "abfss": ("adlfs", "azure"), "az": ("adlfs", "azure"),
+                     "http": ("aiohttp", "http"), "https": ("aiohttp", "http"), "hf": ("huggingface_hub", "hf")}
 # A corpus file: a local ``Path``, or a URL (``str``) on a remote file system.
 CorpusFile = Path | str
 
@@ -39,11 +38,6 @@ def printable(path: str | os.PathLike) -> str:
 
 def source_name(file: CorpusFile) -> str:
     return printable(file) if isinstance(file, Path) else redact_text(str(file))
-
-
-def first_line(error: BaseException) -> str:
-    text = redact_text(str(error)).strip().splitlines()
-    return text[0][:300] if text else type(error).__name__
 
 
 def _path_part(name: str) -> PurePosixPath:
@@ -90,28 +84,27 @@ def remote_filesystem(url: str, storage_options: dict | None, parameter: str = "
         if "Protocol not known" in str(error):
             raise CorpusError(f"{parameter}: {protocol}:// is not a file system fsspec knows ({redact_text(url)!r})"
                               ) from error
-        raise CorpusError(f"{parameter}: {redact_text(url)!r}: {first_line(error)}") from error
+        raise CorpusError(f"{parameter}: {redact_text(url)!r}: {redact_text(first_line(error))}") from error
 
 
 def list_remote_files(url: str, storage_options: dict | None, parameter: str) -> list[tuple[str, int | None]]:
     """Every file of a remote file, directory (recursively) or glob, as (URL, size)."""
     fs, root = remote_filesystem(url, storage_options, parameter)
-    shown, is_glob = redact_text(url), any(ch in root for ch in "*?[")
+    shown = redact_text(url)
     try:
-        if is_glob and fs.exists(root):  # a name with glob characters that exists as it is written
-            is_glob = False
-        if is_glob:
-            found = fs.glob(root, detail=True)
-        else:
-            found = fs.find(root, detail=True) if fs.isdir(root) else {root: fs.info(root)}
+        # A name with glob characters that exists as it is written is that name, not a glob.
+        is_glob = any(ch in root for ch in "*?[") and not fs.exists(root)
+        found = (fs.glob(root, detail=True) if is_glob
+                 else fs.find(root, detail=True) if fs.isdir(root) else {root: fs.info(root)})
     except FileNotFoundError as error:
         raise CorpusError(f"{parameter}: {shown!r} does not exist") from error
     except PermissionError as error:
-        raise CorpusError(f"{parameter}: access to {shown!r} was refused ({first_line(error)}); check the "
+        raise CorpusError(f"{parameter}: access to {shown!r} was refused ({redact_text(first_line(error))}); check the "
                           "credentials (corpus.credentials names an entry of conf/local/credentials.yml)") from error
     except Exception as error:  # each backend raises its own types; the user needs one line
-        raise CorpusError(f"{parameter}: {shown!r} could not be listed ({type(error).__name__}: "
-                          f"{first_line(error)}); is the host reachable and are the credentials right?") from error
+        reason = f"{type(error).__name__}: {redact_text(first_line(error))}"
+        raise CorpusError(f"{parameter}: {shown!r} could not be listed ({reason}); is the host reachable and are the "
+                          "credentials right?") from error
     if is_glob and not found:
         raise CorpusError(f"{parameter}: the glob {shown!r} matches no file")
     return [(fs.unstrip_protocol(name), info.get("size")) for name, info in sorted(found.items())

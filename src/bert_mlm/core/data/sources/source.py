@@ -42,11 +42,9 @@ class CorpusSource:
 
     @property
     def is_empty(self) -> bool:
-        return self.is_builtin and not self.builtin_when_empty
-
-    @property
-    def is_builtin(self) -> bool:
-        return self.path is None and self.hf_dataset is None and self.data is None and not self.parts
+        """No corpus given, and no built-in one wanted (an optional extra corpus)."""
+        given = self.path is not None or self.hf_dataset is not None or self.data is not None or self.parts
+        return not given and not self.builtin_when_empty
 
     def describe(self) -> str:
         if self.parts:
@@ -214,10 +212,6 @@ def _docstrings_of_file(path: str) -> list[str]:
         return []
 
 
-def stdlib_source_files() -> list[Path]:
-    return [p for p in sorted(STDLIB.rglob("*.py")) if not _STDLIB_SKIP_PARTS.intersection(p.relative_to(STDLIB).parts)]
-
-
 def builtin_corpus(max_files: int | None = None, workers: int | None = None) -> list[RawText]:
     """The documentation strings of the Python standard library (about 1.7 MB on 3.11).
 
@@ -225,7 +219,8 @@ def builtin_corpus(max_files: int | None = None, workers: int | None = None) -> 
     the Python version. Parsing is the slow part (about 10 s on one core), so it fans out over
     processes; the order of the result does not depend on the number of workers.
     """
-    files = stdlib_source_files()[:max_files]
+    files = [p for p in sorted(STDLIB.rglob("*.py"))
+             if not _STDLIB_SKIP_PARTS.intersection(p.relative_to(STDLIB).parts)][:max_files]
     workers = workers or min(len(files), usable_cpus())
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:

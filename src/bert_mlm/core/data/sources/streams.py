@@ -17,9 +17,11 @@ from pathlib import Path
 import fsspec.compression
 from fsspec.utils import get_protocol
 
+from bert_mlm.core.common.redaction import redact_text
 from bert_mlm.core.common.text import cjk_characters
 from bert_mlm.core.data.corpus import _CONTROL, CorpusError, RawText
-from bert_mlm.core.data.sources.listing import CorpusFile, compression_of, first_line, remote_filesystem, source_name
+from bert_mlm.core.data.sources.listing import CorpusFile, compression_of, remote_filesystem, source_name
+from bert_mlm.errors import first_line
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +68,7 @@ def open_corpus_file(file: CorpusFile, storage_options: dict | None = None) -> C
         stored = open_raw(file, storage_options, **({"block_size": 0} if http else {}))
     except OSError as error:
         raise CorpusError(f"corpus file {source!r} could not be opened ({type(error).__name__}: "
-                          f"{first_line(error)})") from error
+                          f"{redact_text(first_line(error))})") from error
     return CorpusStream(stored, source, compression_of(str(file)))
 
 
@@ -122,8 +124,8 @@ class CorpusStream(io.RawIOBase):
             how = (f"is truncated or corrupt: the {self.compression} stream broke after {self.delivered:,} "
                    f"uncompressed bytes{self._stored_read()}" if self.compression else
                    f"could not be read to its end: reading broke after {self.delivered:,} bytes")
-            raise CorpusError(f"corpus file {self.source!r} {how} ({type(error).__name__}: {first_line(error)}); "
-                              "nothing was written from it") from error
+            raise CorpusError(f"corpus file {self.source!r} {how} ({type(error).__name__}: "
+                              f"{redact_text(first_line(error))}); nothing was written from it") from error
         self.delivered += len(data)
         return data
 

@@ -13,9 +13,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bert_mlm.core.common.redaction import redact_text
 from bert_mlm.core.data.corpus import CorpusError, RawText
-from bert_mlm.core.data.sources.listing import CorpusFile, first_line, format_suffix, source_name
+from bert_mlm.core.data.sources.listing import CorpusFile, format_suffix, source_name
 from bert_mlm.core.data.sources.streams import decode_text, open_corpus_file, open_raw
+from bert_mlm.errors import first_line
 
 TABLE_CHUNK_ROWS = 20_000
 
@@ -61,7 +63,7 @@ def iter_table_rows(file: CorpusFile, text_column: str, chunk_rows: int = TABLE_
         raise
     except Exception as error:  # pandas and pyarrow raise many types; the user needs the file name
         raise CorpusError(f"corpus file {source!r} could not be read as {suffix} after {rows:,} row(s): "
-                          f"{first_line(error)}") from error
+                          f"{redact_text(first_line(error))}") from error
 
 
 def _parquet(file, column, chunk_rows, storage_options, source) -> Iterator[list]:
