@@ -54,10 +54,15 @@ from bert_mlm.errors import UserError
 
 
 def corpus_sequences(items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase,
-                     config: SequenceConfig) -> list[np.ndarray]:
+                     config: SequenceConfig, held_out_of: tuple[dict, str] | None = None) -> list[np.ndarray]:
     """Sequences of an extra held-out corpus (``evaluation.corpus_path``): every paragraph kept
-    (no length filter, no de-duplication), encoded and cut as the training data is."""
-    documents, _ = clean_documents(items, min_words=1, deduplicate=False)
+    (no length filter, no de-duplication), encoded and cut as the training data is. ``held_out_of``
+    (the corpus's split ratios and salt): only the documents the hash split keeps out of training
+    (the replayed general text's own held-out side, when it is the same file: ``corpus.replay``)."""
+    ratios, salt = held_out_of or (None, "")
+    documents, _ = clean_documents(items, min_words=1, deduplicate=False, ratios=ratios, salt=salt)
+    if held_out_of is not None:
+        documents = documents[documents["split"] != "train"]
     encoded = encode_documents(tokenizer, documents["text"].tolist())
     return build_sequences(encoded, config.mode, config.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
 
@@ -222,7 +227,8 @@ def held_out_metrics(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase,
                      sequence_index: SequenceIndex, protocol: EvaluationConfig, sequences: SequenceConfig,
                      extra_corpus: Iterable[RawText] | None = None, device: torch.device | str = "cpu",
                      starting_model: Callable[[], BertForMaskedLM] | None = None,
-                     corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path")) -> Evaluation:
+                     corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path"),
+                     extra_held_out_of: tuple[dict, str] | None = None) -> Evaluation:
     """Fixed-protocol scores on the test split beside the most-frequent-token reference, and the
     same on an extra held-out corpus when one is given; the model is moved to ``device`` (and
     stays there).
@@ -241,7 +247,7 @@ def held_out_metrics(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase,
     frequent = frequent_ids[0]  # the most-frequent-token reference
     held_out = {"test": open_sequences(token_store, sequence_index, tokenizer)["test"]}
     if extra_corpus is not None:
-        held_out["extra"] = corpus_sequences(extra_corpus, tokenizer, sequences)
+        held_out["extra"] = corpus_sequences(extra_corpus, tokenizer, sequences, extra_held_out_of)
         if not held_out["extra"]:
             raise UserError("evaluation.corpus_path: the extra evaluation corpus holds no text to evaluate on")
     evaluation_sets = {
