@@ -128,21 +128,29 @@ class Task:
         return digest.hexdigest()
 
 
+def split_and_sample(train: pd.DataFrame, evaluation: pd.DataFrame | None, keys: pd.Series,
+                     config: FinetuneConfig, unit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The train and eval rows, sampled to ``max_train_examples`` / ``max_eval_examples``; without an
+    eval file, ``eval_fraction`` of the train file held out by a hash of each row's ``keys`` (its text):
+    stable whatever the file order, and duplicates never straddle the two."""
+    if evaluation is None:
+        held_out = hash_fraction(keys, config.seed) < config.eval_fraction
+        train, evaluation = train[~held_out], train[held_out]
+        if evaluation.empty or train.empty:
+            raise UserError(f"finetune.eval_fraction: {config.eval_fraction} of {len(held_out)} {unit} of "
+                            f"{config.train_path!r} leaves an empty {'eval' if evaluation.empty else 'train'} split")
+    return (train.sample(min(len(train), config.max_train_examples), random_state=config.seed),
+            evaluation.sample(min(len(evaluation), config.max_eval_examples), random_state=config.seed))
+
+
 def load_task(source: FinetuneConfig) -> Task:
     """Read, split, subsample and check the labelled examples (see the module's docstring)."""
     columns = (source.text_column, *((source.pair_column,) if source.pair_column else ()))
     train = read_labelled(source.train_path, columns, source.label_column, "finetune.train_path")
-    if source.eval_path:
-        eval_columns = (source.eval_text_column or source.text_column, *columns[1:])
-        evaluation = read_labelled(source.eval_path, eval_columns, source.label_column, "finetune.eval_path")
-    else:  # by a hash of the text: stable whatever the file order, and duplicates never straddle
-        held_out = hash_fraction(train["text"], source.seed) < source.eval_fraction
-        train, evaluation = train[~held_out], train[held_out]
-        if evaluation.empty or train.empty:
-            raise UserError(f"finetune.eval_fraction: {source.eval_fraction} of {len(held_out)} examples of "
-                            f"{source.train_path!r} leaves an empty {'eval' if evaluation.empty else 'train'} split")
-    train = train.sample(min(len(train), source.max_train_examples), random_state=source.seed)
-    evaluation = evaluation.sample(min(len(evaluation), source.max_eval_examples), random_state=source.seed)
+    eval_columns = (source.eval_text_column or source.text_column, *columns[1:])
+    evaluation = read_labelled(source.eval_path, eval_columns, source.label_column, "finetune.eval_path") \
+        if source.eval_path else None
+    train, evaluation = split_and_sample(train, evaluation, train["text"], source, "examples")
     check_labels(train, evaluation, source)
     labels = sorted(train["label"].unique(), key=_label_order)
     return Task(train.reset_index(drop=True), evaluation.reset_index(drop=True), labels, source)
