@@ -64,11 +64,10 @@ def front_matter(record: RunRecord, language: str | None) -> str:
     from huggingface_hub import ModelCardData
 
     init_from = record.init_from
-    data = ModelCardData(
-        language=language, license=LICENSE_PLACEHOLDER, library_name="transformers", pipeline_tag="fill-mask",
-        tags=[*TAGS, *(["continued-pretraining"] if init_from else [])],
-        datasets=hub_datasets(record.section("corpus")) or None, base_model=init_from if is_hub_id(init_from) else None,
-    )
+    data = ModelCardData(language=language, license=LICENSE_PLACEHOLDER, library_name="transformers",
+                         pipeline_tag="fill-mask", tags=[*TAGS, *(["continued-pretraining"] if init_from else [])],
+                         datasets=hub_datasets(record.section("corpus")) or None,
+                         base_model=init_from if is_hub_id(init_from) else None)
     return "\n".join(line + LICENSE_NOTE if line == f"license: {LICENSE_PLACEHOLDER}" else line
                      for line in data.to_yaml().splitlines())
 
@@ -132,15 +131,13 @@ def model_card(results: ModelResults, record: RunRecord | None) -> ModelCard:
 def _training_rows(training: TrainingSummary | None, record: RunRecord) -> list[tuple[str, str]]:
     configured, model = record.section("training"), record.section("model")
     steps = training.train_steps if training is not None else configured.get("max_steps")
-    rows = [("steps", format_value(steps)),
-            ("batch size", format_value(configured.get("batch_size"))),
-            ("learning rate", format_value(training.learning_rate if training is not None
-                                           else configured.get("learning_rate"))),
+    shape = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_position_embeddings")
+    rows = [("steps", format_value(steps)), ("batch size", format_value(configured.get("batch_size"))),
+            ("learning rate", format_value(configured.get("learning_rate") if training is None
+                                           else training.learning_rate)),
             ("precision, device", f"{training.precision} on {training.device}" if training is not None else "?"),
             ("parameters", format_value(training.parameter_count if training is not None else None)),
-            ("architecture", ", ".join(f"{key} {model[key]}" for key in (
-                "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "max_position_embeddings") if key in model) or "?"),
+            ("architecture", ", ".join(f"{key} {model[key]}" for key in shape if key in model) or "?"),
             ("seed", format_value(configured.get("seed")))]
     return [(label, value) for label, value in rows if value not in ("?", "n/a")]
 
