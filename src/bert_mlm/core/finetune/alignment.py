@@ -16,8 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 from transformers import PreTrainedTokenizerFast
 
-from bert_mlm.core.finetune.tag_schemes import OUTSIDE
-
 IGNORED = -100  # the label id cross-entropy skips (torch's ignore_index, transformers' convention)
 
 
@@ -112,7 +110,3 @@ def align(tokens: Sequence[Sequence[str]], tag_ids: Sequence[Sequence[int]], lab
         all_labels.append(piece_labels)
         first_pieces.append(first)
     return AlignedSentences(encoded["input_ids"], all_labels, first_pieces, AlignmentReport(**counts))
-
-
-def outside_id(labels: Sequence[str]) -> int:
-    return list(labels).index(OUTSIDE)

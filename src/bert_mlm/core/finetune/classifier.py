@@ -50,10 +50,6 @@ def head_model(auto_class, encoder: PreTrainedModel, labels: list[str], seed: in
     return model
 
 
-def classifier_from(encoder: PreTrainedModel, labels: list[str], seed: int) -> PreTrainedModel:
-    return head_model(AutoModelForSequenceClassification, encoder, labels, seed)
-
-
 def probe_head(model: PreTrainedModel, features: np.ndarray, targets: np.ndarray, seed: int) -> None:
     """Linear probing: set the classifier layer to a logistic regression (scikit-learn's, L2, C=1)
     fitted on the frozen encoder's features of the training examples (LP-FT, Kumar et al. 2022).
@@ -165,7 +161,7 @@ class PreparedTask:
         return len(self.evaluation)
 
     def model(self, encoder: PreTrainedModel, seed: int) -> PreTrainedModel:
-        return classifier_from(encoder, self.task.labels, seed)
+        return head_model(AutoModelForSequenceClassification, encoder, self.task.labels, seed)
 
     def batch(self, indices: np.ndarray) -> dict[str, torch.Tensor]:
         return collate(self.train, indices, self.pad_id)
@@ -202,9 +198,6 @@ class PreparedTask:
         labels = self.evaluation.labels
         return {"accuracy": float((predictions == labels).mean()),
                 "macro_f1": macro_f1(labels, predictions, len(self.task.labels))}
-
-    def label_mapping(self) -> dict:
-        return self.task.label_mapping()
 
     def result(self, scores: Mapping[str, ModelScores], baselines: Mapping[str, str], **facts) -> TaskResult:
         """Accuracy (its error from the seeds and the examples) and macro-F1 (from the seeds) of each

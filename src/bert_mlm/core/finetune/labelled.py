@@ -76,18 +76,27 @@ def label_texts(labels: pd.Series) -> pd.Series:
     numbers = pd.to_numeric(labels, errors="coerce") if not pd.api.types.is_bool_dtype(labels) else None
     if numbers is not None and numbers.notna().all() and len(numbers) and (numbers % 1 == 0).all():
         return numbers.astype(np.int64).astype(str)
-    return labels.map(_label_text)
-
-
-def _label_text(value) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    return labels.map(lambda value: str(int(value)) if isinstance(value, float) and value.is_integer() else str(value))
 
 
 def hash_fraction(texts: pd.Series, seed: int) -> np.ndarray:
     """A number in [0, 1) per text from a hash of it: the same split whatever the file's order."""
     return np.fromiter((hash_unit(f"{seed}:{t}") for t in texts), dtype=np.float64, count=len(texts))
+
+
+def split_and_sample(train: pd.DataFrame, evaluation: pd.DataFrame | None, texts: pd.Series, config: FinetuneConfig,
+                     unit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The training and eval ``unit`` s (examples, sentences): ``evaluation`` (``finetune.eval_path``'s), else
+    ``finetune.eval_fraction`` of ``train`` held out by a hash of its ``texts`` (stable whatever the file order, and
+    duplicates never straddle); each sampled down to its maximum."""
+    if evaluation is None:
+        held_out = hash_fraction(texts, config.seed) < config.eval_fraction
+        train, evaluation = train[~held_out], train[held_out]
+        if evaluation.empty or train.empty:
+            raise UserError(f"finetune.eval_fraction: {config.eval_fraction} of {len(held_out)} {unit} of "
+                            f"{config.train_path!r} leaves an empty {'eval' if evaluation.empty else 'train'} split")
+    return (train.sample(min(len(train), config.max_train_examples), random_state=config.seed),
+            evaluation.sample(min(len(evaluation), config.max_eval_examples), random_state=config.seed))
 
 
 @dataclass
@@ -106,10 +115,6 @@ class Task:
 
     def ids(self, frame: pd.DataFrame) -> np.ndarray:
         return frame["label"].map(self.label_ids).to_numpy(dtype=np.int64)
-
-    @property
-    def has_pairs(self) -> bool:
-        return "pair" in self.train
 
     def label_mapping(self) -> dict:
         """What the catalog saves beside the metrics (and the classifier's config carries)."""
@@ -132,17 +137,10 @@ def load_task(source: FinetuneConfig) -> Task:
     """Read, split, subsample and check the labelled examples (see the module's docstring)."""
     columns = (source.text_column, *((source.pair_column,) if source.pair_column else ()))
     train = read_labelled(source.train_path, columns, source.label_column, "finetune.train_path")
-    if source.eval_path:
-        eval_columns = (source.eval_text_column or source.text_column, *columns[1:])
-        evaluation = read_labelled(source.eval_path, eval_columns, source.label_column, "finetune.eval_path")
-    else:  # by a hash of the text: stable whatever the file order, and duplicates never straddle
-        held_out = hash_fraction(train["text"], source.seed) < source.eval_fraction
-        train, evaluation = train[~held_out], train[held_out]
-        if evaluation.empty or train.empty:
-            raise UserError(f"finetune.eval_fraction: {source.eval_fraction} of {len(held_out)} examples of "
-                            f"{source.train_path!r} leaves an empty {'eval' if evaluation.empty else 'train'} split")
-    train = train.sample(min(len(train), source.max_train_examples), random_state=source.seed)
-    evaluation = evaluation.sample(min(len(evaluation), source.max_eval_examples), random_state=source.seed)
+    eval_columns = (source.eval_text_column or source.text_column, *columns[1:])
+    evaluation = read_labelled(source.eval_path, eval_columns, source.label_column, "finetune.eval_path") \
+        if source.eval_path else None
+    train, evaluation = split_and_sample(train, evaluation, train["text"], source, "examples")
     check_labels(train, evaluation, source)
     labels = sorted(train["label"].unique(), key=_label_order)
     return Task(train.reset_index(drop=True), evaluation.reset_index(drop=True), labels, source)

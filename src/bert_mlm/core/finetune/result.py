@@ -92,8 +92,7 @@ def interval(per_seed, per_example, confidence: float = 0.95) -> Estimate:
     per_seed, per_example = np.asarray(per_seed, float), np.asarray(per_example, float)
     parts = [(float(values.var(ddof=1)) / len(values) if len(values) > 1 else 0.0, len(values) - 1)
              for values in (per_seed, per_example)]
-    found = combined_interval(float(per_seed.mean()), parts, confidence)
-    return Estimate(found.mean, found.se, found.low, found.high, per_seed.tolist())
+    return Estimate(**combined_interval(float(per_seed.mean()), parts, confidence).as_dict(), seeds=per_seed.tolist())
 
 
 def points(value: float) -> str:

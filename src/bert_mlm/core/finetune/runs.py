@@ -119,7 +119,7 @@ class Runner:
     device: torch.device
     precision: str
     on_batch: BatchCallback | None = None
-    progress: Progress | None = None
+    progress: Progress = field(default_factory=lambda: Progress(None, "", enabled=False))
 
     @classmethod
     def create(cls, prepared: Prepared, config: FinetuneConfig, device: str = "auto", precision: str = "auto",
@@ -151,9 +151,8 @@ class Runner:
             row, predictions = self._row(model, name, seed, epoch + 1, train_loss, fit.optimisation.learning_rate,
                                          fit.order.hexdigest(), started)
             history.append(row)
-            if self.progress is not None:  # the ETA from the finished epochs' own time
-                self.progress.update(1, seconds=row.seconds, model=name, seed=seed,
-                                     **{prepared.metric: f"{row.score:.4f}"})
+            # The ETA from the finished epochs' own time.
+            self.progress.update(1, seconds=row.seconds, model=name, seed=seed, **{prepared.metric: f"{row.score:.4f}"})
             if row.score > best:
                 best, best_predictions, stale = row.score, predictions, 0
                 if config.early_stopping_patience and keep_model:
@@ -161,10 +160,9 @@ class Runner:
             else:
                 stale += 1
             if config.early_stopping_patience and stale >= config.early_stopping_patience:
-                if self.progress is not None:
-                    self.progress.update(epochs - epoch - 1, seconds=0.0)
+                self.progress.update(epochs - epoch - 1, seconds=0.0)
                 break
-        if not epochs and self.progress is not None:
+        if not epochs:
             self.progress.update(config.epochs, seconds=history[-1].seconds, model=name, seed=seed)
         # Early stopping reports the best fine-tuned epoch (its weights when kept); otherwise the last.
         tuned = [row for row in history if row.epoch > 0]

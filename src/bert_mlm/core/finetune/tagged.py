@@ -28,9 +28,9 @@ import pandas as pd
 
 from bert_mlm.config import FinetuneConfig
 from bert_mlm.core.data.sources.listing import compression_of, format_suffix
-from bert_mlm.core.finetune.labelled import hash_fraction
+from bert_mlm.core.finetune.labelled import split_and_sample
 from bert_mlm.core.finetune.tag_schemes import TAG_HELP, entity_type, is_tag, tag_labels, to_iob2
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, first_line
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def _read_table(path: str, suffix: str, config: FinetuneConfig, parameter: str) 
         table = (pd.read_parquet(path) if suffix == ".parquet" else
                  pd.read_json(path, lines=suffix == ".jsonl", dtype=False, compression=compression_of(path)))
     except ValueError as error:
-        raise UserError(f"{parameter}: {path!r} cannot be read ({str(error).splitlines()[0][:160]})") from error
+        raise UserError(f"{parameter}: {path!r} cannot be read ({first_line(error, 160)})") from error
     for column, name in ((tokens_column, "tokens_column"), (tag_column, "tag_column")):
         if column not in table:
             raise UserError(f"finetune.{name}: {path!r} ({parameter}) has no column {column!r}; its columns are "
@@ -279,16 +279,9 @@ def load_tagged_task(config: FinetuneConfig) -> TaggedTask:
     docstring); ``notes`` say which schemes were converted and what the strict IOB2 reading skips."""
     notes: list[str] = []
     train = _in_iob2(read_tagged(config.train_path, config, "finetune.train_path"), config.train_path, notes)
-    if config.eval_path:
-        evaluation = _in_iob2(read_tagged(config.eval_path, config, "finetune.eval_path"), config.eval_path, notes)
-    else:  # by a hash of the sentence: stable whatever the file order, and duplicates never straddle
-        held_out = hash_fraction(train["tokens"].map(" ".join), config.seed) < config.eval_fraction
-        train, evaluation = train[~held_out], train[held_out]
-        if evaluation.empty or train.empty:
-            raise UserError(f"finetune.eval_fraction: {config.eval_fraction} of {len(held_out)} sentences of "
-                            f"{config.train_path!r} leaves an empty {'eval' if evaluation.empty else 'train'} split")
-    train = train.sample(min(len(train), config.max_train_examples), random_state=config.seed)
-    evaluation = evaluation.sample(min(len(evaluation), config.max_eval_examples), random_state=config.seed)
+    evaluation = _in_iob2(read_tagged(config.eval_path, config, "finetune.eval_path"), config.eval_path, notes) \
+        if config.eval_path else None
+    train, evaluation = split_and_sample(train, evaluation, train["tokens"].map(" ".join), config, "sentences")
     train_tags = {tag for tags in train["tags"] for tag in tags}
     labels = tag_labels(train_tags)
     if len(labels) == 1:
