@@ -51,12 +51,7 @@ class _UnregisteredHook:
 
 
 # kedro-mlflow's two entry points (its command group, its hook) -> what stands for them.
-MLFLOW_COMMANDS = "kedro_mlflow.framework.cli.cli"
-
-
-MLFLOW_HOOK = "kedro_mlflow.framework.hooks.mlflow_hook"
-
-
+MLFLOW_COMMANDS, MLFLOW_HOOK = "kedro_mlflow.framework.cli.cli", "kedro_mlflow.framework.hooks.mlflow_hook"
 _STANDING_IN = {MLFLOW_COMMANDS: {"commands": _MlflowCommands("kedro_mlflow")},
                 MLFLOW_HOOK: {"mlflow_hook": _UnregisteredHook()}}
 
