@@ -39,8 +39,7 @@ class FinetuneConfig(Section):
     text_column: str = Field("text", min_length=1, description="the column holding the text")
     eval_text_column: str | None = Field(
         None, description="when eval_path names its text column differently (null: text_column)")
-    pair_column: str | None = Field(
-        None, description="text-pair tasks (NLI, paraphrase): the second text's column")
+    pair_column: str | None = Field(None, description="text-pair tasks (NLI, paraphrase): the second text's column")
     label_column: str = Field(
         "label", min_length=1, description="labels of any type, mapped to class ids (the mapping is saved)")
     tokens_column: str = Field(

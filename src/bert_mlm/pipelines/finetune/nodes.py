@@ -27,7 +27,7 @@ def finetune_classifier(
                                  precision=training.precision,
                                  baselines=starting_points(task, encoder, tokenizer, model.init_from, training.seed))
              for name, task in config.task_configs().items()]  # each task fine-tuned and paired on its own
-    # The run summary logs each task's sentence (bert_mlm.hooks.NodeTimingHook), once.
+    # The run summary logs each task's sentence (bert_mlm.hooks.summary.NodeTimingHook), once.
     results = FinetuneResults(tuple(task.task_result() for task in tasks), trained_model.version)
     mappings = {task.name: task.prepared.task.label_mapping() for task in tasks}
     kept = {task.name: task.classifier for task in tasks if task.classifier is not None}
