@@ -119,3 +119,32 @@ def test_a_section_is_updated_as_a_whole():
         masking.updated({"random_token_fraction": 0.3})
     overrides = VariantOverrides(masking={"probability": 0.45}, training={"checkpoint_dir": "x"})
     assert overrides.sections(masking, TrainingConfig()) == (MaskingConfig(0.45), TrainingConfig(checkpoint_dir="x"))
+
+
+def test_replay_is_a_mixture_of_the_domain_and_the_general_text():
+    """corpus.replay: the domain (corpus.path, or corpus.sources' weights scaled) at 1 - share of each
+    epoch, the general text at the share, read for its train split only; a validated section
+    validated again is the same; the cases that cannot mix are one line each."""
+    from bert_mlm.config import CorpusConfig
+    from bert_mlm.errors import UserError
+
+    corpus = CorpusConfig(path="reviews.csv", text_column="review", replay={"path": "news.txt", "share": 0.1})
+    assert corpus.path is None and corpus.replay == {"path": "news.txt", "share": 0.1}
+    assert corpus.sources == {"domain": {"path": "reviews.csv", "weight": 0.9},
+                              "replay": {"path": "news.txt", "text_column": "review", "weight": 0.1, "train_only": True}}
+    assert CorpusConfig(**corpus.model_dump()) == corpus
+    mixed = CorpusConfig(sources={"a": {"path": "a.txt", "weight": 3}, "b": {"path": "b.txt", "weight": 1}},
+                         replay={"path": "news.txt", "share": 0.2, "text_column": "text"}).sources
+    assert {name: round(spec["weight"], 6) for name, spec in mixed.items()} == {"a": 0.6, "b": 0.2, "replay": 0.2}
+    for values, message in [
+        ({"replay": {"path": "news.txt", "share": 0.1}}, r"corpus\.replay: replay mixes general text into a domain"),
+        ({"path": "a.txt", "replay": {"path": "news.txt", "share": 1.5}}, r"corpus\.replay\.share: 1\.5 must be"),
+        ({"path": "a.txt", "replay": {"share": 0.1}}, r"corpus\.replay\.path: the general text to replay"),
+        ({"path": "a.txt", "replay": {"path": "n.txt", "share": 0.1, "weight": 1}}, r"corpus\.replay: unknown key"),
+        ({"sources": {"a": {"path": "a.txt", "repeat": 2}}, "replay": {"path": "n.txt", "share": 0.1}},
+         r"corpus\.replay: the domain's sources need weights"),
+        ({"sources": {"replay": {"path": "a.txt", "weight": 1}}, "replay": {"path": "n.txt", "share": 0.1}},
+         r"corpus\.sources: 'replay' names corpus\.replay's source"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            CorpusConfig(**values)

@@ -13,6 +13,8 @@ from bert_mlm.config.base import Section
 from bert_mlm.errors import UserError
 
 SPLITS = ("train", "valid", "test")
+REPLAY_SOURCE = "replay"  # corpus.replay's source in the mixture it makes
+REPLAY_KEYS = ("path", "share", "text_column")
 
 
 def validate_split_ratios(ratios: dict[str, float]) -> dict[str, float]:
@@ -38,6 +40,40 @@ def check_one_source(path: Any, hf_dataset: Any, sources: Any) -> None:
                         f"{' and '.join('corpus.' + name for name in given)}")
 
 
+def with_replay(path: Any, hf_dataset: Any, sources: Any, replay: Any, text_column: str = "text",
+                domain_options: dict | None = None) -> Any:
+    """``corpus.sources`` with ``corpus.replay``'s general text drawn beside the domain's: the domain
+    (``corpus.path`` or ``corpus.hf_dataset`` as the source ``domain``, or ``corpus.sources``, their
+    weights scaled) takes ``1 - share`` of each training epoch and the general text ``share``, as any
+    mixture does at sample time (a changed share re-encodes nothing). The general text is read for
+    its train split only (``train_only``): the valid and test splits stay the domain's, and its own
+    held-out side stays unseen (``evaluation.corpus_path`` scores it when it names the same file).
+    ``sources`` as it is without a replay, and as it is when it already holds the replay source."""
+    if replay is None:
+        return sources
+    if isinstance(sources, list):
+        sources = {f"source{number}": source for number, source in enumerate(sources, 1)}
+    if isinstance(sources, dict) and REPLAY_SOURCE in sources:
+        if (sources[REPLAY_SOURCE] or {}).get("train_only"):
+            return sources  # made from corpus.replay already (a validated section validated again)
+        raise UserError(f"corpus.sources: {REPLAY_SOURCE!r} names corpus.replay's source; name yours otherwise")
+    if sources is None:
+        if path is None and hf_dataset is None:
+            raise UserError("corpus.replay: replay mixes general text into a domain corpus; set corpus.path (or "
+                            "corpus.hf_dataset, corpus.sources) to the domain's text too")
+        domain = {"path": path} if path is not None else {"hf_dataset": hf_dataset}
+        sources = {"domain": {**domain, **({"fs_args": domain_options} if domain_options else {}), "weight": 1.0}}
+    if any(not isinstance(spec, dict) or spec.get("weight") is None for spec in sources.values()):
+        raise UserError("corpus.replay: the domain's sources need weights (corpus.sources.<name>.weight), not "
+                        "repeat: the replay share is a share of each epoch")
+    total = sum(float(spec["weight"]) for spec in sources.values())
+    mixed = {name: {**spec, "weight": float(spec["weight"]) / total * (1 - replay["share"])}
+             for name, spec in sources.items()}
+    mixed[REPLAY_SOURCE] = {"path": replay["path"], "text_column": replay.get("text_column") or text_column,
+                            "weight": float(replay["share"]), "train_only": True}
+    return mixed
+
+
 class CorpusConfig(Section):
     """The corpus: where it is (read by the catalog's raw_corpus) and how it is cleaned and split"""
 
@@ -61,6 +97,9 @@ class CorpusConfig(Section):
     max_document_chars: int = Field(
         100_000, ge=100, description="longer paragraphs are cut at whitespace (one 100 MB line stays usable)")
     deduplicate: bool = Field(True, description="exact de-duplication of cleaned paragraphs")
+    replay: dict[str, Any] | None = Field(
+        None, description="continued pretraining without forgetting: {path: <general text, any form of corpus.path>, "
+                          "share: 0.1} mixes that share of general text into each training epoch (its train split)")
     split_ratios: dict[str, float] = Field(
         default_factory=lambda: {"train": 0.9, "valid": 0.05, "test": 0.05},
         description="train / valid / test shares, by a hash of each document: stable when the corpus grows")
@@ -78,6 +117,33 @@ class CorpusConfig(Section):
         if isinstance(sources, list):
             return {f"source{number}": source for number, source in enumerate(sources, 1)}
         return sources
+
+    @field_validator("replay")
+    @classmethod
+    def _replay(cls, replay: dict[str, Any] | None) -> dict[str, Any] | None:
+        if replay is None:
+            return None
+        unknown = sorted(set(replay) - set(REPLAY_KEYS))
+        if unknown:
+            raise UserError(f"corpus.replay: unknown key(s) {unknown}; use {list(REPLAY_KEYS)}")
+        if not isinstance(replay.get("path"), str) or not replay["path"]:
+            raise UserError("corpus.replay.path: the general text to replay (a file, folder, glob or URL)")
+        share = replay.get("share")
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
+            raise UserError(f"corpus.replay.share: {share!r} must be a number in the open interval (0, 1)")
+        return replay
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replay_as_mixture(cls, data: Any) -> Any:
+        """corpus.replay becomes the mixture every stage reads (:func:`with_replay`)."""
+        if isinstance(data, dict) and data.get("replay") is not None:
+            cls._replay(data["replay"])
+            check_one_source(data.get("path"), data.get("hf_dataset"), data.get("sources"))
+            sources = with_replay(data.get("path"), data.get("hf_dataset"), data.get("sources"), data["replay"],
+                                  data.get("text_column", "text"))
+            data = {**data, "sources": sources, "path": None, "hf_dataset": None}
+        return data
 
     @field_validator("split_ratios")
     @classmethod

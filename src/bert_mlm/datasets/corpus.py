@@ -7,7 +7,7 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from bert_mlm.config.corpus import check_one_source
+from bert_mlm.config.corpus import check_one_source, with_replay
 from bert_mlm.core.common.redaction import redact_text
 from bert_mlm.core.data.sources import CorpusSource, HFDataset, mixture_source, storage_options_of
 
@@ -24,6 +24,8 @@ class CorpusDataset(AbstractDataset[Any, CorpusSource]):
       (resolved by Kedro from ``conf/local/credentials.yml``) and ``fs_args`` passed to the file system.
     - ``hf_dataset``: a Hugging Face dataset (``name``/``config``/``split`` or a ``save_to_disk`` ``path``).
     - ``sources``: a mixture, name -> one of the above with a ``weight`` or ``repeat``.
+    - ``replay``: ``{path, share}``: general text mixed into the corpus above at that share of each
+      training epoch, its train split only (``corpus.replay``; :func:`~bert_mlm.config.corpus.with_replay`).
     - none of these: the built-in corpus (Python standard-library docstrings) when
       ``builtin_when_empty`` is true, else no corpus (an optional extra corpus).
 
@@ -34,11 +36,12 @@ class CorpusDataset(AbstractDataset[Any, CorpusSource]):
     def __init__(self, path: str | None = None, text_column: str = "text", builtin_when_empty: bool = True,
                  builtin_max_files: int | None = None, credentials: dict[str, Any] | None = None,
                  fs_args: dict[str, Any] | None = None, hf_dataset: dict[str, Any] | str | None = None,
-                 sources: dict[str, Any] | list | None = None, parameter: str = "corpus.path",
-                 metadata: dict[str, Any] | None = None):
+                 sources: dict[str, Any] | list | None = None, replay: dict[str, Any] | None = None,
+                 parameter: str = "corpus.path", metadata: dict[str, Any] | None = None):
         self._path = str(path) if path not in _EMPTY else None
         self._hf_dataset = None if hf_dataset in _EMPTY else hf_dataset
         self._sources = None if sources in _EMPTY else sources
+        self._replay = None if replay in _EMPTY else replay
         self._text_column, self._parameter, self.metadata = text_column, parameter, metadata
         self._builtin_when_empty, self._builtin_max_files = builtin_when_empty, builtin_max_files
         self._storage_options = storage_options_of(credentials, fs_args, parameter)
@@ -50,8 +53,10 @@ class CorpusDataset(AbstractDataset[Any, CorpusSource]):
         loading is not done again)."""
         if self._loaded is None:
             check_one_source(self._path, self._hf_dataset, self._sources)
-            if self._sources is not None:
-                source = mixture_source(self._sources, self._text_column)
+            sources = with_replay(self._path, self._hf_dataset, self._sources, self._replay, self._text_column,
+                                  self._storage_options)  # the same mixture the parameters make of corpus.replay
+            if sources is not None:
+                source = mixture_source(sources, self._text_column)
             else:
                 source = CorpusSource(self._path, self._text_column, self._builtin_when_empty, self._builtin_max_files,
                                       storage_options=self._storage_options, parameter=self._parameter,

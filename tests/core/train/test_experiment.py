@@ -36,3 +36,49 @@ def test_validation_runs_on_the_valid_split_with_its_own_budget(tiny_tokenizer):
     experiment.sequences["valid"] = []
     with pytest.raises(UserError, match=r"training\.eval_every: the valid split holds no sequences"):
         experiment.validation(TrainingConfig(eval_every=5))
+
+
+def patterns(tokenizer, count: int, seed: int = 0) -> list[np.ndarray]:
+    """Sequences drawn from four fixed patterns of 40 tokens: a tiny model learns to fill them in."""
+    rng = np.random.default_rng(0)
+    shapes = [rng.integers(10, 200, size=40) for _ in range(4)]
+    order = np.random.default_rng(seed).integers(0, 4, count)
+    return [np.array([tokenizer.cls_token_id, *shapes[k], tokenizer.sep_token_id], dtype=np.int32) for k in order]
+
+
+@pytest.mark.parametrize(("learning_rate", "leaves"), [(5e-3, True), (1e-7, False)])
+def test_the_summary_names_when_validation_left_the_unigram_plateau_or_that_it_never_did(tiny_tokenizer,
+                                                                                       learning_rate, leaves):
+    from bert_mlm.core.train.experiment import Experiment
+    from bert_mlm.core.train.result import TrainingSummary
+
+    training = TrainingConfig(max_steps=60, batch_size=16, learning_rate=learning_rate, warmup_steps=5, eval_every=10,
+                              eval_masked_tokens=300, schedule="constant_with_warmup", progress=False)
+    experiment = Experiment(tiny_tokenizer, {"train": patterns(tiny_tokenizer, 200, 0),
+                                             "valid": patterns(tiny_tokenizer, 40, 1)},
+                            ModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                        intermediate_size=64, max_position_embeddings=64),
+                            training, MaskingConfig(), EvaluationConfig(), SequenceConfig(max_length=64))
+    result = experiment.train(experiment.new_model())
+    summary = TrainingSummary.of(result, MaskingConfig(), probability_source="parameters", decision="configured",
+                                 tuning_run=None,
+                                 parameter_count=0, word_segmenter="wordpiece", world_size=1, eval_every=10)
+    validated = result.history.dropna(subset=["valid_frequent_share"])
+    assert len(validated) == 6 and validated["valid_baseline_accuracy"].between(0.01, 0.1).all()
+    if leaves:
+        assert summary.plateau_left_step in set(validated["step"]) and 0 < summary.plateau_left_seconds
+        assert summary.plateau.startswith("off the unigram plateau")
+    else:
+        assert summary.plateau_left_step is None
+        assert summary.plateau.startswith("still on the unigram plateau: it fills masks with the most frequent tokens")
+    assert TrainingSummary.from_json(summary.to_json()) == summary  # its keys round-trip
+
+
+def test_the_plateau_rule_reads_the_reference_and_the_predictions():
+    from bert_mlm.core.evaluate.result import off_plateau, plateau_sentence
+
+    assert off_plateau(0.30, 0.05, 0.40) and not off_plateau(0.055, 0.05, 0.40)  # 1.1x the reference: on it
+    assert not off_plateau(0.12, 0.05, 0.95)  # 2.4x the reference, every mask filled with ，的。国: still on it
+    assert off_plateau(None, 0.05, 0.4) is None
+    assert plateau_sentence(0.12, 0.05, 0.95).startswith("still on the unigram plateau")
+    assert "(2.40x the reference accuracy, 95% of predictions among the 10 most" in plateau_sentence(0.12, 0.05, 0.95)

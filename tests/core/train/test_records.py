@@ -11,7 +11,7 @@ def test_a_row_holds_the_validation_columns_only_where_a_validation_ran():
     plain = StepRecord(step=1, epoch=0, masked_tokens=12, mask_probability=0.15, tokens=80, learning_rate=1e-3)
     validated = StepRecord(step=2, epoch=0, masked_tokens=10, mask_probability=0.15, tokens=80, learning_rate=1e-3,
                            valid_loss=2.5, valid_loss_se=0.1, valid_accuracy=0.4, valid_masked_tokens=300,
-                           valid_seconds=0.2)
+                           valid_seconds=0.2, valid_frequent_share=0.3, valid_baseline_accuracy=0.05)
     assert "valid_loss" not in plain.as_dict()
     assert list(validated.as_dict()) == list(HISTORY_COLUMNS)
     assert list(plain.as_dict()) == [c for c in HISTORY_COLUMNS if not c.startswith("valid_")]

@@ -136,13 +136,15 @@ class CleanedBatch:
 
 
 def clean_batch(items: Sequence[RawText], min_words: int = 4, max_chars: int = 100_000,
-                ratios: dict[str, float] | None = None, salt: str = "") -> CleanedBatch:
+                ratios: dict[str, float] | None = None, salt: str = "", train_only: Sequence[str] = ()) -> CleanedBatch:
     """Clean one batch of raw texts into documents, each with its hash and split.
 
     A pure function of its arguments (no state across batches), so batches can be cleaned on any
     worker in any order and the result does not depend on which. The split is drawn from a hash of
     the document's text (and ``salt``), not its position: stable when the corpus grows or is
-    re-ordered, and duplicates cannot straddle splits.
+    re-ordered, and duplicates cannot straddle splits. ``train_only``: mixture sources (their
+    ``origin``) whose documents outside the train split are left out (``corpus.replay``'s general
+    text: the held-out splits stay the domain's, and its own held-out side unseen).
     """
     shares = validate_split_ratios(ratios or {"train": 1.0})
     edges = np.array([shares["train"], shares["train"] + shares["valid"]])
@@ -163,6 +165,11 @@ def clean_batch(items: Sequence[RawText], min_words: int = 4, max_chars: int = 1
             hashes.append(int.from_bytes(hashlib.blake2b(encoded, digest_size=8).digest(), "big"))
             sizes.append(len(encoded))
     splits = np.searchsorted(edges, [hash_unit(f"{salt}{h:016x}") for h in hashes], side="right").astype(np.uint8)
+    if train_only:
+        keep = [k for k, (origin, split) in enumerate(zip(origins, splits, strict=True))
+                if split == 0 or origin not in train_only]
+        sources, origins, texts = ([values[k] for k in keep] for values in (sources, origins, texts))
+        hashes, sizes, splits = [hashes[k] for k in keep], [sizes[k] for k in keep], splits[keep]
     return CleanedBatch(sources, texts, np.asarray(hashes, dtype=np.uint64), splits, np.asarray(sizes, dtype=np.int64),
                         raw_items=sum(1 for item in items if item.starts_source), replaced_bytes=replaced,
                         dropped_short=dropped_short, sources_seen=tuple(dict.fromkeys(item.source for item in items)),

@@ -49,6 +49,11 @@ class DocumentStream:
     data: DataConfig
     report: CleaningReport = field(default_factory=CleaningReport)
 
+    @property
+    def train_only(self) -> tuple[str, ...]:
+        """The mixture sources read for their train split only (corpus.replay's general text)."""
+        return tuple(part.name for part in self.source.parts if part.train_only)
+
     def recipe(self) -> dict | None:
         """What determines the shards (core/data/reuse.py): the corpus files (sizes and times, not read),
         the cleaning and split settings, the chunk size (it places the row groups) and the code.
@@ -57,8 +62,10 @@ class DocumentStream:
         fingerprint = source_fingerprint(self.source)
         if fingerprint is None:
             return None
-        read_by_catalog = ("path", "text_column", "credentials", "hf_dataset", "sources")
+        # corpus.replay is a mixture source (in the fingerprint) and a share (training's, as weights are).
+        read_by_catalog = ("path", "text_column", "credentials", "hf_dataset", "sources", "replay")
         return {"stage": "corpus_documents", "source": fingerprint, "chunk_bytes": self.data.chunk_bytes,
+                **({"train_only": self.train_only} if self.train_only else {}),
                 "code": code_digest("bert_mlm.core.data.corpus", "bert_mlm.core.data.documents",
                                     "bert_mlm.core.data.ingestion", "bert_mlm.core.data.sources"),
                 "corpus": {k: v for k, v in self.config.model_dump().items() if k not in read_by_catalog}}
@@ -67,7 +74,8 @@ class DocumentStream:
         config = self.config
         self.report = CleaningReport()  # a retried write counts afresh
         progress = Progress(self.source.total_bytes(), "ingestion", unit="B")
-        cleaning = (config.min_words, config.max_document_chars, dict(config.split_ratios), config.split_salt)
+        cleaning = (config.min_words, config.max_document_chars, dict(config.split_ratios), config.split_salt,
+                    self.train_only)
         writer = DocumentShardWriter(directory, row_group_bytes=self.data.chunk_bytes)
         try:
             with open_engine(self.data) as engine:

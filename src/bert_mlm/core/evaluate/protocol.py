@@ -28,7 +28,7 @@ from transformers import BertForMaskedLM
 from bert_mlm.config import EvaluationConfig, MaskingConfig
 from bert_mlm.core.common.seeds import EVALUATION_ORDER_STREAM, EVALUATION_STREAM, stream_seed
 from bert_mlm.core.common.statistics import ratio_standard_error
-from bert_mlm.core.evaluate.result import MEASURES, HeldOut
+from bert_mlm.core.evaluate.result import FREQUENT_TOKENS, MEASURES, HeldOut
 from bert_mlm.core.model.bert import MaskedPositionsMLM
 from bert_mlm.core.model.masking import IGNORE_INDEX, mask_tokens
 from bert_mlm.core.tokens.sequences import Collator, sequence_lengths
@@ -163,6 +163,7 @@ class SequenceScores:
     top1: np.ndarray  # correct top-1 predictions
     top5: np.ndarray
     mask_draws: int  # draws begun (the last may be partial)
+    frequent: np.ndarray | None = None  # top-1 predictions among the most frequent training tokens
 
     def summary(self) -> HeldOut:
         """The token-weighted means, each with its standard error (see :func:`evaluate`)."""
@@ -171,8 +172,9 @@ class SequenceScores:
         for name in MEASURES:
             values[name] = float(self.summed(name).sum() / count)
             values[f"{name}_se"] = ratio_standard_error(self.summed(name), self.tokens, values[name])
+        share = None if self.frequent is None else float(self.frequent.sum() / count)
         return HeldOut(**values, perplexity=math.exp(min(values["loss"], 700.0)), masked_tokens=count,
-                       sequences=len(self.tokens), mask_draws=self.mask_draws)
+                       sequences=len(self.tokens), mask_draws=self.mask_draws, frequent_share=share)
 
     def metrics(self) -> dict:
         """:meth:`summary` as the JSON files name it (``eval_loss``, ...): what the training loop's
@@ -187,17 +189,19 @@ class SequenceScores:
 @torch.inference_mode()
 def score_sequences(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEvaluationSet,
                     batch_size: int = 128, device: torch.device | str | None = None,
-                    amp_dtype: torch.dtype | None | str = AUTO) -> SequenceScores:
+                    amp_dtype: torch.dtype | None | str = AUTO, frequent_ids: Sequence[int] = ()) -> SequenceScores:
     """``model``'s summed loss and top-1/top-5 hits at the masked positions, per held-out
     sequence (:class:`SequenceScores`). ``amp_dtype``: an autocast dtype, ``None`` for fp32, or
-    ``"auto"`` (:func:`evaluation_dtype`)."""
+    ``"auto"`` (:func:`evaluation_dtype`). ``frequent_ids`` (:func:`frequent_tokens`): also count
+    the top-1 predictions among them, what tells a model on the unigram plateau."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     if amp_dtype == AUTO:
         amp_dtype = evaluation_dtype(device)
     was_training = model.training
     model.eval()
     mlm = MaskedPositionsMLM(model)
-    sums: dict[str, list[torch.Tensor]] = {"loss": [], "top1": [], "top5": [], "sequence": []}
+    sums: dict[str, list[torch.Tensor]] = {"loss": [], "top1": [], "top5": [], "frequent": [], "sequence": []}
+    frequent = torch.as_tensor(list(frequent_ids), dtype=torch.long, device=device)
     rows_seen: list[torch.Tensor] = []
     for inputs, attention_mask, labels, sequence_ids in evaluation_set.batches(batch_size):
         rows_seen.append(sequence_ids)
@@ -211,21 +215,24 @@ def score_sequences(model: BertForMaskedLM, evaluation_set: EvaluationSet | Stre
         sums["loss"].append(F.cross_entropy(logits, targets, reduction="none").double().cpu())
         sums["top1"].append((best5[:, 0] == targets).double().cpu())
         sums["top5"].append((best5 == targets[:, None]).any(dim=-1).double().cpu())
+        sums["frequent"].append(torch.isin(best5[:, 0], frequent).double().cpu())
         sums["sequence"].append(rows)
     if was_training:
         model.train()
     if not sums["sequence"]:
         raise UserError("evaluation: no token was masked; the held-out data is too small")
     sequence_ids, cluster = np.unique(torch.cat(sums["sequence"]).numpy(), return_inverse=True)
-    per_sequence = {
-        name: np.bincount(cluster, weights=torch.cat(sums[name]).numpy()) for name in ("loss", "top1", "top5")
-    }
+    per_sequence = {name: np.bincount(cluster, weights=torch.cat(sums[name]).numpy())
+                    for name in ("loss", "top1", "top5", "frequent")}
+    if not len(frequent):
+        per_sequence["frequent"] = None
     return SequenceScores(sequence_ids, np.bincount(cluster).astype(np.float64), **per_sequence,
                           mask_draws=int(np.bincount(torch.cat(rows_seen).numpy()).max()))
 
 
 def evaluate(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEvaluationSet, batch_size: int = 128,
-             device: torch.device | str | None = None, amp_dtype: torch.dtype | None | str = AUTO) -> dict[str, float]:
+             device: torch.device | str | None = None, amp_dtype: torch.dtype | None | str = AUTO,
+             frequent_ids: Sequence[int] = ()) -> dict[str, float]:
     """Token-weighted masked-token loss, perplexity, top-1 and top-5 accuracy, each with its
     standard error (``*_se``), and what they rest on: the masked tokens scored, the distinct
     sequences and the mask draws begun (``eval_mask_draws``; the last may be partial).
@@ -238,7 +245,7 @@ def evaluate(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEva
     sequences, ``y_i`` a sequence's summed loss (or hits) and ``n_i`` its masked tokens. No
     resampling, and the same numbers as a bootstrap over sequences up to its noise.
     """
-    return score_sequences(model, evaluation_set, batch_size, device, amp_dtype).metrics()
+    return score_sequences(model, evaluation_set, batch_size, device, amp_dtype, frequent_ids).metrics()
 
 
 def paired_change(after: SequenceScores, before: SequenceScores) -> HeldOut:
@@ -294,6 +301,13 @@ def change_sentence(held_out: HeldOut, corpus: str, forgetting: bool = False) ->
 def most_frequent_token(train: Sequence[np.ndarray] | np.ndarray, special_ids: Sequence[int]) -> int:
     """The most frequent non-special token of the training data: ``train`` is a list of token
     arrays, or a frequency per token id (a token store split's ``counts``)."""
+    return frequent_tokens(train, special_ids, 1)[0]
+
+
+def frequent_tokens(train: Sequence[np.ndarray] | np.ndarray, special_ids: Sequence[int],
+                    count: int = FREQUENT_TOKENS) -> list[int]:
+    """The ``count`` most frequent non-special tokens of the training data, the most frequent first
+    (``train``: as :func:`most_frequent_token` takes it)."""
     if isinstance(train, np.ndarray) and train.ndim == 1 and train.dtype.kind in "iu":
         counts = train.astype(np.int64, copy=True)
     else:
@@ -304,7 +318,8 @@ def most_frequent_token(train: Sequence[np.ndarray] | np.ndarray, special_ids: S
     counts[special] = 0
     if not len(counts) or counts.max() == 0:
         raise UserError("evaluation: the training split holds no token")
-    return int(np.argmax(counts))
+    order = np.argsort(-counts, kind="stable")[:count]
+    return [int(token) for token in order if counts[token] > 0]
 
 
 def baseline_accuracy(evaluation_set, token_id: int) -> float:

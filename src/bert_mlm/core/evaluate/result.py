@@ -16,6 +16,28 @@ from typing import Any
 # The three scores of a held-out set, each with its standard error (and, for continued
 # pretraining, the starting model's and the paired change).
 MEASURES = ("loss", "accuracy", "top5_accuracy")
+# The unigram plateau: a model that fills every mask with the most frequent tokens. It is off the
+# plateau when its accuracy passes 1.2x the most-frequent-token reference (the time-to-quality
+# benchmark's threshold) and fewer than 80 % of its top-1 predictions are among the 10 most frequent
+# training tokens: a Chinese model at 2.39x the reference still filled every mask with ，的。国.
+PLATEAU_RATIO, PLATEAU_SHARE, FREQUENT_TOKENS = 1.2, 0.8, 10
+
+
+def off_plateau(accuracy: float | None, reference: float | None, frequent_share: float | None) -> bool | None:
+    """Whether a model has left the unigram plateau (None: not measured)."""
+    if accuracy is None or reference is None or frequent_share is None:
+        return None
+    return accuracy >= PLATEAU_RATIO * reference and frequent_share < PLATEAU_SHARE
+
+
+def plateau_sentence(accuracy: float, reference: float, frequent_share: float) -> str:
+    """Where a model stands against the unigram plateau, in one sentence."""
+    numbers = (f"{accuracy / max(reference, 1e-12):.2f}x the reference accuracy, {frequent_share:.0%} of predictions "
+               f"among the {FREQUENT_TOKENS} most frequent tokens")
+    if off_plateau(accuracy, reference, frequent_share):
+        return f"off the unigram plateau ({numbers})"
+    return (f"still on the unigram plateau: it fills masks with the most frequent tokens ({numbers}); train "
+            "longer or faster (docs/training.md)")
 
 
 @dataclass(frozen=True)
@@ -38,6 +60,7 @@ class HeldOut:
     mask_draws: int = 0  # draws begun (the last may be partial)
     held_out_sequences: int | None = None  # the sequences the set held
     baseline_accuracy: float | None = None  # always predicting the training split's most frequent token
+    frequent_share: float | None = None  # top-1 predictions among the 10 most frequent training tokens
     loss_start: float | None = None
     loss_start_se: float | None = None
     loss_change: float | None = None
@@ -90,6 +113,14 @@ class Evaluation:
     @property
     def accuracy_over_baseline(self) -> float:
         return self.test.accuracy / max(self.test.baseline_accuracy or 0.0, 1e-12)
+
+    @property
+    def plateau(self) -> str | None:
+        """The test split's score against the unigram plateau in a sentence (None: not measured)."""
+        test = self.test
+        if test.frequent_share is None or test.baseline_accuracy is None:
+            return None
+        return plateau_sentence(test.accuracy, test.baseline_accuracy, test.frequent_share)
 
     @property
     def change_summaries(self) -> list[str]:

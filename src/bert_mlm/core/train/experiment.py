@@ -34,7 +34,7 @@ from bert_mlm.core.evaluate.protocol import (
     baseline_accuracy,
     change_sentence,
     evaluate,
-    most_frequent_token,
+    frequent_tokens,
     paired_change,
     prepare_evaluation_set,
     score_sequences,
@@ -54,10 +54,15 @@ from bert_mlm.errors import UserError
 
 
 def corpus_sequences(items: Iterable[RawText], tokenizer: PreTrainedTokenizerBase,
-                     config: SequenceConfig) -> list[np.ndarray]:
+                     config: SequenceConfig, held_out_of: tuple[dict, str] | None = None) -> list[np.ndarray]:
     """Sequences of an extra held-out corpus (``evaluation.corpus_path``): every paragraph kept
-    (no length filter, no de-duplication), encoded and cut as the training data is."""
-    documents, _ = clean_documents(items, min_words=1, deduplicate=False)
+    (no length filter, no de-duplication), encoded and cut as the training data is. ``held_out_of``
+    (the corpus's split ratios and salt): only the documents the hash split keeps out of training
+    (the replayed general text's own held-out side, when it is the same file: ``corpus.replay``)."""
+    ratios, salt = held_out_of or (None, "")
+    documents, _ = clean_documents(items, min_words=1, deduplicate=False, ratios=ratios, salt=salt)
+    if held_out_of is not None:
+        documents = documents[documents["split"] != "train"]
     encoded = encode_documents(tokenizer, documents["text"].tolist())
     return build_sequences(encoded, config.mode, config.max_length, tokenizer.cls_token_id, tokenizer.sep_token_id)
 
@@ -154,7 +159,9 @@ class Experiment:
             raise UserError("training.eval_every: the valid split holds no sequences to validate on (a corpus of few "
                             "documents may put none there); set training.eval_every=0")
         evaluation_set = self.evaluation_set("valid", min_masked_tokens=training.eval_masked_tokens)
-        return lambda model: self.evaluate(model, evaluation_set)
+        reference = baseline_accuracy(evaluation_set, self.frequent_ids[0])  # the plateau's measure, once
+        return lambda model: {**self.evaluate(model, evaluation_set, frequent_ids=self.frequent_ids),
+                              "baseline_accuracy": reference}
 
     def train(self, model: BertForMaskedLM, training: TrainingConfig | None = None,
               masking: MaskingConfig | None = None, on_step: StepCallback | None = None,
@@ -167,10 +174,19 @@ class Experiment:
         return train(model, self.sequences.get("train", []), self.token_ids, masking, training,
                      self.collator_for(masking), on_step, rank, validation or self.validation(training))
 
-    def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet, precision: str = AUTO) -> dict:
+    def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet, precision: str = AUTO,
+                 frequent_ids: Sequence[int] = ()) -> dict:
         """``precision``: ``auto`` (bf16 on GPU, fp32 on CPU: :func:`evaluation_dtype`) or a training precision."""
         amp_dtype = AUTO if precision == AUTO else autocast_dtype(precision)
-        return evaluate(model, evaluation_set, self.evaluation.batch_size, amp_dtype=amp_dtype)
+        return evaluate(model, evaluation_set, self.evaluation.batch_size, amp_dtype=amp_dtype,
+                        frequent_ids=frequent_ids)
+
+    @functools.cached_property
+    def frequent_ids(self) -> list[int]:
+        """The train split's most frequent tokens (from the store's counts when it has them)."""
+        train = self.sequences.get("train", [])
+        counts = getattr(getattr(train, "split", None), "counts", None)
+        return frequent_tokens(counts if counts is not None else train, self.token_ids.special)
 
 
 def train_trial(experiment: Experiment, masking: MaskingConfig, training: TrainingConfig,
@@ -211,7 +227,8 @@ def held_out_metrics(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase,
                      sequence_index: SequenceIndex, protocol: EvaluationConfig, sequences: SequenceConfig,
                      extra_corpus: Iterable[RawText] | None = None, device: torch.device | str = "cpu",
                      starting_model: Callable[[], BertForMaskedLM] | None = None,
-                     corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path")) -> Evaluation:
+                     corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path"),
+                     extra_held_out_of: tuple[dict, str] | None = None) -> Evaluation:
     """Fixed-protocol scores on the test split beside the most-frequent-token reference, and the
     same on an extra held-out corpus when one is given; the model is moved to ``device`` (and
     stays there).
@@ -226,22 +243,24 @@ def held_out_metrics(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase,
     ids = TokenIds.from_tokenizer(tokenizer)
     collator = ids.collator(sequences.max_length, sequences.padding)
     sequence_index.check_words(protocol.whole_word, "auto", "evaluation.whole_word")
-    frequent = most_frequent_token(token_store.split("train").counts, ids.special)
+    frequent_ids = frequent_tokens(token_store.split("train").counts, ids.special)
+    frequent = frequent_ids[0]  # the most-frequent-token reference
     held_out = {"test": open_sequences(token_store, sequence_index, tokenizer)["test"]}
     if extra_corpus is not None:
-        held_out["extra"] = corpus_sequences(extra_corpus, tokenizer, sequences)
+        held_out["extra"] = corpus_sequences(extra_corpus, tokenizer, sequences, extra_held_out_of)
         if not held_out["extra"]:
             raise UserError("evaluation.corpus_path: the extra evaluation corpus holds no text to evaluate on")
     evaluation_sets = {
         name: prepare_evaluation_set(rows, collator, ids.mask, ids.replacement, protocol)
         for name, rows in held_out.items()
     }
-    scores = {name: score_sequences(model, evaluation_set, protocol.batch_size)
+    scores = {name: score_sequences(model, evaluation_set, protocol.batch_size, frequent_ids=frequent_ids)
               for name, evaluation_set in evaluation_sets.items()}
     scored = {name: score.summary() for name, score in scores.items()}
     if starting_model is not None:
         start = starting_model().to(device)
-        scored = {name: paired_change(scores[name], score_sequences(start, evaluation_set, protocol.batch_size))
+        scored = {name: paired_change(scores[name], score_sequences(start, evaluation_set, protocol.batch_size,
+                                                                    frequent_ids=frequent_ids))
                   for name, evaluation_set in evaluation_sets.items()}
         del start
         if torch.cuda.is_available():

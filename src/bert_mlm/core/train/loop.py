@@ -104,6 +104,8 @@ def validate(evaluate: Validation, model: BertForMaskedLM, device: torch.device,
     record.valid_loss, record.valid_loss_se = metrics["eval_loss"], metrics["eval_loss_se"]
     record.valid_accuracy, record.valid_masked_tokens = metrics["eval_accuracy"], metrics["eval_masked_tokens"]
     record.valid_seconds = seconds
+    record.valid_frequent_share = metrics.get("eval_frequent_share")
+    record.valid_baseline_accuracy = metrics.get("baseline_accuracy")
 
 
 def better(best: BestWeights | None, record: StepRecord, model: BertForMaskedLM) -> BestWeights | None:

@@ -47,6 +47,8 @@ class StepRecord:
     valid_accuracy: float | None = None
     valid_masked_tokens: int | None = None
     valid_seconds: float | None = None
+    valid_frequent_share: float | None = None  # the unigram plateau's measures (core.evaluate.result)
+    valid_baseline_accuracy: float | None = None
 
     def as_dict(self) -> dict:
         return {name: value for name, value in vars(self).items() if value is not None}

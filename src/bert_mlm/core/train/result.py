@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from bert_mlm.config import MaskingConfig
+from bert_mlm.core.evaluate.result import off_plateau, plateau_sentence
 from bert_mlm.core.train.loop import TrainingResult
 
 # The training history's validation columns: the loop writes them on the steps it validated.
@@ -23,7 +24,7 @@ DECISIONS = {"parameters": "tuning skipped (tuning.n_trials=0)",
              "tuning": "the study's best adopted as it is (tuning.adopt=always)"}
 # Present only where the run validated (training.eval_every) or kept its best step.
 VALIDATION = ("valid_seconds", "valid_share", "valid_masked_tokens", "final_valid_loss", "best_valid_loss",
-              "best_valid_step", "kept_valid_loss")
+              "best_valid_step", "kept_valid_loss", "plateau_left_step", "plateau_left_seconds", "plateau")
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,11 @@ class TrainingSummary:
     best_valid_loss: float | None = None
     best_valid_step: int | None = None
     kept_valid_loss: float | None = None
+    # The first validated step off the unigram plateau, its training seconds, and the last validation's
+    # standing in a sentence (core.evaluate.result.plateau_sentence).
+    plateau_left_step: int | None = None
+    plateau_left_seconds: float | None = None
+    plateau: str | None = None
     version: str | None = field(default=None, compare=False)
 
     @classmethod
@@ -84,7 +90,8 @@ class TrainingSummary:
             validation = dict(valid_seconds=seconds, valid_share=seconds / max(seconds + result.seconds, 1e-12),
                               valid_masked_tokens=int(validated[VALID_TOKENS].iloc[-1]),
                               final_valid_loss=float(losses.iloc[-1]), best_valid_loss=float(losses.min()),
-                              best_valid_step=int(validated.loc[losses.idxmin(), "step"]))
+                              best_valid_step=int(validated.loc[losses.idxmin(), "step"]),
+                              **plateau_steps(history, validated))
         return cls(
             train_tokens=result.train_tokens, train_seconds=result.seconds,
             train_tokens_per_second=result.tokens_per_second, train_steps=last_step,
@@ -114,6 +121,23 @@ class TrainingSummary:
         if found and not found.get("tuning_decision"):
             found["tuning_decision"] = DECISIONS.get(found.get("mask_probability_source"))
         return cls(**found, version=version) if found else None
+
+
+def plateau_steps(history: pd.DataFrame, validated: pd.DataFrame) -> dict[str, Any]:
+    """When validation first left the unigram plateau (step, and training seconds up to it), and
+    where the last validation stands; nothing where the history lacks the plateau's measures."""
+    if "valid_frequent_share" not in validated or validated["valid_frequent_share"].isna().all():
+        return {}
+    rows = list(validated[["step", VALID_ACCURACY, "valid_baseline_accuracy", "valid_frequent_share"]]
+                .dropna().itertuples(index=False, name=None))
+    if not rows:
+        return {}
+    left = next((step for step, *scores in rows if off_plateau(*scores)), None)
+    found: dict[str, Any] = {"plateau": plateau_sentence(*rows[-1][1:])}
+    if left is not None:
+        found.update(plateau_left_step=int(left),
+                     plateau_left_seconds=float(history.loc[history["step"] <= left, "seconds"].sum()))
+    return found
 
 
 def validated_steps(history: pd.DataFrame) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import PurePosixPath
 
@@ -16,6 +17,8 @@ from bert_mlm.core.tokens.sequences import SequenceIndex
 from bert_mlm.core.tokens.token_store import TokenStore
 from bert_mlm.core.train.experiment import held_out_metrics, starting_weights
 from bert_mlm.datasets.pretrained import MaskedLM
+
+logger = logging.getLogger(__name__)
 
 
 def evaluate_masked_lm(trained_model: MaskedLM, corpus_documents: DocumentShards, token_store: TokenStore,
@@ -34,13 +37,22 @@ def evaluate_masked_lm(trained_model: MaskedLM, corpus_documents: DocumentShards
              source_name(evaluation.corpus_path or ""))
     scored = held_out_metrics(trained, tokenizer, token_store, sequence_index, evaluation.protocol, sequences, extra,
                               device=resolve_device("auto"), starting_model=starting_weights(model, tokenizer),
-                              corpus_names=names)
+                              corpus_names=names, extra_held_out_of=replay_held_out(corpus, evaluation.corpus_path))
     held_out_texts = (text for batch in corpus_documents.iter_texts("test") for text in batch)
     examples = fill_mask_report(trained, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
                                 evaluation.fill_mask_count, evaluation.seed, evaluation.top_k)
     # The run summary logs the headline and the before/after sentences (bert_mlm.hooks.NodeTimingHook), once
     return replace(scored, model_version=trained_model.version, fill_mask_examples=examples,
                    extra_corpus_path=redact(evaluation.corpus_path) if extra is not None else None)
+
+
+def replay_held_out(corpus: CorpusConfig, extra_path: str | None) -> tuple[dict, str] | None:
+    """The split whose held-out side the extra corpus is scored on, when it is the replayed file."""
+    if corpus.replay is None or not extra_path or str(extra_path) != str(corpus.replay["path"]):
+        return None
+    logger.info("evaluation.corpus_path is corpus.replay's file: scored on its held-out side only (the documents "
+                "the hash split keeps out of training), disjoint from the replayed text")
+    return dict(corpus.split_ratios), corpus.split_salt
 
 
 def source_name(path: str | None) -> str:

@@ -10,7 +10,7 @@ from bert_mlm.core.data.corpus import CorpusError
 from bert_mlm.core.data.sources.hf import HFDataset
 from bert_mlm.core.data.sources.source import CorpusSource
 
-SOURCE_KEYS = ("path", "text_column", "credentials", "fs_args", "hf_dataset", "weight", "repeat")
+SOURCE_KEYS = ("path", "text_column", "credentials", "fs_args", "hf_dataset", "weight", "repeat", "train_only")
 
 
 def storage_options_of(credentials, fs_args, parameter: str) -> dict | None:
@@ -74,5 +74,6 @@ def mixture_source(sources: Mapping | list, text_column: str = "text") -> Corpus
         parts.append(CorpusSource(
             None if spec.get("path") is None else str(spec["path"]), spec.get("text_column", text_column),
             storage_options=storage_options_of(spec.get("credentials"), spec.get("fs_args"), where),
-            builtin_when_empty=False, hf_dataset=hf_dataset, name=str(name), parameter=f"{where}.path"))
+            builtin_when_empty=False, hf_dataset=hf_dataset, name=str(name), parameter=f"{where}.path",
+            train_only=bool(spec.get("train_only"))))
     return CorpusSource(parts=tuple(parts), text_column=text_column, builtin_when_empty=False)

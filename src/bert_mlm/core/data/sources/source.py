@@ -39,6 +39,7 @@ class CorpusSource:
     parts: tuple[CorpusSource, ...] = ()
     name: str = ""  # the source's name in a mixture (its weight is training's: core.tokens.blend)
     parameter: str = "corpus.path"  # named in messages (the extra evaluation corpus has its own)
+    train_only: bool = False  # a mixture's source read for its train split only (corpus.replay's general text)
 
     @property
     def is_empty(self) -> bool:
