@@ -88,7 +88,7 @@ def check_load_versions(catalog, load_versions: Mapping[str, str] | None) -> Non
         except Exception:  # noqa: BLE001 - Kedro raises several types for an unknown name
             dataset = None
         folder = getattr(dataset, "_filepath", None)
-        if dataset is None or folder is None:
+        if folder is None:
             raise UserError(f"--load-versions: {name!r} is not a versioned dataset of the catalog")
         folder = Path(str(folder))
         if not (folder / version).exists():

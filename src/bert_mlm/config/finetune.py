@@ -147,6 +147,4 @@ class FinetuneConfig(Section):
         return [self.seed + offset for offset in range(self.seeds)]
 
     def learning_rate_for(self, hidden_size: int) -> float:
-        if self.learning_rate == "auto":
-            return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size
-        return float(self.learning_rate)
+        return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size if self.learning_rate == "auto" else float(self.learning_rate)

@@ -24,9 +24,8 @@ class RunRecords:
     @property
     def versions(self) -> list[str]:
         """Every run that saved a record, newest first."""
-        if not self.folder.is_dir():
-            return []
-        return sorted((p.name for p in self.folder.iterdir() if (p / self.name).is_file()), reverse=True)
+        return sorted((p.name for p in self.folder.iterdir() if (p / self.name).is_file()),
+                      reverse=True) if self.folder.is_dir() else []
 
     def of(self, version: str | None) -> RunRecord | None:
         """The record of the run ``version``; None where that run saved none."""

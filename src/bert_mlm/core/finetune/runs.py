@@ -81,9 +81,8 @@ def prepare_task(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase, max
     """``config``'s task read, checked and encoded for its kind with the tokenizer every compared model shares."""
     task = load_labelled(config, name)
     max_length = min(config.max_length, max_positions)
-    if isinstance(task, TaggedTask):
-        return PreparedTagging.build(task, tokenizer, max_length, config.label_all_pieces)
-    return PreparedTask.build(task, tokenizer, max_length, config.pooling)
+    return PreparedTagging.build(task, tokenizer, max_length, config.label_all_pieces) \
+        if isinstance(task, TaggedTask) else PreparedTask.build(task, tokenizer, max_length, config.pooling)
 
 
 @dataclass

@@ -88,7 +88,7 @@ def model_card(results: ModelResults, record: RunRecord | None) -> ModelCard:
         "## Training data", "",
         f"- corpus: {code(corpus.source or 'unknown')}",
         f"- language: {language or 'unknown (set `language:` above)'}",
-        f"- documents: {_counts(corpus.documents)}",
+        "- documents: " + (", ".join(f"{format_value(n)} {split}" for split, n in corpus.documents.items()) or "n/a"),
         *([f"- sources (train split): {shown(corpus.sources_line)}"] if corpus.sources_line else []),
         f"- token store: {corpus.token_store_line}" if corpus.token_store else "- token store: not recorded",
     ]
@@ -109,12 +109,10 @@ def model_card(results: ModelResults, record: RunRecord | None) -> ModelCard:
         lines += ["", "## Fine-tuning", ""]
         lines += [f"On {code(task.dataset or '?')}{f' ({shown(task.task)})' if task.task else ''}: "
                   f"{shown(task.summary)}." for task in results.finetune]
-    lines += [
-        "", "## How to use", "", "```python", "from transformers import pipeline", "",
-        'fill = pipeline("fill-mask", model="path/to/this/folder")',
-        f'print(fill("{_example(evaluation.fill_mask_examples if evaluation else (), language)}"))', "```", "",
-        "## How it was made", "",
-    ]
+    lines += ["", "## How to use", "", "```python", "from transformers import pipeline", "",
+              'fill = pipeline("fill-mask", model="path/to/this/folder")',
+              f'print(fill("{_example(evaluation.fill_mask_examples if evaluation else (), language)}"))', "```", "",
+              "## How it was made", ""]
     if record is not None:
         lines += [f"- command: {code(record.command)} (run `{record.run_id}`)", f"- code: {shown(record.code_line)}",
                   f"- software: {record.software_line}", f"- device: {shown(record.device or 'unknown')}",
@@ -168,12 +166,6 @@ def _rows(rows: list[tuple[str, str]]) -> list[str]:
 
 def _percent(value: Any) -> str:
     return f"{100 * value:g} %" if isinstance(value, (int, float)) else "?"
-
-
-def _counts(counts: Any) -> str:
-    if not isinstance(counts, dict) or not counts:
-        return "n/a"
-    return ", ".join(f"{format_value(count)} {split}" for split, count in counts.items())
 
 
 def _example(examples, language: str | None) -> str:

@@ -39,9 +39,8 @@ img { max-width: 100%; } .muted { color: #666; } code { background: #f4f4f4; pad
 
 
 def table(frame: pd.DataFrame | None, float_format: str = "{:,.4f}") -> str:
-    if frame is None or frame.empty:
-        return '<p class="muted">Nothing recorded.</p>'
-    return _counts_with_gaps(frame).to_html(index=False, border=0, float_format=float_format.format, na_rep="")
+    return '<p class="muted">Nothing recorded.</p>' if frame is None or frame.empty else \
+        _counts_with_gaps(frame).to_html(index=False, border=0, float_format=float_format.format, na_rep="")
 
 
 def _counts_with_gaps(frame: pd.DataFrame) -> pd.DataFrame:

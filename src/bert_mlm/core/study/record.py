@@ -110,9 +110,8 @@ class TuningRecord:
         """The best trial's score in the objective's own terms (an accuracy or entity F1, not an error)."""
         if self.best_value is None:
             return {}
-        if self.objective == "finetune":
-            return {"best_finetune_score": 1.0 - self.best_value}
-        return {"best_eval_loss": self.best_value}
+        finetune = self.objective == "finetune"
+        return {"best_finetune_score": 1.0 - self.best_value} if finetune else {"best_eval_loss": self.best_value}
 
     def set_aside(self, explicit: Mapping) -> list[str]:
         """One warning per value given with ``--params`` (``explicit``: their nested mapping) that
