@@ -25,12 +25,6 @@ from bert_mlm.config.tuning import TuningConfig
 from bert_mlm.config.variants import VariantOverrides, variant_overrides
 from bert_mlm.errors import UserError
 
-# Each section's key, its type, and its file under conf/base (parameters_<key>.yml).
-SECTIONS: dict[str, type[Section]] = {
-    "corpus": CorpusConfig, "data": DataConfig, "tokenizer": TokenizerConfig, "sequences": SequenceConfig,
-    "model": ModelConfig, "masking": MaskingConfig, "training": TrainingConfig, "evaluation": EvaluationParameters,
-    "tuning": TuningConfig, "distributed": DistributedConfig, "finetune": FinetuneConfig, "tracking": TrackingConfig}
-
 RETIRED = {  # sections of earlier versions, and where their settings went
     "probe": "the downstream probe became the fine-tuning evaluation: move these settings under finetune: "
              "(train_path, eval_path, text_column, label_column, ...; mode: frozen is the frozen linear probe)",
@@ -38,7 +32,8 @@ RETIRED = {  # sections of earlier versions, and where their settings went
 
 
 class ExperimentConfig(Section):
-    """Every section, and the rules that span sections."""
+    """Every section (each its key, its type, and its file under conf/base: parameters_<key>.yml),
+    and the rules that span sections."""
 
     corpus: CorpusConfig = Field(default_factory=CorpusConfig)
     data: DataConfig = Field(default_factory=DataConfig)
@@ -89,6 +84,10 @@ class ExperimentConfig(Section):
         """The parameters as the nodes take them: each section (and variant's overrides) typed."""
         return {**{name: getattr(self, name) for name in SECTIONS},
                 **{name: {"overrides": overrides} for name, overrides in self.variants.items()}}
+
+
+SECTIONS: dict[str, type[Section]] = {name: field.annotation for name, field in ExperimentConfig.model_fields.items()
+                                      if name != "variants"}
 
 
 def check_section_names(parameters: Mapping[str, Any], known: set[str]) -> None:
