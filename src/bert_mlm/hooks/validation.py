@@ -104,12 +104,17 @@ class ValidateParametersHook:
 
     @hook_impl
     def after_context_created(self, context) -> None:
+        from kedro.config import MissingConfigException
+
         parameters = context.config_loader["parameters"]
         self.config = validate_parameters(parameters)
         context.config_loader["parameters"] = {**parameters, **self.config.parameters()}
         check_no_globals_file(context.config_loader.conf_source, context.env)
-        check_credentials(context.config_loader["catalog"], _section(context.config_loader, "credentials"),
-                          context.env)
+        try:  # the credentials Kedro reads for this environment; none without a credentials file
+            credentials = dict(context.config_loader["credentials"] or {})
+        except (MissingConfigException, KeyError):
+            credentials = {}
+        check_credentials(context.config_loader["catalog"], credentials, context.env)
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
@@ -161,13 +166,3 @@ class ValidateParametersHook:
         if getattr(self, "started", None) is not None:
             remove_empty_versions(project / "data", self.started)
         run_lock.release(project)
-
-
-def _section(config_loader, key: str) -> dict:
-    """The credentials Kedro reads for this environment; {} where there is no credentials file."""
-    from kedro.config import MissingConfigException
-
-    try:
-        return dict(config_loader[key] or {})
-    except (MissingConfigException, KeyError):
-        return {}

@@ -41,11 +41,6 @@ class ModelCard:
     text: str
 
 
-def is_hub_id(name: str | None) -> bool:
-    """``bert-base-chinese`` or ``google-bert/bert-base-uncased``, not a folder of this machine."""
-    return bool(name) and _HUB_ID.fullmatch(str(name)) is not None and not Path(str(name)).exists()
-
-
 def shown(value: Any) -> str:
     """A setting or a result's text as the card quotes it: on one line (a newline could open a
     heading or a ``---`` block), its markup escaped (``<script>``), no backtick or table bar to end
@@ -64,10 +59,12 @@ def front_matter(record: RunRecord, language: str | None) -> str:
     from huggingface_hub import ModelCardData
 
     init_from = record.init_from
+    # A Hub id (bert-base-chinese, google-bert/bert-base-uncased), not a folder of this machine.
+    hub_id = bool(init_from) and _HUB_ID.fullmatch(str(init_from)) is not None and not Path(str(init_from)).exists()
     data = ModelCardData(language=language, license=LICENSE_PLACEHOLDER, library_name="transformers",
                          pipeline_tag="fill-mask", tags=[*TAGS, *(["continued-pretraining"] if init_from else [])],
                          datasets=hub_datasets(record.section("corpus")) or None,
-                         base_model=init_from if is_hub_id(init_from) else None)
+                         base_model=init_from if hub_id else None)
     return "\n".join(line + LICENSE_NOTE if line == f"license: {LICENSE_PLACEHOLDER}" else line
                      for line in data.to_yaml().splitlines())
 

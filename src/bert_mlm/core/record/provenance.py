@@ -139,12 +139,15 @@ def provenance(results: ModelResults, run: RunRecord | None, model_record: RunRe
                 found.warnings[heading] = (f"model {model} was trained on the data of run {used}; these statistics "
                                            f"are of the data the run {saved} made since.")
         found.captions[heading] = line
-    found.captions[SUMMARY] = summary_line(results)
+    evaluated, finetuned = results.evaluation.version if results.evaluation else None, results.finetune.version
+    found.captions[SUMMARY] = ", ".join([f"Model {model} (data/06_models/masked_lm/{model}/masked_lm)",
+                                         *([f"evaluated in run {evaluated}"] if evaluated else []),
+                                         *([f"fine-tuned in run {finetuned}"] if finetuned else [])]) + "." \
+        if model else model_line(model)
     found.captions[TRAINING] = (f"Model {model}: its training in run {history_run}." if history_run
                                 else model_line(model))
     if history_run and model and history_run != model:
         found.warnings[TRAINING] = f"these curves are of the model of run {history_run}, not of model {model}."
-    evaluated = results.evaluation.version if results.evaluation else None
     for heading in (EVALUATION, FILL_MASK):
         found.captions[heading] = (
             f"Model {model}, evaluated in run {evaluated}." if evaluated else model_line(model) if not model
@@ -155,18 +158,6 @@ def provenance(results: ModelResults, run: RunRecord | None, model_record: RunRe
     _tuning(found, results, study)
     _finetuning(found, results, finetune or FinetuneResults())
     return found
-
-
-def summary_line(results: ModelResults) -> str:
-    model = results.model_version
-    if not model:
-        return model_line(model)
-    parts = [f"Model {model} (data/06_models/masked_lm/{model}/masked_lm)"]
-    if results.evaluation and results.evaluation.version:
-        parts.append(f"evaluated in run {results.evaluation.version}")
-    if results.finetune.version:
-        parts.append(f"fine-tuned in run {results.finetune.version}")
-    return ", ".join(parts) + "."
 
 
 def _tuning(found: Provenance, results: ModelResults, study: TuningRecord | None) -> None:

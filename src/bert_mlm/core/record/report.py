@@ -260,15 +260,6 @@ def vocabulary_note(coverage: Mapping | None) -> str:
 
 
 # ----------------------------------------------------------------------------- reports
-def mixture_section(mixture: Mapping | None) -> list[tuple[str, str]]:
-    """A mixture's sources: setting, stored sequences and each source's share of an epoch, counted
-    on the drawn index (the weights apply when training samples, not in the stored data)."""
-    if not mixture:
-        return []
-    frame = pd.DataFrame([{"source": name, **values} for name, values in mixture.items()])
-    return [("Mixture: each source's share of a training epoch (counted on the drawn index)", table(frame))]
-
-
 def run_report(results: ModelResults, training_history: pd.DataFrame, corpus_stats: pd.DataFrame | None = None,
                tokenization_stats: pd.DataFrame | None = None, sequence_stats: pd.DataFrame | None = None,
                tuning_trials: pd.DataFrame | None = None, finetune_runs: pd.DataFrame | None = None,
@@ -278,6 +269,9 @@ def run_report(results: ModelResults, training_history: pd.DataFrame, corpus_sta
     fill-mask examples. With ``provenance``, it opens with how the model's run was made, and every
     section says which model and run it belongs to."""
     evaluation, training = results.evaluation, results.training
+    # A mixture's sources: setting, stored sequences and each source's share of an epoch, counted on the
+    # drawn index (the weights apply when training samples, not in the stored data).
+    mixture = [{"source": name, **values} for name, values in ((training.mixture if training else None) or {}).items()]
     # A study by fine-tuning records its trials' scores (attr_finetune_accuracy before token tasks).
     by_finetuning = tuning_trials is not None and bool({"attr_finetune_score", "attr_finetune_accuracy"}
                                                         & set(tuning_trials.columns))
@@ -291,7 +285,8 @@ def run_report(results: ModelResults, training_history: pd.DataFrame, corpus_sta
         (heading.CORPUS, table(corpus_stats)),
         (heading.TOKENIZER, vocabulary_note(vocabulary_coverage) + table(tokenization_stats)),
         (heading.SEQUENCES, table(sequence_stats)),
-        *mixture_section(training.mixture if training else None),
+        *([("Mixture: each source's share of a training epoch (counted on the drawn index)",
+            table(pd.DataFrame(mixture)))] if mixture else []),
         (heading.TRAINING, image(training_curves(training_history, training.kept_step if training else None),
                                  "training curves") + validation_note(training)),
         (heading.TUNING, image(tuning_curve(tuning_trials, "finetune" if by_finetuning else None), "tuning trials")
