@@ -39,10 +39,10 @@ def create_pipeline(**kwargs) -> Pipeline:
     # variant's namespaced outputs is exactly what the comparison is for.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="One or more dataset names contain '.'")
-        read = {"metrics": "metrics", "history": "training_history", "finetune": "finetune_metrics"}
-        comparison = Node(compare_mask_rates, {f"{name}_{key}": f"{name}.{dataset}" for key, dataset in read.items()
-                                               for name in VARIANTS},
-                          ["mask_rate_comparison", "mask_rate_comparison_report"], name="compare_mask_rates",
-                          tags=["mask_rate_comparison", "reporting"])
+        inputs = {**{f"{name}_metrics": f"{name}.metrics" for name in VARIANTS},
+                  **{f"{name}_history": f"{name}.training_history" for name in VARIANTS},
+                  **{f"{name}_finetune": f"{name}.finetune_metrics" for name in VARIANTS}}
+        comparison = Node(compare_mask_rates, inputs, ["mask_rate_comparison", "mask_rate_comparison_report"],
+                          name="compare_mask_rates", tags=["mask_rate_comparison", "reporting"])
     record = Pipeline([node for node in reporting.create_pipeline().nodes if node.name == "record_run"])
     return Pipeline([*(variant_pipeline(name) for name in VARIANTS), comparison, record])
