@@ -95,11 +95,6 @@ def interval(per_seed, per_example, confidence: float = 0.95) -> Estimate:
     return Estimate(**combined_interval(float(per_seed.mean()), parts, confidence).as_dict(), seeds=per_seed.tolist())
 
 
-def points(value: float) -> str:
-    """A share as signed percentage points: ``+0.7``."""
-    return f"{100 * value:+.1f}"
-
-
 @dataclass(frozen=True)
 class Comparison:
     """The task fine-tuned from a further starting point with the same seeds: its scores and the
@@ -225,7 +220,7 @@ class TaskResult:
 
 def gained(gain: Estimate, unit: str = "") -> str:
     """A gain in percentage points with its interval: ``+0.7 accuracy points [95 % CI +0.1, +1.5]``."""
-    return f"{points(gain.mean)} {unit}[95 % CI {points(gain.low)}, {points(gain.high)}]"
+    return f"{100 * gain.mean:+.1f} {unit}[95 % CI {100 * gain.low:+.1f}, {100 * gain.high:+.1f}]"
 
 
 def paired_result(models: Mapping[str, dict[str, Estimate]], gains: Mapping[str, Estimate],

@@ -210,10 +210,9 @@ class Runner:
             fit.step += 1
             fit.nonfinite = fit.nonfinite + 1 if bool(diverged) else 0
             if fit.nonfinite >= MAX_NONFINITE_STEPS:
-                raise NonFiniteLossError(
-                    f"finetune: the loss was non-finite for {fit.nonfinite} consecutive steps "
-                    f"({fit.name}, seed {fit.schedule.seed}); lower finetune.learning_rate or use fp32/bf16"
-                )
+                raise NonFiniteLossError(f"finetune: the loss was non-finite for {fit.nonfinite} consecutive steps "
+                                         f"({fit.name}, seed {fit.schedule.seed}); lower finetune.learning_rate or use "
+                                         "fp32/bf16")
             loss_sum += value * units
             labelled += units
         return loss_sum / max(labelled, 1)
