@@ -65,9 +65,7 @@ class TensorBoardHook:
     def after_node_run(self, node) -> None:
         self._stop_listening()
 
-    @hook_impl
-    def on_node_error(self, node) -> None:
-        self._stop_listening()
+    on_node_error = after_node_run  # the same hook implementation under the error hook's name
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data) -> None:
@@ -102,16 +100,11 @@ class TensorBoardHook:
             for (task, model, epoch), score in means.items():
                 log.scalars({f"finetune/{task + '/' if task else ''}{RUN_SCORE}_by_epoch/{model}": score}, int(epoch))
 
-    def _close(self) -> None:
+    @hook_impl
+    def after_pipeline_run(self) -> None:
         self._stop_listening()
         for log in self.logs.values():
             log.close()
         self.logs = {}
 
-    @hook_impl
-    def after_pipeline_run(self) -> None:
-        self._close()
-
-    @hook_impl
-    def on_pipeline_error(self) -> None:
-        self._close()
+    on_pipeline_error = after_pipeline_run
