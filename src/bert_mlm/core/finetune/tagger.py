@@ -22,7 +22,7 @@ from transformers import AutoModelForTokenClassification, PreTrainedModel, PreTr
 
 from bert_mlm.core.common.statistics import ratio_interval
 from bert_mlm.core.finetune.alignment import IGNORED, AlignedSentences, align
-from bert_mlm.core.finetune.classifier import head_model, ordered_batches, padded, probe_head
+from bert_mlm.core.finetune.classifier import head_model, ordered_batches, padded, probe_head, warn_if_unknown
 from bert_mlm.core.finetune.entities import EntityCounts, TagCodes
 from bert_mlm.core.finetune.result import (
     PRETRAINED,
@@ -101,12 +101,7 @@ class PreparedTagging:
         for split, aligned in (("train", train), ("eval", evaluation)):
             logger.info("finetune: %s", aligned.report.describe(split))
         rate = evaluation.report.unknown_rate
-        if rate > UNKNOWN_WARNING_RATE:
-            logger.warning(
-                "finetune: %.1f %% of the eval words are %s under the model's vocabulary (more than %.0f %%): the "
-                "tagger barely sees them, so its result says little about pretraining. Is finetune.train_path in the "
-                "language and script the model's vocabulary was built for?", 100 * rate, tokenizer.unk_token,
-                100 * UNKNOWN_WARNING_RATE)
+        warn_if_unknown(rate, "the eval words", "tagger", tokenizer.unk_token)
         gold = np.fromiter((i for ids in task.tag_ids(task.evaluation) for i in ids), dtype=np.int64)
         return cls(task, train, evaluation, gold, TagCodes.of(task.labels), tokenizer.pad_token_id, label_all_pieces,
                    rate)
