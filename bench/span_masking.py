@@ -94,7 +94,7 @@ def cost(corpus: Corpus, repeats: int, batches: int = 50, batch_size: int = 32) 
     return table
 
 
-def quality(corpus: Corpus, steps: int, seeds: int) -> Table:
+def quality(corpus: Corpus, steps: int, seeds: int, schemes: dict[str, MaskingConfig] = SCHEMES) -> Table:
     base = experiment(corpus, 2, 128, steps)
     ids = base.token_ids
     protocols = {
@@ -105,7 +105,7 @@ def quality(corpus: Corpus, steps: int, seeds: int) -> Table:
     }
     rows = []
     for seed in range(1, seeds + 1):
-        for name, masking in SCHEMES.items():
+        for name, masking in schemes.items():
             setup = experiment(corpus, 2, 128, steps, seed)
             model = setup.new_model()
             started = time.perf_counter()
@@ -125,7 +125,7 @@ def quality(corpus: Corpus, steps: int, seeds: int) -> Table:
     table = Table(f"Masking schemes at equal budget: {corpus.name}",
                   ["training masking", "token protocol: loss", "token protocol: acc", "whole-word protocol: loss",
                    "whole-word protocol: acc"])
-    for name in SCHEMES:
+    for name in schemes:
         table.rows.append([name, *(cell(name, f"{p}_{m}") for p in protocols for m in ("loss", "accuracy"))])
     table.notes = [f"2 layers x 128 hidden, {steps} steps of 32 x {MAX_LENGTH}, {corpus.segmenter} words, 15 % "
                    f"masked; mean ± standard deviation over training seeds 1..{seeds} (the same initial weights and "

@@ -15,8 +15,6 @@ scored on the test split with the token-level fixed protocol and with the whole-
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -28,23 +26,18 @@ from transformers import DataCollatorForLanguageModeling
 
 from bert_mlm.config import (
     CorpusConfig,
-    EvaluationConfig,
     MaskingConfig,
-    ModelConfig,
     SequenceConfig,
     TokenizerConfig,
-    TrainingConfig,
 )
 from bert_mlm.core.data.corpus import SPLITS, clean_documents
 from bert_mlm.core.data.sources import read_corpus
-from bert_mlm.core.evaluate.protocol import evaluate, prepare_evaluation_set
 from bert_mlm.core.model.masking import mask_generator, mask_tokens
 from bert_mlm.core.model.token_ids import TokenIds
 from bert_mlm.core.tokens.sequences import build_sequence_index
 from bert_mlm.core.tokens.token_store import write_token_store
 from bert_mlm.core.tokens.tokenizer import train_wordpiece
 from bert_mlm.core.tokens.words import BitWriter, resolve_segmenter, segment_texts, words_path
-from bert_mlm.core.train.experiment import Experiment
 
 MAX_LENGTH = 128
 
@@ -174,76 +167,6 @@ def word_lengths(corpus: Corpus, texts: int = 2000) -> str:
             f"{tokens / (tokens - int(flags.sum())):.2f} under jieba's words")
 
 
-def accuracy(corpus: Corpus, steps: int, seeds: int) -> tuple[Table, list[dict]]:
-    tokenizer = corpus.tokenizer
-    experiment = Experiment(
-        tokenizer=tokenizer,
-        sequences=corpus.sequences,
-        model_config=ModelConfig(
-            hidden_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=512,
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0,
-        ),
-        training=TrainingConfig(max_steps=steps, batch_size=32, warmup_steps=max(1, steps // 10), progress=False),
-        masking=MaskingConfig(),
-        evaluation=EvaluationConfig(mask_draws=1),
-        sequence_config=SequenceConfig(max_length=MAX_LENGTH),
-    )
-    ids = experiment.token_ids
-    protocols = {
-        "token": prepare_evaluation_set(corpus.sequences["test"], ids.collator(MAX_LENGTH), ids.mask, ids.replacement,
-                                        EvaluationConfig(mask_draws=1)),
-        "whole-word": prepare_evaluation_set(corpus.sequences["test"], ids.collator(MAX_LENGTH), ids.mask,
-                                             ids.replacement, EvaluationConfig(whole_word=True, mask_draws=1)),
-    }
-    rows = []
-    for seed in range(1, seeds + 1):
-        for whole_word in (False, True):
-            training = TrainingConfig(**{**experiment.training.__dict__, "seed": seed})
-            model = experiment.new_model()
-            started = time.perf_counter()
-            experiment.train(model, training, MaskingConfig(whole_word=whole_word))
-            row = {"training": "whole-word" if whole_word else "token-level", "seed": seed,
-                   "seconds": time.perf_counter() - started}
-            for protocol, evaluation_set in protocols.items():
-                metrics = evaluate(model, evaluation_set, 64)
-                row[f"{protocol}_loss"] = metrics["eval_loss"]
-                row[f"{protocol}_accuracy"] = metrics["eval_accuracy"]
-                row[f"{protocol}_masked"] = metrics["eval_masked_tokens"]
-            rows.append(row)
-            print(corpus.name, row, file=sys.stderr, flush=True)
-
-    def cell(training: str, key: str) -> str:
-        values = [r[key] for r in rows if r["training"] == training]
-        spread = f" ± {statistics.stdev(values):.4f}" if len(values) > 1 else ""
-        return f"{statistics.mean(values):.4f}{spread}"
-
-    table = Table(
-        f"Whole-word vs token-level training at equal budget: {corpus.name}",
-        [
-            "training",
-            "token protocol: loss",
-            "token protocol: acc",
-            "whole-word protocol: loss",
-            "whole-word protocol: acc",
-        ],
-        notes=[
-            f"2 layers x 128 hidden, {steps} steps of 32 x {MAX_LENGTH}, vocab {len(tokenizer):,}, "
-            f"{corpus.segmenter} words; mean ± standard deviation over training seeds 1..{seeds} "
-            f"(same initial weights per seed). Test split, 15 % fixed masks; masked tokens scored: token protocol "
-            f"{rows[0]['token_masked']:,}, whole-word protocol {rows[0]['whole-word_masked']:,}"
-        ],
-    )
-    for training in ("token-level", "whole-word"):
-        table.rows.append(
-            [training, *(cell(training, f"{p}_{m}") for p in ("token", "whole-word") for m in ("loss", "accuracy"))]
-        )
-    return table, rows
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shared", default="../shared")
@@ -281,7 +204,9 @@ def run(shared: str, repeats: int = 5, steps: int = 300, seeds: int = 2, with_ac
             add(throughput(corpus, repeats))
         if with_accuracy:
             for corpus in corpora:
-                add(accuracy(corpus, steps, seeds)[0])
+                from span_masking import SCHEMES, quality  # the schemes' quality at equal budget, these two
+
+                add(quality(corpus, steps, seeds, {name: SCHEMES[name] for name in ("token", "whole-word")}))
     return tables
 
 

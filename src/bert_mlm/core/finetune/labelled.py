@@ -92,21 +92,6 @@ def hash_fraction(texts: pd.Series, seed: int) -> np.ndarray:
     return np.fromiter((hash_unit(f"{seed}:{t}") for t in texts), dtype=np.float64, count=len(texts))
 
 
-def split_and_sample(train: pd.DataFrame, evaluation: pd.DataFrame | None, texts: pd.Series, config: FinetuneConfig,
-                     unit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The training and eval ``unit`` s (examples, sentences): ``evaluation`` (``finetune.eval_path``'s), else
-    ``finetune.eval_fraction`` of ``train`` held out by a hash of its ``texts`` (stable whatever the file order, and
-    duplicates never straddle); each sampled down to its maximum."""
-    if evaluation is None:
-        held_out = hash_fraction(texts, config.seed) < config.eval_fraction
-        train, evaluation = train[~held_out], train[held_out]
-        if evaluation.empty or train.empty:
-            raise UserError(f"finetune.eval_fraction: {config.eval_fraction} of {len(held_out)} {unit} of "
-                            f"{config.train_path!r} leaves an empty {'eval' if evaluation.empty else 'train'} split")
-    return (train.sample(min(len(train), config.max_train_examples), random_state=config.seed),
-            evaluation.sample(min(len(evaluation), config.max_eval_examples), random_state=config.seed))
-
-
 @dataclass
 class Task:
     """The examples of one labelled task: ``train`` and ``evaluation`` frames (``text``,
@@ -139,6 +124,21 @@ class Task:
         for frame in (self.train, self.evaluation):
             digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
         return digest.hexdigest()
+
+
+def split_and_sample(train: pd.DataFrame, evaluation: pd.DataFrame | None, keys: pd.Series,
+                     config: FinetuneConfig, unit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The train and eval rows, sampled to ``max_train_examples`` / ``max_eval_examples``; without an
+    eval file, ``eval_fraction`` of the train file held out by a hash of each row's ``keys`` (its text):
+    stable whatever the file order, and duplicates never straddle the two."""
+    if evaluation is None:
+        held_out = hash_fraction(keys, config.seed) < config.eval_fraction
+        train, evaluation = train[~held_out], train[held_out]
+        if evaluation.empty or train.empty:
+            raise UserError(f"finetune.eval_fraction: {config.eval_fraction} of {len(held_out)} {unit} of "
+                            f"{config.train_path!r} leaves an empty {'eval' if evaluation.empty else 'train'} split")
+    return (train.sample(min(len(train), config.max_train_examples), random_state=config.seed),
+            evaluation.sample(min(len(evaluation), config.max_eval_examples), random_state=config.seed))
 
 
 def load_task(source: FinetuneConfig) -> Task:

@@ -1,0 +1,166 @@
+"""Time to quality: how many steps (and seconds) training needs to leave the unigram plateau and to
+reach the Hugging Face recipe's quality, with this project's defaults and with each lever changed.
+
+    python bench/time_to_quality.py --seeds 3                       # default 2 x 128 model, English
+    python bench/time_to_quality.py --layers 4 --hidden 256 --seeds 3   # the benchmark configuration
+    python bench/time_to_quality.py --language zh                   # MSRA news -> its held-out split
+
+One run, side by side: the Hugging Face Trainer with its own defaults (``DataCollatorForLanguageModeling``,
+lr 5e-5, no warmup: what a user of the run_mlm recipe gets) trains the same model shape on the same
+packed sequences for ``--hf-steps`` (900) steps and is scored with this project's fixed protocol on the
+held-out text (English: WikiText-2 valid, a domain the Gutenberg books are not; Chinese: the news
+sentences' test split); its accuracy is target (b). Target (a), off the plateau, is 1.2x the
+most-frequent-token accuracy on the same held-out text. Then this project's loop trains with its
+defaults and with each lever changed, validating every ``--eval-every`` steps on the same held-out
+text (the same fixed masks at every step), ``--seeds`` seeds each: the first step (and the training
+seconds to it) at which validation passes each target. A lever that leaves the plateau sooner but ends
+with a higher loss at the budget is no better: the final validation loss is in the table too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from _data import prepare
+from _hf import train_with_hf_trainer
+from _timing import Table, machine_info
+
+from bert_mlm.config import EvaluationConfig, MaskingConfig, ModelConfig, SequenceConfig, TrainingConfig
+from bert_mlm.core.evaluate.protocol import baseline_accuracy, evaluate, most_frequent_token, prepare_evaluation_set
+from bert_mlm.core.model.bert import build_model
+from bert_mlm.core.train.experiment import Experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "corpora"
+HELD_OUT = EvaluationConfig(mask_draws=1, min_masked_tokens=4000)
+
+# Each lever: what it changes from the defaults (training, masking, model dropout).
+LEVERS = {
+    "defaults (auto rate, 10 % warmup, linear decay)": {},
+    "dropout 0.1": {"dropout": 0.1},
+    "peak rate x2": {"rate_factor": 2.0},
+    "triangular (50 % warmup, linear decay)": {"training": {"warmup_steps": "half"}},
+    "cosine decay": {"training": {"schedule": "cosine"}},
+    "no clipping": {"training": {"max_grad_norm": None}},
+    "clipping 0.5": {"training": {"max_grad_norm": 0.5}},
+    "mask rate 0.30 -> 0.15": {"masking": {"probability": 0.3, "schedule": "linear", "final_probability": 0.15}},
+}
+
+
+def corpora(language: str) -> tuple[str, str | None]:
+    if language == "zh":
+        return str(SHARED / "msra-ner" / "news.txt"), None
+    return str(SHARED / "gutenberg"), str(SHARED / "wikitext-2-raw" / "wiki.valid.raw")
+
+
+def model_config(layers: int, hidden: int, dropout: float = 0.0) -> ModelConfig:
+    return ModelConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=max(2, hidden // 64),
+                       intermediate_size=4 * hidden, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+
+
+def first_step(curve: list[tuple[int, float, float]], threshold: float) -> tuple[int | None, float | None]:
+    """The first (step, training seconds) whose validation accuracy reaches ``threshold``."""
+    return next(((step, seconds) for step, seconds, accuracy in curve if accuracy >= threshold), (None, None))
+
+
+def run(args) -> Table:
+    corpus, extra = corpora(args.language)
+    prepared = prepare(corpus, extra, max_length=128, vocab_size=8192 if args.language == "en" else 21128)
+    held_out = prepared.sequences["extra" if extra else "test"]
+    sequences = {"train": prepared.sequences["train"], "valid": held_out}
+    tokenizer = prepared.tokenizer
+    base = Experiment(tokenizer, sequences, model_config(args.layers, args.hidden),
+                      TrainingConfig(max_steps=args.steps, batch_size=32, progress=False, seed=1),
+                      MaskingConfig(), HELD_OUT, SequenceConfig(max_length=128))
+    ids = base.token_ids
+    evaluation_set = prepare_evaluation_set(held_out, ids.collator(128), ids.mask, ids.replacement, HELD_OUT)
+    frequent = most_frequent_token(prepared.sequences["train"], ids.special)
+    unigram = baseline_accuracy(evaluation_set, frequent)
+    # (b): the HF recipe's quality after --hf-steps, on the same held-out masks.
+    hf_model = build_model(base.model_config, tokenizer, seed=1)
+    started = time.perf_counter()
+    _, _, hf_seconds = train_with_hf_trainer(hf_model, prepared.sequences["train"], tokenizer,
+                                             TrainingConfig(max_steps=args.hf_steps, batch_size=32, seed=1),
+                                             hf_defaults=True)
+    hf_accuracy = evaluate(hf_model, evaluation_set, 64)["eval_accuracy"]
+    print(f"HF recipe: {args.hf_steps} steps in {hf_seconds:.0f} s ({time.perf_counter() - started:.0f} s with "
+          f"set-up), accuracy {hf_accuracy:.4f}; unigram {unigram:.4f}", file=sys.stderr, flush=True)
+    rows = []
+    for name, lever in LEVERS.items():
+        for seed in range(1, args.seeds + 1):
+            training = dict(lever.get("training", {}))
+            if training.get("warmup_steps") == "half":
+                training["warmup_steps"] = args.steps // 2
+            config = TrainingConfig(max_steps=args.steps, batch_size=32, progress=False, seed=seed,
+                                    eval_every=args.eval_every, eval_masked_tokens=HELD_OUT.min_masked_tokens,
+                                    **training)
+            if "rate_factor" in lever:
+                config = config.replace(learning_rate=config.peak_learning_rate(args.hidden) * lever["rate_factor"])
+            shape = model_config(args.layers, args.hidden, lever.get("dropout", 0))
+            experiment = Experiment(tokenizer, sequences, shape, config, MaskingConfig(**lever.get("masking", {})),
+                                    HELD_OUT, SequenceConfig(max_length=128))
+            result = experiment.train(experiment.new_model())
+            history = result.history
+            seconds = history["seconds"].cumsum()
+            validated = history.assign(elapsed=seconds).dropna(subset=["valid_accuracy"])
+            curve = list(validated[["step", "elapsed", "valid_accuracy"]].itertuples(index=False, name=None))
+            off, off_seconds = first_step(curve, 1.2 * unigram)
+            reached, reached_seconds = first_step(curve, hf_accuracy)
+            rows.append({"lever": name, "seed": seed, "off": off, "off_seconds": off_seconds, "hf": reached,
+                         "hf_seconds": reached_seconds, "final_loss": float(validated["valid_loss"].iloc[-1]),
+                         "final_accuracy": float(validated["valid_accuracy"].iloc[-1]), "seconds": result.seconds})
+            print(name, rows[-1], file=sys.stderr, flush=True)
+
+    def cell(name: str, key: str, digits: int = 0) -> str:
+        values = [row[key] for row in rows if row["lever"] == name]
+        known = [value for value in values if value is not None]
+        if not known:
+            return f"not within {args.steps}"
+        middle = statistics.median(known)
+        missing = f" ({len(values) - len(known)} not)" if len(known) < len(values) else ""
+        return f"{middle:,.{digits}f} [{min(known):,.{digits}f}-{max(known):,.{digits}f}]{missing}"
+
+    table = Table(f"Time to quality: {args.layers} x {args.hidden}, {args.language}",
+                  ["lever", "step off the plateau", "seconds to it", f"step to the HF recipe's {args.hf_steps}-step "
+                   "accuracy", "seconds to it", "final valid loss", "final valid accuracy"])
+    for name in LEVERS:
+        table.rows.append([name, cell(name, "off"), cell(name, "off_seconds", 1), cell(name, "hf"),
+                           cell(name, "hf_seconds", 1), cell(name, "final_loss", 4), cell(name, "final_accuracy", 4)])
+    table.notes = [
+        f"Held-out text: {'WikiText-2 valid' if extra else 'the test split'} ({HELD_OUT.min_masked_tokens:,} masked "
+        f"tokens, fixed masks, every {args.eval_every} steps); most-frequent-token accuracy {unigram:.4f} (target "
+        f"(a): {1.2 * unigram:.4f}); the HF Trainer with its defaults reached {hf_accuracy:.4f} after {args.hf_steps} "
+        f"steps in {hf_seconds:.0f} s (target (b)). Medians [min-max] over seeds 1..{args.seeds}; seconds are the "
+        f"loop's training seconds to the step (validation excluded); {args.steps} steps of 32 x 128 each, "
+        f"{torch.get_num_threads()} thread(s). {machine_info()}"]
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--language", default="en", choices=("en", "zh"))
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--hf-steps", type=int, default=900)
+    parser.add_argument("--eval-every", type=int, default=25)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--levers", default="", help="comma-separated lever names (default: all)")
+    args = parser.parse_args()
+    if args.levers:
+        wanted = args.levers.split(",")
+        for name in list(LEVERS):
+            if not any(name.startswith(prefix) for prefix in wanted):
+                del LEVERS[name]
+    np.random.seed(0)
+    print(run(args).markdown(), flush=True)
+
+
+if __name__ == "__main__":
+    main()
