@@ -10,7 +10,7 @@ from kedro.framework.hooks import hook_impl
 from kedro.framework.hooks.manager import _create_hook_manager
 
 from bert_mlm.core.model.masking import MaskingConfig
-from bert_mlm.hooks import RedactedForPlugins
+from bert_mlm.hooks.plugins import RedactedForPlugins
 from bert_mlm.logs import RedactedRecords
 
 
@@ -72,7 +72,7 @@ def test_the_plan_lists_the_stages_a_partial_run_runs_and_no_other():
     reporting nodes (it once timed ~21 minutes of stages that did not run)."""
     from kedro.pipeline import Pipeline
 
-    from bert_mlm.hooks import planned_stages
+    from bert_mlm.hooks.plan import planned_stages
     from bert_mlm.pipeline_registry import register_pipelines
 
     registered = register_pipelines()

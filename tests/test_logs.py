@@ -12,7 +12,7 @@ import pytest
 
 from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.record.results import ModelResults
-from bert_mlm.hooks import summary_lines
+from bert_mlm.hooks.summary import summary_lines
 
 RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) +[\w.]+: ")
 

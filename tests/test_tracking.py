@@ -108,7 +108,7 @@ def test_mlflow_asked_for_but_not_installed_is_one_line_before_any_work(project_
     import importlib.util
 
     from bert_mlm.errors import UserError
-    from bert_mlm.hooks import MlflowTrackingHook
+    from bert_mlm.hooks.mlflow import MlflowTrackingHook
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -18,7 +18,7 @@ from kedro.framework.cli.project import run as kedro_run
 
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.errors import UserError, causes
-from bert_mlm.kedro_checks import check_environment, check_pipeline_names, check_selection, kedro_mistake
+from bert_mlm.kedro_checks import check_environment, check_selection, kedro_mistake
 
 DEBUG_ENV = "BERT_MLM_DEBUG"
 
@@ -27,9 +27,7 @@ def user_errors_in_one_line(callback):
     @functools.wraps(callback)
     def wrapper(*args, **kwargs):
         try:
-            names = kwargs.get("pipelines") or [kwargs.get("pipeline")]
-            check_pipeline_names(names)
-            check_selection(names, kwargs)
+            check_selection(kwargs.get("pipelines") or [kwargs.get("pipeline")], kwargs)
             check_environment(kwargs.get("env"), kwargs.get("conf_source"), Path.cwd())
             return callback(*args, **kwargs)
         except Exception as error:

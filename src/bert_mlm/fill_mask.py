@@ -42,22 +42,17 @@ def load_masked_lm(model: str | None = None, version: str | None = None, models_
                                f"({first_line(error)})") from error
 
 
-def models_dir_of(variant: str | None) -> str:
-    # The variant becomes part of a path: only the configured names, never ``../..``.
-    from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
-
-    if variant and variant not in VARIANTS:
-        raise ValueError(f"--variant: {variant!r} is not a mask_rate_comparison variant; the variants are "
-                         f"{', '.join(VARIANTS)}")
-    return f"data/06_models/{variant}/masked_lm" if variant else DEFAULT_MODELS
-
-
 def fill_mask(sentences: list[str], model: str | None = None, version: str | None = None, top_k: int = 5,
               variant: str | None = None) -> list[dict]:
+    from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
+
     if model and (variant or version):
         raise ValueError(f"--model: a model directory is one model; {'--variant' if variant else '--version'} "
                          "chooses among the project's trained models: give one or the other")
-    bundle = load_masked_lm(model, version, models_dir_of(variant))
+    if variant and variant not in VARIANTS:  # the variant becomes part of a path: the configured names, never ../..
+        raise ValueError(f"--variant: {variant!r} is not a mask_rate_comparison variant; the variants are "
+                         f"{', '.join(VARIANTS)}")
+    bundle = load_masked_lm(model, version, f"data/06_models/{variant}/masked_lm" if variant else DEFAULT_MODELS)
     return fill_mask_examples(bundle.model, bundle.tokenizer, sentences, top_k, parameter="fill-mask SENTENCES")
 
 

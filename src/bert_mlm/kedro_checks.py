@@ -35,25 +35,20 @@ def _conf(conf_source: str | None, project: Path | None) -> Path:
     return conf if conf.is_absolute() else (project or Path.cwd()) / conf
 
 
-def check_pipeline_names(names: Iterable[str]) -> None:
-    """Every ``--pipelines`` name is registered (Kedro's own message is a 40-line traceback)."""
-    from kedro.framework.project import pipelines
-
-    for name in names:
-        if name and name not in pipelines:
-            raise UserError(f"--pipelines: {name!r} is not a pipeline of this project; "
-                            f"{_did_you_mean(name, pipelines)}the pipelines are {', '.join(sorted(pipelines))}")
-
-
 def check_selection(pipeline_names: Iterable[str], options: Mapping[str, Any]) -> None:
-    """``--nodes``, ``--from-nodes``, ``--to-nodes``, ``--tags`` and ``--namespaces`` name nodes, tags
+    """Every ``--pipelines`` name is registered (Kedro's own message is a 40-line traceback);
+    ``--nodes``, ``--from-nodes``, ``--to-nodes``, ``--tags`` and ``--namespaces`` name nodes, tags
     and namespaces of the pipelines run, and ``--runner`` a runner (Kedro's own messages come after a
     traceback, an unknown namespace's from deep inside its pipeline filter; an unknown tag among known
     ones is silently ignored by Kedro)."""
     from kedro.framework.project import pipelines
 
     names = [name for name in pipeline_names if name] or ["__default__"]
-    chosen = [pipelines[name] for name in names if name in pipelines]
+    for name in names:
+        if name not in pipelines:
+            raise UserError(f"--pipelines: {name!r} is not a pipeline of this project; "
+                            f"{_did_you_mean(name, pipelines)}the pipelines are {', '.join(sorted(pipelines))}")
+    chosen = [pipelines[name] for name in names]
     where = f"the pipeline {names[0]!r}" if len(names) == 1 else f"the pipelines {names}"
     nodes = sorted({node.name for pipeline in chosen for node in pipeline.nodes})
     for option, key in (("--nodes", "node_names"), ("--from-nodes", "from_nodes"), ("--to-nodes", "to_nodes")):
@@ -93,7 +88,7 @@ def check_load_versions(catalog, load_versions: Mapping[str, str] | None) -> Non
         except Exception:  # noqa: BLE001 - Kedro raises several types for an unknown name
             dataset = None
         folder = getattr(dataset, "_filepath", None)
-        if dataset is None or folder is None:
+        if folder is None:
             raise UserError(f"--load-versions: {name!r} is not a versioned dataset of the catalog")
         folder = Path(str(folder))
         if not (folder / version).exists():

@@ -40,31 +40,28 @@ def wanted_style() -> str | None:
     return "rich" if sys.stdout.isatty() else "plain"
 
 
-class OneLineRecords(logging.Filter):
-    """Keeps a plain log one line per record: Kedro's "Running node" lines name the node (its
-    inputs and outputs run to 300+ characters; kedro-viz shows them), and line breaks inside a
-    message become " | "."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if record.name == "kedro.pipeline.node" and message.startswith("Running node: "):
-            message = "Running node: " + message.removeprefix("Running node: ").split(":", 1)[0]
-        if "\n" in message:
-            message = " | ".join(part.strip() for part in message.splitlines() if part.strip())
-        record.msg, record.args = message, None
-        return True
+def one_line_records(record: logging.LogRecord) -> bool:
+    """A log filter that keeps a plain log one line per record: Kedro's "Running node" lines name
+    the node (its inputs and outputs run to 300+ characters; kedro-viz shows them), and line breaks
+    inside a message become " | "."""
+    message = record.getMessage()
+    if record.name == "kedro.pipeline.node" and message.startswith("Running node: "):
+        message = "Running node: " + message.removeprefix("Running node: ").split(":", 1)[0]
+    if "\n" in message:
+        message = " | ".join(part.strip() for part in message.splitlines() if part.strip())
+    record.msg, record.args = message, None
+    return True
 
 
-class KedroRepeats(logging.Filter):
-    """Drops Kedro's lines that repeat what another line says: "Completed node: X" (followed by
-    "Completed N out of M tasks"), the run's duration (the project's run summary states it), and
-    the suggestion to try ``--async`` (a hint about Kedro, not about this run)."""
+# Kedro's lines that repeat what another line says: "Completed node: X" (followed by "Completed N out
+# of M tasks"), the run's duration (the project's run summary states it), and the suggestion to try
+# --async (a hint about Kedro, not about this run).
+KEDRO_REPEATS = ("Completed node: ", "Pipeline execution completed successfully",
+                 "Using synchronous mode for loading and saving data")
 
-    REPEATS = ("Completed node: ", "Pipeline execution completed successfully",
-               "Using synchronous mode for loading and saving data")
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name.startswith("kedro.runner") and str(record.msg).startswith(self.REPEATS))
+def without_kedro_repeats(record: logging.LogRecord) -> bool:
+    return not (record.name.startswith("kedro.runner") and str(record.msg).startswith(KEDRO_REPEATS))
 
 
 class RedactedRecords(logging.Filter):
@@ -113,10 +110,10 @@ def configure_logging() -> None:
     if style is None:
         return
     for handler in logging.getLogger().handlers:
-        handler.addFilter(KedroRepeats())
+        handler.addFilter(without_kedro_repeats)
+        if style == "plain":
+            handler.addFilter(one_line_records)
     if style == "plain":
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(OneLineRecords())
         warnings.showwarning = _warning_as_one_record  # a warning is one record too, not two raw lines
         from transformers.utils import logging as transformers_logging
 

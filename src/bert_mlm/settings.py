@@ -4,17 +4,13 @@
 import os
 import warnings
 
-from bert_mlm.hooks import (
-    MlflowTrackingHook,
-    NodeTimingHook,
-    RedactedForPlugins,
-    RunPlanHook,
-    TensorBoardHook,
-    ThreadsHook,
-    ValidateParametersHook,
-    keep_mlflow_unimported,
-    mlflow_tracking,
-)
+from bert_mlm.hooks.mlflow import MlflowTrackingHook, keep_mlflow_unimported, mlflow_tracking
+from bert_mlm.hooks.plan import RunPlanHook
+from bert_mlm.hooks.plugins import RedactedForPlugins
+from bert_mlm.hooks.summary import NodeTimingHook
+from bert_mlm.hooks.tensorboard import TensorBoardHook
+from bert_mlm.hooks.threads import ThreadsHook
+from bert_mlm.hooks.validation import ValidateParametersHook
 from bert_mlm.logs import configure_logging
 
 # Kedro's ParallelRunner starts its workers from a fresh fork server, not by forking this process:

@@ -14,7 +14,7 @@ from kedro.config import OmegaConfigLoader
 
 from bert_mlm.core.common.device import resolve_precision
 from bert_mlm.errors import UserError
-from bert_mlm.hooks import validate_parameters
+from bert_mlm.hooks.validation import validate_parameters
 from tests.reliability.conftest import mount_tmpfs
 
 

@@ -25,22 +25,6 @@ from bert_mlm.config.tuning import TuningConfig
 from bert_mlm.config.variants import VariantOverrides, variant_overrides
 from bert_mlm.errors import UserError
 
-# Each section's key, its type, and its file under conf/base (parameters_<key>.yml).
-SECTIONS: dict[str, type[Section]] = {
-    "corpus": CorpusConfig,
-    "data": DataConfig,
-    "tokenizer": TokenizerConfig,
-    "sequences": SequenceConfig,
-    "model": ModelConfig,
-    "masking": MaskingConfig,
-    "training": TrainingConfig,
-    "evaluation": EvaluationParameters,
-    "tuning": TuningConfig,
-    "distributed": DistributedConfig,
-    "finetune": FinetuneConfig,
-    "tracking": TrackingConfig,
-}
-
 RETIRED = {  # sections of earlier versions, and where their settings went
     "probe": "the downstream probe became the fine-tuning evaluation: move these settings under finetune: "
              "(train_path, eval_path, text_column, label_column, ...; mode: frozen is the frozen linear probe)",
@@ -48,7 +32,8 @@ RETIRED = {  # sections of earlier versions, and where their settings went
 
 
 class ExperimentConfig(Section):
-    """Every section, and the rules that span sections."""
+    """Every section (each its key, its type, and its file under conf/base: parameters_<key>.yml),
+    and the rules that span sections."""
 
     corpus: CorpusConfig = Field(default_factory=CorpusConfig)
     data: DataConfig = Field(default_factory=DataConfig)
@@ -71,10 +56,8 @@ class ExperimentConfig(Section):
             raise UserError(f"sequences.max_length: {self.sequences.max_length} exceeds model.max_position_embeddings "
                             f"({self.model.max_position_embeddings})")
         if self.tokenizer.extend_vocabulary and not (self.model.init_from or self.tokenizer.vocab_path):
-            raise UserError(
-                "tokenizer.extend_vocabulary: extends an inherited vocabulary (model.init_from or "
-                "tokenizer.vocab_path); a vocabulary trained on this corpus covers it already"
-            )
+            raise UserError("tokenizer.extend_vocabulary: extends an inherited vocabulary (model.init_from or "
+                            "tokenizer.vocab_path); a vocabulary trained on this corpus covers it already")
         if self.tuning.objective == "finetune" and self.tuning.n_trials > 0 and not self.finetune.enabled:
             raise UserError("tuning.objective: finetune needs a labelled task: set finetune.train_path")
         chosen, tasks = self.tuning.finetune_task, self.finetune.tasks
@@ -103,15 +86,17 @@ class ExperimentConfig(Section):
                 **{name: {"overrides": overrides} for name, overrides in self.variants.items()}}
 
 
+SECTIONS: dict[str, type[Section]] = {name: field.annotation for name, field in ExperimentConfig.model_fields.items()
+                                      if name != "variants"}
+
+
 def check_section_names(parameters: Mapping[str, Any], known: set[str]) -> None:
     """A top-level section nothing reads (``--params trainig.max_steps=3``) is a typo: refused."""
     for section in parameters:
         if not section or not str(section).isidentifier():
-            raise UserError(
-                f"--params {_dotted(section, parameters[section])}: {section!r} is not a section name; a parameter is "
-                f"written section.key=value (e.g. masking.probability=0.3), and a section name is a plain word, "
-                f"one of {sorted(known)}"
-            )
+            raise UserError(f"--params {_dotted(section, parameters[section])}: {section!r} is not a section name; a "
+                            f"parameter is written section.key=value (e.g. masking.probability=0.3), and a section "
+                            f"name is a plain word, one of {sorted(known)}")
         if section in RETIRED and section not in known:
             raise UserError(f"{section}: {RETIRED[section]}")
         if section not in known:

@@ -39,8 +39,7 @@ class FinetuneConfig(Section):
     text_column: str = Field("text", min_length=1, description="the column holding the text")
     eval_text_column: str | None = Field(
         None, description="when eval_path names its text column differently (null: text_column)")
-    pair_column: str | None = Field(
-        None, description="text-pair tasks (NLI, paraphrase): the second text's column")
+    pair_column: str | None = Field(None, description="text-pair tasks (NLI, paraphrase): the second text's column")
     label_column: str = Field(
         "label", min_length=1, description="labels of any type, mapped to class ids (the mapping is saved)")
     tokens_column: str = Field(
@@ -148,6 +147,4 @@ class FinetuneConfig(Section):
         return [self.seed + offset for offset in range(self.seeds)]
 
     def learning_rate_for(self, hidden_size: int) -> float:
-        if self.learning_rate == "auto":
-            return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size
-        return float(self.learning_rate)
+        return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size if self.learning_rate == "auto" else float(self.learning_rate)

@@ -123,12 +123,9 @@ class CSVDataset(OptionalLoad, AtomicSave, _CSVDataset):
     """``pandas.CSVDataset``, saved atomically; the frame's ``attrs["version"]`` is the run that saved it."""
 
     def load(self) -> pd.DataFrame:
-        if self._missing():
-            frame = pd.DataFrame()
-            frame.attrs["version"] = None
-            return frame
-        frame = _CSVDataset.load.__wrapped__(self)
-        frame.attrs["version"] = self._loaded_version()
+        missing = self._missing()
+        frame = pd.DataFrame() if missing else _CSVDataset.load.__wrapped__(self)
+        frame.attrs["version"] = None if missing else self._loaded_version()
         return frame
 
 
@@ -147,7 +144,7 @@ class JSONDataset(OptionalLoad, AtomicSave, _JSONDataset):
 
     def preview(self) -> JSONPreview:
         """The file as kedro-viz shows a JSON dataset (not what a subclass loads it as)."""
-        return JSONPreview(json.dumps(JSONDataset.load.__wrapped__(self)))
+        return JSONPreview(json.dumps(JSONDataset.load.__wrapped__(self), ensure_ascii=False))
 
 
 class PlotlyJSONDataset(AtomicSave, _PlotlyJSONDataset):

@@ -33,30 +33,18 @@ class CorpusDataset(AbstractDataset[Any, CorpusSource]):
     ``kedro run --params corpus.path=...`` switches the corpus.
     """
 
-    def __init__(  # noqa: PLR0913 - the catalog's keys
-        self,
-        path: str | None = None,
-        text_column: str = "text",
-        builtin_when_empty: bool = True,
-        builtin_max_files: int | None = None,
-        credentials: dict[str, Any] | None = None,
-        fs_args: dict[str, Any] | None = None,
-        hf_dataset: dict[str, Any] | str | None = None,
-        sources: dict[str, Any] | list | None = None,
-        replay: dict[str, Any] | None = None,
-        parameter: str = "corpus.path",
-        metadata: dict[str, Any] | None = None,
-    ):
+    def __init__(self, path: str | None = None, text_column: str = "text", builtin_when_empty: bool = True,
+                 builtin_max_files: int | None = None, credentials: dict[str, Any] | None = None,
+                 fs_args: dict[str, Any] | None = None, hf_dataset: dict[str, Any] | str | None = None,
+                 sources: dict[str, Any] | list | None = None, replay: dict[str, Any] | None = None,
+                 parameter: str = "corpus.path", metadata: dict[str, Any] | None = None):
         self._path = str(path) if path not in _EMPTY else None
-        self._text_column = text_column
-        self._builtin_when_empty = builtin_when_empty
-        self._builtin_max_files = builtin_max_files
-        self._storage_options = storage_options_of(credentials, fs_args, parameter)
         self._hf_dataset = None if hf_dataset in _EMPTY else hf_dataset
         self._sources = None if sources in _EMPTY else sources
         self._replay = None if replay in _EMPTY else replay
-        self._parameter = parameter
-        self.metadata = metadata
+        self._text_column, self._parameter, self.metadata = text_column, parameter, metadata
+        self._builtin_when_empty, self._builtin_max_files = builtin_when_empty, builtin_max_files
+        self._storage_options = storage_options_of(credentials, fs_args, parameter)
         self._loaded: CorpusSource | None = None
 
     def load(self) -> CorpusSource:
@@ -64,23 +52,19 @@ class CorpusDataset(AbstractDataset[Any, CorpusSource]):
         before the run and the ingestion node share it (a remote listing or a Hugging Face dataset's
         loading is not done again)."""
         if self._loaded is None:
-            self._loaded = self._checked_source()
+            check_one_source(self._path, self._hf_dataset, self._sources)
+            sources = with_replay(self._path, self._hf_dataset, self._sources, self._replay, self._text_column,
+                                  self._storage_options)  # the same mixture the parameters make of corpus.replay
+            if sources is not None:
+                source = mixture_source(sources, self._text_column)
+            else:
+                source = CorpusSource(self._path, self._text_column, self._builtin_when_empty, self._builtin_max_files,
+                                      storage_options=self._storage_options, parameter=self._parameter,
+                                      hf_dataset=None if self._hf_dataset is None else
+                                      HFDataset.from_mapping(self._hf_dataset))
+            source.check()  # a missing path, an empty listing, a refused key fail here, in one line
+            self._loaded = source
         return self._loaded
-
-    def _checked_source(self) -> CorpusSource:
-        check_one_source(self._path, self._hf_dataset, self._sources)
-        sources = with_replay(self._path, self._hf_dataset, self._sources, self._replay, self._text_column,
-                              self._storage_options)  # the same mixture the parameters make of corpus.replay
-        if sources is not None:
-            source = mixture_source(sources, self._text_column)
-        else:
-            source = CorpusSource(
-                self._path, self._text_column, self._builtin_when_empty, self._builtin_max_files,
-                storage_options=self._storage_options, parameter=self._parameter,
-                hf_dataset=None if self._hf_dataset is None else HFDataset.from_mapping(self._hf_dataset),
-            )
-        source.check()  # a missing path, an empty listing, a refused key fail here, in one line
-        return source
 
     def save(self, data: Any) -> None:
         raise DatasetError("CorpusDataset is read-only: it reads the user's corpus")

@@ -78,11 +78,8 @@ class MaskedLMDataset(_PretrainedDirectoryDataset):
         directory = str(self._load_dir())
         with MODEL_LOCK:  # not thread-safe in transformers (core.model.construction)
             model = AutoModelForMaskedLM.from_pretrained(directory)
-        return MaskedLM(
-            model=model,
-            tokenizer=AutoTokenizer.from_pretrained(directory),
-            version=self.resolve_load_version() if self._version else None,
-        )
+        return MaskedLM(model, AutoTokenizer.from_pretrained(directory),
+                        self.resolve_load_version() if self._version else None)
 
     def save(self, data: MaskedLM) -> None:
         self._write([data.model, data.tokenizer])

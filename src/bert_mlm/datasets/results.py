@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Any
 
-from kedro_datasets._typing import JSONPreview
 from kedro_datasets.json import JSONDataset as _JSONDataset
 
 from bert_mlm.core.evaluate.result import Evaluation
@@ -61,7 +60,3 @@ class ResultDataset(JSONDataset):
 
     def save(self, data) -> None:
         AtomicSave.save(self, data.to_json())
-
-    def preview(self) -> JSONPreview:
-        """The file as kedro-viz shows a JSON dataset (the parent's preview would dump the class)."""
-        return JSONPreview(json.dumps(_JSONDataset.load.__wrapped__(self), ensure_ascii=False))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.record.run_record import RunRecord
 from bert_mlm.datasets.atomic import AtomicSave, JSONDataset
 
@@ -25,9 +24,8 @@ class RunRecords:
     @property
     def versions(self) -> list[str]:
         """Every run that saved a record, newest first."""
-        if not self.folder.is_dir():
-            return []
-        return sorted((p.name for p in self.folder.iterdir() if (p / self.name).is_file()), reverse=True)
+        return sorted((p.name for p in self.folder.iterdir() if (p / self.name).is_file()),
+                      reverse=True) if self.folder.is_dir() else []
 
     def of(self, version: str | None) -> RunRecord | None:
         """The record of the run ``version``; None where that run saved none."""
@@ -46,7 +44,7 @@ class RunRecordDataset(JSONDataset):
     """Saves one run's record (a :class:`RunRecord`) under the run's version, redacted; loads :class:`RunRecords`."""
 
     def save(self, data: RunRecord) -> None:
-        AtomicSave.save(self, redact(data.to_json() if isinstance(data, RunRecord) else dict(data)))
+        AtomicSave.save(self, data.to_json())  # redacted
 
     def load(self) -> RunRecords:
         return RunRecords(str(self._filepath), self._filepath.name, self._version.load if self._version else None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import math
 import os
 import sys
@@ -51,12 +52,7 @@ class _UnregisteredHook:
 
 
 # kedro-mlflow's two entry points (its command group, its hook) -> what stands for them.
-MLFLOW_COMMANDS = "kedro_mlflow.framework.cli.cli"
-
-
-MLFLOW_HOOK = "kedro_mlflow.framework.hooks.mlflow_hook"
-
-
+MLFLOW_COMMANDS, MLFLOW_HOOK = "kedro_mlflow.framework.cli.cli", "kedro_mlflow.framework.hooks.mlflow_hook"
 _STANDING_IN = {MLFLOW_COMMANDS: {"commands": _MlflowCommands("kedro_mlflow")},
                 MLFLOW_HOOK: {"mlflow_hook": _UnregisteredHook()}}
 
@@ -96,14 +92,6 @@ def keep_mlflow_unimported() -> None:
 MLFLOW_ARTIFACTS = ("metrics", "run_report", "mask_rate_comparison_report", "{variant}.metrics")
 
 
-def _filled(value, variant: str):
-    if isinstance(value, str):
-        return value.replace("{variant}", variant)
-    if isinstance(value, dict):
-        return {key: _filled(item, variant) for key, item in value.items()}
-    return value
-
-
 def mlflow_artifacts(conf_catalog: dict, variants, save_version: str, load_versions: dict) -> dict[str, dict]:
     """``name -> MlflowArtifactDataset arguments`` for :data:`MLFLOW_ARTIFACTS` (a variant's
     pattern for each of ``variants``): the dataset's own configuration, at the run's version (the
@@ -115,7 +103,8 @@ def mlflow_artifacts(conf_catalog: dict, variants, save_version: str, load_versi
             continue
         for variant in variants if "{variant}" in pattern else [""]:
             name = pattern.replace("{variant}", variant)
-            dataset = {k: v for k, v in _filled(conf_catalog[pattern], variant).items() if k != "metadata"}
+            dataset = json.loads(json.dumps(conf_catalog[pattern]).replace("{variant}", variant))  # at any depth
+            dataset.pop("metadata", None)
             if dataset.pop("versioned", False):
                 dataset["version"] = Version(load_versions.get(name), save_version)
             found[name] = {"dataset": dataset, "artifact_path": variant or None,

@@ -18,8 +18,6 @@ from bert_mlm.hooks.threads import ThreadsHook
 from bert_mlm.hooks.validation import ValidateParametersHook, validate_parameters
 
 logger = logging.getLogger(__package__)  # one logger name for the hooks' lines: bert_mlm.hooks
-
-
 IMPLAUSIBLE_SECONDS = 365 * 86400  # a stage the plan estimates longer than a year is refused
 
 

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-
 from kedro.framework.hooks import hook_impl
 
+from bert_mlm.config import Section
 from bert_mlm.core.common.redaction import redact
-
-logger = logging.getLogger(__package__)  # one logger name for the hooks' lines: bert_mlm.hooks
 
 
 class RedactedForPlugins:
@@ -32,16 +28,9 @@ class RedactedForPlugins:
     @hook_impl(hookwrapper=True)
     def before_node_run(self, inputs: dict):
         original = {name: value for name, value in inputs.items() if name.startswith("params:") or name == "parameters"}
-        inputs.update({name: redact(plain_settings(value)) for name, value in original.items()})
+        inputs.update({name: redact(value.model_dump() if isinstance(value, Section) else value)
+                       for name, value in original.items()})
         try:
             yield
         finally:
             inputs.update(original)
-
-
-def plain_settings(value):
-    """A typed section (a dataclass, or a pydantic model) as the plain mapping it was built from."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    dump = getattr(value, "model_dump", None)
-    return dump() if callable(dump) else value

@@ -11,16 +11,9 @@ from kedro.framework.hooks import hook_impl
 from bert_mlm.config import Section
 from bert_mlm.core.common.curves import TensorBoardLog, listening
 from bert_mlm.core.common.redaction import redact
-from bert_mlm.core.evaluate.result import Evaluation
 from bert_mlm.core.finetune.result import RUN_COLUMNS, RUN_SCORE, FinetuneResults
 from bert_mlm.core.record.results import ModelResults
 from bert_mlm.core.record.run_record import dotted
-
-
-def section_parameters(name: str, section: Section) -> dict:
-    """A typed section's values, flattened, with secrets masked (a URL's password or signed query:
-    ``tuning.storage``, ``corpus.path`` ...; :func:`bert_mlm.core.common.redaction.redact`)."""
-    return redact(dotted(section.model_dump(), f"{name}."))
 
 
 class TensorBoardHook:
@@ -50,8 +43,10 @@ class TensorBoardHook:
         version = run_params.get("run_id") or run_params.get("session_id") or time.strftime("%Y-%m-%dT%H.%M.%S")
         self.root = Path(tracking.tensorboard_dir) / str(version)
         parameters = catalog.load("parameters")
+        # Each typed section's values, flattened, with secrets masked (a URL's password or signed query:
+        # tuning.storage, corpus.path ...; bert_mlm.core.common.redaction.redact).
         lines = [f"| `{key}` | `{value}` |" for name, section in parameters.items() if isinstance(section, Section)
-                 for key, value in section_parameters(name, section).items()]
+                 for key, value in redact(dotted(section.model_dump(), f"{name}.")).items()]
         self._log("").text("parameters", "| parameter | value |\n|---|---|\n" + "\n".join(lines))
 
     @hook_impl
@@ -70,9 +65,7 @@ class TensorBoardHook:
     def after_node_run(self, node) -> None:
         self._stop_listening()
 
-    @hook_impl
-    def on_node_error(self, node) -> None:
-        self._stop_listening()
+    on_node_error = after_node_run  # the same hook implementation under the error hook's name
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data) -> None:
@@ -89,8 +82,12 @@ class TensorBoardHook:
                 value = trial.get("value") if state == "COMPLETE" else trial.get("last_intermediate_value")
                 log.scalars({f"tuning/{state.lower() or 'trial'}_value": value}, int(trial["number"]))
         elif isinstance(data, ModelResults) and data.evaluation is not None:  # metrics.json
-            steps = data.training.train_steps if data.training is not None else 0
-            self._log(prefix).scalars(evaluation_scalars(data.evaluation), steps)
+            test, extra = data.evaluation.test, data.evaluation.extra
+            scalars = {"eval/loss": test.loss, "eval/accuracy": test.accuracy, "eval/top5_accuracy": test.top5_accuracy,
+                       "eval/most_frequent_token_accuracy": test.baseline_accuracy,
+                       **({} if extra is None else {"eval/extra_corpus_loss": extra.loss,
+                                                    "eval/extra_corpus_accuracy": extra.accuracy})}
+            self._log(prefix).scalars(scalars, data.training.train_steps if data.training is not None else 0)
         elif isinstance(data, FinetuneResults):
             log = self._log(prefix)
             for task in data:  # every number of the task's result: finetune/accuracy, finetune/gain ...
@@ -103,26 +100,11 @@ class TensorBoardHook:
             for (task, model, epoch), score in means.items():
                 log.scalars({f"finetune/{task + '/' if task else ''}{RUN_SCORE}_by_epoch/{model}": score}, int(epoch))
 
-    def _close(self) -> None:
+    @hook_impl
+    def after_pipeline_run(self) -> None:
         self._stop_listening()
         for log in self.logs.values():
             log.close()
         self.logs = {}
 
-    @hook_impl
-    def after_pipeline_run(self) -> None:
-        self._close()
-
-    @hook_impl
-    def on_pipeline_error(self) -> None:
-        self._close()
-
-
-def evaluation_scalars(evaluation: Evaluation) -> dict[str, float | None]:
-    """The fixed-protocol evaluation's TensorBoard scalars, by tag."""
-    test, extra = evaluation.test, evaluation.extra
-    scalars = {"eval/loss": test.loss, "eval/accuracy": test.accuracy, "eval/top5_accuracy": test.top5_accuracy,
-               "eval/most_frequent_token_accuracy": test.baseline_accuracy}
-    if extra is not None:
-        scalars.update({"eval/extra_corpus_loss": extra.loss, "eval/extra_corpus_accuracy": extra.accuracy})
-    return scalars
+    on_pipeline_error = after_pipeline_run

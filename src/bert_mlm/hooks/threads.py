@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-
 import torch
 from kedro.framework.hooks import hook_impl
 
 from bert_mlm.core.common.device import resolve_device
 from bert_mlm.cpus import intra_op_threads
 from bert_mlm.hooks.validation import ValidateParametersHook, validate_parameters
-
-logger = logging.getLogger(__package__)  # one logger name for the hooks' lines: bert_mlm.hooks
 
 
 class ThreadsHook:

@@ -61,17 +61,14 @@ def validate_parameters(parameters: dict) -> ExperimentConfig:
     for task in config.finetune.task_configs().values():
         for baseline in set(task.baselines) - set(BASELINES):
             open_model(baseline, "finetune.baseline")
-    device = resolve_device(config.training.device)
-    precision = resolve_precision(config.training.precision, device)
+    training, device = config.training, resolve_device(config.training.device)
     planned = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
     # Before the data stages: a step that cannot fit is otherwise killed by the OOM killer, silently.
     # How many sequences a step holds is known once they are counted: core.train.loop checks it exactly.
-    deferred = check_step_memory_early(planned, config.training.batch_size, config.sequences.max_length, device,
-                                       precision,
-                                       processes=config.distributed.nproc_per_node if device.type == "cpu" else 1)
-    if deferred:
+    if deferred := check_step_memory_early(planned, training.batch_size, config.sequences.max_length, device,
+                                           resolve_precision(training.precision, device),
+                                           processes=config.distributed.nproc_per_node if device.type == "cpu" else 1):
         logger.warning("%s", deferred)
-    training = config.training
     if training.checkpoint_dir and (training.checkpoint_every or training.resume):
         check_checkpoint_dir(training.checkpoint_dir, checkpoint_bytes(planned, training.keep_best))
     return config
@@ -81,12 +78,10 @@ def check_saved_tuning(config: ExperimentConfig, catalog) -> None:
     """A run that trains without the tuning stage takes the sections that stage saved: refused
     before any work where there are none, or where they disagree with this run's parameters."""
     if not catalog.exists("resolved_masking"):
-        raise UserError(
-            "resolved_masking: no saved version; the tuning stage saves the masking that training takes (the "
-            "tuning_best_params.json of earlier versions holds the study's record only): add the tuning stage to "
-            "the run (kedro run --pipelines tuning,training,evaluation; with tuning.n_trials=0 it passes the "
-            "configured masking on)"
-        )
+        raise UserError("resolved_masking: no saved version; the tuning stage saves the masking that training takes "
+                        "(the tuning_best_params.json of earlier versions holds the study's record only): add the "
+                        "tuning stage to the run (kedro run --pipelines tuning,training,evaluation; with "
+                        "tuning.n_trials=0 it passes the configured masking on)")
     saved = {"masking": catalog.load("resolved_masking"), "training": catalog.load("resolved_training")}
     check_saved_sections(catalog.load("tuning_best_params"), saved,
                          {"masking": config.masking, "training": config.training})
@@ -109,12 +104,17 @@ class ValidateParametersHook:
 
     @hook_impl
     def after_context_created(self, context) -> None:
+        from kedro.config import MissingConfigException
+
         parameters = context.config_loader["parameters"]
         self.config = validate_parameters(parameters)
         context.config_loader["parameters"] = {**parameters, **self.config.parameters()}
         check_no_globals_file(context.config_loader.conf_source, context.env)
-        check_credentials(context.config_loader["catalog"], _section(context.config_loader, "credentials"),
-                          context.env)
+        try:  # the credentials Kedro reads for this environment; none without a credentials file
+            credentials = dict(context.config_loader["credentials"] or {})
+        except (MissingConfigException, KeyError):
+            credentials = {}
+        check_credentials(context.config_loader["catalog"], credentials, context.env)
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
@@ -124,10 +124,10 @@ class ValidateParametersHook:
         check_load_versions(catalog, run_params.get("load_versions"))
         check_inputs_written(pipeline, catalog, pipelines, described_run(run_params))
         tuning, names = config.tuning, {node.name.split(".")[-1] for node in pipeline.nodes}
-        if tuning.n_trials > 0 and "tune_mask_probability" in names:
+        if studies := tuning.n_trials > 0 and "tune_mask_probability" in names:
             check_storage(tuning)
-        finetune_tuning = tuning.n_trials > 0 and tuning.objective == "finetune" and "tune_mask_probability" in names
-        if "finetune_classifier" in names or finetune_tuning:  # a bad labelled file fails here, before any training
+        # A bad labelled file fails here, before any training.
+        if "finetune_classifier" in names or (studies and tuning.objective == "finetune"):
             for name, task in config.finetune.task_configs().items():
                 load_labelled(task, name)
         if "extra_eval_corpus" in pipeline.all_inputs():  # a bad evaluation.corpus_path too
@@ -143,8 +143,7 @@ class ValidateParametersHook:
         self.explicit = run_params.get("runtime_params") or {}
         # What no node can know, for the run record (record_run) and the results' model (gather_metrics).
         # Saved into the catalog's memory dataset (assigning would replace it, with Kedro's warning).
-        catalog.save("run_facts", run_facts(run_params, config.model_dump(mode="json"),
-                                            (node.name for node in pipeline.nodes),
+        catalog.save("run_facts", run_facts(run_params, config.model_dump(mode="json"), nodes,
                                             describe_device(resolve_device(config.training.device))))
 
     @hook_impl
@@ -167,13 +166,3 @@ class ValidateParametersHook:
         if getattr(self, "started", None) is not None:
             remove_empty_versions(project / "data", self.started)
         run_lock.release(project)
-
-
-def _section(config_loader, key: str) -> dict:
-    """The credentials Kedro reads for this environment; {} where there is no credentials file."""
-    from kedro.config import MissingConfigException
-
-    try:
-        return dict(config_loader[key] or {})
-    except (MissingConfigException, KeyError):
-        return {}

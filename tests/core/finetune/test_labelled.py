@@ -54,7 +54,7 @@ def test_text_pairs_are_encoded_with_segment_ids(tmp_path, tiny_tokenizer):
     rows = [(i % 2, f"the value {i}", f"a list {i}") for i in range(40)]
     path = labelled_csv(tmp_path, rows, "pairs.csv", ("label", "premise", "hypothesis"))
     task = load_task(FinetuneConfig(path, text_column="premise", pair_column="hypothesis", eval_fraction=0.3))
-    assert task.has_pairs
+    assert "pair" in task.train
     encoded = encode_examples(task, task.train, tiny_tokenizer, max_length=64)
     ids, segments = encoded.input_ids[0], encoded.token_type_ids[0]
     assert ids.count(tiny_tokenizer.sep_token_id) == 2 and set(segments) == {0, 1}

@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from transformers import AutoModelForSequenceClassification
 
 from bert_mlm.config import FinetuneConfig, ModelConfig
-from bert_mlm.core.finetune.classifier import classifier_from
+from bert_mlm.core.finetune.classifier import head_model
 from bert_mlm.core.finetune.result import (
     BASELINE,
     PRETRAINED,
@@ -95,7 +96,8 @@ def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model
     assert (orders[PRETRAINED] == orders[BASELINE]).all()
     # The classification head (pooler and classifier) starts identical for both models.
     task = result.prepared.task
-    heads = [classifier_from(encoder, task.labels, seed=0).state_dict() for encoder in (model, baseline)]
+    heads = [head_model(AutoModelForSequenceClassification, encoder, task.labels, seed=0).state_dict()
+             for encoder in (model, baseline)]
     for key in heads[0]:
         if key.startswith(("classifier.", "bert.pooler.")):
             assert torch.equal(heads[0][key], heads[1][key]), key

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 from transformers import PreTrainedTokenizerFast
 
-from bert_mlm.core.finetune.tag_schemes import OUTSIDE
-
 IGNORED = -100  # the label id cross-entropy skips (torch's ignore_index, transformers' convention)
 
 
@@ -81,8 +79,7 @@ def align(tokens: Sequence[Sequence[str]], tag_ids: Sequence[Sequence[int]], lab
     encoded = tokenizer([list(words) for words in tokens], is_split_into_words=True, truncation=True,
                         max_length=max_length, return_attention_mask=False, return_token_type_ids=False)
     unknown_id = tokenizer.unk_token_id
-    all_labels, first_pieces = [], []
-    counts = dict(words=0, truncated=0, truncated_sentences=0, without_pieces=0, unknown=0)
+    all_labels, first_pieces, counts = [], [], np.zeros(5, dtype=np.int64)  # AlignmentReport's, in its order
     for row, (words, tags) in enumerate(zip(tokens, tag_ids, strict=True)):
         ids, word_ids = encoded["input_ids"][row], encoded.word_ids(row)
         first = np.full(len(words), -1, dtype=np.int64)
@@ -104,15 +101,7 @@ def align(tokens: Sequence[Sequence[str]], tag_ids: Sequence[Sequence[int]], lab
         # off; any other word without a piece tokenized to nothing.
         kept = np.flatnonzero(~missing)
         cut = missing & (len(ids) >= max_length) & (np.arange(len(words)) > (kept[-1] if len(kept) else -1))
-        counts["words"] += len(words)
-        counts["truncated"] += int(cut.sum())
-        counts["truncated_sentences"] += int(cut.any())
-        counts["without_pieces"] += int((missing & ~cut).sum())
-        counts["unknown"] += int((only_unknown & ~missing).sum())
+        counts += (len(words), cut.sum(), cut.any(), (missing & ~cut).sum(), (only_unknown & ~missing).sum())
         all_labels.append(piece_labels)
         first_pieces.append(first)
-    return AlignedSentences(encoded["input_ids"], all_labels, first_pieces, AlignmentReport(**counts))
-
-
-def outside_id(labels: Sequence[str]) -> int:
-    return list(labels).index(OUTSIDE)
+    return AlignedSentences(encoded["input_ids"], all_labels, first_pieces, AlignmentReport(*map(int, counts)))

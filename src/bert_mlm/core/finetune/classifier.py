@@ -50,10 +50,6 @@ def head_model(auto_class, encoder: PreTrainedModel, labels: list[str], seed: in
     return model
 
 
-def classifier_from(encoder: PreTrainedModel, labels: list[str], seed: int) -> PreTrainedModel:
-    return head_model(AutoModelForSequenceClassification, encoder, labels, seed)
-
-
 def probe_head(model: PreTrainedModel, features: np.ndarray, targets: np.ndarray, seed: int) -> None:
     """Linear probing: set the classifier layer to a logistic regression (scikit-learn's, L2, C=1)
     fitted on the frozen encoder's features of the training examples (LP-FT, Kumar et al. 2022).
@@ -130,6 +126,16 @@ def unknown_rate(input_ids: list[list[int]], tokenizer: PreTrainedTokenizerBase)
     return unknown / text_tokens if text_tokens else 0.0
 
 
+def warn_if_unknown(rate: float, what: str, reader: str, unk_token: str) -> None:
+    """Where more than :data:`~.result.UNKNOWN_WARNING_RATE` of ``what`` (a task's tokens, words)
+    are [UNK], the ``reader`` (classifier, tagger) barely sees them: a warning."""
+    if rate > UNKNOWN_WARNING_RATE:
+        logger.warning("finetune: %.1f %% of %s are %s under the model's vocabulary (more than %.0f %%): the %s barely "
+                       "sees them, so its result says little about pretraining. Is finetune.train_path in the language "
+                       "and script the model's vocabulary was built for?", 100 * rate, what, unk_token,
+                       100 * UNKNOWN_WARNING_RATE, reader)
+
+
 @dataclass
 class PreparedTask:
     """A sequence task's examples encoded once with the tokenizer every compared model shares, and
@@ -151,12 +157,7 @@ class PreparedTask:
         train = encode_examples(task, task.train, tokenizer, max_length)
         evaluation = encode_examples(task, task.evaluation, tokenizer, max_length)
         rate = unknown_rate([*train.input_ids, *evaluation.input_ids], tokenizer)
-        if rate > UNKNOWN_WARNING_RATE:
-            logger.warning(
-                "finetune: %.1f %% of the labelled text's tokens are %s under the model's vocabulary (more than %.0f "
-                "%%): the classifier barely sees the text, so its result says little about pretraining. Is "
-                "finetune.train_path in the language and script the model's vocabulary was built for?",
-                100 * rate, tokenizer.unk_token, 100 * UNKNOWN_WARNING_RATE)
+        warn_if_unknown(rate, "the labelled text's tokens", "classifier", tokenizer.unk_token)
         return cls(task, train, evaluation, tokenizer.pad_token_id, rate, pooling)
 
     @property
@@ -165,7 +166,7 @@ class PreparedTask:
         return len(self.evaluation)
 
     def model(self, encoder: PreTrainedModel, seed: int) -> PreTrainedModel:
-        return classifier_from(encoder, self.task.labels, seed)
+        return head_model(AutoModelForSequenceClassification, encoder, self.task.labels, seed)
 
     def batch(self, indices: np.ndarray) -> dict[str, torch.Tensor]:
         return collate(self.train, indices, self.pad_id)
@@ -202,9 +203,6 @@ class PreparedTask:
         labels = self.evaluation.labels
         return {"accuracy": float((predictions == labels).mean()),
                 "macro_f1": macro_f1(labels, predictions, len(self.task.labels))}
-
-    def label_mapping(self) -> dict:
-        return self.task.label_mapping()
 
     def result(self, scores: Mapping[str, ModelScores], baselines: Mapping[str, str], **facts) -> TaskResult:
         """Accuracy (its error from the seeds and the examples) and macro-F1 (from the seeds) of each

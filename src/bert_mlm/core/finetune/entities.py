@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bert_mlm.core.common.statistics import ratios
+from bert_mlm.core.finetune.tag_schemes import sentence_starts
+
 OUTSIDE, BEGIN, INSIDE = 0, 1, 2
 
 
@@ -75,9 +78,7 @@ class EntityCounts:
         if len(gold_ids) != len(predicted_ids) or len(gold_ids) != lengths.sum():
             raise ValueError(f"{len(predicted_ids)} predicted and {len(gold_ids)} gold tags for {lengths.sum()} words")
         sentences, kinds, total = len(lengths), len(codes.types), len(gold_ids)
-        offsets = np.cumsum(lengths) - lengths
-        starts = np.zeros(total, dtype=bool)
-        starts[offsets[offsets < total]] = True
+        offsets, starts = np.cumsum(lengths) - lengths, sentence_starts(lengths, total)
         gold, predicted = entity_spans(gold_ids, starts, codes), entity_spans(predicted_ids, starts, codes)
 
         def key(spans: np.ndarray) -> np.ndarray:  # one integer per (first, end, type): the spans' identity
@@ -120,13 +121,9 @@ class EntityCounts:
         }
 
 
-def _divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    return np.divide(numerator, denominator, out=np.zeros(len(numerator)), where=denominator != 0)
-
-
 def _prf(true_positives: np.ndarray, predicted: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, ...]:
     """Precision, recall and F1 computed as seqeval computes them (F1 from precision and recall,
     in that order of operations), so that the two agree to the last bit."""
-    precision, recall = _divide(true_positives, predicted), _divide(true_positives, gold)
+    precision, recall = ratios(true_positives, predicted), ratios(true_positives, gold)
     denominator = precision + recall
     return precision, recall, 2.0 * precision * recall / np.where(denominator == 0, 1.0, denominator)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from transformers import PreTrainedTokenizerBase
 
 from bert_mlm.config import FinetuneConfig
 from bert_mlm.core.common.text import hash_unit
+from bert_mlm.core.data.sources.listing import compression_of
 from bert_mlm.errors import UserError, first_line
 
 logger = logging.getLogger(__name__)
@@ -32,24 +34,8 @@ def read_labelled(path: str, text_columns: tuple[str, ...], label_column: str, p
     suffix = Path(path).suffix.lower()
     if suffix not in LABELLED_SUFFIXES:
         raise UserError(f"{parameter}: {path!r} is not one of {', '.join(LABELLED_SUFFIXES)}")
-    try:
-        if suffix == ".parquet":
-            frame = pd.read_parquet(path)
-        elif suffix in (".jsonl", ".json"):
-            frame = pd.read_json(path, lines=suffix == ".jsonl", dtype=False)
-        else:  # TSV: no quoting, as GLUE ships it (a review may start with a quote)
-            frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", quoting=3 if suffix == ".tsv" else 0,
-                                dtype=str, keep_default_na=False, na_values=[""])
-    except pd.errors.EmptyDataError as error:
-        raise UserError(f"{parameter}: {path!r} is empty") from error
-    except ValueError as error:
-        raise UserError(f"{parameter}: {path!r} cannot be read ({first_line(error)[:160]})") from error
-    names = ("text_column", "pair_column")
-    for column, name in (*zip(text_columns, names, strict=False), (label_column, "label_column")):
-        if column not in frame:
-            raise UserError(f"finetune.{name}: {path!r} ({parameter}) has no column {column!r}; "
-                            f"its columns are {list(frame.columns)}")
-    frame = frame[[*text_columns, label_column]]
+    columns = {**dict(zip(("text_column", "pair_column"), text_columns, strict=False)), "label_column": label_column}
+    frame = read_table(path, suffix, columns, parameter)[[*text_columns, label_column]]
     no_label = frame[label_column].isna()
     # A text of spaces only is no text (a CSV's empty cell reads as missing; Parquet and JSON keep "  ").
     blank = frame[list(text_columns)].apply(lambda column: column.isna() | column.astype(str).str.strip().eq(""))
@@ -68,6 +54,28 @@ def read_labelled(path: str, text_columns: tuple[str, ...], label_column: str, p
     return result.reset_index(drop=True)
 
 
+def read_table(path: str, suffix: str, columns: Mapping[str, str], parameter: str) -> pd.DataFrame:
+    """A labelled table (CSV / TSV, Parquet, JSON lines or JSON; compressed as its name says) that
+    holds each of ``columns`` (``finetune.<key>``: the column it names); every failure one line."""
+    try:
+        if suffix == ".parquet":
+            frame = pd.read_parquet(path)
+        elif suffix in (".jsonl", ".json"):
+            frame = pd.read_json(path, lines=suffix == ".jsonl", dtype=False, compression=compression_of(path))
+        else:  # TSV: no quoting, as GLUE ships it (a review may start with a quote)
+            frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", quoting=3 if suffix == ".tsv" else 0,
+                                dtype=str, keep_default_na=False, na_values=[""])
+    except pd.errors.EmptyDataError as error:
+        raise UserError(f"{parameter}: {path!r} is empty") from error
+    except ValueError as error:
+        raise UserError(f"{parameter}: {path!r} cannot be read ({first_line(error, 160)})") from error
+    for key, column in columns.items():
+        if column not in frame:
+            raise UserError(f"finetune.{key}: {path!r} ({parameter}) has no column {column!r}; its columns are "
+                            f"{list(frame.columns)}")
+    return frame
+
+
 def label_texts(labels: pd.Series) -> pd.Series:
     """Labels as text. A column whose every label is a whole number, however written (``1``,
     ``1.0``, ``"1.0"`` in a CSV, a Parquet float column), reads as integers: ``"0"``/``"1"``,
@@ -76,13 +84,7 @@ def label_texts(labels: pd.Series) -> pd.Series:
     numbers = pd.to_numeric(labels, errors="coerce") if not pd.api.types.is_bool_dtype(labels) else None
     if numbers is not None and numbers.notna().all() and len(numbers) and (numbers % 1 == 0).all():
         return numbers.astype(np.int64).astype(str)
-    return labels.map(_label_text)
-
-
-def _label_text(value) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    return labels.map(lambda value: str(int(value)) if isinstance(value, float) and value.is_integer() else str(value))
 
 
 def hash_fraction(texts: pd.Series, seed: int) -> np.ndarray:
@@ -106,10 +108,6 @@ class Task:
 
     def ids(self, frame: pd.DataFrame) -> np.ndarray:
         return frame["label"].map(self.label_ids).to_numpy(dtype=np.int64)
-
-    @property
-    def has_pairs(self) -> bool:
-        return "pair" in self.train
 
     def label_mapping(self) -> dict:
         """What the catalog saves beside the metrics (and the classifier's config carries)."""

@@ -92,13 +92,7 @@ def interval(per_seed, per_example, confidence: float = 0.95) -> Estimate:
     per_seed, per_example = np.asarray(per_seed, float), np.asarray(per_example, float)
     parts = [(float(values.var(ddof=1)) / len(values) if len(values) > 1 else 0.0, len(values) - 1)
              for values in (per_seed, per_example)]
-    found = combined_interval(float(per_seed.mean()), parts, confidence)
-    return Estimate(found.mean, found.se, found.low, found.high, per_seed.tolist())
-
-
-def points(value: float) -> str:
-    """A share as signed percentage points: ``+0.7``."""
-    return f"{100 * value:+.1f}"
+    return Estimate(**combined_interval(float(per_seed.mean()), parts, confidence).as_dict(), seeds=per_seed.tolist())
 
 
 @dataclass(frozen=True)
@@ -226,7 +220,7 @@ class TaskResult:
 
 def gained(gain: Estimate, unit: str = "") -> str:
     """A gain in percentage points with its interval: ``+0.7 accuracy points [95 % CI +0.1, +1.5]``."""
-    return f"{points(gain.mean)} {unit}[95 % CI {points(gain.low)}, {points(gain.high)}]"
+    return f"{100 * gain.mean:+.1f} {unit}[95 % CI {100 * gain.low:+.1f}, {100 * gain.high:+.1f}]"
 
 
 def paired_result(models: Mapping[str, dict[str, Estimate]], gains: Mapping[str, Estimate],

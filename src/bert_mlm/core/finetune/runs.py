@@ -81,9 +81,8 @@ def prepare_task(config: FinetuneConfig, tokenizer: PreTrainedTokenizerBase, max
     """``config``'s task read, checked and encoded for its kind with the tokenizer every compared model shares."""
     task = load_labelled(config, name)
     max_length = min(config.max_length, max_positions)
-    if isinstance(task, TaggedTask):
-        return PreparedTagging.build(task, tokenizer, max_length, config.label_all_pieces)
-    return PreparedTask.build(task, tokenizer, max_length, config.pooling)
+    return PreparedTagging.build(task, tokenizer, max_length, config.label_all_pieces) \
+        if isinstance(task, TaggedTask) else PreparedTask.build(task, tokenizer, max_length, config.pooling)
 
 
 @dataclass
@@ -119,7 +118,7 @@ class Runner:
     device: torch.device
     precision: str
     on_batch: BatchCallback | None = None
-    progress: Progress | None = None
+    progress: Progress = field(default_factory=lambda: Progress(None, "", enabled=False))
 
     @classmethod
     def create(cls, prepared: Prepared, config: FinetuneConfig, device: str = "auto", precision: str = "auto",
@@ -132,15 +131,12 @@ class Runner:
         config, prepared, device = self.config, self.prepared, self.device
         amp_dtype, started = autocast_dtype(self.precision), time.perf_counter()
         model = prepared.model(encoder, seed).to(device)
-        history, predictions = [], None
+        epochs, patience, best_state = config.epochs * (config.mode == "full"), config.early_stopping_patience, None
+        rows: list[tuple[RunRow, np.ndarray]] = []  # each epoch's row and its eval predictions
         if config.head_init == "probe" or config.mode == "frozen":
             prepared.fit_head(model, device, amp_dtype, seed)
             # Epoch 0: the linear probe alone, before any weight of the encoder moves (frozen: the result, epoch 1).
-            row, predictions = self._row(model, name, seed, int(config.mode == "frozen"), math.nan, math.nan, "",
-                                         started)
-            history.append(row)
-        epochs = config.epochs if config.mode == "full" else 0
-        best, best_predictions, best_state, stale = -math.inf, None, None, 0
+            rows.append(self._row(model, name, seed, int(config.mode == "frozen"), math.nan, math.nan, "", started))
         if epochs:
             schedule = self._schedule(model, seed)
             fit = _Fit(model, schedule, Optimisation.build(model, schedule, device, self.precision), name)
@@ -148,33 +144,27 @@ class Runner:
         for epoch in range(epochs):
             started = time.perf_counter()
             train_loss = self._epoch(fit, epoch)
-            row, predictions = self._row(model, name, seed, epoch + 1, train_loss, fit.optimisation.learning_rate,
-                                         fit.order.hexdigest(), started)
-            history.append(row)
-            if self.progress is not None:  # the ETA from the finished epochs' own time
-                self.progress.update(1, seconds=row.seconds, model=name, seed=seed,
-                                     **{prepared.metric: f"{row.score:.4f}"})
-            if row.score > best:
-                best, best_predictions, stale = row.score, predictions, 0
-                if config.early_stopping_patience and keep_model:
-                    best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-            else:
-                stale += 1
-            if config.early_stopping_patience and stale >= config.early_stopping_patience:
-                if self.progress is not None:
-                    self.progress.update(epochs - epoch - 1, seconds=0.0)
+            rows.append(self._row(model, name, seed, epoch + 1, train_loss, fit.optimisation.learning_rate,
+                                  fit.order.hexdigest(), started))
+            row = rows[-1][0]
+            # The ETA from the finished epochs' own time.
+            self.progress.update(1, seconds=row.seconds, model=name, seed=seed, **{prepared.metric: f"{row.score:.4f}"})
+            best = max((tuned for tuned, _ in rows if tuned.epoch > 0), key=lambda tuned: tuned.score)  # the first best
+            if patience and keep_model and best is row:
+                best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            if patience and row.epoch - best.epoch >= patience:  # epochs without a better one
+                self.progress.update(epochs - epoch - 1, seconds=0.0)
                 break
-        if not epochs and self.progress is not None:
-            self.progress.update(config.epochs, seconds=history[-1].seconds, model=name, seed=seed)
+        if not epochs:
+            self.progress.update(config.epochs, seconds=rows[-1][0].seconds, model=name, seed=seed)
         # Early stopping reports the best fine-tuned epoch (its weights when kept); otherwise the last.
-        tuned = [row for row in history if row.epoch > 0]
-        reported = max(tuned, key=lambda r: r.score) if config.early_stopping_patience else tuned[-1]
-        for row in history:
+        tuned = [(row, predictions) for row, predictions in rows if row.epoch > 0]
+        reported, predictions = max(tuned, key=lambda pair: pair[0].score) if patience else tuned[-1]
+        for row, _ in rows:
             row.reported = row is reported
         if best_state is not None:
             model.load_state_dict(best_state)
-        final = best_predictions if config.early_stopping_patience and best_predictions is not None else predictions
-        return RunOutcome(final, history, model.to("cpu") if keep_model else None)
+        return RunOutcome(predictions, [row for row, _ in rows], model.to("cpu") if keep_model else None)
 
     def _row(self, model: PreTrainedModel, name: str, seed: int, epoch: int, train_loss: float, learning_rate: float,
              order: str, started: float) -> tuple[RunRow, np.ndarray]:
@@ -220,10 +210,9 @@ class Runner:
             fit.step += 1
             fit.nonfinite = fit.nonfinite + 1 if bool(diverged) else 0
             if fit.nonfinite >= MAX_NONFINITE_STEPS:
-                raise NonFiniteLossError(
-                    f"finetune: the loss was non-finite for {fit.nonfinite} consecutive steps "
-                    f"({fit.name}, seed {fit.schedule.seed}); lower finetune.learning_rate or use fp32/bf16"
-                )
+                raise NonFiniteLossError(f"finetune: the loss was non-finite for {fit.nonfinite} consecutive steps "
+                                         f"({fit.name}, seed {fit.schedule.seed}); lower finetune.learning_rate or use "
+                                         "fp32/bf16")
             loss_sum += value * units
             labelled += units
         return loss_sum / max(labelled, 1)

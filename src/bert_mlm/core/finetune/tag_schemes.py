@@ -58,33 +58,20 @@ class SchemeReport:
         return text
 
 
-@dataclass(frozen=True)
-class _Flat:
-    """A file's tags flattened: the code of each tag, its prefix and type per code, and where each
-    sentence starts."""
+def sentence_starts(lengths: np.ndarray, total: int) -> np.ndarray:
+    """Per position of sentences flattened one after another (``lengths`` positions each, ``total``
+    in all): whether it is the first of its sentence."""
+    starts = np.zeros(total, dtype=bool)
+    offsets = np.cumsum(lengths) - lengths
+    starts[offsets[offsets < total]] = True
+    return starts
 
-    codes: np.ndarray
-    prefixes: np.ndarray  # per distinct tag: "O", "B", "I", "E", "S", "L" or "U"
-    types: np.ndarray  # per distinct tag: its entity type ("" for O)
-    starts: np.ndarray  # bool per position: the first tag of a sentence
-    lengths: np.ndarray
 
-    @classmethod
-    def of(cls, sentences: Sequence[Sequence[str]]) -> _Flat:
-        lengths = np.fromiter((len(tags) for tags in sentences), dtype=np.int64, count=len(sentences))
-        codes, distinct = pd.factorize(pd.Series([tag for tags in sentences for tag in tags], dtype=object))
-        prefixes = np.array([tag[0] for tag in distinct], dtype=object)
-        types = np.array([tag[2:] for tag in distinct], dtype=object)
-        starts = np.zeros(len(codes), dtype=bool)
-        offsets = np.cumsum(lengths) - lengths
-        starts[offsets[offsets < len(codes)]] = True
-        return cls(np.asarray(codes, dtype=np.int64), prefixes, types, starts, lengths)
-
-    def previous_same_type_entity(self, prefix: np.ndarray, types: np.ndarray) -> np.ndarray:
-        """Per position: the tag before it, in its sentence, is an entity tag of the same type."""
-        before = np.zeros(len(prefix), dtype=bool)
-        before[1:] = (prefix[:-1] != OUTSIDE) & (types[:-1] == types[1:])
-        return before & ~self.starts
+def _after_same_type_entity(prefix: np.ndarray, types: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per position: the tag before it, in its sentence, is an entity tag of the same type."""
+    before = np.zeros(len(prefix), dtype=bool)
+    before[1:] = (prefix[:-1] != OUTSIDE) & (types[:-1] == types[1:])
+    return before & ~starts
 
 
 def to_iob2(sentences: Sequence[Sequence[str]]) -> tuple[list[list[str]], SchemeReport]:
@@ -93,11 +80,13 @@ def to_iob2(sentences: Sequence[Sequence[str]]) -> tuple[list[list[str]], Scheme
     BIOES/BILOU is recognised by its ``E-``/``S-``/``L-``/``U-`` tags. With only ``B-`` and ``I-``
     tags the file is IOB1 when some ``I-`` starts an entity and no ``B-`` follows anything but its
     own type (in IOB1 ``B-`` only separates two adjacent entities of one type); else IOB2."""
-    flat = _Flat.of(sentences)
-    prefix, types = flat.prefixes[flat.codes], flat.types[flat.codes]
-    continues = flat.previous_same_type_entity(prefix, types)
-    used = set(flat.prefixes)
-    if used & set(TO_IOB2_PREFIX):
+    lengths = np.fromiter((len(tags) for tags in sentences), dtype=np.int64, count=len(sentences))
+    codes, distinct = pd.factorize(pd.Series([tag for tags in sentences for tag in tags], dtype=object))
+    prefix = np.array([tag[0] for tag in distinct], dtype=object)[codes]  # per position: O, B, I, E, S, L or U
+    types = np.array([tag[2:] for tag in distinct], dtype=object)[codes]  # and its entity type ("" for O)
+    starts = sentence_starts(lengths, len(codes))
+    continues = _after_same_type_entity(prefix, types, starts)
+    if {tag[0] for tag in distinct} & set(TO_IOB2_PREFIX):
         scheme = BIOES
         new_prefix = np.array([TO_IOB2_PREFIX.get(p, p) for p in prefix], dtype=object)
     else:
@@ -106,12 +95,12 @@ def to_iob2(sentences: Sequence[Sequence[str]]) -> tuple[list[list[str]], Scheme
         scheme = IOB1 if inside_starts.any() and not begin_after_other.any() else IOB2
         new_prefix = np.where(inside_starts, "B", prefix) if scheme == IOB1 else prefix
     changed = new_prefix != prefix
-    stray = int(((new_prefix == "I") & ~flat.previous_same_type_entity(new_prefix, types)).sum())
+    stray = int(((new_prefix == "I") & ~_after_same_type_entity(new_prefix, types, starts)).sum())
     report = SchemeReport(scheme, int(changed.sum()), stray, len(prefix))
     if not changed.any():
         return [list(tags) for tags in sentences], report
     rewritten = np.where(new_prefix == OUTSIDE, OUTSIDE, new_prefix + "-" + types)
-    bounds = np.cumsum(flat.lengths)[:-1]
+    bounds = np.cumsum(lengths)[:-1]
     return [part.tolist() for part in np.split(rewritten, bounds)], report
 
 

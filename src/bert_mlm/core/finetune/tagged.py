@@ -28,7 +28,7 @@ import pandas as pd
 
 from bert_mlm.config import FinetuneConfig
 from bert_mlm.core.data.sources.listing import compression_of, format_suffix
-from bert_mlm.core.finetune.labelled import split_and_sample
+from bert_mlm.core.finetune.labelled import read_table, split_and_sample
 from bert_mlm.core.finetune.tag_schemes import TAG_HELP, entity_type, is_tag, tag_labels, to_iob2
 from bert_mlm.errors import UserError
 
@@ -196,15 +196,7 @@ def _tag_names(path: str, suffix: str, column: str) -> list[str] | None:
 
 def _read_table(path: str, suffix: str, config: FinetuneConfig, parameter: str) -> pd.DataFrame:
     tokens_column, tag_column = config.tokens_column, config.tag_column
-    try:
-        table = (pd.read_parquet(path) if suffix == ".parquet" else
-                 pd.read_json(path, lines=suffix == ".jsonl", dtype=False, compression=compression_of(path)))
-    except ValueError as error:
-        raise UserError(f"{parameter}: {path!r} cannot be read ({str(error).splitlines()[0][:160]})") from error
-    for column, name in ((tokens_column, "tokens_column"), (tag_column, "tag_column")):
-        if column not in table:
-            raise UserError(f"finetune.{name}: {path!r} ({parameter}) has no column {column!r}; its columns are "
-                            f"{list(table.columns)}")
+    table = read_table(path, suffix, {"tokens_column": tokens_column, "tag_column": tag_column}, parameter)
     names = _tag_names(path, suffix, tag_column)
     rows, empty = [], 0
     for row, (tokens, tags) in enumerate(zip(table[tokens_column], table[tag_column], strict=True), 1):

@@ -21,8 +21,8 @@ import torch
 from transformers import AutoModelForTokenClassification, PreTrainedModel, PreTrainedTokenizerFast
 
 from bert_mlm.core.common.statistics import ratio_interval
-from bert_mlm.core.finetune.alignment import IGNORED, AlignedSentences, align, outside_id
-from bert_mlm.core.finetune.classifier import head_model, ordered_batches, padded, probe_head
+from bert_mlm.core.finetune.alignment import IGNORED, AlignedSentences, align
+from bert_mlm.core.finetune.classifier import head_model, ordered_batches, padded, probe_head, warn_if_unknown
 from bert_mlm.core.finetune.entities import EntityCounts, TagCodes
 from bert_mlm.core.finetune.result import (
     PRETRAINED,
@@ -33,6 +33,7 @@ from bert_mlm.core.finetune.result import (
     paired_result,
     seed_estimate,
 )
+from bert_mlm.core.finetune.tag_schemes import OUTSIDE
 from bert_mlm.core.finetune.tagged import TaggedTask
 
 logger = logging.getLogger(__name__)
@@ -58,10 +59,6 @@ def predict_tags(model: PreTrainedModel, sentences: AlignedSentences, pad_id: in
         for row, index in enumerate(indices):
             pieces[index] = predicted[row]
     return sentences.word_predictions(pieces, outside)
-
-
-def _estimate(found, seeds: list[float]) -> Estimate:
-    return Estimate(found.mean, found.se, found.low, found.high, seeds)
 
 
 def linearised_f1(counts: list[EntityCounts]) -> np.ndarray:
@@ -104,12 +101,7 @@ class PreparedTagging:
         for split, aligned in (("train", train), ("eval", evaluation)):
             logger.info("finetune: %s", aligned.report.describe(split))
         rate = evaluation.report.unknown_rate
-        if rate > UNKNOWN_WARNING_RATE:
-            logger.warning(
-                "finetune: %.1f %% of the eval words are %s under the model's vocabulary (more than %.0f %%): the "
-                "tagger barely sees them, so its result says little about pretraining. Is finetune.train_path in the "
-                "language and script the model's vocabulary was built for?", 100 * rate, tokenizer.unk_token,
-                100 * UNKNOWN_WARNING_RATE)
+        warn_if_unknown(rate, "the eval words", "tagger", tokenizer.unk_token)
         gold = np.fromiter((i for ids in task.tag_ids(task.evaluation) for i in ids), dtype=np.int64)
         return cls(task, train, evaluation, gold, TagCodes.of(task.labels), tokenizer.pad_token_id, label_all_pieces,
                    rate)
@@ -132,7 +124,7 @@ class PreparedTagging:
         return model(**{k: v for k, v in batch.items() if k != "labels"}).logits
 
     def predict(self, model: PreTrainedModel, device: torch.device, amp_dtype: torch.dtype | None) -> np.ndarray:
-        return predict_tags(model, self.evaluation, self.pad_id, device, amp_dtype, outside_id(self.task.labels))
+        return predict_tags(model, self.evaluation, self.pad_id, device, amp_dtype, self.task.labels.index(OUTSIDE))
 
     @torch.no_grad()
     def fit_head(self, model: PreTrainedModel, device: torch.device, amp_dtype: torch.dtype | None, seed: int) -> None:
@@ -155,9 +147,6 @@ class PreparedTagging:
                 "token_accuracy": found["token_accuracy"],
                 **{f"f1_{kind}": values["f1"] for kind, values in found["per_type"].items()}}
 
-    def label_mapping(self) -> dict:
-        return self.task.label_mapping()
-
     def result(self, scores: Mapping[str, ModelScores], baselines: Mapping[str, str], **facts) -> TaskResult:
         """Each model's entity F1 (its interval: the paired bootstrap over sentences with the seeds'
         spread), precision, recall and token accuracy (from the seeds), the paired entity-F1 gain
@@ -169,12 +158,14 @@ class PreparedTagging:
             return np.stack(numerators), np.stack(denominators)
 
         seeds = {name: [found.scores() for found in counts[name]] for name in counts}
-        models = {name: {"entity_f1": _estimate(ratio_interval(*f1_parts(name)), [s["f1"] for s in seeds[name]]),
+        models = {name: {"entity_f1": Estimate(**ratio_interval(*f1_parts(name)).as_dict(),
+                                               seeds=[s["f1"] for s in seeds[name]]),
                          **{metric: seed_estimate([s[measure] for s in seeds[name]]) for metric, measure in (
                              ("entity_precision", "precision"), ("entity_recall", "recall"),
                              ("token_accuracy", "token_accuracy"))}}
                   for name in counts}
-        gains = {name: _estimate(ratio_interval(*f1_parts(PRETRAINED), f1_parts(name)), []) for name in baselines}
+        gains = {name: Estimate(**ratio_interval(*f1_parts(PRETRAINED), f1_parts(name)).as_dict())
+                 for name in baselines}
         types = self.codes.types
         detail = {"labels": self.task.labels, "label_all_pieces": self.label_all_pieces, "scored_words": self.units,
                   "truncated_words": self.evaluation.report.truncated,

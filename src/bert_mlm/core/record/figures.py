@@ -22,17 +22,14 @@ from bert_mlm.core.record.results import ModelResults
 from bert_mlm.core.train.result import VALID_ACCURACY, VALID_LOSS, VALID_TOKENS, validated_steps
 
 
-def figure_png_base64(figure: plt.Figure, dpi: int = 100) -> str:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(figure)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
 def image(figure: plt.Figure | None, alt: str) -> str:
+    """``figure`` as an inline PNG (closed once drawn)."""
     if figure is None:
         return f'<p class="muted">No {html.escape(alt)}.</p>'
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{figure_png_base64(figure)}">'
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(figure)
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}">'
 
 
 def training_curves(history: pd.DataFrame, kept_step: int | None = None) -> plt.Figure:
@@ -120,9 +117,8 @@ def finetune_curves(runs: pd.DataFrame | None, majority: float | None = None, me
         for _, seed_runs in frame.groupby("seed"):
             axis.plot(seed_runs["epoch"], seed_runs[RUN_SCORE], color=colour, alpha=0.25)
         mean = frame.groupby("epoch")[RUN_SCORE].mean()
-        axis.plot(
-            mean.index, mean.values, "o-", color=colour, label=f"{name} (mean of {frame['seed'].nunique()} seeds)"
-        )
+        axis.plot(mean.index, mean.values, "o-", color=colour,
+                  label=f"{name} (mean of {frame['seed'].nunique()} seeds)")
     if majority is not None:
         axis.axhline(majority, color="grey", linestyle="--", linewidth=1, label="majority class")
     axis.set(xlabel="fine-tuning epoch (0: the linear probe head alone)", ylabel=f"eval {metric.replace('_', ' ')}",
@@ -147,9 +143,8 @@ def comparison_figure(histories: Mapping[str, pd.DataFrame], results: Mapping[st
     probabilities = [probability for probability, _ in scored]
     metric_axis.plot(probabilities, [test.accuracy for _, test in scored], "o-", label="accuracy (top-1)")
     metric_axis.plot(probabilities, [test.top5_accuracy for _, test in scored], "s-", label="top-5 accuracy")
-    metric_axis.set(
-        xlabel="training mask probability", ylabel="fixed-protocol accuracy", title="Evaluation (15 % masks)"
-    )
+    metric_axis.set(xlabel="training mask probability", ylabel="fixed-protocol accuracy",
+                    title="Evaluation (15 % masks)")
     metric_axis.legend()
     figure.tight_layout()
     return figure

@@ -41,11 +41,6 @@ class ModelCard:
     text: str
 
 
-def is_hub_id(name: str | None) -> bool:
-    """``bert-base-chinese`` or ``google-bert/bert-base-uncased``, not a folder of this machine."""
-    return bool(name) and _HUB_ID.fullmatch(str(name)) is not None and not Path(str(name)).exists()
-
-
 def shown(value: Any) -> str:
     """A setting or a result's text as the card quotes it: on one line (a newline could open a
     heading or a ``---`` block), its markup escaped (``<script>``), no backtick or table bar to end
@@ -64,11 +59,12 @@ def front_matter(record: RunRecord, language: str | None) -> str:
     from huggingface_hub import ModelCardData
 
     init_from = record.init_from
-    data = ModelCardData(
-        language=language, license=LICENSE_PLACEHOLDER, library_name="transformers", pipeline_tag="fill-mask",
-        tags=[*TAGS, *(["continued-pretraining"] if init_from else [])],
-        datasets=hub_datasets(record.section("corpus")) or None, base_model=init_from if is_hub_id(init_from) else None,
-    )
+    # A Hub id (bert-base-chinese, google-bert/bert-base-uncased), not a folder of this machine.
+    hub_id = bool(init_from) and _HUB_ID.fullmatch(str(init_from)) is not None and not Path(str(init_from)).exists()
+    data = ModelCardData(language=language, license=LICENSE_PLACEHOLDER, library_name="transformers",
+                         pipeline_tag="fill-mask", tags=[*TAGS, *(["continued-pretraining"] if init_from else [])],
+                         datasets=hub_datasets(record.section("corpus")) or None,
+                         base_model=init_from if hub_id else None)
     return "\n".join(line + LICENSE_NOTE if line == f"license: {LICENSE_PLACEHOLDER}" else line
                      for line in data.to_yaml().splitlines())
 
@@ -89,7 +85,7 @@ def model_card(results: ModelResults, record: RunRecord | None) -> ModelCard:
         "## Training data", "",
         f"- corpus: {code(corpus.source or 'unknown')}",
         f"- language: {language or 'unknown (set `language:` above)'}",
-        f"- documents: {_counts(corpus.documents)}",
+        "- documents: " + (", ".join(f"{format_value(n)} {split}" for split, n in corpus.documents.items()) or "n/a"),
         *([f"- sources (train split): {shown(corpus.sources_line)}"] if corpus.sources_line else []),
         f"- token store: {corpus.token_store_line}" if corpus.token_store else "- token store: not recorded",
     ]
@@ -110,12 +106,10 @@ def model_card(results: ModelResults, record: RunRecord | None) -> ModelCard:
         lines += ["", "## Fine-tuning", ""]
         lines += [f"On {code(task.dataset or '?')}{f' ({shown(task.task)})' if task.task else ''}: "
                   f"{shown(task.summary)}." for task in results.finetune]
-    lines += [
-        "", "## How to use", "", "```python", "from transformers import pipeline", "",
-        'fill = pipeline("fill-mask", model="path/to/this/folder")',
-        f'print(fill("{_example(evaluation.fill_mask_examples if evaluation else (), language)}"))', "```", "",
-        "## How it was made", "",
-    ]
+    lines += ["", "## How to use", "", "```python", "from transformers import pipeline", "",
+              'fill = pipeline("fill-mask", model="path/to/this/folder")',
+              f'print(fill("{_example(evaluation.fill_mask_examples if evaluation else (), language)}"))', "```", "",
+              "## How it was made", ""]
     if record is not None:
         lines += [f"- command: {code(record.command)} (run `{record.run_id}`)", f"- code: {shown(record.code_line)}",
                   f"- software: {record.software_line}", f"- device: {shown(record.device or 'unknown')}",
@@ -132,15 +126,13 @@ def model_card(results: ModelResults, record: RunRecord | None) -> ModelCard:
 def _training_rows(training: TrainingSummary | None, record: RunRecord) -> list[tuple[str, str]]:
     configured, model = record.section("training"), record.section("model")
     steps = training.train_steps if training is not None else configured.get("max_steps")
-    rows = [("steps", format_value(steps)),
-            ("batch size", format_value(configured.get("batch_size"))),
-            ("learning rate", format_value(training.learning_rate if training is not None
-                                           else configured.get("learning_rate"))),
+    shape = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_position_embeddings")
+    rows = [("steps", format_value(steps)), ("batch size", format_value(configured.get("batch_size"))),
+            ("learning rate", format_value(configured.get("learning_rate") if training is None
+                                           else training.learning_rate)),
             ("precision, device", f"{training.precision} on {training.device}" if training is not None else "?"),
             ("parameters", format_value(training.parameter_count if training is not None else None)),
-            ("architecture", ", ".join(f"{key} {model[key]}" for key in (
-                "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "max_position_embeddings") if key in model) or "?"),
+            ("architecture", ", ".join(f"{key} {model[key]}" for key in shape if key in model) or "?"),
             ("seed", format_value(configured.get("seed")))]
     return [(label, value) for label, value in rows if value not in ("?", "n/a")]
 
@@ -171,12 +163,6 @@ def _rows(rows: list[tuple[str, str]]) -> list[str]:
 
 def _percent(value: Any) -> str:
     return f"{100 * value:g} %" if isinstance(value, (int, float)) else "?"
-
-
-def _counts(counts: Any) -> str:
-    if not isinstance(counts, dict) or not counts:
-        return "n/a"
-    return ", ".join(f"{format_value(count)} {split}" for split, count in counts.items())
 
 
 def _example(examples, language: str | None) -> str:

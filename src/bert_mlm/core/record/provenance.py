@@ -70,7 +70,11 @@ class Provenance:
                          f"{self.run.run_id} ({self.run.command}) from the results saved so far. Each section says "
                          "which model and run it belongs to.")
         paragraphs = "".join(f"<p>{html.escape(note)}</p>" for note in notes)
-        return paragraphs + record_table(record) + record_details(record)
+        cells = "".join(f"<tr><td>{html.escape(label)}</td><td style='text-align:left'>{html.escape(value)}</td></tr>"
+                        for label, value in record_rows(record))
+        sections = html.escape(json.dumps(redact(record.sections), indent=2, ensure_ascii=False, default=str))
+        return (f"{paragraphs}<table>{cells}</table><details><summary>Every section as the run used it "
+                f"(run_config.json of run {html.escape(str(record.run_id))})</summary><pre>{sections}</pre></details>")
 
 
 def model_line(model: str | None) -> str:
@@ -81,17 +85,14 @@ def record_rows(record: RunRecord) -> list[tuple[str, str]]:
     """The record as labelled rows."""
     corpus, masking, training = record.corpus, record.section("masking"), record.section("training")
     params = dotted(redact(record.params))
-    rows = [
-        ("run", f"{record.run_id} (started {record.started or '?'})"),
-        ("command", record.command),
-        ("environment (--env)", record.env or "none (conf/base and conf/local)"),
-        ("--params", ", ".join(f"{k}={v}" for k, v in params.items()) or "none"),
-        ("pipelines", ", ".join(record.pipelines)),
-        ("model", (f"trained in this run (version {record.trained_model}), " if record.trained_model
-                   else "none trained in this run, ")
-         + (f"continued from {record.init_from}" if record.init_from else "from scratch")),
-        ("corpus", f"{corpus.source or 'not recorded'} (language: {corpus.language or 'unknown'})"),
-    ]
+    start = f"continued from {record.init_from}" if record.init_from else "from scratch"
+    rows = [("run", f"{record.run_id} (started {record.started or '?'})"), ("command", record.command),
+            ("environment (--env)", record.env or "none (conf/base and conf/local)"),
+            ("--params", ", ".join(f"{k}={v}" for k, v in params.items()) or "none"),
+            ("pipelines", ", ".join(record.pipelines)),
+            ("model", f"trained in this run (version {record.trained_model}), {start}" if record.trained_model
+             else f"none trained in this run, {start}"),
+            ("corpus", f"{corpus.source or 'not recorded'} (language: {corpus.language or 'unknown'})")]
     if corpus.sources_line:
         rows.append(("sources (train split)", corpus.sources_line))
     if corpus.token_store:
@@ -108,18 +109,6 @@ def record_rows(record: RunRecord) -> list[tuple[str, str]]:
             + origin))
     return rows + [("code", record.code_line), ("software", record.software_line or "?"),
                    ("device", record.device or "?")]
-
-
-def record_table(record: RunRecord) -> str:
-    cells = "".join(f"<tr><td>{html.escape(label)}</td><td style='text-align:left'>{html.escape(value)}</td></tr>"
-                    for label, value in record_rows(record))
-    return f"<table>{cells}</table>"
-
-
-def record_details(record: RunRecord) -> str:
-    sections = json.dumps(redact(record.sections), indent=2, ensure_ascii=False, default=str)
-    return (f"<details><summary>Every section as the run used it (run_config.json of run "
-            f"{html.escape(str(record.run_id))})</summary><pre>{html.escape(sections)}</pre></details>")
 
 
 def provenance(results: ModelResults, run: RunRecord | None, model_record: RunRecord | None, *,
@@ -150,12 +139,15 @@ def provenance(results: ModelResults, run: RunRecord | None, model_record: RunRe
                 found.warnings[heading] = (f"model {model} was trained on the data of run {used}; these statistics "
                                            f"are of the data the run {saved} made since.")
         found.captions[heading] = line
-    found.captions[SUMMARY] = summary_line(results)
+    evaluated, finetuned = results.evaluation.version if results.evaluation else None, results.finetune.version
+    found.captions[SUMMARY] = ", ".join([f"Model {model} (data/06_models/masked_lm/{model}/masked_lm)",
+                                         *([f"evaluated in run {evaluated}"] if evaluated else []),
+                                         *([f"fine-tuned in run {finetuned}"] if finetuned else [])]) + "." \
+        if model else model_line(model)
     found.captions[TRAINING] = (f"Model {model}: its training in run {history_run}." if history_run
                                 else model_line(model))
     if history_run and model and history_run != model:
         found.warnings[TRAINING] = f"these curves are of the model of run {history_run}, not of model {model}."
-    evaluated = results.evaluation.version if results.evaluation else None
     for heading in (EVALUATION, FILL_MASK):
         found.captions[heading] = (
             f"Model {model}, evaluated in run {evaluated}." if evaluated else model_line(model) if not model
@@ -166,18 +158,6 @@ def provenance(results: ModelResults, run: RunRecord | None, model_record: RunRe
     _tuning(found, results, study)
     _finetuning(found, results, finetune or FinetuneResults())
     return found
-
-
-def summary_line(results: ModelResults) -> str:
-    model = results.model_version
-    if not model:
-        return model_line(model)
-    parts = [f"Model {model} (data/06_models/masked_lm/{model}/masked_lm)"]
-    if results.evaluation and results.evaluation.version:
-        parts.append(f"evaluated in run {results.evaluation.version}")
-    if results.finetune.version:
-        parts.append(f"fine-tuned in run {results.finetune.version}")
-    return ", ".join(parts) + "."
 
 
 def _tuning(found: Provenance, results: ModelResults, study: TuningRecord | None) -> None:

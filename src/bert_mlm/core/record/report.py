@@ -15,7 +15,7 @@ import pandas as pd
 from bert_mlm.core.common.formatting import format_value, with_error
 from bert_mlm.core.common.text import cjk_characters, readable_spacing
 from bert_mlm.core.evaluate.result import Evaluation
-from bert_mlm.core.finetune.result import FinetuneResults, TaskResult, paired_differences
+from bert_mlm.core.finetune.result import FinetuneResults, TaskResult, gained, paired_differences
 from bert_mlm.core.record import provenance as heading  # the sections' headings, which provenance captions
 from bert_mlm.core.record.figures import comparison_figure, finetune_curves, image, training_curves, tuning_curve
 from bert_mlm.core.record.provenance import Provenance
@@ -39,11 +39,8 @@ img { max-width: 100%; } .muted { color: #666; } code { background: #f4f4f4; pad
 
 
 def table(frame: pd.DataFrame | None, float_format: str = "{:,.4f}") -> str:
-    if frame is None or frame.empty:
-        return '<p class="muted">Nothing recorded.</p>'
-    return _counts_with_gaps(frame).to_html(
-        index=False, border=0, float_format=float_format.format, na_rep="", escape=True
-    )
+    return '<p class="muted">Nothing recorded.</p>' if frame is None or frame.empty else \
+        _counts_with_gaps(frame).to_html(index=False, border=0, float_format=float_format.format, na_rep="")
 
 
 def _counts_with_gaps(frame: pd.DataFrame) -> pd.DataFrame:
@@ -66,8 +63,8 @@ def tuning_decision(training: TrainingSummary | None) -> str:
 
 def finetune_rows(task: TaskResult, named: bool = False) -> list[tuple[str, str]]:
     name, metric = f" ({task.key})" if named else "", label(task.metric)
-    rows = [(f"fine-tuning{name}", task.summary), (f"fine-tuned {metric}{name}", with_error(task.score.mean,
-                                                                                             task.score.se))]
+    rows = [(f"fine-tuning{name}", task.summary),
+            (f"fine-tuned {metric}{name}", with_error(task.score.mean, task.score.se))]
     if task.baseline_score is not None and task.gain is not None:
         rows += [(f"fine-tuned {metric} of the starting point{name}",
                   with_error(task.baseline_score.mean, task.baseline_score.se)),
@@ -156,11 +153,9 @@ def fill_mask_list(examples: Sequence[Mapping]) -> str:
 def page(title: str, sections: Sequence[tuple[str, str]], subtitle: str = "") -> str:
     body = "".join(f"<h2>{html.escape(heading)}</h2>{content}" for heading, content in sections)
     created = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
-        f"<p class='muted'>{html.escape(subtitle)} Created {created}.</p>{body}</body></html>\n"
-    )
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+            f"<p class='muted'>{html.escape(subtitle)} Created {created}.</p>{body}</body></html>\n")
 
 
 def validation_note(training: TrainingSummary | None) -> str:
@@ -206,8 +201,7 @@ def finetune_overview(task: TaskResult) -> pd.DataFrame:
                 *(format_value(scores[name].mean) if name in scores else "" for name in others))
 
     def gain_row(title: str, gain) -> tuple:
-        return (title, f"{100 * gain.mean:+.1f} [95 % CI {100 * gain.low:+.1f}, {100 * gain.high:+.1f}]",
-                *([""] * len(others)))
+        return (title, gained(gain), *([""] * len(others)))
 
     rows = [row("pretrained model", task.scores)]
     if task.baseline_score is not None:
@@ -248,15 +242,13 @@ def vocabulary_note(coverage: Mapping | None) -> str:
     """An inherited vocabulary's [UNK] rate on the training text, what it lacked, and what was added."""
     if not coverage:
         return ""
-
-    def listed(pairs) -> str:
-        return ", ".join(f"<code>{html.escape(str(token))}</code> x{count:,}" for token, count in pairs) or "none"
-
     parts = [f"The inherited vocabulary ({coverage['inherited_tokens']:,} tokens, from "
              f"<code>{html.escape(str(coverage['source']))}</code>) turns {coverage['unknown_rate']:.3%} of the "
              f"training text's tokens into [UNK] ({coverage['unknown_tokens']:,} of {coverage['measured_tokens']:,})."]
     if coverage.get("uncovered_characters"):
-        parts.append(f"Commonest missing: {listed(coverage['uncovered_characters'])}.")
+        listed = ", ".join(f"<code>{html.escape(str(token))}</code> x{count:,}"
+                           for token, count in coverage["uncovered_characters"])
+        parts.append(f"Commonest missing: {listed}.")
     if coverage.get("added_tokens"):
         shown = ", ".join(f"<code>{html.escape(token)}</code>" for token in coverage["added"][:20])
         parts.append(f"tokenizer.extend_vocabulary added {coverage['added_tokens']:,} tokens ({shown}"
@@ -268,31 +260,18 @@ def vocabulary_note(coverage: Mapping | None) -> str:
 
 
 # ----------------------------------------------------------------------------- reports
-def mixture_section(mixture: Mapping | None) -> list[tuple[str, str]]:
-    """A mixture's sources: setting, stored sequences and each source's share of an epoch, counted
-    on the drawn index (the weights apply when training samples, not in the stored data)."""
-    if not mixture:
-        return []
-    frame = pd.DataFrame([{"source": name, **values} for name, values in mixture.items()])
-    return [("Mixture: each source's share of a training epoch (counted on the drawn index)", table(frame))]
-
-
-def run_report(
-    results: ModelResults,
-    training_history: pd.DataFrame,
-    corpus_stats: pd.DataFrame | None = None,
-    tokenization_stats: pd.DataFrame | None = None,
-    sequence_stats: pd.DataFrame | None = None,
-    tuning_trials: pd.DataFrame | None = None,
-    finetune_runs: pd.DataFrame | None = None,
-    vocabulary_coverage: Mapping | None = None,
-    provenance: Provenance | None = None,
-) -> str:
+def run_report(results: ModelResults, training_history: pd.DataFrame, corpus_stats: pd.DataFrame | None = None,
+               tokenization_stats: pd.DataFrame | None = None, sequence_stats: pd.DataFrame | None = None,
+               tuning_trials: pd.DataFrame | None = None, finetune_runs: pd.DataFrame | None = None,
+               vocabulary_coverage: Mapping | None = None, provenance: Provenance | None = None) -> str:
     """The report of one `kedro run`: data, tokenizer (an inherited vocabulary's coverage),
     sequences (padding efficiency), training curves, tuning, fine-tuning, evaluation metrics and
     fill-mask examples. With ``provenance``, it opens with how the model's run was made, and every
     section says which model and run it belongs to."""
     evaluation, training = results.evaluation, results.training
+    # A mixture's sources: setting, stored sequences and each source's share of an epoch, counted on the
+    # drawn index (the weights apply when training samples, not in the stored data).
+    mixture = [{"source": name, **values} for name, values in ((training.mixture if training else None) or {}).items()]
     # A study by fine-tuning records its trials' scores (attr_finetune_accuracy before token tasks).
     by_finetuning = tuning_trials is not None and bool({"attr_finetune_score", "attr_finetune_accuracy"}
                                                         & set(tuning_trials.columns))
@@ -306,7 +285,8 @@ def run_report(
         (heading.CORPUS, table(corpus_stats)),
         (heading.TOKENIZER, vocabulary_note(vocabulary_coverage) + table(tokenization_stats)),
         (heading.SEQUENCES, table(sequence_stats)),
-        *mixture_section(training.mixture if training else None),
+        *([("Mixture: each source's share of a training epoch (counted on the drawn index)",
+            table(pd.DataFrame(mixture)))] if mixture else []),
         (heading.TRAINING, image(training_curves(training_history, training.kept_step if training else None),
                                  "training curves") + validation_note(training)),
         (heading.TUNING, image(tuning_curve(tuning_trials, "finetune" if by_finetuning else None), "tuning trials")
@@ -352,17 +332,13 @@ def compare_variants(results: Mapping[str, ModelResults], histories: Mapping[str
         verdict += (f"<p>Highest fine-tuned {html.escape(label(tuned[leader].metric))}{html.escape(named)}: "
                     f"<b>{html.escape(leader)}</b>; differences are paired against {html.escape(reference)} (same "
                     "seeds, data order and eval examples).</p>")
-    sections = [
-        ("Variants", table(comparison) + verdict),
-        ("Curves and metrics", image(comparison_figure(histories, ordered), "comparison")),
-        *[(f"Fill-mask: {name}", fill_mask_list(result.evaluation.fill_mask_examples if result.evaluation else []))
-          for name, result in results.items()],
-    ]
+    sections = [("Variants", table(comparison) + verdict),
+                ("Curves and metrics", image(comparison_figure(histories, ordered), "comparison")),
+                *[(f"Fill-mask: {name}", fill_mask_list(result.evaluation.fill_mask_examples if result.evaluation
+                                                        else [])) for name, result in results.items()]]
     return comparison.reset_index(drop=True), page(
-        "bert-mlm mask-rate comparison", sections,
-        "Same data, model, steps and seed; only the training mask probability differs. "
-        "Every variant is evaluated with the same fixed 15 % masks.",
-    )
+        "bert-mlm mask-rate comparison", sections, "Same data, model, steps and seed; only the training mask "
+        "probability differs. Every variant is evaluated with the same fixed 15 % masks.")
 
 
 def _probability(result: ModelResults) -> float:

@@ -80,12 +80,6 @@ def saved_in(data: Any) -> str | None:
     return version if isinstance(version, str) else None
 
 
-def newest(*versions: str | None) -> str | None:
-    """The newest of Kedro versions (timestamps that sort as text); None without any."""
-    known = [version for version in versions if version]
-    return max(known) if known else None
-
-
 def reported_model(run_id: str | None, evaluation: Evaluation | None, training: TrainingSummary | None,
                    finetune: FinetuneResults | None) -> str | None:
     """The model a run's results are about: the one this run trained, else evaluated, else
@@ -97,7 +91,7 @@ def reported_model(run_id: str | None, evaluation: Evaluation | None, training: 
     for made_in, model in candidates:
         if run_id is not None and made_in == run_id and model:
             return model
-    return newest(*(model for _, model in candidates))
+    return max((model for _, model in candidates if model), default=None)  # the newest: Kedro versions sort as text
 
 
 def collect(run_id: str | None, evaluation: Evaluation | None, training: TrainingSummary | None,

@@ -35,15 +35,6 @@ LANGUAGE_SAMPLE_CHARS = 100_000
 MAJORITY = 0.5  # "mostly": a share of the letters
 
 
-def package_version() -> str | None:
-    try:
-        return importlib.metadata.version("bert_mlm")
-    except importlib.metadata.PackageNotFoundError:
-        import bert_mlm
-
-        return getattr(bert_mlm, "__version__", None)
-
-
 def git_commit(directory: str | Path | None = None) -> dict[str, Any] | None:
     """The commit the package's code was checked out at, and whether files tracked by git have
     changed since (``dirty``); None where the code is not in a git checkout (an installed wheel) or
@@ -61,15 +52,12 @@ def git_commit(directory: str | Path | None = None) -> dict[str, Any] | None:
     return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 
 
-def software_versions() -> dict[str, str | None]:
-    """Python's and the main libraries' versions (read from their metadata: nothing is imported)."""
-    versions: dict[str, str | None] = {"python": platform.python_version()}
-    for name in SOFTWARE:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
+def installed_version(name: str) -> str | None:
+    """A distribution's version, read from its metadata (nothing is imported); None where it is not installed."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def describe_device(device) -> str:
@@ -86,14 +74,17 @@ def run_facts(run_params: Mapping[str, Any], sections: Mapping[str, Any], nodes:
               device: str) -> RunRecord:
     """What the run's hook knows and no node can: the run's id (the version of all it saves), how
     it was started, the configured sections (plain values), the nodes it runs, the code and the device."""
+    from bert_mlm import __version__
+
     return RunRecord(
         run_id=run_params.get("run_id"), started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         env=run_params.get("env"), params=dict(run_params.get("runtime_params") or {}),
         pipelines=list(run_params.get("pipeline_names") or ["__default__"]),
         selection={key: list(value) for key in SELECTION if (value := run_params.get(key))},
         load_versions=dict(run_params.get("load_versions") or {}), nodes=sorted(nodes), sections=dict(sections),
-        code={"package": "bert_mlm", "version": package_version(), "git": git_commit()},
-        software=software_versions(), device=device)
+        code={"package": "bert_mlm", "version": installed_version("bert_mlm") or __version__, "git": git_commit()},
+        software={"python": platform.python_version(), **{name: installed_version(name) for name in SOFTWARE}},
+        device=device)
 
 
 def selection_flags(pipelines: Iterable[str], selection: Mapping[str, Iterable]) -> list[str]:

@@ -66,27 +66,19 @@ def tune_masking(
     # study name carries a fingerprint of them, so a rerun continues its study and a changed
     # setup starts a new one instead of mixing incomparable trials.
     config = config.replace(study_name=f"{config.study_name}-{study_fingerprint(experiment, config, task_digest)}")
-    trial_training = experiment.training.replace(
-        max_steps=config.trial_steps,
-        epochs=None,
-        warmup_steps=min(experiment.training.warmup_for(
-            experiment.training.step_budget(len(experiment.sequences.get("train", [])))), config.trial_steps // 5),
-        checkpoint_every=0,
-        resume=False,
-        progress=False,
-        eval_every=0,  # a trial validates on the study's own set, every tuning.eval_every steps (train_trial)
-        keep_best=False,
-    )
+    warmup = experiment.training.warmup_for(experiment.training.step_budget(len(experiment.sequences.get("train", []))))
+    # A trial validates on the study's own set, every tuning.eval_every steps (train_trial): no eval_every of its own.
+    trial_training = experiment.training.replace(max_steps=config.trial_steps, epochs=None, checkpoint_every=0,
+                                                 warmup_steps=min(warmup, config.trial_steps // 5), resume=False,
+                                                 progress=False, eval_every=0, keep_best=False)
     evaluation_set = experiment.evaluation_set("valid", config.eval_max_sequences)
 
     def seed_losses(masking, training, report=None) -> list[float]:
         """The trial's final eval loss for each of ``tuning.seeds`` training seeds; pruning
         looks at the first seed's curve."""
-        return [
-            train_trial(experiment, masking, training.replace(seed=training.seed + offset), evaluation_set,
-                        config.eval_every, report if offset == 0 and report else (lambda *_: None), score)
-            for offset in range(config.seeds)
-        ]
+        return [train_trial(experiment, masking, training.replace(seed=training.seed + offset), evaluation_set,
+                            config.eval_every, report if offset == 0 and report else (lambda *_: None), score)
+                for offset in range(config.seeds)]
 
     def run_trial(trial: optuna.Trial, values: dict, report) -> float:
         masking = masking_for(values, experiment.masking)
@@ -127,11 +119,8 @@ def confirm(best: TuningRecord, experiment, trial_training, seed_losses, tuned: 
     interval = paired_interval([c - t for c, t in zip(configured, tuned, strict=True)])
     adopted, reason = adoption(interval, "if_better", measure)
     logger.info("Tuning confirmation: %s", reason)
-    confirmation = Confirmation(
-        tuned_losses=tuned, configured_losses=configured, configured_probability=experiment.masking.probability,
-        difference=interval["mean"], ci_low=interval["low"], ci_high=interval["high"], adopted=adopted, reason=reason,
-    )
-    return best.confirmed(confirmation, experiment.masking)
+    return best.confirmed(Confirmation(tuned, configured, experiment.masking.probability, interval["mean"],
+                                       interval["low"], interval["high"], adopted, reason), experiment.masking)
 
 
 # Training settings that do not change what a trial measures (its budget is tuning.trial_steps;
@@ -140,6 +129,7 @@ def confirm(best: TuningRecord, experiment, trial_training, seed_losses, tuned: 
 NOT_COMPARED_TRAINING = ("progress", "resume", "checkpoint_every", "checkpoint_dir", "keep_checkpoints", "max_steps",
                          "epochs", "record_every", "compile", "threads", "eval_every", "eval_masked_tokens",
                          "keep_best")
+COMPARED_TUNING = ("trial_steps", "eval_every", "search_space", "eval_max_sequences", "seeds")
 
 
 def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None) -> str:
@@ -147,22 +137,13 @@ def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None
     comparable = {
         "model": experiment.model_config.model_dump(),
         "training": experiment.training.model_dump(exclude=set(NOT_COMPARED_TRAINING)),
-        "masking": experiment.masking.model_dump(),
-        "evaluation": experiment.evaluation.model_dump(),
+        "masking": experiment.masking.model_dump(), "evaluation": experiment.evaluation.model_dump(),
         "sequences": experiment.sequence_config.model_dump(),
-        "tuning": {
-            k: v
-            for k, v in config.model_dump().items()
-            if k in ("trial_steps", "eval_every", "search_space", "eval_max_sequences", "seeds")
-        },
-        "masking_scheme": MASKING_SCHEME,
-        "evaluation_scheme": EVALUATION_SCHEME,
+        "tuning": config.model_dump(include=set(COMPARED_TUNING)),
+        "masking_scheme": MASKING_SCHEME, "evaluation_scheme": EVALUATION_SCHEME,
         # The data: digests of the stored tokens and of the sequence index (not the tokens themselves).
-        "data": {
-            split: experiment.sequences[split].fingerprint
-            for split in ("train", "valid")
-            if split in experiment.sequences
-        },
+        "data": {split: experiment.sequences[split].fingerprint for split in ("train", "valid")
+                 if split in experiment.sequences},
     }
     if config.objective != "eval_loss":  # eval-loss studies keep the names they had
         comparable.update(objective=config.objective, finetune_task=task)

@@ -42,9 +42,6 @@ class Confirmation:
     def from_json(cls, data: Mapping[str, Any]) -> Confirmation:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class TuningRecord:
@@ -89,9 +86,8 @@ class TuningRecord:
     @property
     def chosen(self) -> dict[str, dict]:
         """The values this record's source chose, by section (none when it is the parameters)."""
-        if self.source == "parameters":
-            return {"masking": {}, "training": {}}
-        return {"masking": dict(self.masking), "training": dict(self.training)}
+        chosen = self.source != "parameters"
+        return {"masking": dict(self.masking) if chosen else {}, "training": dict(self.training) if chosen else {}}
 
     @property
     def probability_source(self) -> str:
@@ -114,9 +110,8 @@ class TuningRecord:
         """The best trial's score in the objective's own terms (an accuracy or entity F1, not an error)."""
         if self.best_value is None:
             return {}
-        if self.objective == "finetune":
-            return {"best_finetune_score": 1.0 - self.best_value}
-        return {"best_eval_loss": self.best_value}
+        finetune = self.objective == "finetune"
+        return {"best_finetune_score": 1.0 - self.best_value} if finetune else {"best_eval_loss": self.best_value}
 
     def set_aside(self, explicit: Mapping) -> list[str]:
         """One warning per value given with ``--params`` (``explicit``: their nested mapping) that
@@ -139,27 +134,17 @@ class TuningRecord:
         if source not in SOURCES:
             raise UserError(f"tuning_best_params: source {source!r} is not one of {list(SOURCES)}")
         confirmation = data.get("confirmation")
-        return cls(
-            source, dict(data.get("masking") or {}), dict(data.get("training") or {}),
-            **{name: data.get(name) for name in (*STUDY_FACTS, "finished_trials", "tuned")},
-            confirmation=None if confirmation is None else Confirmation.from_json(confirmation),
-        )
+        return cls(source, dict(data.get("masking") or {}), dict(data.get("training") or {}),
+                   **{name: data.get(name) for name in (*STUDY_FACTS, "finished_trials", "tuned")},
+                   confirmation=None if confirmation is None else Confirmation.from_json(confirmation))
 
     def to_json(self) -> dict:
-        data: dict[str, Any] = {
-            **({"masking": dict(self.masking)} if self.masking else {}),
-            **({"training": dict(self.training)} if self.training else {}),
-            "source": self.source,
-        }
-        if self.tuned is not None:
-            data["tuned"] = self.tuned
-        data.update({name: getattr(self, name) for name in STUDY_FACTS if getattr(self, name) is not None})
-        data.update(self.score)
-        if self.finished_trials is not None:
-            data["finished_trials"] = self.finished_trials
-        if self.confirmation is not None:
-            data["confirmation"] = self.confirmation.to_json()
-        return data
+        """The file's keys in the order it has always listed them, those without a value left out."""
+        data = {"masking": dict(self.masking) or None, "training": dict(self.training) or None, "source": self.source,
+                "tuned": self.tuned, **{name: getattr(self, name) for name in STUDY_FACTS}, **self.score,
+                "finished_trials": self.finished_trials,
+                "confirmation": None if self.confirmation is None else asdict(self.confirmation)}
+        return {key: value for key, value in data.items() if value is not None}
 
 
 def check_saved_sections(record: TuningRecord, saved: dict[str, Any], configured: dict[str, Any]) -> None:
@@ -173,9 +158,7 @@ def check_saved_sections(record: TuningRecord, saved: dict[str, Any], configured
         chosen, mine = record.chosen[section], configured[section]
         for name in type(mine).model_fields:
             if name not in chosen and getattr(values, name) != getattr(mine, name):
-                raise UserError(
-                    f"{section}.{name}: this run's parameters say {getattr(mine, name)!r}, but the training stage "
-                    f"takes its {section} from resolved_{section}, which the tuning stage saved with "
-                    f"{getattr(values, name)!r}; add the tuning stage to the run (kedro run --pipelines "
-                    "tuning,training,evaluation) so that it resolves the section again"
-                )
+                raise UserError(f"{section}.{name}: this run's parameters say {getattr(mine, name)!r}, but the "
+                                f"training stage takes its {section} from resolved_{section}, which the tuning stage "
+                                f"saved with {getattr(values, name)!r}; add the tuning stage to the run (kedro run "
+                                "--pipelines tuning,training,evaluation) so that it resolves the section again")

@@ -18,7 +18,9 @@ import math
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from statistics import fmean
 
+import numpy as np
 import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
@@ -27,47 +29,41 @@ from bert_mlm.config import MaskingConfig, TuningConfig
 from bert_mlm.config.tuning import SEARCHABLE
 from bert_mlm.core.common.progress import clock
 from bert_mlm.core.common.redaction import redact
+from bert_mlm.core.common.statistics import combined_interval
 from bert_mlm.core.study.record import TuningRecord
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, causes
 
 logger = logging.getLogger(__name__)
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+# The trials that fill the study's n_trials: finished ones, and those other workers are running.
+ACTIVE = (*FINISHED, TrialState.RUNNING)
+# Database driver modules SQLAlchemy imports -> the package that provides them (pip's name).
+DRIVER_PACKAGES = {
+    "psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "MySQLdb": "mysqlclient", "pymysql": "PyMySQL",
+    "asyncpg": "asyncpg", "pg8000": "pg8000", "mysql": "mysql-connector-python", "oracledb": "oracledb",
+}
 
 
 class SurplusTrialError(RuntimeError):
     """Another worker already started the last trial this study needs."""
 
 
-def _quiet_experimental():
-    """Heartbeats and QMCSampler are stable in practice but flagged experimental by Optuna."""
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-
-
 def make_storage(config: TuningConfig) -> optuna.storages.BaseStorage:
     """An Optuna storage from a URL; SQLite directories are created, heartbeats enabled so a
     killed worker's trial is marked failed instead of staying RUNNING forever."""
+    # Heartbeats and QMCSampler are stable in practice but flagged experimental by Optuna.
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     url = config.storage
     if url.startswith("journal:"):
         path = Path(url.removeprefix("journal:"))
         path.parent.mkdir(parents=True, exist_ok=True)
-        backend = optuna.storages.journal.JournalFileBackend(str(path))
-        return optuna.storages.JournalStorage(backend)
+        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return optuna.storages.RDBStorage(
-        url,
-        heartbeat_interval=config.heartbeat_interval,
-        grace_period=config.grace_period,
-        engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None,
-    )
-
-
-# Database driver modules SQLAlchemy imports -> the package that provides them (pip's name).
-DRIVER_PACKAGES = {
-    "psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "MySQLdb": "mysqlclient", "pymysql": "PyMySQL",
-    "asyncpg": "asyncpg", "pg8000": "pg8000", "mysql": "mysql-connector-python", "oracledb": "oracledb",
-}
+    sqlite = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None
+    return optuna.storages.RDBStorage(url, heartbeat_interval=config.heartbeat_interval,
+                                      grace_period=config.grace_period, engine_kwargs=sqlite)
 
 
 def _password(url: str) -> str | None:
@@ -80,35 +76,23 @@ def _password(url: str) -> str | None:
         return None
 
 
-def _missing_driver(error: BaseException) -> str | None:
-    """The module a storage URL's database driver needs, when that is why it could not open."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, ModuleNotFoundError) and error.name:
-            return error.name.split(".")[0]
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
-
-
 def check_storage(config: TuningConfig) -> None:
     """Open (or create) the study storage now, so that a malformed URL, a missing database driver
     or an unwritable path stops the run before the data stages, with the parameter named."""
-    _quiet_experimental()
-    storage = None
-    shown = redact(config.storage)
+    storage, shown = None, redact(config.storage)
     try:
         storage = make_storage(config)
         storage.get_all_studies()
     except Exception as error:  # SQLAlchemy, drivers and the filesystem raise many types
+        # The module a storage URL's database driver needs, when that is why it could not open.
+        module = next((cause.name.split(".")[0] for cause in causes(error)
+                       if isinstance(cause, ModuleNotFoundError) and cause.name), None)
         reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
         # Drivers' messages may repeat the URL or the password.
         reason = reason.replace(config.storage, shown)
-        password = _password(config.storage)
-        if password:
+        if password := _password(config.storage):
             reason = reason.replace(password, "***")
         reason = redact(reason)
-        module = _missing_driver(error)
         if module is not None:
             package = DRIVER_PACKAGES.get(module, module)
             reason = f"the database driver {module!r} is not installed (pip install {package!r})"
@@ -138,15 +122,8 @@ def make_pruner(config: TuningConfig) -> optuna.pruners.BasePruner:
 
 
 def open_study(config: TuningConfig) -> optuna.Study:
-    _quiet_experimental()
-    return optuna.create_study(
-        study_name=config.study_name,
-        storage=make_storage(config),
-        direction="minimize",
-        sampler=make_sampler(config),
-        pruner=make_pruner(config),
-        load_if_exists=True,
-    )
+    return optuna.create_study(study_name=config.study_name, storage=make_storage(config), direction="minimize",
+                               sampler=make_sampler(config), pruner=make_pruner(config), load_if_exists=True)
 
 
 def suggest(trial: optuna.Trial, search_space: dict) -> dict[str, float | bool]:
@@ -175,64 +152,33 @@ def count_trials(study: optuna.Study, states: tuple[TrialState, ...]) -> int:
     return len(study.get_trials(deepcopy=False, states=states))
 
 
-# The trials that fill the study's n_trials: finished ones, and those other workers are running.
-ACTIVE = (*FINISHED, TrialState.RUNNING)
-
-
-class _StopAtTrials:
-    """Optuna's ``MaxTrialsCallback`` on the active trials of the shared storage, once a killed
-    worker's trial has been failed: a trial that stopped beating must not count as running."""
+class _AfterTrial:
+    """Optuna's callback after each trial of this worker: one log line with the trials the study
+    still needs and an ETA from the trials this worker finished (a study of minutes printed
+    nothing between its first and last line); a stop after ``n_trials`` consecutive failed trials
+    (a broken configuration, not bad luck), or after a surplus trial (refused before it ran: no
+    failure); and Optuna's ``MaxTrialsCallback`` on the active trials of the shared storage, once a
+    killed worker's trial has been failed (a trial that stopped beating must not count as running)."""
 
     def __init__(self, n_trials: int) -> None:
+        self.n_trials, self.limit, self.failures, self.durations = n_trials, max(n_trials, 1), 0, []
         self.counted = optuna.study.MaxTrialsCallback(n_trials, states=ACTIVE)
-
-    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        optuna.storages.fail_stale_trials(study)  # a no-op for storages without heartbeats
-        self.counted(study, trial)
-
-
-class _TrialLines:
-    """One log line per finished trial, with the trials the study still needs and an ETA from the
-    trials this worker finished (a study of minutes printed nothing between its first and last line)."""
-
-    def __init__(self, n_trials: int) -> None:
-        self.n_trials, self.durations = n_trials, []
-
-    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        if trial.user_attrs.get("surplus"):
-            return
-        seconds = (trial.duration.total_seconds() if trial.duration is not None else 0.0)
-        self.durations.append(seconds)
-        left = max(0, self.n_trials - count_trials(study, ACTIVE))
-        eta = left * sum(self.durations) / len(self.durations)
-        value = f" value {trial.value:.4f}" if trial.value is not None else ""
-        logger.info("tuning: trial %d %s%s in %s; %d of %d trial(s) left, ETA %s", trial.number,
-                    trial.state.name.lower(), value, clock(seconds), left, self.n_trials, clock(eta))
-
-
-class _FailureGuard:
-    """Stops this worker after ``limit`` consecutive failed trials (a broken configuration, not
-    bad luck); a surplus trial, refused before it ran, is no failure."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.failures = limit, 0
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if trial.user_attrs.get("surplus"):
             study.stop()
-        elif trial.state is TrialState.FAIL:
-            self.failures += 1
+        else:
+            self.failures = self.failures + 1 if trial.state is TrialState.FAIL else 0
             if self.failures >= self.limit:
                 study.stop()
-        else:
-            self.failures = 0
-
-    def check(self) -> None:
-        if self.failures >= self.limit:
-            raise RuntimeError(
-                f"tuning: {self.failures} consecutive trials failed; see the log for the "
-                "first error (the study is kept in tuning.storage)"
-            )
+            self.durations.append(trial.duration.total_seconds() if trial.duration is not None else 0.0)
+            left = max(0, self.n_trials - count_trials(study, ACTIVE))
+            value = f" value {trial.value:.4f}" if trial.value is not None else ""
+            logger.info("tuning: trial %d %s%s in %s; %d of %d trial(s) left, ETA %s", trial.number,
+                        trial.state.name.lower(), value, clock(self.durations[-1]), left, self.n_trials,
+                        clock(left * fmean(self.durations)))
+        optuna.storages.fail_stale_trials(study)  # a no-op for storages without heartbeats
+        self.counted(study, trial)
 
 
 def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
@@ -272,12 +218,13 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
     optuna.storages.fail_stale_trials(study)
     # The callbacks run after each trial; a rerun of a complete study must not start one.
     if count_trials(study, ACTIVE) < config.n_trials:
-        guard = _FailureGuard(max(config.n_trials, 1))
-        study.optimize(objective, catch=(Exception,), gc_after_trial=True,
-                       callbacks=[guard, _TrialLines(config.n_trials), _StopAtTrials(config.n_trials)])
+        after = _AfterTrial(config.n_trials)
+        study.optimize(objective, catch=(Exception,), gc_after_trial=True, callbacks=[after])
         if user_errors:
             raise user_errors[0]
-        guard.check()
+        if after.failures >= after.limit:
+            raise RuntimeError(f"tuning: {after.failures} consecutive trials failed; see the log for the first error "
+                               "(the study is kept in tuning.storage)")
     # Other workers may still be finishing their trials; this worker's share is done.
     return study
 
@@ -289,13 +236,10 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
     frame = study.trials_dataframe(attrs=("number", "state", "value", "duration", "params", "user_attrs"))
     if frame.empty:
         return frame
-    frame = frame.rename(
-        columns=lambda c: "attr_" + c.removeprefix("user_attrs_") if c.startswith("user_attrs_") else c
-    )
+    frame = frame.rename(columns=lambda c: c.replace("user_attrs_", "attr_", 1) if c.startswith("user_attrs_") else c)
     frame["duration_seconds"] = frame.pop("duration").dt.total_seconds()
-    last = {
-        t.number: max(t.intermediate_values.items()) for t in study.get_trials(deepcopy=False) if t.intermediate_values
-    }
+    last = {t.number: max(t.intermediate_values.items()) for t in study.get_trials(deepcopy=False)
+            if t.intermediate_values}
     frame["last_step"] = frame["number"].map({number: step for number, (step, _) in last.items()})
     frame["last_intermediate_value"] = frame["number"].map({number: value for number, (_, value) in last.items()})
     return frame
@@ -303,32 +247,27 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
 
 def best_parameters(study: optuna.Study, config: TuningConfig) -> TuningRecord:
     """The study's best complete trial, adopted (before any confirmation)."""
-    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
         raise RuntimeError(f"tuning: the study {config.study_name!r} has no complete trial")
     best = min(complete, key=lambda t: t.value)
     overrides: dict[str, dict] = {"masking": {}, "training": {}}
     for name, value in best.params.items():
         overrides[SEARCHABLE[name][0]][name] = value
-    return TuningRecord(
-        "tuning", overrides["masking"], overrides["training"], study_name=config.study_name,
-        storage=redact(config.storage), objective=config.objective, best_trial=best.number, best_value=best.value,
-        finished_trials=sum(1 for t in study.get_trials(deepcopy=False) if t.state in FINISHED),
-    )
+    return TuningRecord("tuning", overrides["masking"], overrides["training"], study_name=config.study_name,
+                        storage=redact(config.storage), objective=config.objective, best_trial=best.number,
+                        best_value=best.value, finished_trials=count_trials(study, FINISHED))
 
 
 def paired_interval(differences: list[float], confidence: float = 0.95) -> dict:
-    """Mean of paired differences and its two-sided ``confidence`` interval (Student's t);
-    with fewer than two pairs the interval is unbounded."""
-    from scipy import stats
-
-    values = [float(d) for d in differences]
-    mean = sum(values) / len(values) if values else float("nan")
-    if len(values) < 2:
-        return {"mean": mean, "low": float("-inf"), "high": float("inf"), "pairs": len(values)}
-    spread = stats.tstd(values) / math.sqrt(len(values))
-    half = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * spread if spread > 0 else 0.0
-    return {"mean": mean, "low": mean - half, "high": mean + half, "pairs": len(values)}
+    """Mean of paired differences, its standard error and its two-sided ``confidence`` interval
+    (Student's t: :func:`~bert_mlm.core.common.statistics.combined_interval` of one source of
+    error); with fewer than two pairs the interval is unbounded."""
+    values, pairs = np.asarray(differences, dtype=np.float64), len(differences)
+    if pairs < 2:
+        return {"mean": float(values.mean()) if pairs else math.nan, "low": -math.inf, "high": math.inf, "pairs": pairs}
+    variance = [(float(values.var(ddof=1)) / pairs, pairs - 1)]
+    return {**combined_interval(float(values.mean()), variance, confidence).as_dict(), "pairs": pairs}
 
 
 def adoption(interval: dict, adopt: str, measure: str = "eval loss") -> tuple[bool, str]:

@@ -27,9 +27,9 @@ def finetune_classifier(
                                  precision=training.precision,
                                  baselines=starting_points(task, encoder, tokenizer, model.init_from, training.seed))
              for name, task in config.task_configs().items()]  # each task fine-tuned and paired on its own
-    # The run summary logs each task's sentence (bert_mlm.hooks.NodeTimingHook), once.
+    # The run summary logs each task's sentence (bert_mlm.hooks.summary.NodeTimingHook), once.
     results = FinetuneResults(tuple(task.task_result() for task in tasks), trained_model.version)
-    mappings = {task.name: task.prepared.label_mapping() for task in tasks}
+    mappings = {task.name: task.prepared.task.label_mapping() for task in tasks}
     kept = {task.name: task.classifier for task in tasks if task.classifier is not None}
     return (results, pd.concat([task.runs for task in tasks], ignore_index=True),
             mappings[""] if "" in mappings else mappings, Classifier(kept, tokenizer))

@@ -19,10 +19,8 @@ VARIANTS = ("mask_015", "mask_030", "mask_045")
 
 SHARED_INPUTS = {"corpus_documents", "token_store", "sequence_index", "tokenizer", "extra_eval_corpus", "run_facts",
                  "run_config"}
-SHARED_PARAMETERS = {
-    "params:model", "params:training", "params:masking", "params:evaluation", "params:sequences", "params:distributed",
-    "params:finetune", "params:corpus",
-}
+SHARED_PARAMETERS = {"params:model", "params:training", "params:masking", "params:evaluation", "params:sequences",
+                     "params:distributed", "params:finetune", "params:corpus"}
 
 
 def variant_pipeline(name: str) -> Pipeline:
@@ -31,14 +29,9 @@ def variant_pipeline(name: str) -> Pipeline:
     (``<name>.resolved_masking``, ...) where the default chain takes the tuning stage's."""
     sections = Node(variant_sections, ["params:masking", "params:training", "params:overrides"],
                     ["resolved_masking", "resolved_training", "tuning_best_params"], name="variant_sections")
-    return Pipeline(
-        [sections, training.create_pipeline(), finetune.create_pipeline(), evaluation.create_pipeline(),
-         reporting.model_results()],
-        namespace=name,
-        inputs={shared: shared for shared in SHARED_INPUTS},
-        parameters=SHARED_PARAMETERS,
-        tags=["mask_rate_comparison"],
-    )
+    return Pipeline([sections, training.create_pipeline(), finetune.create_pipeline(), evaluation.create_pipeline(),
+                     reporting.model_results()], namespace=name, inputs={shared: shared for shared in SHARED_INPUTS},
+                    parameters=SHARED_PARAMETERS, tags=["mask_rate_comparison"])
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -46,16 +39,10 @@ def create_pipeline(**kwargs) -> Pipeline:
     # variant's namespaced outputs is exactly what the comparison is for.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="One or more dataset names contain '.'")
-        comparison = Node(
-            compare_mask_rates,
-            inputs={
-                **{f"{name}_metrics": f"{name}.metrics" for name in VARIANTS},
-                **{f"{name}_history": f"{name}.training_history" for name in VARIANTS},
-                **{f"{name}_finetune": f"{name}.finetune_metrics" for name in VARIANTS},
-            },
-            outputs=["mask_rate_comparison", "mask_rate_comparison_report"],
-            name="compare_mask_rates",
-            tags=["mask_rate_comparison", "reporting"],
-        )
+        inputs = {**{f"{name}_metrics": f"{name}.metrics" for name in VARIANTS},
+                  **{f"{name}_history": f"{name}.training_history" for name in VARIANTS},
+                  **{f"{name}_finetune": f"{name}.finetune_metrics" for name in VARIANTS}}
+        comparison = Node(compare_mask_rates, inputs, ["mask_rate_comparison", "mask_rate_comparison_report"],
+                          name="compare_mask_rates", tags=["mask_rate_comparison", "reporting"])
     record = Pipeline([node for node in reporting.create_pipeline().nodes if node.name == "record_run"])
     return Pipeline([*(variant_pipeline(name) for name in VARIANTS), comparison, record])

@@ -25,13 +25,8 @@ from bert_mlm.core.train.result import TrainingSummary
 from bert_mlm.datasets.run_record import RunRecords
 
 
-def record_run(
-    run_facts: RunRecord,
-    resolved_masking: MaskingConfig | dict,
-    resolved_training: TrainingConfig | dict,
-    corpus_documents: DocumentShards,
-    token_store: TokenStore,
-) -> RunRecord:
+def record_run(run_facts: RunRecord, resolved_masking: MaskingConfig | dict, resolved_training: TrainingConfig | dict,
+               corpus_documents: DocumentShards, token_store: TokenStore) -> RunRecord:
     """The run's record (``run_config``): the hook's facts, the masking and training sections the
     training took from the tuning stage (when this run trains), and the corpus (its source,
     language and documents) and token store (version and digests) the run read."""
@@ -62,31 +57,21 @@ def gather_metrics(run_facts: RunRecord, evaluation_metrics: Evaluation | None,
 
 
 def build_run_report(
-    metrics: ModelResults,
-    training_history: pd.DataFrame,
-    corpus_stats: pd.DataFrame,
-    tokenization_stats: pd.DataFrame,
-    sequence_stats: pd.DataFrame,
-    tuning_trials: pd.DataFrame,
-    tuning_best_params: TuningRecord | None,
-    evaluation_metrics: Evaluation | None,
-    finetune_metrics: FinetuneResults,
-    finetune_runs: pd.DataFrame,
-    vocabulary_coverage: dict,
-    run_config: RunRecords,
-    run_facts: RunRecord,
+    metrics: ModelResults, training_history: pd.DataFrame, corpus_stats: pd.DataFrame,
+    tokenization_stats: pd.DataFrame, sequence_stats: pd.DataFrame, tuning_trials: pd.DataFrame,
+    tuning_best_params: TuningRecord | None, evaluation_metrics: Evaluation | None, finetune_metrics: FinetuneResults,
+    finetune_runs: pd.DataFrame, vocabulary_coverage: dict, run_config: RunRecords, run_facts: RunRecord,
 ) -> str:
     """Corpus, tokenizer and padding stats (with an inherited vocabulary's coverage), training and
     tuning curves, metrics and fill-mask examples, and the fine-tuning evaluation, on one
     self-contained HTML page that opens with how the model's run was made and says which model and
     run each section belongs to."""
-    origin = provenance(
-        metrics, run_config.of(run_facts.run_id) or run_config.latest, run_config.of(metrics.model_version),
-        study=tuning_best_params, finetune=finetune_metrics, evaluation=evaluation_metrics,
-        data_runs={"corpus": saved_in(corpus_stats), "tokenization": saved_in(tokenization_stats),
-                   "sequences": saved_in(sequence_stats)},
-        history_run=saved_in(training_history) if len(training_history) else None,
-    )
+    data_runs = {"corpus": saved_in(corpus_stats), "tokenization": saved_in(tokenization_stats),
+                 "sequences": saved_in(sequence_stats)}
+    origin = provenance(metrics, run_config.of(run_facts.run_id) or run_config.latest,
+                        run_config.of(metrics.model_version), study=tuning_best_params, finetune=finetune_metrics,
+                        evaluation=evaluation_metrics, data_runs=data_runs,
+                        history_run=saved_in(training_history) if len(training_history) else None)
     shown_runs = finetune_runs if metrics.finetune and metrics.finetune.version == saved_in(finetune_runs) else None
     return run_report(metrics, training_history, corpus_stats, tokenization_stats, sequence_stats, tuning_trials,
                       shown_runs, vocabulary_coverage, provenance=origin)
@@ -95,6 +80,4 @@ def build_run_report(
 def write_model_card(metrics: ModelResults, run_config: RunRecords) -> ModelCard:
     """The card (``README.md``) of ``metrics``' model, written into its folder; none (a card of no
     model, which its dataset does not write) where no run has saved a model yet."""
-    if not metrics.model_version:
-        return ModelCard(None, "")
-    return model_card(metrics, run_config.of(metrics.model_version))
+    return model_card(metrics, run_config.of(metrics.model_version)) if metrics.model_version else ModelCard(None, "")

@@ -28,17 +28,9 @@ from bert_mlm.core.train.experiment import Experiment
 
 
 def tune_mask_probability(
-    token_store: TokenStore,
-    sequence_index: SequenceIndex,
-    tokenizer: PreTrainedTokenizerBase,
-    config: TuningConfig,
-    model: ModelConfig,
-    training: TrainingConfig,
-    masking: MaskingConfig,
-    evaluation: EvaluationParameters,
-    sequences: SequenceConfig,
-    finetune: FinetuneConfig,
-    corpus: CorpusConfig,
+    token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase, config: TuningConfig,
+    model: ModelConfig, training: TrainingConfig, masking: MaskingConfig, evaluation: EvaluationParameters,
+    sequences: SequenceConfig, finetune: FinetuneConfig, corpus: CorpusConfig,
 ) -> tuple[MaskingConfig, TrainingConfig | dict, TuningRecord, pd.DataFrame, plt.Figure, go.Figure]:
     """Run (or continue) the study; return the masking to train with (the configured one, or the
     study's best when it was adopted), the training section when the study chose training values
@@ -60,11 +52,5 @@ def tune_mask_probability(
 
     resolved_masking, resolved_training, record, study = tune_masking(experiment, config, finetune)
     trials = trials_table(study)
-    return (
-        resolved_masking,
-        resolved_training or {},
-        record,
-        trials,
-        tuning_curve(trials, config.objective) or plt.figure(),
-        optuna.visualization.plot_optimization_history(study),
-    )
+    return (resolved_masking, resolved_training or {}, record, trials, tuning_curve(trials, config.objective)
+            or plt.figure(), optuna.visualization.plot_optimization_history(study))
