@@ -130,8 +130,8 @@ def test_replay_is_a_mixture_of_the_domain_and_the_general_text():
 
     corpus = CorpusConfig(path="reviews.csv", text_column="review", replay={"path": "news.txt", "share": 0.1})
     assert corpus.path is None and corpus.replay == {"path": "news.txt", "share": 0.1}
-    assert corpus.sources == {"domain": {"path": "reviews.csv", "weight": 0.9},
-                              "replay": {"path": "news.txt", "text_column": "review", "weight": 0.1, "train_only": True}}
+    assert corpus.sources == {"domain": {"path": "reviews.csv", "weight": 0.9}, "replay": {
+        "path": "news.txt", "text_column": "review", "weight": 0.1, "train_only": True}}
     assert CorpusConfig(**corpus.model_dump()) == corpus
     mixed = CorpusConfig(sources={"a": {"path": "a.txt", "weight": 3}, "b": {"path": "b.txt", "weight": 1}},
                          replay={"path": "news.txt", "share": 0.2, "text_column": "text"}).sources

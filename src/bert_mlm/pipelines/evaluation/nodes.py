@@ -41,7 +41,7 @@ def evaluate_masked_lm(trained_model: MaskedLM, corpus_documents: DocumentShards
     held_out_texts = (text for batch in corpus_documents.iter_texts("test") for text in batch)
     examples = fill_mask_report(trained, tokenizer, evaluation.fill_mask_sentences, held_out_texts,
                                 evaluation.fill_mask_count, evaluation.seed, evaluation.top_k)
-    # The run summary logs the headline and the before/after sentences (bert_mlm.hooks.NodeTimingHook), once
+    # The run summary logs the headline and the before/after sentences (bert_mlm.hooks.summary.NodeTimingHook), once
     return replace(scored, model_version=trained_model.version, fill_mask_examples=examples,
                    extra_corpus_path=redact(evaluation.corpus_path) if extra is not None else None)
 
