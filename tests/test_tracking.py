@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 
 from tests.kedro_runs import latest, run_session
-from tests.pipelines.test_session_runs import finetune_params, labelled_task  # noqa: F401 - a fixture
 
 event_accumulator = pytest.importorskip(
     "tensorboard.backend.event_processing.event_accumulator", reason="tensorboard is not installed (the dev extra)")
@@ -24,11 +23,12 @@ def scalars(directory, tag: str) -> list:
 
 
 @pytest.mark.slow
-def test_a_run_writes_tensorboard_curves_while_it_trains(project_copy, monkeypatch, labelled_task):  # noqa: F811
-    run_session(project_copy, monkeypatch, **{"tracking.tensorboard": True, "training.eval_every": 6},
-                **finetune_params(labelled_task, **{"finetune.seeds": 1}))
-    (run,) = (project_copy / "data" / "09_tracking" / "tensorboard").iterdir()  # one folder per run, its version
-    history_file = latest(project_copy / "data" / "07_model_output" / "training_history.csv")
+def test_a_run_writes_tensorboard_curves_while_it_trains(smoke_chain):
+    """The shared smoke chain's run (tests/kedro_runs.py: tracking.tensorboard=true, validation every
+    5 steps, a fine-tuning task); MLflow, off unless BERT_MLM_MLFLOW=1, wrote nothing beside it."""
+    assert [p.name for p in (smoke_chain / "data" / "09_tracking").iterdir()] == ["tensorboard"]
+    (run,) = (smoke_chain / "data" / "09_tracking" / "tensorboard").iterdir()  # one folder per run, its version
+    history_file = latest(smoke_chain / "data" / "07_model_output" / "training_history.csv")
     history = pd.read_csv(history_file)
     loss = scalars(run, "train/loss")
     assert [event.step for event in loss] == list(range(1, 13))  # the smoke env's 12 steps
@@ -40,10 +40,10 @@ def test_a_run_writes_tensorboard_curves_while_it_trains(project_copy, monkeypat
     # The validation curve, live too: a validated step's record is published after its validation.
     validated = history.dropna(subset=["valid_loss"])
     valid = scalars(run, "valid/loss")
-    assert [event.step for event in valid] == validated["step"].tolist() == [6, 12]
+    assert [event.step for event in valid] == validated["step"].tolist() == [5, 10, 12]
     assert [event.value for event in valid] == pytest.approx(validated["valid_loss"].tolist(), rel=1e-6)
     assert max(event.wall_time for event in valid) <= history_file.stat().st_mtime
-    metrics = json.loads(latest(project_copy / "data" / "08_reporting" / "metrics.json").read_text())
+    metrics = json.loads(latest(smoke_chain / "data" / "08_reporting" / "metrics.json").read_text())
     (evaluation,) = scalars(run, "eval/loss")
     assert (evaluation.step, evaluation.value) == (12, pytest.approx(metrics["eval_loss"], rel=1e-6))
     assert len(scalars(run, "tuning/complete_value")) == 2  # the smoke study's trials
