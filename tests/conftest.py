@@ -76,6 +76,18 @@ def pytest_configure(config):
         config.option.maxschedchunk = 1
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every test starts on one torch thread: a Kedro run in this process sets torch's threads from
+    training.threads (the runner test asks for two), and they stayed for every later test of the worker,
+    beside the other worker's on two cores, and made its results differ from a one-thread run's."""
+    yield
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
 def pytest_collection_modifyitems(config, items):
     # The long tests first: on several workers (`make test`: -n auto), a long test collected last
     # would run alone at the end while the other workers sit idle. The sort is stable. Among them, those
