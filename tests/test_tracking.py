@@ -1,10 +1,9 @@
 """Tracking where users look: tracking.tensorboard's event files, read back with TensorBoard's own
-reader, and MLflow left unimported while tracking is off."""
+reader (MLflow left unimported while tracking is off: tests/test_logs.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pandas as pd
@@ -58,27 +57,6 @@ def test_a_run_writes_tensorboard_curves_while_it_trains(smoke_chain):
 def test_tracking_off_by_default_writes_nothing(project_copy, monkeypatch):
     run_session(project_copy, monkeypatch, pipeline_name="ingestion")
     assert not (project_copy / "data" / "09_tracking").exists()
-
-
-@pytest.mark.slow
-def test_a_run_without_tracking_never_imports_mlflow(project_root):
-    """kedro-mlflow is installed here (the test extra): Kedro's command line loads every plugin's
-    commands and hooks, and MLflow's import alone warns in every run's log."""
-    pytest.importorskip("kedro_mlflow", reason="the mlflow extra is not installed")
-    probe = ("import sys, warnings\n"
-             "warnings.simplefilter('error')\n"
-             "from kedro.framework.cli.cli import KedroCLI\n"
-             "from kedro.framework.session import KedroSession\n"
-             f"cli = KedroCLI({str(project_root)!r})\n"
-             "assert 'run' in cli.list_commands(None) and 'mlflow' in cli.list_commands(None)\n"
-             f"with KedroSession.create(project_path={str(project_root)!r}, env='smoke'):\n"
-             "    pass\n"
-             "print('mlflow' in sys.modules)\n")
-    environment = {"KEDRO_DISABLE_TELEMETRY": "1", "PATH": "/usr/bin:/bin"}
-    result = subprocess.run([sys.executable, "-c", probe], cwd=project_root, capture_output=True, text=True,
-                            timeout=300, env=environment)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-1] == "False"
 
 
 def test_tensorboard_asked_for_but_not_installed_is_one_line_before_any_work(project_copy, monkeypatch):
