@@ -62,13 +62,14 @@ def latest(path: Path) -> Path:
     return versions[-1] / path.name
 
 
-def kedro_cli(project, *args: str, **env: str) -> subprocess.CompletedProcess:
-    """``kedro run --env smoke ARGS`` in ``project`` through the project's run command
+def kedro_cli(project, *args: str, kedro_env: str = "smoke", **env: str) -> subprocess.CompletedProcess:
+    """``kedro run --env KEDRO_ENV ARGS`` in ``project`` through the project's run command
     (:data:`bert_mlm.cli.run`, the one ``kedro run`` and ``python -m bert_mlm`` call), in this
-    process: a subprocess spends ~6 s importing torch, transformers and Kedro before the first
-    check. The result reads as the process's would: its exit status, its output with the log
-    lines, and the traceback it would print on stderr.
-    tests/reliability/test_user_errors.py runs the real ``python -m bert_mlm`` once."""
+    process, with ``env`` added to the environment: a subprocess spends ~6 s importing torch,
+    transformers and Kedro before the first check. The result reads as the process's would: its
+    exit status, its output with the log lines, and the traceback it would print on stderr.
+    tests/reliability/test_user_errors.py runs the real ``python -m bert_mlm`` once, test_logs.py
+    the real ``kedro run``."""
     log = io.StringIO()
     handler = logging.StreamHandler(log)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
@@ -78,7 +79,7 @@ def kedro_cli(project, *args: str, **env: str) -> subprocess.CompletedProcess:
         try:
             bootstrap_project(project)  # configures the project's logging: the handler comes after
             logging.getLogger().addHandler(handler)
-            result = CliRunner().invoke(run, ["--env", "smoke", *args])
+            result = CliRunner().invoke(run, ["--env", kedro_env, *args])
         finally:
             logging.getLogger().removeHandler(handler)
             os.chdir(cwd)
