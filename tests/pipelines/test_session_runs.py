@@ -210,14 +210,16 @@ def test_bad_parameter_fails_before_any_work(project_copy, monkeypatch, tmp_path
 
 
 @pytest.mark.slow
-def test_training_node_runs_data_parallel(project_copy, monkeypatch):
-    run_session(project_copy, monkeypatch, **{"tuning.n_trials": 0, "distributed.nproc_per_node": 2})
-    data = project_copy / "data"
+def test_training_node_runs_data_parallel(smoke_chain_copy, monkeypatch):
+    """`--pipelines training,evaluation` with two data-parallel workers, on the shared chain's stored data."""
+    data = smoke_chain_copy / "data"
+    run_session(smoke_chain_copy, monkeypatch, pipeline_name=["training", "evaluation"],
+                **{"distributed.nproc_per_node": 2})
     summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
-    assert summary["data_parallel_workers"] == 2 and summary["mask_probability_source"] == "parameters"
-    assert len(list((data / "06_models" / "masked_lm").iterdir())) == 1  # the model was written once
+    assert summary["data_parallel_workers"] == 2 and summary["mask_probability_source"] == "tuning"
+    (_, model) = sorted((data / "06_models" / "masked_lm").iterdir())  # the shared chain's, and one more (once)
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
-    assert metrics["eval_masked_tokens"] > 0
+    assert metrics["eval_masked_tokens"] > 0 and metrics["model_version"] == model.name
 
 
 @pytest.fixture
