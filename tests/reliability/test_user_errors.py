@@ -176,9 +176,10 @@ def test_an_unknown_namespace_is_one_line_naming_the_valid_ones(project_copy):
     ), last
 
 
-def test_an_explicit_value_the_tuned_one_replaces_is_warned_about(project_copy):
-    # The smoke environment tunes (2 trials) and always adopts the tuned probability.
-    result = kedro_cli(project_copy, "--params", "masking.probability=0.3", "--pipeline", "__default__",
+def test_an_explicit_value_the_tuned_one_replaces_is_warned_about(smoke_chain_copy):
+    # The smoke environment tunes (2 trials) and always adopts the tuned probability (the shared chain's data
+    # stages are reused).
+    result = kedro_cli(smoke_chain_copy, "--params", "masking.probability=0.3", "--pipeline", "__default__",
                        "--to-nodes", "train_masked_lm")
     assert result.returncode == 0, result.stderr[-3000:]
     log = result.stdout + result.stderr
