@@ -223,6 +223,17 @@ def test_training_node_runs_data_parallel(smoke_chain_copy, monkeypatch):
 
 
 @pytest.fixture
+def reviews(shared_data, tmp_path) -> Path:
+    """A random quarter of ChnSentiCorp's hotel reviews (both labels; the same file name): the continued
+    pretraining test's subject is the path through the chain, and a quarter of the text is a quarter of its cost."""
+    path = tmp_path / "reviews" / "ChnSentiCorp_htl_all.csv"
+    path.parent.mkdir()
+    everything = pd.read_csv(shared_data / "corpora" / "chnsenticorp" / path.name)
+    everything.sample(2000, random_state=0).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
 def tiny_chinese_bert(shared_data, tmp_path) -> Path:
     """A small BERT with the bert-base-chinese vocabulary, saved as a checkpoint directory."""
     from transformers import BertConfig, BertForMaskedLM
@@ -240,14 +251,13 @@ def tiny_chinese_bert(shared_data, tmp_path) -> Path:
 
 @pytest.mark.slow
 def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(
-    project_copy, monkeypatch, shared_data, tiny_chinese_bert, tmp_path
+    project_copy, monkeypatch, shared_data, tiny_chinese_bert, tmp_path, reviews
 ):
     """`--params model.init_from=<checkpoint>`: no vocabulary is trained; the checkpoint's own
     tokenizer encodes the corpus (Chinese reviews here), extended by the characters it lacks
     (tokenizer.extend_vocabulary), and the trained model grows with it; it validates during
     training and keeps the best step. With Chinese news as `evaluation.corpus_path`, the report
     says how the loss moved on both, the starting model (grown the same way) scored on the same masks."""
-    reviews = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
     news = tmp_path / "新闻.txt"
     lines = (shared_data / "corpora" / "msra-ner" / "news.txt").read_text(encoding="utf-8").splitlines()
     news.write_text("\n\n".join(lines[:1500]), encoding="utf-8")  # a blank line between sentences: one each
