@@ -30,14 +30,15 @@ def tracked_kedro_run(project: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_a_full_run_is_logged_when_tracking_is_on(project_copy):
+def test_a_full_run_is_logged_when_tracking_is_on(smoke_chain_copy):
     # Off by default: tests/test_tracking.py checks that the shared smoke chain (a run in the tests' process,
-    # whose settings were imported without BERT_MLM_MLFLOW) wrote nothing to MLflow.
-    tracked = tracked_kedro_run(project_copy)
+    # whose settings were imported without BERT_MLM_MLFLOW) wrote nothing to MLflow. This run is in a copy of
+    # its project: its data stages are reused.
+    tracked = tracked_kedro_run(smoke_chain_copy)
     assert tracked.returncode == 0, tracked.stderr[-3000:]
     import mlflow
 
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{project_copy / 'data' / '09_tracking' / 'mlflow.db'}")
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{smoke_chain_copy / 'data' / '09_tracking' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("bert-mlm")
     (run,) = client.search_runs([experiment.experiment_id])
     assert run.info.status == "FINISHED"
@@ -52,5 +53,5 @@ def test_a_full_run_is_logged_when_tracking_is_on(project_copy):
     assert {"run_report.html", "metrics.json"} <= artifacts
     assert run.data.params["tuning.storage"] == "postgresql://optuna:***@db.example/studies"
     assert "optuna:***@db.example" in run.data.tags["runtime_params"]
-    for path in (project_copy / "data").rglob("*"):  # the tracking database and artifacts among them
+    for path in (smoke_chain_copy / "data").rglob("*"):  # the tracking database and artifacts among them
         assert not path.is_file() or PASSWORD.encode() not in path.read_bytes(), path
