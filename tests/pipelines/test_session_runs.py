@@ -166,12 +166,13 @@ def test_whole_chain_in_the_smoke_env(smoke_chain):
 
 
 @pytest.mark.slow
-def test_mask_rates_side_by_side_then_one_namespace_alone(project_copy, monkeypatch, labelled_task):
+def test_mask_rates_side_by_side_then_one_namespace_alone(smoke_chain_copy, monkeypatch, labelled_task):
+    """In a copy of the shared chain's project: the comparison's data stages are reused."""
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
-    run_session(project_copy, monkeypatch, pipeline_name="mask_rate_comparison",
+    run_session(smoke_chain_copy, monkeypatch, pipeline_name="mask_rate_comparison",
                 **finetune_params(labelled_task, **{"finetune.epochs": 1, "finetune.baseline": "none"}))
-    data = project_copy / "data"
+    data = smoke_chain_copy / "data"
     comparison = pd.read_csv(latest(data / "08_reporting" / "mask_rate_comparison.csv"))
     assert sorted(comparison["variant"]) == sorted(VARIANTS)
     # Fine-tuned accuracy per variant, paired against the lowest mask rate (same seeds and examples).
@@ -190,8 +191,8 @@ def test_mask_rates_side_by_side_then_one_namespace_alone(project_copy, monkeypa
 
     # `kedro run --pipeline mask_rate_comparison --namespaces mask_030`: that variant only, on the
     # data the first run stored.
-    monkeypatch.chdir(project_copy)
-    with KedroSession.create(project_path=project_copy, env="smoke") as session:
+    monkeypatch.chdir(smoke_chain_copy)
+    with KedroSession.create(project_path=smoke_chain_copy, env="smoke") as session:
         session.run(pipeline_names=["mask_rate_comparison"], namespaces=["mask_030"])
     versions = {v: len(list((data / "08_reporting" / v / "metrics.json").iterdir())) for v in VARIANTS}
     assert versions == {v: 2 if v == "mask_030" else 1 for v in VARIANTS}
