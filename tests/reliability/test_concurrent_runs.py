@@ -22,6 +22,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_a_second_run_in_the_same_project_is_refused_and_runs_again_once_the_first_ends(project_copy, monkeypatch,
                                                                                         tmp_path):
     corpus = tmp_path / "corpus.txt"  # small: the lock is the subject (the built-in corpus parses 40 modules)

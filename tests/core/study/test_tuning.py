@@ -96,6 +96,7 @@ def test_every_trial_failing_stops_with_an_error(tmp_path):
         run_study(config, broken)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", "journal"])
 def test_two_workers_share_one_study_and_finish_exactly_n_trials(tmp_path, kind):
     storage = f"sqlite:///{tmp_path}/study.db" if kind == "sqlite" else f"journal:{tmp_path}/study.log"
