@@ -45,18 +45,60 @@ def project_copy(tmp_path: Path) -> Path:
     return scratch_project(tmp_path, PROJECT_ROOT)
 
 
+@pytest.fixture(scope="session")
+def smoke_chain(tmp_path_factory) -> Path:
+    """The project of the suite's one smoke chain run (tests/kedro_runs.py: ``smoke_chain_params``), shared by
+    the xdist workers: read its outputs, never write there (``smoke_chain_copy`` is a copy to run more in)."""
+    from tests.kedro_runs import shared_smoke_chain
+
+    base = tmp_path_factory.getbasetemp()
+    return shared_smoke_chain(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base, PROJECT_ROOT)
+
+
+@pytest.fixture
+def smoke_chain_copy(smoke_chain, tmp_path) -> Path:
+    """A copy of the shared smoke chain's project, its data included, for a test that runs more stages in it."""
+    from tests.kedro_runs import copy_project
+
+    return copy_project(smoke_chain, tmp_path)
+
+
 def pytest_configure(config):
     # The tests train tiny models: one thread is faster than two, and CI's two cores are shared
     # with tokenizers' Rust threads. Oversubscribed OpenMP threads slowed steps >10x here.
     import torch
 
     torch.set_num_threads(1)
+    # xdist's default hands each worker a first chunk of a quarter of its share, in collection order: the
+    # long tests, sorted first, all went to one worker, which ran them alone at the end. One test at a time
+    # is handed to whichever worker is free (longest first, then the rest as workers free up).
+    if getattr(config.option, "maxschedchunk", "absent") is None:
+        config.option.maxschedchunk = 1
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every test starts on one torch thread: a Kedro run in this process sets torch's threads from
+    training.threads (the runner test asks for two), and they stayed for every later test of the worker,
+    beside the other worker's on two cores, and made its results differ from a one-thread run's."""
+    yield
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):
     # The long tests first: on several workers (`make test`: -n auto), a long test collected last
-    # would run alone at the end while the other workers sit idle. The sort is stable.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    # would run alone at the end while the other workers sit idle. The sort is stable. Among them, those
+    # that read the shared smoke chain come last but the one that checks it: the first one runs the chain
+    # while the other workers run tests of their own, rather than wait for it.
+    def order(item) -> tuple[bool, bool, bool]:
+        checks_it = item.name == "test_whole_chain_in_the_smoke_env"
+        return item.get_closest_marker("slow") is None, "smoke_chain" in item.fixturenames and not checks_it, \
+            not checks_it
+
+    items.sort(key=order)
 
 
 @pytest.fixture

@@ -1,16 +1,21 @@
 """scripts/device_check.py, the one-call device check of #26, dry-run on the CPU: every system of
 the table (the project eager and compiled, the HF Trainer eager and compiled) trains, the table
-comes out, and `kedro run --env gpu` goes end to end on the small English and Chinese corpus."""
+comes out, and `kedro run --env gpu` goes end to end on the small English and Chinese corpus (its
+command run in this process here: tests/kedro_runs.py's kedro_cli)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+
+from tests.kedro_runs import kedro_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "device_check.py"
@@ -18,12 +23,19 @@ SCRIPT = ROOT / "scripts" / "device_check.py"
 
 @pytest.fixture
 def device_check(monkeypatch):
-    """The script as a module, in this process (running it as a process imports torch again, ~6 s;
-    its `kedro run --env gpu` stays a process of its own)."""
+    """The script as a module, in this process (running it as a process imports torch again, ~6 s),
+    and so its `python -m kedro run --env gpu ...` command: the project's run command, as kedro_cli
+    runs it (test_logs.py runs the real `kedro run`)."""
     monkeypatch.setattr(sys, "path", list(sys.path))  # the script puts bench/ and scripts/ first
     spec = importlib.util.spec_from_file_location("device_check", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+
+    def run_in_this_process(command, cwd, env, **_) -> subprocess.CompletedProcess:
+        assert command[1:6] == ["-m", "kedro", "run", "--env", "gpu"], command
+        return kedro_cli(Path(cwd), *command[6:], kedro_env="gpu", KEDRO_DISABLE_TELEMETRY="1")
+
+    monkeypatch.setattr(module, "subprocess", SimpleNamespace(run=run_in_this_process))
     return module
 
 

@@ -56,6 +56,7 @@ def test_latest_and_named_versions_differ(project_with_models):
     assert variant != latest and variant != older
 
 
+@pytest.mark.slow
 def test_command_line(project_with_models):
     result = subprocess.run(
         [sys.executable, "-m", "bert_mlm", "fill-mask", "the [MASK] sat on the mat", "--top-k", "2"],

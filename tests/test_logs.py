@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,18 +18,43 @@ from bert_mlm.hooks.summary import summary_lines
 RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) +[\w.]+: ")
 
 
+# `kedro run` as the `kedro` script runs it (kedro.framework.cli.main), noting at its exit whether MLflow
+# was imported and the commands Kedro's command line lists.
+KEDRO = """
+import atexit, json, os, sys
+from kedro.framework.cli import main
+from kedro.framework.cli.cli import KedroCLI
+
+def note():
+    imported = "mlflow" in sys.modules
+    with open(os.environ["BERT_MLM_TEST_NOTE"], "w") as handle:
+        json.dump({"mlflow_imported": imported, "commands": KedroCLI(os.getcwd()).list_commands(None)}, handle)
+
+atexit.register(note)
+sys.argv[0] = "kedro"
+main()
+"""
+
+
 @pytest.mark.slow
-def test_a_run_logged_to_a_file_has_one_plain_line_per_record(project_copy):
-    log = project_copy / "run.log"
-    kedro = str(Path(sys.executable).with_name("kedro"))
+def test_a_run_logged_to_a_file_has_one_plain_line_per_record(project_copy, tmp_path):
+    """Also: a run without tracking never imports MLflow. kedro-mlflow is installed here (the test extra): Kedro's
+    command line loads every plugin's commands and hooks, and MLflow's import alone warned in every run's log."""
+    log, note = project_copy / "run.log", tmp_path / "note.json"
+    unset = ("BERT_MLM_LOGS", "KEDRO_LOGGING_CONFIG", "BERT_MLM_MLFLOW")
     with open(log, "w") as handle:  # as `kedro run > run.log 2>&1` does
         completed = subprocess.run(
-            [kedro, "run", "--env", "smoke", "--params", "training.progress=true,tuning.n_trials=2"],
+            [sys.executable, "-c", KEDRO, "run", "--env", "smoke",
+             "--params", "training.progress=true,tuning.n_trials=2"],
             cwd=project_copy, stdout=handle, stderr=subprocess.STDOUT, timeout=600,
-            env={k: v for k, v in os.environ.items() if k not in ("BERT_MLM_LOGS", "KEDRO_LOGGING_CONFIG")},
+            env={**{k: v for k, v in os.environ.items() if k not in unset}, "BERT_MLM_TEST_NOTE": str(note)},
         )
     text = log.read_text()
     assert completed.returncode == 0, text[-3000:]
+    noted = json.loads(note.read_text())
+    assert noted["mlflow_imported"] is False and "run" in noted["commands"]
+    if importlib.util.find_spec("kedro_mlflow"):
+        assert "mlflow" in noted["commands"]  # kedro-mlflow's commands are there, MLflow is not imported
     lines = text.splitlines()
     assert "\r" not in text
     assert max(map(len, lines)) <= 300

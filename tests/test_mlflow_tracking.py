@@ -1,5 +1,6 @@
-"""Optional MLflow tracking: off by default, and with BERT_MLM_MLFLOW=1 a real MLflow run holds
-the parameters (kedro-mlflow), the metrics, the training curve and the report (our hook)."""
+"""Optional MLflow tracking: with BERT_MLM_MLFLOW=1 a real MLflow run holds the parameters
+(kedro-mlflow), the metrics, the training curve and the report (our hook); off by default
+(tests/test_tracking.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.kedro_runs import run_session
 
 pytest.importorskip("kedro_mlflow", reason="the mlflow extra is not installed (pip install -e '.[mlflow]')")
 
@@ -31,18 +30,15 @@ def tracked_kedro_run(project: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_tracking_is_off_by_default_and_logs_a_full_run_when_on(project_copy, monkeypatch):
-    # Off: a run in this process, whose settings were imported without BERT_MLM_MLFLOW.
-    monkeypatch.delenv("BERT_MLM_MLFLOW", raising=False)
-    run_session(project_copy, monkeypatch, **{"tuning.n_trials": 0})
-    assert any((project_copy / "data" / "08_reporting").rglob("metrics.json")), "the run finished"
-    assert not (project_copy / "data" / "09_tracking").exists(), "nothing is written to MLflow by default"
-
-    tracked = tracked_kedro_run(project_copy)
+def test_a_full_run_is_logged_when_tracking_is_on(smoke_chain_copy):
+    # Off by default: tests/test_tracking.py checks that the shared smoke chain (a run in the tests' process,
+    # whose settings were imported without BERT_MLM_MLFLOW) wrote nothing to MLflow. This run is in a copy of
+    # its project: its data stages are reused.
+    tracked = tracked_kedro_run(smoke_chain_copy)
     assert tracked.returncode == 0, tracked.stderr[-3000:]
     import mlflow
 
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{project_copy / 'data' / '09_tracking' / 'mlflow.db'}")
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{smoke_chain_copy / 'data' / '09_tracking' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("bert-mlm")
     (run,) = client.search_runs([experiment.experiment_id])
     assert run.info.status == "FINISHED"
@@ -57,5 +53,5 @@ def test_tracking_is_off_by_default_and_logs_a_full_run_when_on(project_copy, mo
     assert {"run_report.html", "metrics.json"} <= artifacts
     assert run.data.params["tuning.storage"] == "postgresql://optuna:***@db.example/studies"
     assert "optuna:***@db.example" in run.data.tags["runtime_params"]
-    for path in (project_copy / "data").rglob("*"):  # the tracking database and artifacts among them
+    for path in (smoke_chain_copy / "data").rglob("*"):  # the tracking database and artifacts among them
         assert not path.is_file() or PASSWORD.encode() not in path.read_bytes(), path

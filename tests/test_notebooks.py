@@ -9,14 +9,12 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.kedro_runs import run_session
-
 
 @pytest.mark.slow
-def test_notebooks_execute(project_copy, project_root, monkeypatch):
-    run_session(project_copy, monkeypatch, **{"tuning.n_trials": 0})
-    shutil.copytree(project_root / "notebooks", project_copy / "notebooks")
-    paths = [project_copy / "notebooks" / name for name in ("corpus_and_tokenizer.ipynb", "fill_mask.ipynb")]
+def test_notebooks_execute(smoke_chain_copy, project_root):
+    """On the shared smoke chain's outputs, in a copy of its project (the notebooks go in its notebooks/)."""
+    shutil.copytree(project_root / "notebooks", smoke_chain_copy / "notebooks")
+    paths = [smoke_chain_copy / "notebooks" / name for name in ("corpus_and_tokenizer.ipynb", "fill_mask.ipynb")]
     notebooks = [nbformat.read(path, as_version=4) for path in paths]
 
     async def execute_side_by_side():  # one kernel each, at once: each spends seconds importing torch

@@ -55,9 +55,9 @@ def test_an_s3_corpus_with_credentials_from_credentials_yml(project_copy, monkey
 def test_a_mixture_of_a_gzip_file_and_a_saved_hf_dataset_through_the_smoke_chain(project_copy, monkeypatch,
                                                                                  shared_data, book, tmp_path):
     datasets = pytest.importorskip("datasets")
-    (tmp_path / "books.txt.gz").write_bytes(gzip.compress(book))
+    (tmp_path / "books.txt.gz").write_bytes(gzip.compress(book[:200_000]))  # the mixture is the subject, not volume
     lines = (shared_data / "corpora" / "wikitext-2-raw" / "wiki.valid.raw").read_text(encoding="utf-8").splitlines()
-    rows = [line.strip() for line in lines if len(line.split()) > 8]
+    rows = [line.strip() for line in lines if len(line.split()) > 8][:800]
     datasets.Dataset.from_dict({"content": rows}).save_to_disk(tmp_path / "wiki")
     sources = {"books": {"path": str(tmp_path / "books.txt.gz"), "weight": 0.7},
                "wiki": {"hf_dataset": {"path": str(tmp_path / "wiki"), "text_column": "content"}, "weight": 0.3}}
@@ -115,9 +115,10 @@ def test_a_changed_mixture_weight_reruns_no_data_stage(project_copy, monkeypatch
     """0.7/0.3 -> 0.5/0.5: every data stage is reused (logged, hard links, the same digests), and the
     training epoch draws the new shares, within one sequence; a changed file re-runs the stages."""
     books = shared_data / "corpora" / "gutenberg"
-    reviews = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
     corpus = project_copy / "corpus"
     corpus.mkdir()
+    reviews = corpus / "reviews.csv"  # 1,500 of the hotel reviews: the reuse is the subject, not volume
+    pd.read_csv(shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv").head(1500).to_csv(reviews)
     (corpus / "book.txt").write_bytes((books / "austen-persuasion.txt").read_bytes()[:300_000])
     sources = {"book": {"path": str(corpus / "book.txt"), "weight": 0.7},
                "reviews": {"path": str(reviews), "text_column": "review", "weight": 0.3}}

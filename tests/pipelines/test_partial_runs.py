@@ -38,14 +38,13 @@ def belongs_line(content: str) -> str:
 
 
 @pytest.mark.slow
-def test_partial_runs_keep_every_result_with_its_model(project_copy, monkeypatch, labelled_task):  # noqa: F811
-    """Full run with fine-tuning (A), full run without (B), `--pipelines reporting` (C): A's
-    fine-tuning result stays the newest version and the latest for its model, and no report puts it
-    beside model B. Then `--pipelines finetune` (D) refreshes metrics.json, the report and the card of
-    model B and prints where they are; `--pipelines tuning` (E) saves a study that the report names as
-    not model B's."""
-    data = project_copy / "data"
-    run_session(project_copy, monkeypatch, **QUICK, **finetune_params(labelled_task, **{"finetune.seeds": 1}))
+def test_partial_runs_keep_every_result_with_its_model(smoke_chain_copy, monkeypatch, labelled_task):  # noqa: F811
+    """Full run with fine-tuning (A: the shared smoke chain's, in a copy), full run without (B),
+    `--pipelines reporting` (C): A's fine-tuning result stays the newest version and the latest for
+    its model, and no report puts it beside model B. Then `--pipelines finetune` (D) refreshes
+    metrics.json, the report and the card of model B and prints where they are; `--pipelines tuning`
+    (E) saves a study that the report names as not model B's."""
+    project, data = smoke_chain_copy, smoke_chain_copy / "data"
     (model_a,) = versions(data / "06_models" / "masked_lm")
     finetune_a = read(latest(data / "08_reporting" / "finetune_metrics.json"))
     assert finetune_a["finetune_model_version"] == model_a
@@ -53,8 +52,9 @@ def test_partial_runs_keep_every_result_with_its_model(project_copy, monkeypatch
     # The run record of A: the sections as trained, --env, --params, pipelines, corpus and token store, code.
     record = read(latest(data / "08_reporting" / "run_config.json"))
     assert record["run_id"] == record["trained_model"] == model_a and record["env"] == "smoke"
-    assert record["params"]["training"]["max_steps"] == 4 and record["pipelines"] == ["__default__"]
-    assert record["sections"]["masking"]["probability"] == 0.15 and record["sections_from_tuning"] == ["masking"]
+    assert record["params"]["training"]["eval_every"] == 5 and record["pipelines"] == ["__default__"]
+    tuned = read(latest(data / "07_model_output" / "resolved_masking.json"))["probability"]
+    assert record["sections"]["masking"]["probability"] == tuned and record["sections_from_tuning"] == ["masking"]
     assert record["corpus"]["source"] == "built-in corpus" and record["corpus"]["language"] == "en"
     assert record["corpus"]["token_store"]["version"] == model_a
     assert set(record["corpus"]["token_store"]["digests"]) == {"train", "valid", "test", "vocabulary"}
@@ -71,12 +71,12 @@ def test_partial_runs_keep_every_result_with_its_model(project_copy, monkeypatch
     card = (folder / "README.md").read_text(encoding="utf-8")
     hub = HubCard(card)
     assert hub.data.language == "en" and hub.data.license == "unknown" and "masked-lm" in hub.data.tags
-    assert "## Fine-tuning" in card and "| steps | 4 |" in card and model_a in card
+    assert "## Fine-tuning" in card and "| steps | 12 |" in card and model_a in card
     assert AutoModelForMaskedLM.from_pretrained(folder).config.hidden_size == 32
     assert AutoTokenizer.from_pretrained(folder).mask_token == "[MASK]"
 
     # B: no fine-tuning, so no (empty) fine-tuning result over A's.
-    run_session(project_copy, monkeypatch, **QUICK)
+    run_session(project, monkeypatch, **QUICK)
     model_b = versions(data / "06_models" / "masked_lm")[-1]
     for name in ("08_reporting/finetune_metrics.json", "08_reporting/finetune_runs.csv",
                  "06_models/finetune_label_mapping.json", "06_models/finetuned_classifier"):
@@ -85,7 +85,7 @@ def test_partial_runs_keep_every_result_with_its_model(project_copy, monkeypatch
     assert metrics_b["model_version"] == model_b and not any(k.startswith("finetune") for k in metrics_b)
 
     # C: `--pipelines reporting`: the report of model B says which model every section belongs to.
-    run_session(project_copy, monkeypatch, pipeline_name="reporting")
+    run_session(project, monkeypatch, pipeline_name="reporting")
     assert read(latest(data / "08_reporting" / "finetune_metrics.json"))["finetune_model_version"] == model_a
     report_c = sections(latest(data / "08_reporting" / "run_report.html").read_text())
     assert list(report_c)[0] == "How this run was made"
@@ -102,7 +102,7 @@ def test_partial_runs_keep_every_result_with_its_model(project_copy, monkeypatch
 
     # D: `--pipelines finetune` refreshes metrics.json, the report and the card of model B, and says where.
     params = ",".join(f"{k}={v}" for k, v in finetune_params(labelled_task, **{"finetune.seeds": 1}).items())
-    result = kedro_cli(project_copy, "--pipelines", "finetune", "--params", params)
+    result = kedro_cli(project, "--pipelines", "finetune", "--params", params)
     assert result.returncode == 0, result.stderr[-3000:]
     run_d = versions(data / "08_reporting" / "finetune_metrics.json")[-1]
     for label, path in (("fine-tuning", f"finetune_metrics.json/{run_d}/"), ("metrics", f"metrics.json/{run_d}/"),
@@ -120,7 +120,7 @@ def test_partial_runs_keep_every_result_with_its_model(project_copy, monkeypatch
     assert versions(data / "08_reporting" / "finetune_metrics.json") == [model_a, run_d]
 
     # E: `--pipelines tuning` saves a study no model has trained with yet: named as not model B's.
-    run_session(project_copy, monkeypatch, pipeline_name="tuning",
+    run_session(project, monkeypatch, pipeline_name="tuning",
                 **{"tuning.n_trials": 1, "tuning.trial_steps": 2, "tuning.eval_every": 2})
     tuning = sections(latest(data / "08_reporting" / "run_report.html").read_text())["Tuning of the mask probability"]
     assert re.search(r"this mask-rate study \(adopted 0\.\d+\) was run for another model than the one reported "

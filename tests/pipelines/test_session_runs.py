@@ -24,7 +24,7 @@ from bert_mlm.core.data.documents import DocumentShards
 from bert_mlm.core.tokens.token_store import TokenStore
 from bert_mlm.core.train.experiment import open_sequences
 from bert_mlm.datasets.data import SequenceIndexDataset
-from tests.kedro_runs import latest, run_session
+from tests.kedro_runs import finetune_params, latest, run_session, write_labelled_task
 
 METRIC_KEYS = {
     "eval_loss", "eval_perplexity", "eval_accuracy", "eval_top5_accuracy", "eval_masked_tokens",
@@ -41,22 +41,7 @@ FINETUNE_KEYS = {
 @pytest.fixture
 def labelled_task(tmp_path) -> Path:
     """A small labelled file: whether a sentence says it failed (English words of the built-in corpus)."""
-    rng = np.random.default_rng(0)
-    words = "the value of a list is returned by this function when the object has a name".split()
-    rows = []
-    for i in range(200):
-        sentence = " ".join(rng.choice(words, size=8))
-        rows.append(
-            {"label": ["passed", "failed"][i % 2], "text": sentence + (" raises an error" if i % 2 else " works")}
-        )
-    path = tmp_path / "task.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
-    return path
-
-
-def finetune_params(path: Path, **extra) -> dict:
-    return {"finetune.train_path": str(path), "finetune.max_train_examples": 120, "finetune.max_eval_examples": 60,
-            "finetune.seeds": 2, "finetune.epochs": 2, "finetune.max_length": 32, "finetune.progress": False, **extra}
+    return write_labelled_task(tmp_path / "task.csv")
 
 
 @pytest.fixture
@@ -101,19 +86,17 @@ def test_data_pipelines_on_a_real_book(project_copy, monkeypatch, small_corpus, 
     assert max(s.lengths.max() for s in sequences.values()) <= 64  # smoke env's sequences.max_length
 
 
-def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_corpus, labelled_task):
+def test_training_alone_reuses_the_stored_data(smoke_chain_copy, monkeypatch, labelled_task):
     """Runs that change only training parameters run `--pipelines training,evaluation` on the
-    stored versions: no data stage runs again, and a changed sequence shape is refused.
-    `--pipelines finetune` judges the latest trained model against its starting point."""
-    run_session(project_copy, monkeypatch, **{"corpus.path": str(small_corpus), "tuning.n_trials": 0})
-    data = project_copy / "data"
+    stored versions (a copy of the shared chain's): no data stage runs again, and a changed sequence
+    shape is refused. `--pipelines finetune` judges the latest trained model against its starting point."""
+    project, data = smoke_chain_copy, smoke_chain_copy / "data"
     stored = {
         p: sorted(p.iterdir())
         for p in (data / "04_feature" / "token_store", data / "05_model_input" / "sequence_index")
     }
-    assert not (data / "08_reporting" / "finetune_metrics.json").exists()  # no task: no (empty) result written
-    run_session(project_copy, monkeypatch, pipeline_name="training", **{"training.max_steps": 3})
-    run_session(project_copy, monkeypatch, pipeline_name="finetune", **finetune_params(labelled_task))
+    run_session(project, monkeypatch, pipeline_name="training", **{"training.max_steps": 3})
+    run_session(project, monkeypatch, pipeline_name="finetune", **finetune_params(labelled_task))
     finetune = json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text())
     assert FINETUNE_KEYS <= set(finetune) and finetune["finetune_seeds"] == [0, 1]
     assert finetune["finetune_baseline"].startswith("the random initialisation")
@@ -121,30 +104,29 @@ def test_training_alone_reuses_the_stored_data(project_copy, monkeypatch, small_
     assert len(runs) == 2 * 2 * (1 + 2) and set(runs["model"]) == {"pretrained", "baseline"}  # epoch 0: the probe head
     mapping = json.loads(latest(data / "06_models" / "finetune_label_mapping.json").read_text())
     assert mapping["label_to_id"] == {"failed": 0, "passed": 1}
-    run_session(project_copy, monkeypatch, pipeline_name="evaluation")
+    run_session(project, monkeypatch, pipeline_name="evaluation")
     assert {p: sorted(p.iterdir()) for p in stored} == stored  # no new data versions
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
     assert metrics["train_steps"] == 3 and metrics["eval_masked_tokens"] > 0
     assert metrics["finetune_gain"] == pytest.approx(finetune["finetune_gain"])
     assert "finetune_example_accuracy" not in metrics and "finetune_example_accuracy" in finetune
     with pytest.raises(Exception, match=r"sequences: the stored sequence_index is packed x 64.*x 32"):
-        run_session(project_copy, monkeypatch, pipeline_name="training", **{"sequences.max_length": 32})
+        run_session(project, monkeypatch, pipeline_name="training", **{"sequences.max_length": 32})
     # The training stage trains with the masking the tuning stage saved: a masking value changed
     # without that stage would be ignored in silence, so it is refused, before any work.
     models = sorted((data / "06_models" / "masked_lm").iterdir())
     with pytest.raises(ValueError, match=r"^masking\.whole_word: this run's parameters say True, but the training "
                                          r"stage takes its masking from resolved_masking"):
-        run_session(project_copy, monkeypatch, pipeline_name="training", **{"masking.whole_word": True})
+        run_session(project, monkeypatch, pipeline_name="training", **{"masking.whole_word": True})
     assert sorted((data / "06_models" / "masked_lm").iterdir()) == models
 
 
 @pytest.mark.slow
-def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch, labelled_task):
-    """The default chain with a labelled task: the study tunes the mask rate by fine-tuning
-    (tuning.objective=finetune), and the trained model is fine-tuned against its starting point."""
-    run_session(project_copy, monkeypatch, **finetune_params(labelled_task, **{"tuning.objective": "finetune",
-                                                                              "training.eval_every": 5}))
-    data = project_copy / "data"
+def test_whole_chain_in_the_smoke_env(smoke_chain):
+    """The default chain with a labelled task (the suite's shared chain, tests/kedro_runs.py): the
+    study tunes the mask rate by fine-tuning (tuning.objective=finetune), and the trained model is
+    fine-tuned against its starting point."""
+    data = smoke_chain / "data"
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
     assert METRIC_KEYS <= set(metrics) and FINETUNE_KEYS <= set(metrics)
     assert metrics["eval_masked_tokens"] > 0 and metrics["train_tokens"] > 0
@@ -184,12 +166,13 @@ def test_whole_chain_in_the_smoke_env(project_copy, monkeypatch, labelled_task):
 
 
 @pytest.mark.slow
-def test_mask_rates_side_by_side_then_one_namespace_alone(project_copy, monkeypatch, labelled_task):
+def test_mask_rates_side_by_side_then_one_namespace_alone(smoke_chain_copy, monkeypatch, labelled_task):
+    """In a copy of the shared chain's project: the comparison's data stages are reused."""
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
-    run_session(project_copy, monkeypatch, pipeline_name="mask_rate_comparison",
+    run_session(smoke_chain_copy, monkeypatch, pipeline_name="mask_rate_comparison",
                 **finetune_params(labelled_task, **{"finetune.epochs": 1, "finetune.baseline": "none"}))
-    data = project_copy / "data"
+    data = smoke_chain_copy / "data"
     comparison = pd.read_csv(latest(data / "08_reporting" / "mask_rate_comparison.csv"))
     assert sorted(comparison["variant"]) == sorted(VARIANTS)
     # Fine-tuned accuracy per variant, paired against the lowest mask rate (same seeds and examples).
@@ -208,8 +191,8 @@ def test_mask_rates_side_by_side_then_one_namespace_alone(project_copy, monkeypa
 
     # `kedro run --pipeline mask_rate_comparison --namespaces mask_030`: that variant only, on the
     # data the first run stored.
-    monkeypatch.chdir(project_copy)
-    with KedroSession.create(project_path=project_copy, env="smoke") as session:
+    monkeypatch.chdir(smoke_chain_copy)
+    with KedroSession.create(project_path=smoke_chain_copy, env="smoke") as session:
         session.run(pipeline_names=["mask_rate_comparison"], namespaces=["mask_030"])
     versions = {v: len(list((data / "08_reporting" / v / "metrics.json").iterdir())) for v in VARIANTS}
     assert versions == {v: 2 if v == "mask_030" else 1 for v in VARIANTS}
@@ -228,14 +211,27 @@ def test_bad_parameter_fails_before_any_work(project_copy, monkeypatch, tmp_path
 
 
 @pytest.mark.slow
-def test_training_node_runs_data_parallel(project_copy, monkeypatch):
-    run_session(project_copy, monkeypatch, **{"tuning.n_trials": 0, "distributed.nproc_per_node": 2})
-    data = project_copy / "data"
+def test_training_node_runs_data_parallel(smoke_chain_copy, monkeypatch):
+    """`--pipelines training,evaluation` with two data-parallel workers, on the shared chain's stored data."""
+    data = smoke_chain_copy / "data"
+    run_session(smoke_chain_copy, monkeypatch, pipeline_name=["training", "evaluation"],
+                **{"distributed.nproc_per_node": 2})
     summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
-    assert summary["data_parallel_workers"] == 2 and summary["mask_probability_source"] == "parameters"
-    assert len(list((data / "06_models" / "masked_lm").iterdir())) == 1  # the model was written once
+    assert summary["data_parallel_workers"] == 2 and summary["mask_probability_source"] == "tuning"
+    (_, model) = sorted((data / "06_models" / "masked_lm").iterdir())  # the shared chain's, and one more (once)
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
-    assert metrics["eval_masked_tokens"] > 0
+    assert metrics["eval_masked_tokens"] > 0 and metrics["model_version"] == model.name
+
+
+@pytest.fixture
+def reviews(shared_data, tmp_path) -> Path:
+    """A random quarter of ChnSentiCorp's hotel reviews (both labels; the same file name): the continued
+    pretraining test's subject is the path through the chain, and a quarter of the text is a quarter of its cost."""
+    path = tmp_path / "reviews" / "ChnSentiCorp_htl_all.csv"
+    path.parent.mkdir()
+    everything = pd.read_csv(shared_data / "corpora" / "chnsenticorp" / path.name)
+    everything.sample(2000, random_state=0).to_csv(path, index=False)
+    return path
 
 
 @pytest.fixture
@@ -256,14 +252,13 @@ def tiny_chinese_bert(shared_data, tmp_path) -> Path:
 
 @pytest.mark.slow
 def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(
-    project_copy, monkeypatch, shared_data, tiny_chinese_bert, tmp_path
+    project_copy, monkeypatch, shared_data, tiny_chinese_bert, tmp_path, reviews
 ):
     """`--params model.init_from=<checkpoint>`: no vocabulary is trained; the checkpoint's own
     tokenizer encodes the corpus (Chinese reviews here), extended by the characters it lacks
     (tokenizer.extend_vocabulary), and the trained model grows with it; it validates during
     training and keeps the best step. With Chinese news as `evaluation.corpus_path`, the report
     says how the loss moved on both, the starting model (grown the same way) scored on the same masks."""
-    reviews = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
     news = tmp_path / "新闻.txt"
     lines = (shared_data / "corpora" / "msra-ner" / "news.txt").read_text(encoding="utf-8").splitlines()
     news.write_text("\n\n".join(lines[:1500]), encoding="utf-8")  # a blank line between sentences: one each
@@ -338,19 +333,16 @@ def assert_before_equals_a_separate_evaluation(project: Path, metrics: dict, sta
 
 @pytest.mark.slow
 def test_continued_pretraining_says_how_the_loss_moved_on_the_domain_and_on_general_text(
-    project_copy, monkeypatch, shared_data
+    project_copy, monkeypatch, shared_data, smoke_chain
 ):
-    """A general model trained by the chain (a Gutenberg book), continued (`model.init_from`) on
-    another text with `evaluation.corpus_path` pointing at the general book: the log, metrics.json
+    """A general model trained by the chain (the shared smoke chain's), continued (`model.init_from`)
+    on another text with `evaluation.corpus_path` pointing at a general book: the log, metrics.json
     and the report say in one sentence each how the held-out loss moved, and the starting model's
     numbers are its own evaluation on the same masks."""
     general_text = shared_data / "corpora" / "gutenberg" / "austen-persuasion.txt"
     domain_text = shared_data / "corpora" / "wikitext-2-raw" / "wiki.valid.raw"
-    run_session(project_copy, monkeypatch, pipeline_name=["ingestion", "tokenization", "sequences", "tuning",
-                                                          "training"],
-                **{"corpus.path": str(general_text), "tuning.n_trials": 0})
     data = project_copy / "data"
-    general = latest(data / "06_models" / "masked_lm")
+    general = latest(smoke_chain / "data" / "06_models" / "masked_lm")
     # The run summary's logger (bert_mlm.hooks, where the sentences are logged once): the project's
     # logging configuration (applied at every session) leaves a logger it does not name alone, and
     # with it this handler.

@@ -11,27 +11,23 @@ from pathlib import Path
 
 import pytest
 
-from bert_mlm.scratch import scratch_project
 from tests.kedro_runs import DEFAULT_CHAIN_NODES as TASKS
-from tests.kedro_runs import run_session
+from tests.kedro_runs import copy_project
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
 @pytest.fixture(scope="module")
-def viz_build(tmp_path_factory, project_root) -> Path:
-    """`kedro viz build --include-previews` in a copy of the project."""
-    root = scratch_project(tmp_path_factory.mktemp("viz"), project_root)
-    # Stored data stages, so that the previews of the data path's datasets are built too.
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        for name in ("ingestion", "tokenization", "sequences"):
-            run_session(root, monkeypatch, pipeline_name=name)
+def viz_build(tmp_path_factory, smoke_chain) -> Path:
+    """`kedro viz build --include-previews` in a copy of the shared smoke chain's project: its stored
+    datasets, so that the previews of the data path's datasets are built too."""
+    root = copy_project(smoke_chain, tmp_path_factory.mktemp("viz"))
     result = subprocess.run([sys.executable, "-m", "kedro", "viz", "build", "--include-previews"],
                             cwd=root, capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0 and "Success" in output, output[-3000:]
     assert "circular dependency" not in output, output[-3000:]  # else kedro-viz hides the layers
-    # Datasets no run wrote (the mask-rate variants', fine-tuning's) preview nothing: no warning each
+    # Datasets no run wrote (the mask-rate variants') preview nothing: no warning each
     assert "could not be previewed" not in output, output[-3000:]
     return root / "build"
 

@@ -22,22 +22,28 @@ time.sleep(600)
 """
 
 
-def test_a_second_run_in_the_same_project_is_refused_and_runs_again_once_the_first_ends(project_copy, monkeypatch):
+@pytest.mark.slow
+def test_a_second_run_in_the_same_project_is_refused_and_runs_again_once_the_first_ends(project_copy, monkeypatch,
+                                                                                        tmp_path):
+    corpus = tmp_path / "corpus.txt"  # small: the lock is the subject (the built-in corpus parses 40 modules)
+    corpus.write_text("\n\n".join(f"Paragraph {i} holds a few words of plain text." for i in range(400)))
+    book = {"corpus.path": str(corpus)}
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(project_copy)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "holding"
         with pytest.raises(UserError, match=rf"another kedro run is using this project \(pid {holder.pid}, started .*"
                                             r"Wait for it to finish, or run the second one from a copy of the project"):
-            run_session(project_copy, monkeypatch, pipeline_name="ingestion")
+            run_session(project_copy, monkeypatch, pipeline_name="ingestion", **book)
         assert not (project_copy / "data" / "02_intermediate").exists()  # refused before any node ran
     finally:
         holder.kill()  # as a kill -9: the kernel drops the lock with the process
         holder.wait(timeout=30)
-    run_session(project_copy, monkeypatch, pipeline_name="ingestion")
+    run_session(project_copy, monkeypatch, pipeline_name="ingestion", **book)
     # The run released the lock at its end, and a failing run does too: this process runs again.
     with pytest.raises(Exception, match="corpus"):
         run_session(project_copy, monkeypatch, pipeline_name="ingestion", **{"corpus.path": "/no/such/corpus"})
-    run_session(project_copy, monkeypatch, pipeline_name="ingestion")
+    run_session(project_copy, monkeypatch, pipeline_name="ingestion", **book)
+    assert len(list((project_copy / "data" / "02_intermediate" / "corpus_documents").iterdir())) == 2
 
 
 def test_the_lock_is_per_project(tmp_path):

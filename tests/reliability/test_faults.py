@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import runpy
@@ -25,16 +26,14 @@ from tests.reliability.conftest import mounted_tmpfs
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "train"))
 from test_loop import repetitive_sequences, setup  # noqa: E402
 
-WORKER = Path(__file__).with_name("crash_worker.py")
+from tests.reliability.crash_worker import Worker  # noqa: E402
 
 
-def start(mode: str, directory: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), mode, str(directory), *extra], stdout=subprocess.PIPE, text=True
-    )
+def start(mode: str, directory: Path, *extra: str) -> Worker:
+    return Worker(mode, str(directory), *extra)
 
 
-def wait_for(process: subprocess.Popen, text: str) -> None:
+def wait_for(process: Worker, text: str) -> None:
     for line in process.stdout:
         if text in line:
             return
@@ -308,35 +307,44 @@ def test_kill_9_of_a_data_stage_run_leaves_no_process_and_the_next_run_removes_i
     assert not list(data.rglob("*.tmp-*"))
 
 
-FILE_SIZE_LIMITED_SAVE = """
-import resource, signal, sys
-import numpy as np
-from kedro.io.core import Version
-from bert_mlm.core.tokens.sequences import SequenceIndex, SplitIndex
-from bert_mlm.datasets.data import SequenceIndexDataset
+def _save_under_a_file_size_limit(path: str, answer) -> None:
+    """In a forked child (the limit is the process's): a sequence index saved where the kernel lets only
+    1 MB of a file through; ``answer`` gets the error's kind and message."""
+    import resource
+    import signal
 
-n = 200_000  # 1.6 MB in each int64 file; the limit below lets 1 MB of a file through
-splits = {s: SplitIndex(np.arange(n, dtype=np.int64), np.full(n, 64, np.int64), np.zeros(n, bool))
-          for s in ("train", "test")}
-index = SequenceIndex("packed", 64, splits, {"train": "x", "test": "y"})
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails (EFBIG, or a short write) instead of killing us
-resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
-try:
-    SequenceIndexDataset(sys.argv[1], version=Version(None, "2026-01-01T00.00.00.000Z")).save(index)
-except Exception as error:
+    import numpy as np
+    from kedro.io.core import Version
+
     from bert_mlm.cli import user_error_in
-    print(type(user_error_in(error)).__name__, str(user_error_in(error) or error), sep="\\n")
-"""
+    from bert_mlm.core.tokens.sequences import SequenceIndex, SplitIndex
+    from bert_mlm.datasets.data import SequenceIndexDataset
+
+    n = 200_000  # 1.6 MB in each int64 file; the limit below lets 1 MB of a file through
+    splits = {s: SplitIndex(np.arange(n, dtype=np.int64), np.full(n, 64, np.int64), np.zeros(n, bool))
+              for s in ("train", "test")}
+    index = SequenceIndex("packed", 64, splits, {"train": "x", "test": "y"})
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails (EFBIG, or a short write) instead of killing us
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    try:
+        SequenceIndexDataset(path, version=Version(None, "2026-01-01T00.00.00.000Z")).save(index)
+        answer.send(("saved", ""))
+    except Exception as error:
+        answer.send((type(user_error_in(error)).__name__, str(user_error_in(error) or error)))
 
 
 def test_a_write_the_file_system_cuts_short_names_the_artifact_the_place_and_the_space(tmp_path):
-    """Real write calls refused by the kernel (a file-size limit in a subprocess: a full disk needs
+    """Real write calls refused by the kernel (a file-size limit in a forked child: a full disk needs
     root to make): numpy's "N requested and M written" becomes one line naming the sequence index,
     its path and the space it needed."""
-    result = subprocess.run([sys.executable, "-c", FILE_SIZE_LIMITED_SAVE, str(tmp_path / "sequence_index")],
-                            capture_output=True, text=True, timeout=120)
-    kind, message = result.stdout.strip().split("\n")[-2:]  # after Kedro's logging line
-    assert kind == "UserError", result.stdout + result.stderr[-2000:]
+    context = multiprocessing.get_context("fork")  # the child has the project imported: no 4 s of imports
+    answer, child_end = context.Pipe(duplex=False)
+    child = context.Process(target=_save_under_a_file_size_limit, args=(str(tmp_path / "sequence_index"), child_end))
+    child.start()
+    assert answer.poll(120), "the child answered nothing"
+    kind, message = answer.recv()
+    child.join(30)
+    assert kind == "UserError", message
     assert message.startswith(
         f"sequence_index: the file system took only part of a write (a full disk, a quota or a "
         f"file-size limit) writing {tmp_path}/sequence_index/2026-01-01T00.00.00.000Z/sequence_index "

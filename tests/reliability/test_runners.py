@@ -9,6 +9,7 @@ threads had run in the parent, so the training node hung in its first parallel o
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -62,15 +63,18 @@ def tiny_tokenizer(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(("runner", "is_async"), [(ThreadRunner, True), (ParallelRunner, False)],
                          ids=["ThreadRunner-async", "ParallelRunner"])
-def test_the_smoke_chain_runs_to_the_end_under_another_runner(project_copy, monkeypatch, runner, is_async):
+def test_the_smoke_chain_runs_to_the_end_under_another_runner(smoke_chain_copy, monkeypatch, runner, is_async):
     """The smoke chain under ThreadRunner with asynchronous loading and saving, and under
     ParallelRunner with two torch threads (the parent's OpenMP threads then run before any worker
-    starts, as they do on a user's machine), to its metrics."""
+    starts, as they do on a user's machine), to its metrics. In a copy of the shared chain's project:
+    its data stages are reused (the datasets' job, whatever the runner), every node still runs."""
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     torch.ones(256, 256) @ torch.ones(256, 256)  # this process's OpenMP pool is up, as it is after the plan's step
-    run_session(project_copy, monkeypatch, runner=runner(is_async=is_async))
-    metrics = latest(project_copy / "data" / "08_reporting" / "metrics.json").read_text()
-    assert '"eval_accuracy"' in metrics and '"train_steps"' in metrics
+    run_session(smoke_chain_copy, monkeypatch, runner=runner(is_async=is_async))
+    (_, version) = sorted((smoke_chain_copy / "data" / "06_models" / "masked_lm").iterdir())  # a model of its own
+    metrics = json.loads(latest(smoke_chain_copy / "data" / "08_reporting" / "metrics.json").read_text())
+    assert metrics["model_version"] == version.name and metrics["train_steps"] == 12
+    assert metrics["eval_masked_tokens"] > 0 and "eval_accuracy" in metrics
 
 
 def test_parallel_workers_come_from_a_fork_server():

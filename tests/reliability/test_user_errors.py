@@ -88,6 +88,7 @@ def test_a_bad_value_in_a_parameters_file_is_one_line_before_any_work(project_co
     assert not (project_copy / "data" / "02_intermediate").exists()  # stopped before the data stages
 
 
+@pytest.mark.slow
 def test_the_command_line_ends_a_user_error_with_one_line_and_status_2(project_copy):
     result = subprocess.run([sys.executable, "-m", "bert_mlm", "--env", "smoke", "--params", "masking.probability=abc"],
                             cwd=project_copy, capture_output=True, text=True, timeout=300,
@@ -176,9 +177,11 @@ def test_an_unknown_namespace_is_one_line_naming_the_valid_ones(project_copy):
     ), last
 
 
-def test_an_explicit_value_the_tuned_one_replaces_is_warned_about(project_copy):
-    # The smoke environment tunes (2 trials) and always adopts the tuned probability.
-    result = kedro_cli(project_copy, "--params", "masking.probability=0.3", "--pipeline", "__default__",
+@pytest.mark.slow
+def test_an_explicit_value_the_tuned_one_replaces_is_warned_about(smoke_chain_copy):
+    # The smoke environment tunes (2 trials) and always adopts the tuned probability (the shared chain's data
+    # stages are reused).
+    result = kedro_cli(smoke_chain_copy, "--params", "masking.probability=0.3", "--pipeline", "__default__",
                        "--to-nodes", "train_masked_lm")
     assert result.returncode == 0, result.stderr[-3000:]
     log = result.stdout + result.stderr

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bert_mlm.config import EvaluationConfig, ModelConfig
-from bert_mlm.core.evaluate.fill_mask import fill_mask_examples, fill_mask_sentences_from
+from bert_mlm.core.evaluate.fill_mask import fill_mask_examples, fill_mask_report, fill_mask_sentences_from
 from bert_mlm.core.evaluate.protocol import (
     MASK_BLOCK,
     EvaluationSet,
@@ -248,6 +248,17 @@ def test_fill_mask_examples(tiny_tokenizer, model):
     assert fill_mask_examples(model, tiny_tokenizer, []) == []
 
 
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="fill_mask_sentences_from bounds a sentence at 160 "
+                   "characters, not at the model's positions: a 67-token Chinese review broke a 64-position model's "
+                   "evaluation node (src to fix; then drop this mark)")
+def test_a_held_out_sentence_longer_than_the_models_positions_still_gets_fills(tiny_tokenizer):
+    model = build_model(TINY.model_copy(update={"max_position_embeddings": 16}), tiny_tokenizer, seed=0).eval()
+    text = "The value of the list is returned by the function when the object has a name and a value."  # 90 chars
+    assert len(tiny_tokenizer(text)["input_ids"]) > 16
+    (example,) = fill_mask_report(model, tiny_tokenizer, None, [text], count=1, seed=0, top_k=3)
+    assert len(example["predictions"]) == 3
+
+
 def test_fill_mask_examples_requires_a_mask(tiny_tokenizer, model):
     with pytest.raises(ValueError, match=r"evaluation\.fill_mask_sentences"):
         fill_mask_examples(model, tiny_tokenizer, ["The [MASK] is here.", "No mask in this one."])
@@ -296,11 +307,15 @@ def test_fill_mask_sentences_come_from_the_data_with_the_true_word(shared_dir, c
             assert cjk_characters(answer) == 1 and cjk_characters(sentence) > 4
     model = build_model(ModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),
                         tokenizer, seed=0)
-    examples = fill_mask_examples(model, tokenizer, sentences, top_k=len(tokenizer), answers=answers)
+    # The four true words outscore every other token, so each ranks among the top 4 (a top-k of the whole
+    # vocabulary, for an untrained model's random ranks, took seconds to decode).
+    with torch.no_grad():
+        model.cls.predictions.bias[[tokenizer.convert_tokens_to_ids(tokenizer.tokenize(a))[0] for a in answers]] += 50
+    examples = fill_mask_examples(model, tokenizer, sentences, top_k=5, answers=answers)
     for example, answer in zip(examples, answers, strict=True):
         assert example["answer"] == answer
-        rank = example["answer_rank"]  # every token is in this top-k, so the true word has a rank
-        assert rank is not None and example["predictions"][rank - 1]["token"].lower() == answer.lower()
+        rank = example["answer_rank"]
+        assert rank <= 4 and example["predictions"][rank - 1]["token"].lower() == answer.lower()
 
 
 @pytest.mark.parametrize(("sentence", "vocab"), [
@@ -332,8 +347,8 @@ def test_more_mask_draws_score_more_tokens_and_shrink_the_standard_error(tiny_to
         assert results[draws]["eval_sequences"] == 60
     assert results[1]["eval_masked_tokens"] < results[4]["eval_masked_tokens"] < results[16]["eval_masked_tokens"]
     assert results[16]["eval_masked_tokens"] == pytest.approx(16 * results[1]["eval_masked_tokens"], rel=0.1)
-    assert results[1]["eval_loss_se"] > results[4]["eval_loss_se"] > results[16]["eval_loss_se"] > 0
-    assert all(r["eval_accuracy_se"] >= 0 for r in results.values())  # an untrained model may hit nothing
+    for name in ("eval_loss_se", "eval_accuracy_se", "eval_top5_accuracy_se"):  # (the untrained model hits ~1 %)
+        assert results[1][name] > results[4][name] > results[16][name] > 0, name
     # Draw 0 is the single-draw protocol: adding draws keeps its masks.
     one = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=60))
     four = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=60, mask_draws=4))
@@ -407,10 +422,21 @@ def test_a_bounded_evaluation_is_a_random_sample_of_the_held_out_sequences(tiny_
 
 
 def test_evaluation_leaves_the_model_trainable(tiny_tokenizer, data):
-    """Evaluation runs under inference_mode; tuning evaluates mid-training, so the model must
+    """Evaluation scores in eval mode (no dropout) under inference_mode; tuning evaluates
+    mid-training, so the model must come back in the caller's mode, every module of it, and
     still train afterwards."""
-    model = build_model(TINY, tiny_tokenizer, seed=0)
-    evaluate(model, _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=20)), batch_size=8)
+    model = build_model(TINY, tiny_tokenizer, seed=0).train()
+    evaluation_set = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=20))
+    modes = []
+    hook = model.bert.register_forward_pre_hook(lambda module, args: modes.append(module.training))
+    evaluate(model, evaluation_set, batch_size=8)
+    hook.remove()
+    assert modes and not any(modes)  # every forward pass in eval mode
+    assert model.training and all(module.training for module in model.modules())  # the caller's mode back
+    model.eval()
+    evaluate(model, evaluation_set, batch_size=8)
+    assert not any(module.training for module in model.modules())  # an evaluating caller's mode is kept too
+    model.train()
     batch = torch.tensor([data["sequences"][0][:16].tolist()])
     loss = model(input_ids=batch, labels=batch).loss
     loss.backward()
