@@ -106,3 +106,24 @@ def test_tuning_by_fine_tuning_needs_a_task_and_old_probe_settings_say_where_the
         ExperimentConfig.from_parameters({"tuning": {"objective": "accuracy"}})
     with pytest.raises(UserError, match=r"probe: the downstream probe became the fine-tuning evaluation.*finetune:"):
         ExperimentConfig.from_parameters({"probe": {"train_path": "x.csv"}})
+
+
+def test_a_study_of_continued_pretraining_needs_a_model_general_text_and_replay_to_search():
+    continued = {"model": {"init_from": "bert-base-chinese"}, "evaluation": {"corpus_path": "news.txt"},
+                 "tuning": {"objective": "continued"}}
+    ExperimentConfig.from_parameters(continued)
+    with pytest.raises(UserError, match=r"^tuning\.objective: continued .* needs model\.init_from"):
+        ExperimentConfig.from_parameters({**continued, "model": {}})
+    with pytest.raises(UserError, match=r"^tuning\.objective: continued measures forgetting on general text: set "
+                                        r"evaluation\.corpus_path"):
+        ExperimentConfig.from_parameters({**continued, "evaluation": {}})
+    searched = {"search_space": {"replay_share": [0.0, 0.5]}}
+    with pytest.raises(UserError, match=r"^tuning\.search_space\.replay_share: \[0\.0, 0\.5\] must be \[low, high\]"):
+        ExperimentConfig.from_parameters({**continued, "tuning": {"objective": "continued", **searched}})
+    searched = {"search_space": {"replay_share": [0.05, 0.5]}}
+    with pytest.raises(UserError, match=r"^tuning\.search_space\.replay_share: set corpus\.replay"):
+        ExperimentConfig.from_parameters({**continued, "tuning": {"objective": "continued", **searched}})
+    with pytest.raises(UserError, match=r"^tuning\.search_space\.replay_share: .* with tuning\.objective: continued"):
+        ExperimentConfig.from_parameters({"tuning": searched})
+    with pytest.raises(UserError, match=r"^tuning\.forgetting_budget: -0\.1 must be"):
+        ExperimentConfig.from_parameters({"tuning": {"forgetting_budget": -0.1}})

@@ -75,3 +75,40 @@ def test_replay_draws_its_share_and_a_changed_share_reruns_no_data_stage(project
     summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
     epoch = sum(source["epoch_sequences"] for source in summary["mixture"].values())
     assert abs(summary["mixture"]["replay"]["epoch_sequences"] - 0.5 * epoch) < 1
+
+
+@pytest.mark.slow
+def test_a_study_of_continued_pretraining_searches_the_replay_share_and_training_draws_it(
+        project_copy, monkeypatch, shared_data, reviews, tiny_chinese_bert):
+    """`tuning.objective: continued` with `replay_share` searched: each trial draws its own share of
+    general text, is scored on the domain and on the general text's held-out side against the
+    starting model, the study keeps the Pareto front, and the training stage draws the adopted share."""
+    general = project_copy / "news.txt"
+    general.write_text("\n".join((shared_data / "corpora" / "msra-ner" / "news.txt").read_text(
+        encoding="utf-8").splitlines()[:2000]) + "\n", encoding="utf-8")
+    (project_copy / "conf" / "smoke" / "parameters_corpus.yml").write_text(yaml.safe_dump({"corpus": {
+        "path": str(reviews), "text_column": "review", "replay": {"path": str(general), "share": 0.2}}}))
+    monkeypatch.chdir(project_copy)
+    bootstrap_project(project_copy)
+    runtime = {"model": {"init_from": str(tiny_chinese_bert)}, "evaluation": {"corpus_path": str(general)},
+               "training": {"max_steps": 2, "checkpoint_every": 0},
+               "tuning": {"objective": "continued", "n_trials": 3, "trial_steps": 2, "seeds": 1, "adopt": "always",
+                          "forgetting_budget": 10.0, "eval_max_sequences": 64,
+                          "search_space": {"replay_share": [0.05, 0.6]}}}
+    with KedroSession.create(project_path=project_copy, env="smoke", runtime_params=runtime) as session:
+        session.run(pipeline_names=["ingestion", "tokenization", "sequences", "tuning", "training"])
+    data = project_copy / "data"
+    record = json.loads(latest(data / "07_model_output" / "tuning_best_params.json").read_text())
+    share = record["corpus"]["replay_share"]
+    assert record["source"] == "tuning" and record["objective"] == "continued" and 0.05 <= share <= 0.6
+    assert {"best_domain_loss_change", "best_forgetting"} <= set(record)
+    import pandas as pd
+
+    trials = pd.read_csv(latest(data / "07_model_output" / "tuning_trials.csv"))
+    assert trials["params_replay_share"].nunique() == 3 and trials["pareto"].any()
+    best = trials.set_index("number").loc[record["best_trial"]]
+    assert best["params_replay_share"] == pytest.approx(share) and best["pareto"]
+    assert best["values_0"] == pytest.approx(record["best_domain_loss_change"])
+    summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
+    epoch = sum(source["epoch_sequences"] for source in summary["mixture"].values())
+    assert abs(summary["mixture"]["replay"]["epoch_sequences"] - share * epoch) < 1  # the adopted share, drawn

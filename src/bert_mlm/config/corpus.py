@@ -74,6 +74,16 @@ def with_replay(path: Any, hf_dataset: Any, sources: Any, replay: Any, text_colu
     return mixed
 
 
+def with_replay_share(sources: dict[str, Any], share: float) -> dict[str, Any]:
+    """``corpus.sources`` made with ``corpus.replay`` (:func:`with_replay`), the replay source at
+    ``share`` of each epoch and the domain's sources scaled to the rest: a tuning trial's
+    ``replay_share``, drawn at sample time like any weight."""
+    domain = {name: spec for name, spec in sources.items() if name != REPLAY_SOURCE}
+    total = sum(float(spec["weight"]) for spec in domain.values())
+    return {**{name: {**spec, "weight": float(spec["weight"]) / total * (1 - share)} for name, spec in domain.items()},
+            REPLAY_SOURCE: {**sources[REPLAY_SOURCE], "weight": float(share)}}
+
+
 class CorpusConfig(Section):
     """The corpus: where it is (read by the catalog's raw_corpus) and how it is cleaned and split"""
 
@@ -108,6 +118,13 @@ class CorpusConfig(Section):
         "auto", description="text files: true, each non-empty line is a paragraph (news, Wikipedia extracts); false, "
                             "blank lines end paragraphs and wrapped lines are joined; auto, each file decides from "
                             "its lines (logged)")
+
+    def held_out_of_replay(self, extra_path: str | None) -> tuple[dict, str] | None:
+        """The split whose held-out side ``evaluation.corpus_path`` is scored on, when it is the
+        replayed file (its train side is replayed; a model is never scored on text it trained on)."""
+        if self.replay is None or not extra_path or str(extra_path) != str(self.replay["path"]):
+            return None
+        return dict(self.split_ratios), self.split_salt
 
     @field_validator("sources", mode="before")
     @classmethod

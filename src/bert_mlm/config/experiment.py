@@ -60,6 +60,8 @@ class ExperimentConfig(Section):
                             "tokenizer.vocab_path); a vocabulary trained on this corpus covers it already")
         if self.tuning.objective == "finetune" and self.tuning.n_trials > 0 and not self.finetune.enabled:
             raise UserError("tuning.objective: finetune needs a labelled task: set finetune.train_path")
+        if self.tuning.n_trials > 0:
+            self._continued_study()
         chosen, tasks = self.tuning.finetune_task, self.finetune.tasks
         if chosen != "mean" and self.finetune.enabled and chosen not in tasks:
             raise UserError(f"tuning.finetune_task: {chosen!r} is not one of finetune.tasks "
@@ -70,6 +72,23 @@ class ExperimentConfig(Section):
             except UserError as error:
                 raise UserError(f"{name}.overrides: {error}") from error
         return self
+
+    def _continued_study(self) -> None:
+        """The settings a study of continued pretraining needs: a starting model and general text to
+        measure forgetting on, and replay to search a replay share."""
+        continued = self.tuning.objective == "continued"
+        if continued and not self.model.init_from:
+            raise UserError("tuning.objective: continued weighs the domain's gain against forgetting; it needs "
+                            "model.init_from (the model to continue)")
+        if continued and not self.evaluation.corpus_path:
+            raise UserError("tuning.objective: continued measures forgetting on general text: set "
+                            "evaluation.corpus_path (corpus.replay's file is scored on its held-out side)")
+        if "replay_share" in self.tuning.search_space and not continued:
+            raise UserError("tuning.search_space.replay_share: a replay share trades the domain's gain against "
+                            "forgetting; search it with tuning.objective: continued")
+        if "replay_share" in self.tuning.search_space and self.corpus.replay is None:
+            raise UserError("tuning.search_space.replay_share: set corpus.replay (the general text and a starting "
+                            "share) to search its share")
 
     @classmethod
     def from_parameters(cls, parameters: Mapping[str, Any], variants: Iterable[str] = ()) -> ExperimentConfig:

@@ -20,18 +20,20 @@ SEARCHABLE = {
     "span": ("masking", "choice"),  # e.g. [none, ngram]
     "final_probability": ("masking", "range"),  # the end of a linear schedule
     "learning_rate": ("training", "log"),
+    "replay_share": ("corpus", "range"),  # corpus.replay's share of each training epoch
 }
 CHOICES = {
     "whole_word": (lambda value: isinstance(value, bool), "[false, true]"),
     "schedule": (lambda value: value in SCHEDULES, "[constant, linear]"),
     "span": (lambda value: value in SPANS, "[none, ngram, geometric]"),
 }
-PROBABILITIES = ("probability", "final_probability")
+PROBABILITIES = ("probability", "final_probability", "replay_share")
 SAMPLERS = ("qmc", "tpe", "random")
 ADOPT = ("if_better", "always")
 # eval_loss: fixed-protocol masked-LM loss on the validation split | finetune: 1 - the trial
-# model's mean fine-tuning score (accuracy, entity F1) on the finetune task(s) (what pretraining is for; slower)
-OBJECTIVES = ("eval_loss", "finetune")
+# model's mean fine-tuning score (accuracy, entity F1) on the finetune task(s) (what pretraining is for; slower) |
+# continued: two objectives for continued pretraining, the domain's and the general text's loss changes
+OBJECTIVES = ("eval_loss", "finetune", "continued")
 PRUNERS = ("median", "hyperband", "none")
 
 
@@ -69,7 +71,12 @@ class TuningConfig(Section):
     objective: Literal[OBJECTIVES] = Field(
         "eval_loss", description="eval_loss: the fixed-protocol loss on the valid split | finetune: the fine-tuning "
                                  "error (1 - accuracy, or 1 - entity F1 for a token task) on finetune's task (set "
-                                 "finetune.train_path)")
+                                 "finetune.train_path) | continued: with model.init_from, the domain's loss change "
+                                 "and the general text's (evaluation.corpus_path) both minimised; the study keeps "
+                                 "the Pareto front and adopts by tuning.forgetting_budget")
+    forgetting_budget: float = Field(
+        0.05, ge=0, description="objective continued: the rise of the general text's loss (nats) the adopted setting "
+                                "may cost; 0.05 is 5 % more perplexity on it")
     finetune_task: str = Field(
         "mean", min_length=1, description="objective finetune with several finetune.tasks: the task whose error the "
                                           "study minimises | mean: the mean of every task's error")

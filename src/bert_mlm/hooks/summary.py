@@ -149,14 +149,7 @@ def summary_lines(rows: list[dict], total: float, results: ModelResults | None, 
         lines.append(f"  eval loss {test.loss:.4f}, accuracy {test.accuracy:.4f} ({ratio:.2f}x the most-frequent-token "
                      f"reference {test.baseline_accuracy or float('nan'):.4f}), {test.masked_tokens:,} masked tokens")
         lines += [f"  {sentence}" for sentence in evaluation.change_summaries]
-        if evaluation.plateau:  # a ratio to a reference reads as progress even where the model fills every mask alike
-            lines.append(f"  the test split: {evaluation.plateau}")
-    training = results.training if results is not None else None
-    if training is not None and training.plateau_left_step is not None:
-        lines.append(f"  validation left the unigram plateau at step {training.plateau_left_step:,} "
-                     f"({clock(training.plateau_left_seconds)} of training)")
-    elif training is not None and training.plateau:
-        lines.append(f"  validation never left the unigram plateau: {training.plateau}")
+    lines += [f"  {sentence}" for sentence in (results.plateau_sentences() if results is not None else [])]
     lines += [f"  fine-tuning{f' ({task.task})' if task.task else ''}: {task.summary}"
               for task in (results.finetune if results is not None else ())]
     label = max([0, *(len(k) for k in written)])

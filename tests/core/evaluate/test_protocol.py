@@ -248,15 +248,15 @@ def test_fill_mask_examples(tiny_tokenizer, model):
     assert fill_mask_examples(model, tiny_tokenizer, []) == []
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="fill_mask_sentences_from bounds a sentence at 160 "
-                   "characters, not at the model's positions: a 67-token Chinese review broke a 64-position model's "
-                   "evaluation node (src to fix; then drop this mark)")
-def test_a_held_out_sentence_longer_than_the_models_positions_still_gets_fills(tiny_tokenizer):
+def test_a_held_out_sentence_longer_than_the_models_positions_is_no_example_not_a_crash(tiny_tokenizer):
+    """A 67-token Chinese review broke a 64-position model's evaluation node after training."""
     model = build_model(TINY.model_copy(update={"max_position_embeddings": 16}), tiny_tokenizer, seed=0).eval()
-    text = "The value of the list is returned by the function when the object has a name and a value."  # 90 chars
-    assert len(tiny_tokenizer(text)["input_ids"]) > 16
-    (example,) = fill_mask_report(model, tiny_tokenizer, None, [text], count=1, seed=0, top_k=3)
-    assert len(example["predictions"]) == 3
+    long = "The value of the list is returned by the function when the object has a name and a value."
+    short = "The value is returned."
+    assert len(tiny_tokenizer(long)["input_ids"]) > 16 >= len(tiny_tokenizer(short)["input_ids"])
+    assert fill_mask_report(model, tiny_tokenizer, None, [long], count=1, seed=0, top_k=3) == []
+    (example,) = fill_mask_report(model, tiny_tokenizer, None, [long + " " + short], count=2, seed=0, top_k=3)
+    assert example["sentence"].startswith("The") and len(example["predictions"]) == 3
 
 
 def test_fill_mask_examples_requires_a_mask(tiny_tokenizer, model):

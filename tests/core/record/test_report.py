@@ -274,3 +274,19 @@ def test_mask_rate_variants_are_paired_by_entity_f1():
     assert table["finetune_difference"].iloc[1] == pytest.approx(0.045)
     assert table["finetune_difference_ci_low"].iloc[1] > 0
     assert "Highest fine-tuned entity-F1: <b>mask_030</b>" in page
+
+
+@pytest.mark.parametrize(("accuracy", "share", "left", "said"), [
+    (0.30, 0.40, 120, ["off the unigram plateau", "Validation left the unigram plateau at step 120"]),
+    (0.12, 0.95, None, ["still on the unigram plateau: it fills masks with the most frequent tokens",
+                        "Validation never left the unigram plateau"]),
+])
+def test_the_summary_says_whether_the_model_left_the_unigram_plateau(accuracy, share, left, said):
+    """2x the most-frequent-token reference reads as progress even where every mask gets ，的。国."""
+    training = {"plateau_left_step": left, "plateau_left_seconds": 61.0 if left else None,
+                "plateau": "off the unigram plateau (...)" if left else "still on the unigram plateau (...)"}
+    values = {**metrics(accuracy), "eval_frequent_share": share, **{k: v for k, v in training.items() if v}}
+    summary = run_report(values, history(0))
+    summary = summary[summary.index("<h2>Summary</h2>"):summary.index("<h2>Corpus</h2>")]
+    assert all(sentence in summary for sentence in said), summary
+    assert "plateau" not in run_report(metrics(), history(0)).split("<h2>Corpus</h2>")[0]  # not measured: silent

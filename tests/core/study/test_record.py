@@ -35,7 +35,7 @@ def test_the_summary_says_where_the_probability_came_from():
     assert (adopted.probability_source, adopted.decision) == ("tuning", "lowers the eval loss")
     # A kept configuration carries the configured probability, chosen by nobody.
     assert (kept.probability_source, kept.decision) == ("parameters", "within seed noise")
-    assert kept.chosen == {"masking": {}, "training": {}}
+    assert kept.chosen == {"masking": {}, "training": {}, "corpus": {}}
     variant = TuningRecord.of_variant(VariantOverrides(masking={"whole_word": True}))
     assert variant.probability_source == "parameters"  # the variant left the probability alone
     assert TuningRecord.of_variant(VariantOverrides(masking={"probability": 0.3})).probability_source == "variant"

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from bert_mlm.config import SECTIONS, MaskingConfig, TuningConfig
+from bert_mlm.core.data.sources import CorpusSource
 from bert_mlm.core.study.tuning import (
     adoption,
     best_parameters,
@@ -161,7 +162,8 @@ def tune(store, index, tokenizer, tuning: dict, **sections):
     values = {**PARAMS, **sections}
     typed = (SECTIONS[name].build(values[name]) for name in ("model", "training", "masking", "evaluation", "sequences"))
     return tune_mask_probability(store, index, tokenizer, SECTIONS["tuning"].build({"seeds": 1, **tuning}), *typed,
-                                 SECTIONS["finetune"].build(values.get("finetune")), SECTIONS["corpus"].build({}))
+                                 SECTIONS["finetune"].build(values.get("finetune")), SECTIONS["corpus"].build({}),
+                                 CorpusSource(builtin_when_empty=False))
 
 
 def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, monkeypatch):

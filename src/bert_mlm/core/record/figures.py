@@ -60,8 +60,34 @@ def training_curves(history: pd.DataFrame, kept_step: int | None = None) -> plt.
     return figure
 
 
-def tuning_curve(trials: pd.DataFrame | None, objective: str | None = None) -> plt.Figure | None:
-    """The objective (fixed-protocol eval loss, or fine-tuning error) against the searched value
+def pareto_figure(trials: pd.DataFrame, budget: float | None = None) -> plt.Figure:
+    """``tuning.objective: continued``: each finished trial's domain gain (the loss's fall on the
+    domain) against its forgetting (the loss's rise on the general text), with their standard
+    errors; the Pareto front joined, the forgetting budget a line."""
+    finished = trials[trials["state"] == "COMPLETE"].copy()
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    gain, forgetting = -finished["values_0"].astype(float), finished["values_1"].astype(float)
+    axis.errorbar(forgetting, gain, xerr=finished.get("attr_general_change_se"),
+                  yerr=finished.get("attr_domain_change_se"), fmt="o", color="tab:blue", ecolor="0.7",
+                  label="trials (± paired standard error)")
+    front = finished[finished["pareto"]].sort_values("values_1") if "pareto" in finished else finished.iloc[:0]
+    axis.plot(front["values_1"], -front["values_0"], "-o", color="tab:green", markerfacecolor="none", markersize=11,
+              label="Pareto front")
+    if budget is not None:
+        axis.axvline(budget, color="tab:red", linestyle="--", label=f"tuning.forgetting_budget {budget:g}")
+    for x_value, y_value, number in zip(forgetting, gain, finished["number"], strict=True):
+        axis.annotate(f"trial {number}", (x_value, y_value), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    axis.set(xlabel="forgetting: general-text loss change (nats)", ylabel="domain gain: domain loss fall (nats)",
+             title="Continued pretraining: domain gain against forgetting")
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    return figure
+
+
+def tuning_curve(trials: pd.DataFrame | None, objective: str | None = None,
+                 budget: float | None = None) -> plt.Figure | None:
+    """The objective (fixed-protocol eval loss, or fine-tuning error) against the searched value (the
+    Pareto figure of ``tuning.objective: continued``: :func:`pareto_figure`)
     (the mask probability, else the first searched parameter) of every finished trial; pruned
     trials in a panel of their own below, at their last reported value: a loss after fewer steps is
     higher, and on the finished trials' axis it would squash them into a line. None without
@@ -69,6 +95,8 @@ def tuning_curve(trials: pd.DataFrame | None, objective: str | None = None) -> p
     searched = [f"params_{name}" for name in SEARCHABLE if trials is not None and f"params_{name}" in trials]
     if trials is None or trials.empty or not searched:
         return None
+    if objective == "continued":
+        return pareto_figure(trials, budget)
     x_column = "params_probability" if "params_probability" in searched else searched[0]
     finished = trials[trials["state"] == "COMPLETE"]
     pruned = trials[trials["state"] == "PRUNED"]

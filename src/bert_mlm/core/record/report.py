@@ -275,13 +275,19 @@ def run_report(results: ModelResults, training_history: pd.DataFrame, corpus_sta
     # A study by fine-tuning records its trials' scores (attr_finetune_accuracy before token tasks).
     by_finetuning = tuning_trials is not None and bool({"attr_finetune_score", "attr_finetune_accuracy"}
                                                         & set(tuning_trials.columns))
+    continued = tuning_trials is not None and "values_1" in tuning_trials  # two objectives: a Pareto front
     trial_labels = {"number": "trial", "state": "state", "params_probability": "mask probability",
+                    "params_replay_share": "replay share", "params_learning_rate": "learning rate",
                     "value": "fine-tuning error" if by_finetuning else "eval loss",
-                    "attr_seed_spread": "spread over seeds", "last_intermediate_value": "last reported value",
-                    "duration_seconds": "seconds"}
-    trial_columns = [c for c in trial_labels if tuning_trials is not None and c in tuning_trials]
+                    "values_0": "domain loss change", "attr_domain_change_se": "± (paired)",
+                    "values_1": "general-text loss change (forgetting)", "attr_general_change_se": "± (paired) ",
+                    "pareto": "on the Pareto front", "attr_seed_spread": "spread over seeds",
+                    "last_intermediate_value": "last reported value", "duration_seconds": "seconds"}
+    trial_columns = [c for c in trial_labels if tuning_trials is not None and c in tuning_trials
+                     and tuning_trials[c].notna().any()]
     sections = [
-        (heading.SUMMARY, continued_pretraining_summary(evaluation) + table(headline_table(results))),
+        (heading.SUMMARY, continued_pretraining_summary(evaluation) + table(headline_table(results))
+         + "".join(f"<p>{html.escape(s[0].upper() + s[1:])}.</p>" for s in results.plateau_sentences())),
         (heading.CORPUS, table(corpus_stats)),
         (heading.TOKENIZER, vocabulary_note(vocabulary_coverage) + table(tokenization_stats)),
         (heading.SEQUENCES, table(sequence_stats)),
@@ -289,7 +295,8 @@ def run_report(results: ModelResults, training_history: pd.DataFrame, corpus_sta
             table(pd.DataFrame(mixture)))] if mixture else []),
         (heading.TRAINING, image(training_curves(training_history, training.kept_step if training else None),
                                  "training curves") + validation_note(training)),
-        (heading.TUNING, image(tuning_curve(tuning_trials, "finetune" if by_finetuning else None), "tuning trials")
+        (heading.TUNING, image(tuning_curve(tuning_trials, "continued" if continued else "finetune" if by_finetuning
+                                            else None), "tuning trials")
          + (table(tuning_trials[trial_columns].rename(columns=trial_labels)) if trial_columns else "")
          + f"<p>Decision: {html.escape(tuning_decision(training))}.</p>"),
         (heading.FINETUNE, finetune_section(results.finetune, finetune_runs)),

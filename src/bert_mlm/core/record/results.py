@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bert_mlm.core.common.formatting import format_value, with_error
+from bert_mlm.core.common.progress import clock
 from bert_mlm.core.evaluate.result import Evaluation
 from bert_mlm.core.finetune.result import FinetuneResults
 from bert_mlm.core.train.result import TrainingSummary
@@ -60,6 +61,20 @@ class ModelResults:
         if self.evaluation is not None:
             data["fill_mask_examples"] = self.evaluation.fill_mask_examples
         return data
+
+    def plateau_sentences(self) -> list[str]:
+        """Where the model stands against the unigram plateau (a ratio to a reference reads as progress
+        even where the model fills every mask alike), and when validation left it."""
+        evaluation, sentences = self.evaluation, []
+        if evaluation is not None and evaluation.plateau:
+            sentences.append(f"the test split: {evaluation.plateau}")
+        training = self.training
+        if training is not None and training.plateau_left_step is not None:
+            sentences.append(f"validation left the unigram plateau at step {training.plateau_left_step:,} "
+                             f"({clock(training.plateau_left_seconds or 0.0)} of training)")
+        elif training is not None and training.plateau:
+            sentences.append(f"validation never left the unigram plateau: {training.plateau}")
+        return sentences
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], version: str | None = None) -> ModelResults:

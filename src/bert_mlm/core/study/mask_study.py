@@ -62,15 +62,7 @@ def tune_masking(
         score, fingerprints = finetune_scorer(experiment, finetune, config.finetune_task)
         task_digest = {"finetune": finetune.model_dump(exclude={"progress", "save_model"}),
                        "task": fingerprints[""] if list(fingerprints) == [""] else fingerprints}
-    # Trials are only comparable under the same data, model, trial budget and objective: the
-    # study name carries a fingerprint of them, so a rerun continues its study and a changed
-    # setup starts a new one instead of mixing incomparable trials.
-    config = config.replace(study_name=f"{config.study_name}-{study_fingerprint(experiment, config, task_digest)}")
-    warmup = experiment.training.warmup_for(experiment.training.step_budget(len(experiment.sequences.get("train", []))))
-    # A trial validates on the study's own set, every tuning.eval_every steps (train_trial): no eval_every of its own.
-    trial_training = experiment.training.replace(max_steps=config.trial_steps, epochs=None, checkpoint_every=0,
-                                                 warmup_steps=min(warmup, config.trial_steps // 5), resume=False,
-                                                 progress=False, eval_every=0, keep_best=False)
+    config, trial_training = trial_setup(experiment, config, task_digest)
     evaluation_set = experiment.evaluation_set("valid", config.eval_max_sequences)
 
     def seed_losses(masking, training, report=None) -> list[float]:
@@ -103,6 +95,19 @@ def tune_masking(
         return experiment.masking, None, best, study
     training = experiment.training.updated(best.training) if best.training else None
     return masking_for(best.masking, experiment.masking), training, best, study
+
+
+def trial_setup(experiment: Experiment, config: TuningConfig,
+                digest: dict | None) -> tuple[TuningConfig, TrainingConfig]:
+    """The study's name with a fingerprint of what makes its trials comparable (the data, model,
+    trial budget and objective, and ``digest``: what else the objective depends on), so that a rerun
+    continues its study and a changed setup starts a new one; and a trial's training section."""
+    config = config.replace(study_name=f"{config.study_name}-{study_fingerprint(experiment, config, digest)}")
+    warmup = experiment.training.warmup_for(experiment.training.step_budget(len(experiment.sequences.get("train", []))))
+    # A trial validates on the study's own set, every tuning.eval_every steps (train_trial): no eval_every of its own.
+    return config, experiment.training.replace(max_steps=config.trial_steps, epochs=None, checkpoint_every=0,
+                                               warmup_steps=min(warmup, config.trial_steps // 5), resume=False,
+                                               progress=False, eval_every=0, keep_best=False)
 
 
 MEASURES = {"eval_loss": "eval loss", "finetune": "fine-tuning error"}

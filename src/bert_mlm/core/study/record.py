@@ -37,6 +37,9 @@ class Confirmation:
     ci_high: float | None = None
     adopted: bool = False
     reason: str = ""
+    # tuning.objective continued: the losses are the domain's loss changes; these the general text's
+    tuned_forgetting: list[float] | None = None
+    configured_forgetting: list[float] | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Confirmation:
@@ -52,11 +55,13 @@ class TuningRecord:
     source: str = "parameters"
     masking: dict = field(default_factory=dict)
     training: dict = field(default_factory=dict)
+    corpus: dict = field(default_factory=dict)  # replay_share (tuning.objective continued)
     study_name: str | None = None
     storage: str | None = None  # the storage URL with its password masked
     objective: str | None = None
     best_trial: int | None = None
-    best_value: float | None = None  # what the study minimised (eval loss, or fine-tuning error)
+    best_value: float | None = None  # what the study minimised (eval loss, fine-tuning error, domain loss change)
+    best_forgetting: float | None = None  # objective continued: the adopted point's general-text loss change
     finished_trials: int | None = None
     tuned: dict | None = None  # the study's best masking/training values, when they were not adopted
     confirmation: Confirmation | None = None
@@ -78,16 +83,17 @@ class TuningRecord:
         masking kept, with the study's best recorded as ``tuned``."""
         if confirmation.adopted:
             return replace(self, confirmation=confirmation)
-        tuned = {section: values for section, values in (("masking", self.masking), ("training", self.training))
-                 if values}
+        tuned = {section: values for section, values in (("masking", self.masking), ("training", self.training),
+                                                          ("corpus", self.corpus)) if values}
         return replace(self, source="parameters", masking={"probability": configured.probability}, training={},
-                       tuned=tuned, confirmation=confirmation)
+                       corpus={}, tuned=tuned, confirmation=confirmation)
 
     @property
     def chosen(self) -> dict[str, dict]:
         """The values this record's source chose, by section (none when it is the parameters)."""
         chosen = self.source != "parameters"
-        return {"masking": dict(self.masking) if chosen else {}, "training": dict(self.training) if chosen else {}}
+        return {section: dict(getattr(self, section)) if chosen else {}
+                for section in ("masking", "training", "corpus")}
 
     @property
     def probability_source(self) -> str:
@@ -110,6 +116,8 @@ class TuningRecord:
         """The best trial's score in the objective's own terms (an accuracy or entity F1, not an error)."""
         if self.best_value is None:
             return {}
+        if self.objective == "continued":
+            return {"best_domain_loss_change": self.best_value, "best_forgetting": self.best_forgetting}
         finetune = self.objective == "finetune"
         return {"best_finetune_score": 1.0 - self.best_value} if finetune else {"best_eval_loss": self.best_value}
 
@@ -135,15 +143,18 @@ class TuningRecord:
             raise UserError(f"tuning_best_params: source {source!r} is not one of {list(SOURCES)}")
         confirmation = data.get("confirmation")
         return cls(source, dict(data.get("masking") or {}), dict(data.get("training") or {}),
+                   dict(data.get("corpus") or {}), best_forgetting=data.get("best_forgetting"),
                    **{name: data.get(name) for name in (*STUDY_FACTS, "finished_trials", "tuned")},
                    confirmation=None if confirmation is None else Confirmation.from_json(confirmation))
 
     def to_json(self) -> dict:
         """The file's keys in the order it has always listed them, those without a value left out."""
-        data = {"masking": dict(self.masking) or None, "training": dict(self.training) or None, "source": self.source,
+        data = {"masking": dict(self.masking) or None, "training": dict(self.training) or None,
+                "corpus": dict(self.corpus) or None, "source": self.source,
                 "tuned": self.tuned, **{name: getattr(self, name) for name in STUDY_FACTS}, **self.score,
                 "finished_trials": self.finished_trials,
-                "confirmation": None if self.confirmation is None else asdict(self.confirmation)}
+                "confirmation": None if self.confirmation is None else
+                {key: value for key, value in asdict(self.confirmation).items() if value is not None}}
         return {key: value for key, value in data.items() if value is not None}
 
 

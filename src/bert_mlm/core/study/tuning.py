@@ -122,8 +122,12 @@ def make_pruner(config: TuningConfig) -> optuna.pruners.BasePruner:
 
 
 def open_study(config: TuningConfig) -> optuna.Study:
-    return optuna.create_study(study_name=config.study_name, storage=make_storage(config), direction="minimize",
-                               sampler=make_sampler(config), pruner=make_pruner(config), load_if_exists=True)
+    """The study in its storage; two objectives (the domain's and the general text's loss changes)
+    for ``tuning.objective: continued``, whose trials are never pruned (Optuna prunes one objective)."""
+    two = config.objective == "continued"
+    return optuna.create_study(study_name=config.study_name, storage=make_storage(config),
+                               directions=["minimize"] * (2 if two else 1), sampler=make_sampler(config),
+                               pruner=optuna.pruners.NopPruner() if two else make_pruner(config), load_if_exists=True)
 
 
 def suggest(trial: optuna.Trial, search_space: dict) -> dict[str, float | bool]:
@@ -144,8 +148,8 @@ def masking_for(values: dict[str, float], base: MaskingConfig) -> MaskingConfig:
     return base.updated({k: v for k, v in values.items() if SEARCHABLE[k][0] == "masking"})
 
 
-# (trial, suggested values, report(step, eval_loss)) -> final eval loss
-TrialRunner = Callable[[optuna.Trial, dict[str, float], Callable[[int, float], None]], float]
+# (trial, suggested values, report(step, eval_loss)) -> final eval loss (two values for objective continued)
+TrialRunner = Callable[[optuna.Trial, dict[str, float], Callable[[int, float], None]], float | tuple[float, float]]
 
 
 def count_trials(study: optuna.Study, states: tuple[TrialState, ...]) -> int:
@@ -173,7 +177,7 @@ class _AfterTrial:
                 study.stop()
             self.durations.append(trial.duration.total_seconds() if trial.duration is not None else 0.0)
             left = max(0, self.n_trials - count_trials(study, ACTIVE))
-            value = f" value {trial.value:.4f}" if trial.value is not None else ""
+            value = f" value {', '.join(f'{v:.4f}' for v in trial.values)}" if trial.values else ""
             logger.info("tuning: trial %d %s%s in %s; %d of %d trial(s) left, ETA %s", trial.number,
                         trial.state.name.lower(), value, clock(self.durations[-1]), left, self.n_trials,
                         clock(left * fmean(self.durations)))
@@ -211,7 +215,7 @@ def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
             user_errors.append(error)
             study.stop()
             raise
-        if not math.isfinite(value):
+        if not all(math.isfinite(v) for v in (value if isinstance(value, tuple) else (value,))):
             raise RuntimeError(f"trial {trial.number}: non-finite evaluation loss {value}")
         return value
 
@@ -242,7 +246,17 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
             if t.intermediate_values}
     frame["last_step"] = frame["number"].map({number: step for number, (step, _) in last.items()})
     frame["last_intermediate_value"] = frame["number"].map({number: value for number, (_, value) in last.items()})
+    if len(study.directions) == 2:  # tuning.objective continued: the trials no other trial beats on both objectives
+        frame["pareto"] = frame["number"].isin({trial.number for trial in study.best_trials})
     return frame
+
+
+def history_figure(study: optuna.Study):
+    """Optuna's figure of the study: the optimisation history, or the Pareto front of two objectives."""
+    if len(study.directions) == 2:
+        return optuna.visualization.plot_pareto_front(
+            study, target_names=["domain loss change", "general-text loss change (forgetting)"])
+    return optuna.visualization.plot_optimization_history(study)
 
 
 def best_parameters(study: optuna.Study, config: TuningConfig) -> TuningRecord:
@@ -251,12 +265,18 @@ def best_parameters(study: optuna.Study, config: TuningConfig) -> TuningRecord:
     if not complete:
         raise RuntimeError(f"tuning: the study {config.study_name!r} has no complete trial")
     best = min(complete, key=lambda t: t.value)
-    overrides: dict[str, dict] = {"masking": {}, "training": {}}
-    for name, value in best.params.items():
-        overrides[SEARCHABLE[name][0]][name] = value
+    overrides = searched_values(best.params)
     return TuningRecord("tuning", overrides["masking"], overrides["training"], study_name=config.study_name,
                         storage=redact(config.storage), objective=config.objective, best_trial=best.number,
                         best_value=best.value, finished_trials=count_trials(study, FINISHED))
+
+
+def searched_values(params: dict) -> dict[str, dict]:
+    """A trial's values by the section they set (``masking``, ``training``, ``corpus``)."""
+    sections: dict[str, dict] = {"masking": {}, "training": {}, "corpus": {}}
+    for name, value in params.items():
+        sections[SEARCHABLE[name][0]][name] = value
+    return sections
 
 
 def paired_interval(differences: list[float], confidence: float = 0.95) -> dict:

@@ -6,6 +6,7 @@ training run are built the same way.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -124,6 +125,13 @@ class Experiment:
         hidden_size = planned_bert_config(model, len(tokenizer)).hidden_size
         training, note = training.resolved(hidden_size, bool(model.init_from), len(train) if train is not None else 0)
         return cls(tokenizer, opened, model, training, masking, evaluation, sequences, note)
+
+    def with_mixture(self, mixture: dict) -> Experiment:
+        """This experiment drawing its training epochs by ``mixture`` (``corpus.sources`` with other
+        weights: a tuning trial's replay share); the stored sequences are shared, not copied."""
+        train = copy.copy(self.sequences["train"])
+        train.mixture = plan_mixture(train.sources, source_settings(mixture))
+        return replace(self, sequences={**self.sequences, "train": train})
 
     @functools.cached_property
     def token_ids(self) -> TokenIds:

@@ -48,11 +48,11 @@ def evaluate_masked_lm(trained_model: MaskedLM, corpus_documents: DocumentShards
 
 def replay_held_out(corpus: CorpusConfig, extra_path: str | None) -> tuple[dict, str] | None:
     """The split whose held-out side the extra corpus is scored on, when it is the replayed file."""
-    if corpus.replay is None or not extra_path or str(extra_path) != str(corpus.replay["path"]):
-        return None
-    logger.info("evaluation.corpus_path is corpus.replay's file: scored on its held-out side only (the documents "
-                "the hash split keeps out of training), disjoint from the replayed text")
-    return dict(corpus.split_ratios), corpus.split_salt
+    held_out_of = corpus.held_out_of_replay(extra_path)
+    if held_out_of is not None:
+        logger.info("evaluation.corpus_path is corpus.replay's file: scored on its held-out side only (the "
+                    "documents the hash split keeps out of training), disjoint from the replayed text")
+    return held_out_of
 
 
 def source_name(path: str | None) -> str:
