@@ -117,10 +117,11 @@ def test_a_study_of_continued_pretraining_needs_a_model_general_text_and_replay_
     with pytest.raises(UserError, match=r"^tuning\.objective: continued measures forgetting on general text: set "
                                         r"evaluation\.corpus_path"):
         ExperimentConfig.from_parameters({**continued, "evaluation": {}})
-    searched = {"search_space": {"replay_share": [0.0, 0.5]}}
-    with pytest.raises(UserError, match=r"^tuning\.search_space\.replay_share: \[0\.0, 0\.5\] must be \[low, high\]"):
+    searched = {"search_space": {"replay_share": [-0.1, 0.5]}}
+    with pytest.raises(UserError, match=r"^tuning\.search_space\.replay_share: \[-0\.1, 0\.5\] must be \[low, high\] "
+                                        r"with 0 <= low < high$"):
         ExperimentConfig.from_parameters({**continued, "tuning": {"objective": "continued", **searched}})
-    searched = {"search_space": {"replay_share": [0.05, 0.5]}}
+    searched = {"search_space": {"replay_share": [0, 0.5]}}  # 0: no replay
     with pytest.raises(UserError, match=r"^tuning\.search_space\.replay_share: set corpus\.replay"):
         ExperimentConfig.from_parameters({**continued, "tuning": {"objective": "continued", **searched}})
     with pytest.raises(UserError, match=r"^tuning\.search_space\.replay_share: .* with tuning\.objective: continued"):

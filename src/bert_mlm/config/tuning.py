@@ -95,8 +95,11 @@ class TuningConfig(Section):
                     raise UserError(f"tuning.search_space.{name}: {bounds!r} must be a list of choices, e.g. {example}")
                 continue
             numbers = all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
-            if not (numbers and len(bounds) == 2 and 0 < bounds[0] < bounds[1]):
-                raise UserError(f"tuning.search_space.{name}: {bounds!r} must be [low, high] with 0 < low < high")
+            # A replay share may start at 0 (no replay); a rate or a probability may not.
+            low_ok = bounds[0] >= 0 if name == "replay_share" else bounds[0] > 0
+            if not (numbers and len(bounds) == 2 and low_ok and bounds[0] < bounds[1]):
+                relation = "0 <= low < high" if name == "replay_share" else "0 < low < high"
+                raise UserError(f"tuning.search_space.{name}: {bounds!r} must be [low, high] with {relation}")
             if name in PROBABILITIES and not bounds[1] < 1:
                 raise UserError(f"tuning.search_space.{name}: {bounds!r} must lie in the open interval (0, 1)")
         return space

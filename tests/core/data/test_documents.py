@@ -278,7 +278,10 @@ def test_a_source_without_training_documents_is_named(tmp_path, shared_data):
 
 @pytest.mark.parametrize(("parts", "message"), [
     ({"a": {"path": "x.txt", "weight": 0.5}, "b": {"path": "y.txt"}}, "give every source a weight, or none"),
-    ({"a": {"path": "x.txt", "weight": -1}}, r"corpus\.sources\.a\.weight: -1 must be a positive number"),
+    ({"a": {"path": "x.txt", "weight": -1}}, r"corpus\.sources\.a\.weight: -1 must be a non-negative number"),
+    ({"a": {"path": "x.txt", "weight": 0}}, r"corpus\.sources: every weight is 0; give at least one source a "
+                                            r"positive weight"),
+    ({"a": {"path": "x.txt", "repeat": 0}}, r"corpus\.sources\.a\.repeat: 0 must be a positive number"),
     ({"a": {"path": "x.txt", "weight": 1, "repeat": 2}}, "weight or repeat, not both"),
     ({"a": {"weight": 1}}, "exactly one of path or hf_dataset"),
     ({"a": {"path": "x.txt", "wieght": 1}}, r"unknown key\(s\) \['wieght'\]"),

@@ -44,8 +44,11 @@ def source_settings(sources: Mapping | list | None) -> dict[str, tuple[str, floa
         spec = spec if isinstance(spec, Mapping) else {}
         weight, repeat = spec.get("weight"), spec.get("repeat")
         for key, value in (("weight", weight), ("repeat", repeat)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-                raise CorpusError(f"corpus.sources.{name}.{key}: {value!r} must be a positive number")
+            # A weight of 0 keeps a stored source out of training (a study's replay_share of 0).
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+                                      or (value == 0 and key == "repeat")):
+                raise CorpusError(f"corpus.sources.{name}.{key}: {value!r} must be a "
+                                  f"{'non-negative' if key == 'weight' else 'positive'} number")
         if weight is not None and repeat is not None:
             raise CorpusError(f"corpus.sources.{name}: give weight or repeat, not both")
         settings[str(name)] = ("weight", float(weight)) if weight is not None else ("repeat", float(repeat or 1.0))
@@ -53,6 +56,8 @@ def source_settings(sources: Mapping | list | None) -> dict[str, tuple[str, floa
     if any(weighted) and not all(weighted):
         raise CorpusError("corpus.sources: give every source a weight, or none (then each is read repeat times, "
                           "default 1)")
+    if all(weighted) and not any(value for _, value in settings.values()):
+        raise CorpusError("corpus.sources: every weight is 0; give at least one source a positive weight")
     return settings
 
 
