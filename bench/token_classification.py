@@ -144,7 +144,7 @@ def report(rows: list[dict], args) -> str:
     lines += ["", "Seconds a seed (one model's fine-tuning and evaluation, the mean of the pair's two): "
               + "; ".join(f"{row['task']} at {row['size']:,}: {row['seconds_per_seed']:.0f} s"
                           for row in rows if not row.get("sweep") and row["baseline"] == "random"
-                          and row["model"] == "general"), machine_info()]
+                          and row["model"] == "general"), f"Machine: {json.dumps(machine_info())}"]
     return "\n".join(lines)
 
 
