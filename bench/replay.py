@@ -106,7 +106,8 @@ class Bench:
             tokenizer=case.tokenizer, sequences={"train": train, "valid": Mixed(domain_test)}, model_config=model,
             training=TrainingConfig(max_steps=args.steps, batch_size=32, learning_rate=1e-4,
                                     warmup_steps=round(0.1 * args.steps), progress=False, seed=42),
-            masking=MaskingConfig(), evaluation=EvaluationConfig(), sequence_config=SequenceConfig(max_length=MAX_LENGTH))
+            masking=MaskingConfig(), evaluation=EvaluationConfig(),
+            sequence_config=SequenceConfig(max_length=MAX_LENGTH))
         config = TuningConfig(objective="continued", n_trials=args.trials, trial_steps=args.steps, seeds=1,
                               forgetting_budget=args.budget, storage=f"sqlite:///{self.out}/study.db",
                               search_space={"replay_share": [0.0, 0.5], "learning_rate": [5e-5, 2e-3]})
@@ -135,9 +136,10 @@ def report(bench_dir: Path, grid: list[dict], study: dict | None) -> str:
         lines += ["", "| trial | replay share | learning rate | domain loss change | forgetting | Pareto front |",
                   "|---|---|---|---|---|---|"]
         for trial in sorted(study["trials"], key=lambda t: t["number"]):
-            lines.append(f"| {trial['number']} | {trial['params_replay_share']:.1%} | {trial['params_learning_rate']:.2g}"
-                         f" | {trial['values_0']:+.3f} ± {trial['attr_domain_change_se']:.3f} | {trial['values_1']:+.3f}"
-                         f" ± {trial['attr_general_change_se']:.3f} | {'yes' if trial['pareto'] else ''} |")
+            lines.append(f"| {trial['number']} | {trial['params_replay_share']:.1%} | "
+                         f"{trial['params_learning_rate']:.2g} | {trial['values_0']:+.3f} ± "
+                         f"{trial['attr_domain_change_se']:.3f} | {trial['values_1']:+.3f} ± "
+                         f"{trial['attr_general_change_se']:.3f} | {'yes' if trial['pareto'] else ''} |")
         lines += ["", f"Adopted: {json.dumps(study['record'].get('corpus') or {})} "
                       f"{json.dumps(study['record'].get('training') or {})} (source {study['record']['source']}); "
                       f"decision: {study['decision']}. Study: {study['seconds'] / 60:.0f} min."]

@@ -21,7 +21,8 @@ def _plan(sources):
     return plan_mixture(SPANS, source_settings(sources))
 
 
-@pytest.mark.parametrize(("weights"), [(0.7, 0.3), (0.5, 0.5), (0.01, 0.99), (3, 1), (1, 0)])  # 0: a study's replay_share of 0
+# (1, 0): a study's replay_share of 0 keeps the stored source out of the epoch
+@pytest.mark.parametrize(("weights"), [(0.7, 0.3), (0.5, 0.5), (0.01, 0.99), (3, 1), (1, 0)])
 def test_each_source_gets_its_weight_of_the_epoch_within_one_sequence(weights):
     plan = _plan({"tickets": {"path": "a", "weight": weights[0]}, "general": {"path": "b", "weight": weights[1]}})
     assert plan.epoch_size == 2137  # the stored size: a weight moves shares, not the epoch's length
@@ -81,7 +82,8 @@ def test_a_huge_epoch_is_said_out_loud(caplog):
     ({"tickets": {"weight": 0.5}}, r"names \['tickets'\], but the token store holds the sources \['tickets', "
                                    r"'general'\]"),
     ({"tickets": {"weight": 0.5}, "general": {}}, "give every source a weight, or none"),
-    ({"tickets": {"weight": -1}, "general": {"weight": 1}}, r"corpus\.sources\.tickets\.weight: -1 must be a non-negative"),
+    ({"tickets": {"weight": -1}, "general": {"weight": 1}},
+     r"corpus\.sources\.tickets\.weight: -1 must be a non-negative"),
     ({"tickets": {"weight": 1, "repeat": 2}, "general": {}}, "weight or repeat, not both"),
 ])
 def test_bad_mixture_settings_are_one_line_naming_the_key(sources, message):
