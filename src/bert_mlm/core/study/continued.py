@@ -17,10 +17,12 @@ from dataclasses import asdict, dataclass
 from statistics import fmean
 
 import optuna
+import torch
 from optuna.trial import FrozenTrial
 
 from bert_mlm.config import MaskingConfig, TrainingConfig, TuningConfig
 from bert_mlm.config.corpus import REPLAY_SOURCE, with_replay_share
+from bert_mlm.core.common.device import resolve_device
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.data.corpus import RawText
 from bert_mlm.core.evaluate.protocol import paired_change, prepare_evaluation_set, score_sequences
@@ -62,7 +64,8 @@ class ContinuedScorer:
 
     def __init__(self, experiment: Experiment, domain_set, general_set) -> None:
         self.sets, self.batch_size = {"domain": domain_set, "general": general_set}, experiment.evaluation.batch_size
-        start = experiment.new_model()  # model.init_from: the weights every trial starts from
+        # model.init_from: the weights every trial starts from, on the device the trials train on
+        start = experiment.new_model().to(resolve_device(experiment.training.device))
         self.before = {name: score_sequences(start, data, self.batch_size) for name, data in self.sets.items()}
 
     def __call__(self, model) -> Change:
@@ -112,6 +115,9 @@ def tune_continued(experiment: Experiment, config: TuningConfig, general_texts: 
             model = trained.new_model()
             trained.train(model, training.replace(seed=training.seed + offset), masking)
             changes.append(scorer(model))
+            del model
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()  # the next seed builds a fresh model
         return changes
 
     def run_trial(trial: optuna.Trial, values: dict, report: Callable) -> tuple[float, float]:
