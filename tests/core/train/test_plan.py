@@ -122,3 +122,13 @@ def test_a_huge_batch_is_timed_at_a_capped_batch_and_scaled(monkeypatch):
     factor = 2 * 100_000 / plan_module.MAX_TIMED_BATCH[0]  # and its two micro-batches
     assert huge.step_seconds == pytest.approx(timings[0].step_seconds * factor)
     assert huge.forward_tokens_per_second == timings[0].forward_tokens_per_second  # a rate: not scaled
+
+
+def test_a_study_of_continued_pretraining_is_budgeted_by_its_runs_and_two_scorings_each():
+    continued = config(model={"init_from": "bert-base-chinese"}, evaluation={"corpus_path": "news.txt"},
+                       tuning={"objective": "continued"})
+    plan = plan_run(CHAIN, continued, TIMING)
+    runs = (3 + 1) * 2  # trials and the confirmation, each on 2 seeds
+    forward = (runs + 1) * 2 * 20_000 / 0.15  # each run and the starting model, on the domain and the general text
+    assert seconds(plan, "tuning") == pytest.approx(runs * 30 * 0.1 + forward / 40_000)
+    assert "each run scored on the domain and on the general text" in "\n".join(plan.lines())

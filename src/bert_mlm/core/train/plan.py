@@ -156,6 +156,9 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
     if tuning.objective == "finetune":
         study_seconds = seconds(None if tuned is None else runs * (tuning.trial_steps + tuned))
         study += "; each run scored by fine-tuning"
+    elif tuning.objective == "continued":  # each run scored once on the domain and on the general text
+        study_seconds = seconds(runs * tuning.trial_steps, (runs + 1) * 2 * trial_tokens)
+        study += "; each run scored on the domain and on the general text, against the starting model"
     else:
         study_seconds = seconds(runs * tuning.trial_steps,
                                 runs * evaluation_count(tuning.trial_steps, tuning.eval_every) * trial_tokens)
