@@ -109,3 +109,6 @@ def test_a_study_of_continued_pretraining_pairs_each_trial_with_the_starting_mod
         assert training.learning_rate == pytest.approx(chosen["params_learning_rate"])
     else:
         assert masking == experiment.masking and training is None and record.tuned["masking"]
+    # A rerun continues the study: no trial is added, and the same point is chosen.
+    again = tune_continued(experiment, tuning, general, None, None)
+    assert len(again[3].trials) == 3 and again[2] == record
