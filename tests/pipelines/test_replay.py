@@ -112,3 +112,8 @@ def test_a_study_of_continued_pretraining_searches_the_replay_share_and_training
     summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
     epoch = sum(source["epoch_sequences"] for source in summary["mixture"].values())
     assert abs(summary["mixture"]["replay"]["epoch_sequences"] - share * epoch) < 1  # the adopted share, drawn
+    # The run record (and so the card and the report) states the share training drew, taken from the study.
+    run = json.loads(latest(data / "08_reporting" / "run_config.json").read_text())
+    replay = next(source for source in run["corpus"]["sources"] if source["name"] == "replay")
+    assert replay["weight"] == pytest.approx(share) and "corpus" in run["sections_from_tuning"]
+    assert run["sections"]["corpus"]["replay"]["share"] == pytest.approx(share)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bert_mlm.config import MaskingConfig, TrainingConfig
+from bert_mlm.config.corpus import with_replay_share
 from bert_mlm.core.data.documents import DocumentShards
 from bert_mlm.core.data.sources.settings import source_settings
 from bert_mlm.core.evaluate.result import Evaluation
@@ -26,15 +27,24 @@ from bert_mlm.datasets.run_record import RunRecords
 
 
 def record_run(run_facts: RunRecord, resolved_masking: MaskingConfig | dict, resolved_training: TrainingConfig | dict,
-               corpus_documents: DocumentShards, token_store: TokenStore) -> RunRecord:
+               tuning_record: TuningRecord | None, corpus_documents: DocumentShards,
+               token_store: TokenStore) -> RunRecord:
     """The run's record (``run_config``): the hook's facts, the masking and training sections the
-    training took from the tuning stage (when this run trains), and the corpus (its source,
-    language and documents) and token store (version and digests) the run read."""
+    training took from the tuning stage (when this run trains; the corpus too, when a study of
+    continued pretraining chose the replay share), and the corpus (its source, language and
+    documents) and token store (version and digests) the run read."""
     resolved = {name: section.model_dump(mode="json") if hasattr(section, "model_dump") else dict(section)
                 for name, section in (("masking", resolved_masking), ("training", resolved_training))}
+    corpus = run_facts.section("corpus")
+    share = (tuning_record.chosen["corpus"].get("replay_share") if tuning_record is not None
+             and "train_masked_lm" in run_facts.nodes else None)
+    if share is not None:  # the share training drew, not the configured one
+        corpus = {**corpus, "sources": with_replay_share(corpus["sources"], share),
+                  "replay": {**corpus["replay"], "share": share}}
+        resolved["corpus"] = corpus
     splits = corpus_documents.manifest["splits"]
     # A mixture: each source's share of the store, and its weight or repeat (corpus.sources, a mapping or a list).
-    settings = source_settings(run_facts.section("corpus").get("sources")) or {}
+    settings = source_settings(corpus.get("sources")) or {}
     data = DataRecord(
         source=(corpus_documents.manifest.get("settings") or {}).get("source"),
         language=corpus_language(corpus_documents.sample_texts("train", LANGUAGE_SAMPLE_CHARS)),

@@ -14,8 +14,8 @@ def model_results() -> Pipeline:
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline([
-        Node(record_run, ["run_facts", "resolved_masking", "resolved_training", "corpus_documents", "token_store"],
-             "run_config", name="record_run", tags=["reporting"]),
+        Node(record_run, ["run_facts", "resolved_masking", "resolved_training", "tuning_best_params",
+                          "corpus_documents", "token_store"], "run_config", name="record_run", tags=["reporting"]),
         model_results(),
         Node(build_run_report, ["metrics", "training_history", "corpus_stats", "tokenization_stats", "sequence_stats",
                                 "tuning_trials", "tuning_best_params", "evaluation_metrics", "finetune_metrics",
