@@ -99,9 +99,10 @@ def test_mask_rate_comparison_is_one_namespace_per_variant(project_root):
                          f"{variant}.evaluate_masked_lm", f"{variant}.gather_metrics", f"{variant}.write_model_card"}
     # The variants share the data stages, the model/training parameters and the evaluation corpus;
     # only their own overrides are namespaced. The run record reads the default chain's resolved sections
-    # (optional: a project that never tuned has none).
+    # and study record (optional: a project that never tuned has none).
     free = {i for i in comparison.inputs() if not i.startswith("param")}
-    assert free == {"raw_corpus", "extra_eval_corpus", "run_facts", "resolved_masking", "resolved_training"}
+    assert free == {"raw_corpus", "extra_eval_corpus", "run_facts", "resolved_masking", "resolved_training",
+                    "tuning_best_params"}
     parameters = {i for i in comparison.inputs() if i.startswith("params:")}
     assert {f"params:{v}.overrides" for v in VARIANTS} <= parameters
     assert {"params:model", "params:training", "params:masking"} <= parameters
