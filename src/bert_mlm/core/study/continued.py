@@ -14,7 +14,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from statistics import fmean
+from statistics import fmean, variance
 
 import optuna
 import torch
@@ -51,7 +51,7 @@ class Change:
         scored on the same masks) and the seeds' spread."""
         def error(name: str) -> float:
             values = [getattr(change, name) for change in changes]
-            spread = (sum((v - fmean(values)) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+            spread = variance(values) if len(values) > 1 else 0.0
             return math.sqrt(fmean(getattr(change, f"{name}_se") for change in changes) ** 2 + spread / len(values))
 
         return cls(fmean(c.domain for c in changes), error("domain"), fmean(c.general for c in changes),

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from bert_mlm.config import MaskingConfig, VariantOverrides
+from bert_mlm.config.corpus import with_replay_share
 from bert_mlm.errors import UserError
 
 # Where a run's masking values come from: conf/ and --params, the study's best (adopted), or a
@@ -94,6 +95,11 @@ class TuningRecord:
         chosen = self.source != "parameters"
         return {section: dict(getattr(self, section)) if chosen else {}
                 for section in ("masking", "training", "corpus")}
+
+    def sources(self, configured: dict | None) -> dict | None:
+        """``corpus.sources`` as training draws them: with the replay share this record chose, if any."""
+        share = self.chosen["corpus"].get("replay_share")
+        return configured if share is None else with_replay_share(configured, share)
 
     @property
     def probability_source(self) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pandas as pd
 
 from bert_mlm.config import MaskingConfig, TrainingConfig
-from bert_mlm.config.corpus import with_replay_share
 from bert_mlm.core.data.documents import DocumentShards
 from bert_mlm.core.data.sources.settings import source_settings
 from bert_mlm.core.evaluate.result import Evaluation
@@ -39,7 +38,7 @@ def record_run(run_facts: RunRecord, resolved_masking: MaskingConfig | dict, res
     share = (tuning_record.chosen["corpus"].get("replay_share") if tuning_record is not None
              and "train_masked_lm" in run_facts.nodes else None)
     if share is not None:  # the share training drew, not the configured one
-        corpus = {**corpus, "sources": with_replay_share(corpus["sources"], share),
+        corpus = {**corpus, "sources": tuning_record.sources(corpus["sources"]),
                   "replay": {**corpus["replay"], "share": share}}
         resolved["corpus"] = corpus
     splits = corpus_documents.manifest["splits"]

@@ -17,7 +17,6 @@ from bert_mlm.config import (
     SequenceConfig,
     TrainingConfig,
 )
-from bert_mlm.config.corpus import with_replay_share
 from bert_mlm.core.record.figures import training_curves
 from bert_mlm.core.study.record import TuningRecord
 from bert_mlm.core.tokens.sequences import SequenceIndex
@@ -45,11 +44,9 @@ def train_masked_lm(token_store: TokenStore, sequence_index: SequenceIndex, toke
     here, per epoch: changing one re-runs no data stage.
     """
     training = resolved_training or training
-    share = tuning_record.chosen["corpus"].get("replay_share")  # the study of continued pretraining chose it
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
                                        masking=masking, evaluation=evaluation.protocol, sequences=sequences,
-                                       mixture=corpus.sources if share is None else with_replay_share(corpus.sources,
-                                                                                                     share))
+                                       mixture=tuning_record.sources(corpus.sources))  # a study's replay share
     logger.info("Training with masking %s (from %s; every other value its default)",
                 masking.model_dump(exclude_defaults=True) or "as its defaults", tuning_record.source)
     logger.info("Training with %s", experiment.schedule_note)
