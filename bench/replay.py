@@ -4,6 +4,7 @@ keep its domain gain at the default rate's forgetting? And what does the two-obj
 
     python bench/replay.py --workdir /tmp/ner                # ~1 h on 2 cores (the general model reused)
     python bench/replay.py --workdir /tmp/ner --report       # the tables of the saved results
+    python bench/replay.py --workdir /tmp/ner --language en --no-study   # English books -> SST-2 sentences
 
 With this project's core library (what the nodes call), on ``bench/continued_pretraining.py``'s
 Chinese setup (a ``--workdir`` of that bench, or of ``bench/token_classification.py``, is shared:
@@ -20,6 +21,10 @@ the general model is not trained again, and its share-0 runs are the plain conti
    same budget over ``replay_share: [0, 0.5]`` and ``learning_rate: [5e-5, 2e-3]`` (QMC), one seed,
    ``tuning.forgetting_budget`` ``--budget``; its Pareto front beside the grid, the point it adopted
    and why (the paired confirmation against the configured 1e-4 with share 0.1).
+3. **Fine-tuning gain** of the models of ``--finetune-points`` (``rate:share``), each paired against
+   the starting model (the token-classification bench's protocol: 500 labelled examples, 3 seeds,
+   the same batches for every model of a seed): sentiment (ChnSentiCorp / SST-2) and, in Chinese,
+   MSRA NER. Does replay keep the fine-tuning gain that the domain loss promises?
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import numpy as np
 import torch
 from _timing import machine_info
 from continued_pretraining import LANGUAGES, MAX_LENGTH, MODEL, Case, experiment, general_texts, sequences_of
+from token_classification import Bench as TaskBench
 
 from bert_mlm.config import EvaluationConfig, MaskingConfig, SequenceConfig, TrainingConfig, TuningConfig
 from bert_mlm.core.data.corpus import RawText
@@ -66,20 +72,21 @@ def mixed(domain: list[np.ndarray], general: list[np.ndarray], share: float) -> 
 class Bench:
     def __init__(self, args) -> None:
         self.args = args
-        self.case = Case(LANGUAGES["zh"], args)
+        self.case = Case(LANGUAGES[args.language], args)
         self.out = self.case.out / "replay"
-        self.out.mkdir(parents=True, exist_ok=True)
-        texts = general_texts("zh", args.tiny)
+        (self.out / "models").mkdir(parents=True, exist_ok=True)
+        texts = general_texts(args.language, args.tiny)
         self.general_train = sequences_of(texts["train"], self.case.tokenizer)
         self.general_test = texts["test"]
 
-    def point(self, learning_rate: float, share: float) -> dict:
-        """The general model continued at ``learning_rate`` with ``share`` replay, scored paired."""
+    def point(self, learning_rate: float, share: float, keep_model: bool = False) -> dict:
+        """The general model continued at ``learning_rate`` with ``share`` replay, scored paired (and
+        saved when ``keep_model``: the same seed trains the same model again where only the scores were kept)."""
         if share == 0:  # the plain continued run (saved by the shared bench)
             record = self.case.continued(learning_rate, 0.1)
             return {**record, "share": 0.0}
         path = self.out / f"lr{learning_rate:g}-share{share:g}.json"
-        if path.exists():
+        if path.exists() and (not keep_model or (self.out / "models" / path.stem).exists()):
             return json.loads(path.read_text())
         started, case, steps = time.perf_counter(), self.case, self.args.steps
         model = load_for_continued_pretraining(case.directory, case.tokenizer)
@@ -89,6 +96,8 @@ class Bench:
         for name, scorer in case.scorers.items():
             record[name] = paired_change(scorer(model), case.start_scores[name]).to_json()
         record["seconds"] = time.perf_counter() - started
+        if keep_model:
+            model.save_pretrained(self.out / "models" / path.stem)
         path.write_text(json.dumps(record, indent=1))
         print(f"lr {learning_rate:g} share {share:g}: domain {record['domain']['eval_loss_change']:+.3f}, general "
               f"{record['general']['eval_loss_change']:+.3f}, {record['seconds']:.0f} s", flush=True)
@@ -124,7 +133,46 @@ class Bench:
         return result
 
 
-def report(bench_dir: Path, grid: list[dict], study: dict | None) -> str:
+class Gains(TaskBench):
+    """The token-classification bench's fine-tuning and pairing, over the replay grid's models too
+    (Chinese: its predictions directory is shared, so the starting model's runs are reused)."""
+
+    def __init__(self, bench: Bench) -> None:
+        self.args, self.case, self.replay = bench.args, bench.case, bench
+        self.tokenizer, self.prepared = bench.case.tokenizer, {}
+        self.out = self.args.workdir / "ner" if self.args.language == "zh" else bench.out / "finetune"
+        self.out.mkdir(parents=True, exist_ok=True)
+
+    def model(self, name: str):
+        if not name.startswith("replay-"):
+            return super().model(name)
+        return load_for_continued_pretraining(self.replay.out / "models" / name.removeprefix("replay-"),
+                                              self.tokenizer)
+
+    def gains(self, points: list[tuple[float, float]]) -> list[dict]:
+        tasks = ["sentiment"] + (["ner"] if self.args.language == "zh" else [])
+        rows = []
+        for learning_rate, share in points:
+            self.replay.point(learning_rate, share, keep_model=True)
+            name = f"lr{learning_rate:g}" if share == 0 else f"replay-lr{learning_rate:g}-share{share:g}"
+            for task in tasks:
+                rows.append({**self.pair(name, "general", task, 500), "learning_rate": learning_rate, "share": share})
+                print(json.dumps(rows[-1]), flush=True)
+        (self.replay.out / "finetune.json").write_text(json.dumps(rows, indent=1))
+        return rows
+
+
+def gains_table(rows: list[dict]) -> list[str]:
+    lines = ["| learning rate | replay share | task (metric) | continued model | starting model | gain (points) "
+             "[95 % CI] |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        lines.append(f"| {row['learning_rate']:g} | {row['share']:.0%} | {row['task']} ({row['metric']}) | "
+                     f"{row['model_score']:.3f} | {row['baseline_score']:.3f} | {100 * row['gain']:+.1f} "
+                     f"[{100 * row['low']:+.1f}, {100 * row['high']:+.1f}] |")
+    return lines
+
+
+def report(bench_dir: Path, grid: list[dict], study: dict | None, gains: list[dict] | None = None) -> str:
     lines = ["| learning rate | replay share | domain loss change (± paired SE) | general loss change: forgetting "
              "(± paired SE) |", "|---|---|---|---|"]
     for row in sorted(grid, key=lambda r: (r["learning_rate"], r["share"])):
@@ -143,14 +191,20 @@ def report(bench_dir: Path, grid: list[dict], study: dict | None) -> str:
         lines += ["", f"Adopted: {json.dumps(study['record'].get('corpus') or {})} "
                       f"{json.dumps(study['record'].get('training') or {})} (source {study['record']['source']}); "
                       f"decision: {study['decision']}. Study: {study['seconds'] / 60:.0f} min."]
+    if gains:
+        lines += [""] + gains_table(gains)
     return "\n".join(lines + ["", f"Machine: {json.dumps(machine_info())}"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--language", choices=sorted(LANGUAGES), default="zh")
     parser.add_argument("--learning-rates", default="1e-4,1e-3")
-    parser.add_argument("--shares", default="0,0.1,0.25,0.5")
+    parser.add_argument("--shares", default="0,0.05,0.1,0.25,0.5")
+    parser.add_argument("--finetune-points", default="1e-4:0,1e-4:0.1,1e-3:0,1e-3:0.1,1e-3:0.5",
+                        help="rate:share models fine-tuned (sentiment; NER in Chinese); empty: none")
+    parser.add_argument("--no-study", action="store_true", help="the grid (and gains) only")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--general-steps", type=int, default=500)
     parser.add_argument("--trials", type=int, default=12)
@@ -161,25 +215,33 @@ def main() -> None:
     args = parser.parse_args()
     args.learning_rates = [float(v) for v in args.learning_rates.split(",")]
     args.shares = [float(v) for v in args.shares.split(",")]
+    args.finetune_points = [tuple(float(v) for v in point.split(":")) for point in args.finetune_points.split(",")
+                            if point]
     args.finetune_train, args.finetune_eval, args.finetune_seeds, args.finetune_length = 500, 872, 3, 64
+    args.eval, args.seeds = 1000, 3  # the token-classification bench's NER protocol (its runs are reused)
     if args.tiny:
         args.general_steps, args.steps, args.trials, args.finetune_train, args.finetune_eval = 20, 4, 3, 60, 60
+        args.eval, args.seeds = 100, 2
     torch.set_num_threads(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    out = args.workdir / "zh" / "replay"
+    out = args.workdir / args.language / "replay"
     if args.report:
         grid = [json.loads(p.read_text()) for p in sorted(out.glob("lr*.json"))]
-        grid += [{**json.loads(p.read_text()), "share": 0.0} for p in sorted((args.workdir / "zh" / "runs").glob(
-            "lr*-warmup0.1.json")) if json.loads(p.read_text())["learning_rate"] in args.learning_rates]
+        grid += [{**json.loads(p.read_text()), "share": 0.0} for p in sorted(
+            (args.workdir / args.language / "runs").glob("lr*-warmup0.1.json"))
+            if json.loads(p.read_text())["learning_rate"] in args.learning_rates]
         study = json.loads((out / "study.json").read_text()) if (out / "study.json").exists() else None
-        print(report(out, grid, study))
+        gains = json.loads((out / "finetune.json").read_text()) if (out / "finetune.json").exists() else None
+        print(report(out, grid, study, gains))
         return
     bench = Bench(args)
     # The plain continued runs (share 0) last: bench/token_classification.py, sharing the workdir, may be training them.
     shares = sorted(args.shares, key=lambda share: share == 0)
-    grid = [bench.point(rate, share) for share in shares for rate in args.learning_rates]
-    study = bench.study()
-    print(report(out, grid, study))
+    keep = set(args.finetune_points)
+    grid = [bench.point(rate, share, (rate, share) in keep) for share in shares for rate in args.learning_rates]
+    gains = Gains(bench).gains(args.finetune_points) if args.finetune_points else None
+    study = None if args.no_study else bench.study()
+    print(report(out, grid, study, gains))
 
 
 if __name__ == "__main__":

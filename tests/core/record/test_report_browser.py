@@ -58,7 +58,10 @@ def render(document: str, directory: Path, env: dict | None = None, size: str = 
     screenshot = directory / "page.png"
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", f"--user-data-dir={directory / 'profile'}",
-             f"--window-size={size}", "--hide-scrollbars"]
+             f"--window-size={size}", "--hide-scrollbars",
+             # A screenshot of the page once it is laid out and idle: on a loaded machine (the suite beside a
+             # benchmark) one glyph was once drawn before the font fallback had settled.
+             "--run-all-compositor-stages-before-draw", "--virtual-time-budget=2000"]
     environment = {**os.environ, **(env or {})}
     dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", source.as_uri()], capture_output=True, text=True,
                          timeout=120, env=environment).stdout

@@ -49,29 +49,28 @@ def time_training_steps(bert_config, batch_size: int, length: int, device: torch
         mlm, amp_dtype = MaskedPositionsMLM(model), autocast_dtype(precision)
         optimisation = Optimisation.build(model, TrainingConfig(max_steps=max_steps + 2, warmup_steps=0), device,
                                           precision)
-        generator, masking = torch.Generator().manual_seed(0), MaskingConfig(probability=mask_probability)
+        generator = torch.Generator().manual_seed(0)
         ids = torch.randint(1, bert_config.vocab_size, (batch_size, length), generator=generator)
         inputs, labels = mask_tokens(ids, torch.zeros_like(ids), 0, replacement_vocabulary(bert_config.vocab_size, [0]),
-                                     masking, generator)
+                                     MaskingConfig(probability=mask_probability), generator)
         batch = (inputs, torch.ones_like(inputs), labels)
 
-        def step(number: int) -> None:
+        def step(number: int) -> float:  # seconds: the host waits for the device, so the step is done
+            begun = time.perf_counter()
             loss, *_ = accumulate_gradients(mlm, [batch], optimisation.scaler, amp_dtype, device, SINGLE)
-            float(optimisation.step(model, loss, number)[0])  # the host waits for the device: the step is done
+            float(optimisation.step(model, loss, number)[0])
+            return time.perf_counter() - begun
 
-        begun = time.perf_counter()
-        step(0)
-        warm_up, timed, begun = time.perf_counter() - begun, 0, time.perf_counter()
-        while warm_up < budget_seconds and timed < max_steps and time.perf_counter() - begun < budget_seconds:
-            timed += 1
-            step(timed)
-        step_seconds = (time.perf_counter() - begun) / timed if timed else warm_up
+        warm_up, timed = step(0), []
+        while warm_up < budget_seconds and len(timed) < max_steps and sum(timed) < budget_seconds:
+            timed.append(step(len(timed) + 1))
         with torch.inference_mode(), torch.autocast(device.type, dtype=amp_dtype or torch.float32,
                                                     enabled=amp_dtype is not None):
             begun = time.perf_counter()
             float(masked_lm_loss(mlm.eval(), *(tensor.to(device) for tensor in batch))[0])
             forward = time.perf_counter() - begun
-    return StepTiming(step_seconds, batch_size * length / max(forward, 1e-9), time.perf_counter() - started)
+    return StepTiming(sum(timed) / len(timed) if timed else warm_up, batch_size * length / max(forward, 1e-9),
+                      time.perf_counter() - started)
 
 
 def measure_step(config: ExperimentConfig, device: torch.device) -> StepTiming:
@@ -82,8 +81,8 @@ def measure_step(config: ExperimentConfig, device: torch.device) -> StepTiming:
     timed = min(training.batch_size, MAX_TIMED_BATCH[device.type == "cuda"])
     timing = time_training_steps(bert, timed, config.sequences.max_length, device,
                                  resolve_precision(training.precision, device), config.masking.probability)
-    factor = training.batch_size * training.gradient_accumulation_steps / timed
-    return replace(timing, step_seconds=timing.step_seconds * factor)
+    return replace(timing, step_seconds=timing.step_seconds * training.batch_size
+                   * training.gradient_accumulation_steps / timed)
 
 
 @dataclass(frozen=True)
@@ -126,19 +125,16 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
     rate, evaluation = protocol.mask_probability, (protocol.min_masked_tokens or 0) / protocol.mask_probability
 
     def seconds(steps: float | None, forward_tokens: float = 0.0) -> float | None:
-        if timing is None or steps is None:
-            return None
-        return steps * timing.step_seconds + forward_tokens / timing.forward_tokens_per_second
+        return None if timing is None or steps is None else (steps * timing.step_seconds
+                                                             + forward_tokens / timing.forward_tokens_per_second)
 
     shape = f"{training.batch_size} x {config.sequences.max_length} tokens" + (
         f" x {training.gradient_accumulation_steps} micro-batches" if training.gradient_accumulation_steps > 1 else "")
-    steps, checks = training.max_steps, 0
-    if steps is None:
-        budget = f"{training.epochs:g} epoch(s) of {shape} (the steps are known once the sequences are)"
-    else:
-        checks = evaluation_count(steps, training.eval_every) if training.eval_every else 0
-        budget = f"{steps:,} steps of {shape}" + (
-            f", validated {checks:,} times on {training.eval_masked_tokens:,} masked tokens" if checks else "")
+    steps = training.max_steps
+    checks = evaluation_count(steps, training.eval_every) if steps and training.eval_every else 0
+    budget = (f"{training.epochs:g} epoch(s) of {shape} (the steps are known once the sequences are)" if steps is None
+              else f"{steps:,} steps of {shape}" + (
+                  f", validated {checks:,} times on {training.eval_masked_tokens:,} masked tokens" if checks else ""))
     validations = checks * training.eval_masked_tokens / rate
     # A fine-tuning step runs whole sequences through the encoder and a small head: about a training
     # step's work per sequence (the frozen mode's head fit is not estimated).
@@ -147,29 +143,26 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
     tuned = None if finetune.mode == "frozen" else (
         tasks * finetune.seeds * models * finetune.epochs * batches * finetune.batch_size / training.batch_size)
     confirmed = tuning.adopt == "if_better"
-    runs = (tuning.n_trials + confirmed) * tuning.seeds
+    runs, trial_steps = (tuning.n_trials + confirmed) * tuning.seeds, tuning.trial_steps
     trial_tokens = evaluation if tuning.eval_max_sequences is None else min(  # a trial's evaluation set
         evaluation, tuning.eval_max_sequences * config.sequences.max_length)
-    study = (f"{tuning.n_trials} trials x {tuning.seeds} seed(s) x {tuning.trial_steps} steps" + (
-        f", then a paired confirmation ({tuning.seeds} run(s) of {tuning.trial_steps} steps)" if confirmed else "")
-        + "; at most: a study that already holds trials runs the missing ones")
-    if tuning.objective == "finetune":
-        study_seconds = seconds(None if tuned is None else runs * (tuning.trial_steps + tuned))
-        study += "; each run scored by fine-tuning"
-    elif tuning.objective == "continued":  # each run scored once on the domain and on the general text
-        study_seconds = seconds(runs * tuning.trial_steps, (runs + 1) * 2 * trial_tokens)
-        study += "; each run scored on the domain and on the general text, against the starting model"
-    else:
-        study_seconds = seconds(runs * tuning.trial_steps,
-                                runs * evaluation_count(tuning.trial_steps, tuning.eval_every) * trial_tokens)
+    scored_by, study_seconds = {  # what scores a run, and the study's steps and forward passes
+        "finetune": ("by fine-tuning", seconds(None if tuned is None else runs * (trial_steps + tuned))),
+        "continued": ("on the domain and on the general text, against the starting model",
+                      seconds(runs * trial_steps, (runs + 1) * 2 * trial_tokens)),
+    }.get(tuning.objective, (None, seconds(runs * trial_steps,
+                                           runs * evaluation_count(trial_steps, tuning.eval_every) * trial_tokens)))
+    study = (f"{tuning.n_trials} trials x {tuning.seeds} seed(s) x {trial_steps} steps" + (
+        f", then a paired confirmation ({tuning.seeds} run(s) of {trial_steps} steps)" if confirmed else "")
+        + "; at most: a study that already holds trials runs the missing ones"
+        + (f"; each run scored {scored_by}" if scored_by else ""))
     scored = (f"the fixed protocol's {protocol.min_masked_tokens:,} masked tokens" if protocol.min_masked_tokens
               else "the whole test split under the fixed protocol")
     known = {stage.name: stage for stage in (
         Stage("training", budget, seconds(steps, validations)),
         Stage("finetune", f"{f'{tasks} tasks x ' if tasks > 1 else ''}{finetune.seeds} seed(s) x {models} model(s) "
                           f"x {finetune.epochs} epoch(s) of up to {batches} batches", seconds(tuned))
-        if finetune.enabled else
-        Stage("finetune", "off (finetune.train_path is not set)"),
+        if finetune.enabled else Stage("finetune", "off (finetune.train_path is not set)"),
         Stage("tuning", study, study_seconds) if tuning.n_trials else
         Stage("tuning", "skipped (tuning.n_trials=0): training takes the configured masking "
                         f"(masking.probability={config.masking.probability:g})"),
