@@ -8,7 +8,8 @@ the traceback of user errors too. A ``ValueError`` subclass, so that callers tha
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import difflib
+from collections.abc import Iterable, Iterator
 
 
 class UserError(ValueError):
@@ -29,3 +30,9 @@ def first_line(error: BaseException, limit: int = 200) -> str:
     message is empty): what a one-line message quotes of an error from a library."""
     lines = str(error).strip().splitlines()
     return lines[0].strip()[:limit] if lines else type(error).__name__
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``did you mean 'x'? `` for the known name closest to ``name`` (a typo), else ``""``."""
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""

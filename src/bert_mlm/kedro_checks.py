@@ -7,20 +7,14 @@ inputs no earlier run has written (before the first node).
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bert_mlm.errors import UserError, causes
+from bert_mlm.errors import UserError, causes, did_you_mean
 
 DEFAULT_ENV = "local"  # settings.CONFIG_LOADER_ARGS["default_run_env"]
-
-
-def _did_you_mean(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f"did you mean {close[0]!r}? " if close else ""
 
 
 def _env(env: str | None) -> str:
@@ -47,14 +41,14 @@ def check_selection(pipeline_names: Iterable[str], options: Mapping[str, Any]) -
     for name in names:
         if name not in pipelines:
             raise UserError(f"--pipelines: {name!r} is not a pipeline of this project; "
-                            f"{_did_you_mean(name, pipelines)}the pipelines are {', '.join(sorted(pipelines))}")
+                            f"{did_you_mean(name, pipelines)}the pipelines are {', '.join(sorted(pipelines))}")
     chosen = [pipelines[name] for name in names]
     where = f"the pipeline {names[0]!r}" if len(names) == 1 else f"the pipelines {names}"
     nodes = sorted({node.name for pipeline in chosen for node in pipeline.nodes})
     for option, key in (("--nodes", "node_names"), ("--from-nodes", "from_nodes"), ("--to-nodes", "to_nodes")):
         for name in options.get(key) or ():
             if name not in nodes:
-                raise UserError(f"{option}: {name!r} is not a node of {where}; {_did_you_mean(name, nodes)}its nodes: "
+                raise UserError(f"{option}: {name!r} is not a node of {where}; {did_you_mean(name, nodes)}its nodes: "
                                 f"{', '.join(nodes)}")
     tags = sorted({tag for pipeline in chosen for node in pipeline.nodes for tag in node.tags})
     for tag in options.get("tags") or ():
@@ -202,7 +196,7 @@ def check_environment(env: str | None, conf_source: str | None, project: Path) -
     if env and conf.is_dir() and not (conf / env).is_dir():
         environments = sorted(p.name for p in conf.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
         raise UserError(f"--env: {env!r} is not an environment of this project (no folder {str(conf / env)!r}); "
-                        f"{_did_you_mean(env, environments)}the environments are {', '.join(environments)}")
+                        f"{did_you_mean(env, environments)}the environments are {', '.join(environments)}")
 
 
 def check_credentials(catalog_config: Mapping[str, Any], credentials: Mapping[str, Any], env: str | None) -> None:

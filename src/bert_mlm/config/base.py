@@ -11,7 +11,6 @@ alike; ``json_schema_extra={"requirement": ...}`` words it where the derived phr
 
 from __future__ import annotations
 
-import difflib
 import types
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -21,7 +20,7 @@ import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, did_you_mean
 
 # A mask probability: at 0 nothing is predicted, at 1 nothing is left to predict from.
 Probability = Annotated[float, Field(gt=0, lt=1)]
@@ -88,8 +87,7 @@ def one_line(cls: type[Section], error: ValidationError, values: Mapping, name: 
     if unknown:
         if cls.UNKNOWN_KEY:
             return f"{name}.{unknown[0]}: {cls.UNKNOWN_KEY}"
-        close = difflib.get_close_matches(unknown[0], list(cls.model_fields), n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(cls.model_fields)}"
+        hint = did_you_mean(unknown[0], cls.model_fields).rstrip() or f"allowed: {', '.join(cls.model_fields)}"
         return f"{name}: unknown parameter(s) {', '.join(f'{name}.{key}' for key in unknown)}; {hint}"
     first = errors[0]
     cause = (first.get("ctx") or {}).get("error")

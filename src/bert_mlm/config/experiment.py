@@ -3,7 +3,6 @@ span sections, before any node runs (the project's hook)."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,7 +22,7 @@ from bert_mlm.config.tracking import TrackingConfig
 from bert_mlm.config.training import TrainingConfig
 from bert_mlm.config.tuning import TuningConfig
 from bert_mlm.config.variants import VariantOverrides, variant_overrides
-from bert_mlm.errors import UserError
+from bert_mlm.errors import UserError, did_you_mean
 
 RETIRED = {  # sections of earlier versions, and where their settings went
     "probe": "the downstream probe became the fine-tuning evaluation: move these settings under finetune: "
@@ -119,9 +118,8 @@ def check_section_names(parameters: Mapping[str, Any], known: set[str]) -> None:
         if section in RETIRED and section not in known:
             raise UserError(f"{section}: {RETIRED[section]}")
         if section not in known:
-            close = difflib.get_close_matches(section, sorted(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; the sections are {sorted(known)}"
-            raise UserError(f"{section}: unknown parameter section{hint}")
+            hint = did_you_mean(section, known).rstrip() or f"the sections are {sorted(known)}"
+            raise UserError(f"{section}: unknown parameter section; {hint}")
 
 
 def _dotted(key: str, value: Any) -> str:
