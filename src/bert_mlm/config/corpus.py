@@ -5,9 +5,9 @@ the parameters files as globals too) and ``--params corpus.path=...`` reaches bo
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from bert_mlm.config.base import Section
 from bert_mlm.errors import UserError
@@ -31,6 +31,14 @@ def validate_split_ratios(ratios: dict[str, float]) -> dict[str, float]:
     return values
 
 
+def named_sources(sources: Any) -> Any:
+    """A list of sources (``- {path: ..., weight: 0.7}``) as the mapping every stage reads: named
+    ``source1``, ``source2``... as the catalog's corpus names them; anything else as it is."""
+    if isinstance(sources, list):
+        return {f"source{number}": source for number, source in enumerate(sources, 1)}
+    return sources
+
+
 def check_one_source(path: Any, hf_dataset: Any, sources: Any) -> None:
     """At most one of ``corpus.path``, ``corpus.hf_dataset`` and ``corpus.sources`` is set."""
     given = [name for name, value in (("path", path), ("hf_dataset", hf_dataset), ("sources", sources))
@@ -51,8 +59,7 @@ def with_replay(path: Any, hf_dataset: Any, sources: Any, replay: Any, text_colu
     ``sources`` as it is without a replay, and as it is when it already holds the replay source."""
     if replay is None:
         return sources
-    if isinstance(sources, list):
-        sources = {f"source{number}": source for number, source in enumerate(sources, 1)}
+    sources = named_sources(sources)
     if isinstance(sources, dict) and REPLAY_SOURCE in sources:
         if (sources[REPLAY_SOURCE] or {}).get("train_only"):
             return sources  # made from corpus.replay already (a validated section validated again)
@@ -66,12 +73,9 @@ def with_replay(path: Any, hf_dataset: Any, sources: Any, replay: Any, text_colu
     if any(not isinstance(spec, dict) or spec.get("weight") is None for spec in sources.values()):
         raise UserError("corpus.replay: the domain's sources need weights (corpus.sources.<name>.weight), not "
                         "repeat: the replay share is a share of each epoch")
-    total = sum(float(spec["weight"]) for spec in sources.values())
-    mixed = {name: {**spec, "weight": float(spec["weight"]) / total * (1 - replay["share"])}
-             for name, spec in sources.items()}
-    mixed[REPLAY_SOURCE] = {"path": replay["path"], "text_column": replay.get("text_column") or text_column,
-                            "weight": float(replay["share"]), "train_only": True}
-    return mixed
+    general = {"path": replay["path"], "text_column": replay.get("text_column") or text_column,
+               "weight": replay["share"], "train_only": True}
+    return with_replay_share({**sources, REPLAY_SOURCE: general}, replay["share"])
 
 
 def with_replay_share(sources: dict[str, Any], share: float) -> dict[str, Any]:
@@ -98,7 +102,7 @@ class CorpusConfig(Section):
         None, description="the name of an entry of conf/local/credentials.yml, for s3:// gs:// abfs:// ... paths")
     hf_dataset: dict[str, Any] | str | None = Field(
         None, description="a Hugging Face dataset: {name, config, split, text_column} or {path: <save_to_disk dir>}")
-    sources: dict[str, Any] | list[Any] | None = Field(
+    sources: Annotated[dict[str, Any] | list[Any] | None, BeforeValidator(named_sources)] = Field(
         None, description="a mixture: {name: {path or hf_dataset, weight or repeat, credentials, text_column}, ...}; "
                           "the weights apply per training epoch (changing one re-runs no data stage)")
     min_words: int = Field(
@@ -125,15 +129,6 @@ class CorpusConfig(Section):
         if self.replay is None or not extra_path or str(extra_path) != str(self.replay["path"]):
             return None
         return dict(self.split_ratios), self.split_salt
-
-    @field_validator("sources", mode="before")
-    @classmethod
-    def _named(cls, sources: Any) -> Any:
-        """A list of sources (``- {path: ..., weight: 0.7}``) as the mapping every stage reads:
-        named ``source1``, ``source2``... as the catalog's corpus names them."""
-        if isinstance(sources, list):
-            return {f"source{number}": source for number, source in enumerate(sources, 1)}
-        return sources
 
     @field_validator("replay")
     @classmethod
