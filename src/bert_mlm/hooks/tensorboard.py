@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +28,7 @@ class TensorBoardHook:
     def __init__(self) -> None:
         self.root: Path | None = None
         self.logs: dict[str, TensorBoardLog] = {}
-        self._listening = None
+        self._listening = ExitStack()  # the training node's steps, as they are made
 
     def _log(self, prefix: str) -> TensorBoardLog:
         if prefix not in self.logs:
@@ -36,7 +37,7 @@ class TensorBoardHook:
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:
-        self.root, self.logs, self._listening = None, {}, None
+        self.root, self.logs = None, {}
         tracking = catalog.load("params:tracking") if catalog.exists("params:tracking") else None
         if tracking is None or not tracking.tensorboard:
             return
@@ -53,17 +54,11 @@ class TensorBoardHook:
     def before_node_run(self, node) -> None:
         # The training node (a variant's too): the one that makes a training history.
         if self.root is not None and any(output.rpartition(".")[2] == "training_history" for output in node.outputs):
-            self._listening = listening(self._log(node.namespace or "").records)
-            self._listening.__enter__()
-
-    def _stop_listening(self) -> None:
-        if self._listening is not None:
-            self._listening.__exit__(None, None, None)
-            self._listening = None
+            self._listening.enter_context(listening(self._log(node.namespace or "").records))
 
     @hook_impl
     def after_node_run(self, node) -> None:
-        self._stop_listening()
+        self._listening.close()
 
     on_node_error = after_node_run  # the same hook implementation under the error hook's name
 
@@ -102,7 +97,7 @@ class TensorBoardHook:
 
     @hook_impl
     def after_pipeline_run(self) -> None:
-        self._stop_listening()
+        self._listening.close()
         for log in self.logs.values():
             log.close()
         self.logs = {}
