@@ -7,17 +7,10 @@ hidden temporary name in the same folder, fsyncs, and renames: the latest-versio
 (``<filepath>/*/<name>``) never matches a half-written file. Object stores (s3://, gs://...)
 publish an object only when its upload completes, so they are written as kedro-datasets does.
 
-Two more things the result datasets here do: with ``skip_empty: true`` in the catalog, an empty
-value (a stage that did not run: no fine-tuning without ``finetune.train_path``) writes no version,
-so the newest version stays the last real result (:class:`SkipsEmpty`); and a load says which run
-saved it (:func:`bert_mlm.core.record.results.saved_in`); with ``optional: true``, a dataset that no
-run has written loads as an empty result (``{}``, an empty frame) instead of failing, for the
-report of a run that has not trained or fine-tuned yet.
-
-JSON is written as readable UTF-8 (Chinese labels as they are, not ``\\u6b63`` escapes). Results are
-not redacted: they hold results (a fill-mask token, a baseline token), and the settings they quote
-are redacted where they are made; records, manifests, locks and logs are redacted where they are
-written.
+Also: ``skip_empty`` (:class:`SkipsEmpty`), ``optional`` (:class:`OptionalLoad`), and a load says
+which run saved it (:func:`bert_mlm.core.record.results.saved_in`). JSON is readable UTF-8 (Chinese
+as it is). Results are not redacted (a fill-mask token is a result; the settings they quote are
+redacted where they are made).
 """
 
 from __future__ import annotations
@@ -39,8 +32,8 @@ from bert_mlm.core.common.files import written_then_renamed
 
 class SkipsEmpty:
     """Mixin of a versioned dataset: a value that holds nothing (:meth:`holds_nothing`; with
-    ``skip_empty: true`` in the catalog, an empty frame or mapping) writes no version, so the
-    newest version stays the last real one. Kedro's versioned save checks afterwards that the
+    ``skip_empty: true`` in the catalog, an empty frame or mapping: a stage that did not run)
+    writes no version, so the newest version stays the last real one. Kedro's versioned save checks afterwards that the
     version it just saved is the newest (a warning otherwise, an error where there is none), so
     the skip wraps Kedro's wrapper instead of living inside ``save``."""
 
@@ -105,7 +98,8 @@ class AtomicSave(SkipsEmpty):
 
 
 class OptionalLoad:
-    """Mixin: ``optional: true`` loads an empty result where no run has written the dataset;
+    """Mixin: ``optional: true`` loads an empty result (``{}``, an empty frame) where no run has
+    written the dataset, for the report of a run that has not trained or fine-tuned yet;
     ``skip_empty: true``: see :class:`SkipsEmpty`."""
 
     def __init__(self, *, optional: bool = False, skip_empty: bool = False, **kwargs) -> None:

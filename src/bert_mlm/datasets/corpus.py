@@ -18,19 +18,10 @@ class CorpusDataset(AbstractDataset[Any, CorpusSource]):
     """The user's corpus, loaded as a :class:`CorpusSource`: where the texts are, checked (listed,
     credentials and packages present), not the texts themselves (the ingestion node streams them).
 
-    - ``path``: a text file, a directory, or a glob of ``.txt``/``.raw``/``.md``/``.csv``/``.tsv``/
-      ``.parquet``/``.jsonl`` files, each optionally ``.gz``/``.bz2``/``.xz``/``.zst``; local or any
-      fsspec URL (``s3://``, ``gs://``, ``abfs://``, ``https://``, ``hf://``), with ``credentials``
-      (resolved by Kedro from ``conf/local/credentials.yml``) and ``fs_args`` passed to the file system.
-    - ``hf_dataset``: a Hugging Face dataset (``name``/``config``/``split`` or a ``save_to_disk`` ``path``).
-    - ``sources``: a mixture, name -> one of the above with a ``weight`` or ``repeat``.
-    - ``replay``: ``{path, share}``: general text mixed into the corpus above at that share of each
-      training epoch, its train split only (``corpus.replay``; :func:`~bert_mlm.config.corpus.with_replay`).
-    - none of these: the built-in corpus (Python standard-library docstrings) when
-      ``builtin_when_empty`` is true, else no corpus (an optional extra corpus).
-
-    The catalog fills these from the ``corpus.*`` runtime parameters and globals, so
-    ``kedro run --params corpus.path=...`` switches the corpus.
+    ``path``, ``hf_dataset``, ``sources`` and ``replay`` are the ``corpus`` section's keys (the
+    catalog fills them from the ``corpus.*`` parameters, so ``--params corpus.path=...`` switches
+    the corpus), with ``credentials`` and ``fs_args`` resolved by Kedro for the file system. None
+    of them: the built-in corpus when ``builtin_when_empty``, else no corpus (an optional extra one).
     """
 
     def __init__(self, path: str | None = None, text_column: str = "text", builtin_when_empty: bool = True,

@@ -25,12 +25,9 @@ def evaluate_masked_lm(trained_model: MaskedLM, corpus_documents: DocumentShards
                        sequence_index: SequenceIndex, extra_eval_corpus: CorpusSource, evaluation: EvaluationParameters,
                        sequences: SequenceConfig, model: ModelConfig, corpus: CorpusConfig) -> Evaluation:
     """Metrics on the test split (and on ``evaluation.corpus_path`` when given) under the fixed
-    protocol, the most-frequent-token reference, and fill-mask examples: the configured sentences,
-    else test-split sentences with one word masked and the true word beside the fills; with the
-    version of the model evaluated (``model_version``). With ``model.init_from``, the starting model
-    is scored on the same masked tokens too, and the run summary says in one sentence per held-out
-    set how continued pretraining moved the loss. The reporting stage gathers them with the model's
-    training summary and fine-tuning result into ``metrics.json``."""
+    protocol, the most-frequent-token reference, and fill-mask examples (the configured sentences,
+    else test-split sentences with one word masked); with ``model.init_from``, the starting model
+    scored on the same masked tokens too."""
     trained, tokenizer = trained_model.model, trained_model.tokenizer
     extra = None if extra_eval_corpus.is_empty else (item for batch in extra_eval_corpus.batches() for item in batch)
     names = (f"the test split of {source_name(corpus.path)}" if corpus.path else "the test split",

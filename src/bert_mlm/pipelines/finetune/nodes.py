@@ -14,12 +14,10 @@ from bert_mlm.datasets.pretrained import Classifier, MaskedLM
 def finetune_classifier(
     trained_model: MaskedLM, config: FinetuneConfig, model: ModelConfig, training: TrainingConfig
 ) -> tuple[FinetuneResults, pd.DataFrame, dict, Classifier]:
-    """Each task's result (accuracy and macro-F1, or entity F1 for a token task; the paired gain
-    over each baseline with its interval) for the model fine-tuned (``model_version``), a row per
-    task, model, seed and epoch, the label mapping (by task name where there are several), and
-    the first seed's models when ``finetune.save_model`` is true. Without ``finetune.train_path``
-    or ``finetune.tasks`` every output is empty, and its dataset writes no version: the newest
-    fine-tuning result stays the last real one."""
+    """Each task's result (its scores and paired gains over each baseline), a row per task, model,
+    seed and epoch, the label mapping (by task name where there are several), and the first seed's
+    models when ``finetune.save_model`` is true. Without a task every output is empty, and writes
+    no version: the newest fine-tuning result stays the last real one."""
     if not config.enabled:
         return FinetuneResults(), pd.DataFrame(), {}, Classifier()
     encoder, tokenizer = trained_model.model, trained_model.tokenizer

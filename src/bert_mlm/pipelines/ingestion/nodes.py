@@ -15,12 +15,9 @@ logger = logging.getLogger(__name__)
 
 
 def clean_and_split_corpus(raw_corpus: CorpusSource | object, corpus: CorpusConfig, data: DataConfig) -> DocumentStream:
-    """Clean the raw texts into documents and assign each a split by its hash.
-
-    ``raw_corpus`` is the project's corpus dataset, or what any Kedro dataset declared as
-    ``raw_corpus`` loads (a DataFrame, a PartitionedDataset's partitions, texts).
-    Returns the work, not the documents: the ``corpus_documents`` dataset runs it while writing
-    its shards, chunk by chunk (on ``data.engine``), so the corpus is never held in memory.
+    """Clean the raw texts (the project's corpus dataset, or what any Kedro dataset loads: a
+    DataFrame, partitions, texts) into documents, each given a split by its hash. Returns the work:
+    the ``corpus_documents`` dataset runs it while writing, so the corpus is never held in memory.
     """
     return DocumentStream(source=as_corpus_source(raw_corpus, corpus.text_column), config=corpus, data=data)
 

@@ -31,15 +31,10 @@ logger = logging.getLogger(__name__)
 
 def build_tokenizer(corpus_documents: DocumentShards, config: TokenizerConfig, model: ModelConfig,
                     data: DataConfig | None = None) -> tuple[PreTrainedTokenizerFast | TokenizerJob, dict]:
-    """Train a WordPiece vocabulary on the train split (streamed; on an evenly spread sample of
-    ``tokenizer.training_sample_bytes`` when the split is larger), or load ``tokenizer.vocab_path``,
-    or, for continued pretraining (``model.init_from``), the checkpoint's own tokenizer.
-
-    The training is returned as a job that the ``tokenizer`` dataset runs when it saves, unless a
-    stored version was trained on the same documents with the same settings (``data.reuse``). An
-    inherited vocabulary is measured on the same text (its ``[UNK]`` rate, a warning above
-    ``tokenizer.unk_warning_rate``) and extended by up to ``tokenizer.extend_vocabulary`` tokens;
-    the second output says what was found and added (empty for a trained vocabulary)."""
+    """Train a WordPiece vocabulary on the train split (as a job the ``tokenizer`` dataset runs when
+    it saves, or reuses: ``data.reuse``), or load ``tokenizer.vocab_path`` or ``model.init_from``'s
+    tokenizer, measured on the same text (its ``[UNK]`` rate) and extended by up to
+    ``tokenizer.extend_vocabulary`` tokens; the second output says what was found and added."""
     source = config.vocab_path or (resolve_checkpoint(model.init_from) if model.init_from else None)
     if not source:
         return TokenizerJob(corpus_documents, config, data or DataConfig()), {}

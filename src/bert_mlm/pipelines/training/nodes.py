@@ -33,15 +33,10 @@ def train_masked_lm(token_store: TokenStore, sequence_index: SequenceIndex, toke
                     model: ModelConfig, training: TrainingConfig, evaluation: EvaluationParameters,
                     sequences: SequenceConfig, distributed: DistributedConfig,
                     corpus: CorpusConfig) -> tuple[MaskedLM, pd.DataFrame, plt.Figure, TrainingSummary]:
-    """Train with per-epoch dynamic masking.
-
-    ``masking``: the section the tuning stage resolved (a mask-rate variant's, in its namespace);
-    ``resolved_training``: the training section it resolved when the study chose training values,
-    else ``{}`` and the run trains with ``training`` (its parameters); ``tuning_record``: the
-    stage's record, for the summary. Returns the model with its tokenizer, the per-step history, a
-    loss/accuracy plot and a summary (tokens, throughput, the masking used and where it came from, and
-    a mixture's per-source shares counted on the drawn epoch). ``corpus.sources``' weights are applied
-    here, per epoch: changing one re-runs no data stage.
+    """Train with per-epoch dynamic masking, with the masking the tuning stage resolved (a variant's,
+    in its namespace) and its training section where the study chose training values (else ``{}``:
+    ``training``). Returns the model with its tokenizer, the per-step history, a loss/accuracy plot
+    and the summary. ``corpus.sources``' weights apply here, per epoch: changing one re-runs no data stage.
     """
     training = resolved_training or training
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,

@@ -35,11 +35,8 @@ def tune_mask_probability(
 ) -> tuple[MaskingConfig, TrainingConfig | dict, TuningRecord, pd.DataFrame, plt.Figure, go.Figure]:
     """Run (or continue) the study; return the masking to train with (the configured one, or the
     study's best when it was adopted), the training section when the study chose training values
-    (else ``{}``: training takes ``params:training``), the study's record, the trials, the trials'
-    objective against the searched value (or the Pareto front of ``tuning.objective: continued``, which
-    reads ``extra_eval_corpus``: the general text forgetting is measured on), and Optuna's figure.
-
-    With ``tuning.n_trials: 0`` the study is skipped and the configured masking is passed on.
+    (else ``{}``), the study's record, the trials, their plot (or the Pareto front of ``objective:
+    continued``, scored on ``extra_eval_corpus``) and Optuna's figure. ``n_trials: 0`` skips the study.
     """
     experiment = Experiment.from_store(token_store, sequence_index, tokenizer, model=model, training=training,
                                        masking=masking, evaluation=evaluation.protocol, sequences=sequences,
