@@ -1,5 +1,4 @@
-"""Tracking where users look: TensorBoard event files (``tracking.tensorboard: true``) and MLflow
-(``BERT_MLM_MLFLOW=1``, through kedro-mlflow; docs/mlflow.md).
+"""MLflow tracking (``BERT_MLM_MLFLOW=1``, through kedro-mlflow; docs/mlflow.md).
 
 MLflow is never imported unless tracking is on: Kedro's command line imports every installed
 plugin's commands at start-up, and kedro-mlflow's import MLflow (2.4-2.9 s here, and MLflow's
@@ -95,8 +94,8 @@ MLFLOW_ARTIFACTS = ("metrics", "run_report", "mask_rate_comparison_report", "{va
 def mlflow_artifacts(conf_catalog: dict, variants, save_version: str, load_versions: dict) -> dict[str, dict]:
     """``name -> MlflowArtifactDataset arguments`` for :data:`MLFLOW_ARTIFACTS` (a variant's
     pattern for each of ``variants``): the dataset's own configuration, at the run's version (the
-    wrapper builds its dataset itself, and would otherwise give it a version of its own, which the
-    catalog refuses), its files under the variant's folder (the variants' files share names)."""
+    wrapper would give its dataset a version of its own, which the catalog refuses), a variant's
+    files under its folder (the variants' files share names)."""
     found = {}
     for pattern in MLFLOW_ARTIFACTS:
         if pattern not in conf_catalog:

@@ -22,10 +22,9 @@ IMPLAUSIBLE_SECONDS = 365 * 86400  # a stage the plan estimates longer than a ye
 
 
 class RunPlanHook:
-    """Starts every run by saying what will run: the stages, each budget, and an estimate of the
-    training steps and forward passes from a step measured here and now (``core.train.plan``).
-    Registered first in ``settings.HOOKS``, so that pluggy calls it after the parameters, the inputs
-    and the run lock are checked: a run that is refused spends nothing on measuring."""
+    """Starts every run with its plan (``core.train.plan``). Registered first in ``settings.HOOKS``,
+    so that pluggy calls it after the parameters, the inputs and the run lock are checked: a run
+    that is refused spends nothing on measuring."""
 
     def __init__(self, validated: ValidateParametersHook, threads: ThreadsHook) -> None:
         self.plan: Plan | None = None

@@ -33,15 +33,11 @@ def peak_rss_gb() -> float:
 
 
 class NodeTimingHook:
-    """Ends every run with a short summary that survives copy and paste: a table of every node's
-    time (the node function itself, and with its catalog loads and saves: the data stages do
-    their work while their datasets save) and the process's peak memory when it finished, the
-    headline metrics, and where the results were written (report, model, metrics, run record, study,
-    fine-tuning result).
-
-    With the environment variable ``BERT_MLM_NODE_TIMINGS`` set to a path, the table is also
-    written there as JSON (``bench/end_to_end.py`` uses it). Under ``ParallelRunner`` nodes run
-    in worker processes that hold their own hook instances, so the table stays empty there.
+    """Ends every run with a short summary that survives copy and paste: every node's time (the
+    node itself, and with its catalog loads and saves: the data stages work while their datasets
+    save) and peak memory, the headline metrics, and where the results were written. With
+    ``BERT_MLM_NODE_TIMINGS`` set to a path, the table is also written there as JSON (the benches
+    read it). Under ``ParallelRunner`` the nodes' hooks run in the workers: the table stays empty.
     """
 
     WRITTEN = {"run_report": "report", "trained_model": "model", "metrics": "metrics", "run_config": "run record",

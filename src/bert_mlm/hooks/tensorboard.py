@@ -19,11 +19,9 @@ from bert_mlm.core.record.run_record import dotted
 
 class TensorBoardHook:
     """With ``tracking.tensorboard: true``, one TensorBoard run per ``kedro run`` under
-    ``tracking.tensorboard_dir/<run version>/`` (a mask-rate variant's in a sub-folder of its
-    name): the training loss, accuracy, learning rate, tokens/s and gradient norm at every step
-    while training runs (and a validation curve where the history holds one), the tuning trials'
-    values, the fixed-protocol evaluation, the fine-tuning results and per-epoch accuracy, and
-    the run's parameters as text."""
+    ``tracking.tensorboard_dir/<run version>/`` (a variant's in a sub-folder of its name): the
+    training curves at every step while training runs, the tuning trials, the evaluation, the
+    fine-tuning results and per-epoch scores, and the run's parameters as text."""
 
     def __init__(self) -> None:
         self.root: Path | None = None

@@ -11,9 +11,8 @@ from bert_mlm.hooks.validation import ValidateParametersHook, validate_parameter
 
 
 class ThreadsHook:
-    """Sets torch's CPU threads for the run (``training.threads``: the CPUs this process may use,
-    shared among data-parallel processes; ``cpus.intra_op_threads``) before anything is timed or run.
-    Registered after the plan's hook, so that pluggy (last registered, first called) calls it first."""
+    """Sets torch's CPU threads for the run (``cpus.intra_op_threads``). Registered after the plan's
+    hook, so that pluggy (last registered, first called) calls it first."""
 
     def __init__(self, validated: ValidateParametersHook) -> None:
         self.validated = validated

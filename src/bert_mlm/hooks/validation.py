@@ -88,15 +88,12 @@ def check_saved_tuning(config: ExperimentConfig, catalog) -> None:
 
 
 class ValidateParametersHook:
-    """Validates every section once, then takes the project's run lock (one run at a time: runs in
-    one project would load each other's dataset versions) until the run ends.
+    """Validates every section once, then takes the project's run lock (runs in one project would
+    load each other's dataset versions) until the run ends.
 
-    Nodes declare the typed sections they take (``training: TrainingConfig``) and Kedro builds
-    them from ``params:<section>`` when it creates the catalog (``kedro.validation``). This hook
-    runs before that, on the raw parameters, so that a bad value gets this project's one-line
-    message (unknown keys with a suggestion, true/false refused as a number) instead of Kedro's,
-    and hands Kedro the sections it built: pydantic takes an instance of the model as it is, so
-    each section is validated once.
+    Kedro builds the typed sections the nodes declare from ``params:<section>`` when it creates the
+    catalog; this hook runs before, on the raw parameters, so that a bad value gets the project's
+    one-line message instead of Kedro's, and hands Kedro the built sections (validated once).
     """
 
     def __init__(self) -> None:
