@@ -1,9 +1,6 @@
-"""Project commands: ``kedro run`` as Kedro defines it, except that a user error (an invalid
-parameter, input file or storage; :class:`~bert_mlm.errors.UserError`) ends with its one-line
-message and exit status 2 instead of a traceback. Set ``BERT_MLM_DEBUG=1`` for the traceback.
-Bugs (any other exception) keep theirs.
-
-Kedro picks this ``run`` for ``kedro run`` and for ``bert-mlm`` / ``python -m bert_mlm``.
+"""``kedro run`` (and ``bert-mlm run``) as Kedro defines it, except that a user error
+(:class:`~bert_mlm.errors.UserError`) ends with its one-line message and exit status 2 instead of a
+traceback (``BERT_MLM_DEBUG=1`` shows it); bugs keep theirs.
 """
 
 from __future__ import annotations

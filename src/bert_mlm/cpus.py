@@ -20,12 +20,10 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 def wait_passively() -> None:
-    """OpenMP's threads sleep while they wait for each other (``OMP_WAIT_POLICY=PASSIVE``) unless
-    the user chose otherwise. torch's OpenMP reads the variable when torch loads, so this runs
-    first (``bert_mlm/__init__.py``) and does nothing once torch is loaded. By default they spin: on
-    a machine whose cores other work holds, a spinning thread waits for one that has lost its core,
-    and two threads trained 10x slower than with sleeping waits (BENCHMARKS.md, "CPU threads").
-    The thread count, and so every result, stays the same."""
+    """OpenMP's threads sleep while they wait (``OMP_WAIT_POLICY=PASSIVE``) unless the user chose
+    otherwise; torch reads it when it loads, so this runs first (``bert_mlm/__init__.py``). Spinning
+    threads on cores other work holds trained 10x slower (BENCHMARKS.md, "CPU threads"); the
+    thread count, and so every result, stays the same."""
     if "torch" not in sys.modules:
         os.environ.setdefault(WAIT_ENV, "PASSIVE")
 

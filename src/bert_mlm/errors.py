@@ -1,9 +1,5 @@
-"""The one error type a user can fix: a parameter, an input file, a storage URL.
-
-``kedro run`` (through this project's ``cli.py``) prints a ``UserError`` as one line and exits
-with status 2; any other exception is a bug and keeps its traceback. ``BERT_MLM_DEBUG=1`` shows
-the traceback of user errors too. A ``ValueError`` subclass, so that callers that catch
-``ValueError`` keep working.
+"""The one error type a user can fix: a parameter, an input file, a storage URL. ``kedro run``
+prints it as one line (``cli.py``); a ``ValueError``, so that callers that catch those keep working.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Kedro-level mistakes, found before Kedro trips over them, each in one line that says what to do:
-an unknown pipeline, environment, node, tag or runner (checked by the command line), a
-``--load-versions`` version that does not exist, a credentials name that the
-credentials files do not hold (when the context is created), and a pipeline run on its own whose
-inputs no earlier run has written (before the first node).
+"""Kedro-level mistakes (an unknown pipeline, node, tag, runner or environment, a missing
+``--load-versions`` version or credentials entry, inputs no earlier run wrote), found before Kedro
+trips over them, each in one line that says what to do.
 """
 
 from __future__ import annotations
@@ -30,11 +28,9 @@ def _conf(conf_source: str | None, project: Path | None) -> Path:
 
 
 def check_selection(pipeline_names: Iterable[str], options: Mapping[str, Any]) -> None:
-    """Every ``--pipelines`` name is registered (Kedro's own message is a 40-line traceback);
-    ``--nodes``, ``--from-nodes``, ``--to-nodes``, ``--tags`` and ``--namespaces`` name nodes, tags
-    and namespaces of the pipelines run, and ``--runner`` a runner (Kedro's own messages come after a
-    traceback, an unknown namespace's from deep inside its pipeline filter; an unknown tag among known
-    ones is silently ignored by Kedro)."""
+    """Every ``--pipelines``, ``--nodes`` (``--from-nodes``, ``--to-nodes``), ``--tags``,
+    ``--namespaces`` and ``--runner`` name is known (Kedro's own messages come after a traceback, and
+    an unknown tag among known ones Kedro ignores silently)."""
     from kedro.framework.project import pipelines
 
     names = [name for name in pipeline_names if name] or ["__default__"]
@@ -94,11 +90,9 @@ def check_load_versions(catalog, load_versions: Mapping[str, str] | None) -> Non
 
 def kedro_mistake(error: BaseException, env: str | None = None, conf_source: str | None = None,
                   project: Path | None = None) -> UserError | None:
-    """A Kedro error that is the user's to fix, as one line: configuration that is not valid YAML
-    (in the file that holds it: Kedro parses text and YAML names it "<file>"), a key given twice in
-    one environment, a key that is a mapping in one environment and a list in another, a
-    ``--load-versions`` dataset the catalog lacks. ``None`` for anything else (a bug keeps its
-    traceback)."""
+    """A Kedro error that is the user's to fix (invalid YAML, named by its file where YAML says
+    "<file>"; a key given twice; a mapping against a list; a dataset the catalog lacks) as one
+    line; ``None`` for anything else (a bug keeps its traceback)."""
     import yaml
     from kedro.config import MissingConfigException
     from kedro.io.core import DatasetNotFoundError
@@ -233,9 +227,9 @@ def _setting(dataset: str, path: tuple[str, ...]) -> str:
 
 
 def check_inputs_written(pipeline, catalog, pipelines: Mapping[str, Any], run: str) -> None:
-    """A pipeline run on its own (``--pipelines training`` in a fresh clone) reads what earlier
-    pipelines write: name what is missing and which pipelines to run first, before any node runs
-    (Kedro says "Did not find any versions" when the node that needs it starts)."""
+    """A pipeline run on its own (``--pipelines training`` in a fresh clone): what it reads that no
+    run wrote and which pipelines to run first, before any node runs (Kedro says so only when the
+    node that needs it starts)."""
     from bert_mlm.pipeline_registry import CHAIN
 
     producers = {name: pipelines[name] for name in CHAIN if name in pipelines}

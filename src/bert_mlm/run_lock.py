@@ -5,13 +5,11 @@ outputs (a report showed one run's corpus beside the other run's metrics). A run
 an exclusive lock on ``data/.bert-mlm-run.lock`` from its first node to its end; a second run
 stops at once with a message naming the first.
 
-The lock is ``filelock``'s (``flock`` on Unix, ``msvcrt`` on Windows, so the project imports
-everywhere): the kernel drops it when the holder exits, a kill -9 included, so it never goes
-stale. Who holds it (pid, start, the command line with its secrets redacted) is written to
-``data/.bert-mlm-run.holder.json``, readable by its owner only (mode 0600): filelock owns the lock
-file's contents. Both files are removed when the run ends; the lock file is unlinked while it is
-still locked, which filelock >= 4 makes safe (a contender that opened the old file finds it
-unlinked once it gets the lock, and starts again on a fresh one).
+The lock is ``filelock``'s: the kernel drops it when the holder exits, a kill -9 included, so it
+never goes stale. Who holds it (pid, start, the redacted command line) is written to
+``data/.bert-mlm-run.holder.json``, mode 0600 (filelock owns the lock file's contents). Both files
+are removed when the run ends; unlinking a locked file is safe with filelock >= 4 (a contender
+that opened the old file starts again on a fresh one).
 """
 
 from __future__ import annotations
