@@ -1,10 +1,7 @@
 """The data path's versioned directory datasets: document shards, token store, sequence index.
-
-Each saves atomically (see :class:`~bert_mlm.datasets.directory.AtomicDirectoryDataset`) and
-loads a light handle that reads its files on demand, never the whole corpus. The document and
-token datasets save *jobs* (a :class:`~bert_mlm.core.data.ingestion.DocumentStream`, an
-:class:`~bert_mlm.core.tokens.tokenization.EncodingJob`): the node describes the work, and the data is
-written here while it is produced, so it never has to fit in memory.
+Each loads a light handle that reads its files on demand. The document and token datasets save
+*jobs*: the node describes the work, and the data is written here as it is produced, so it never
+has to fit in memory.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Versioned Hugging Face ``save_pretrained`` directories as Kedro datasets.
 
 kedro-datasets' Hugging Face datasets load from the Hub; these save and load local directories
-that plain ``transformers`` opens (``AutoTokenizer`` / ``AutoModelForMaskedLM`` /
-``pipeline("fill-mask", model=dir)``). Saves are atomic: the directory is written under a
-temporary name and renamed, so a crash never leaves a half-written version that loads.
+that plain ``transformers`` opens, atomically (:class:`~bert_mlm.datasets.directory.AtomicDirectoryDataset`).
 """
 
 from __future__ import annotations
@@ -102,11 +100,8 @@ class Classifier:
 
 class ClassifierDataset(_PretrainedDirectoryDataset):
     """Fine-tuned models: the one task's directory, or a folder per task (``finetune.tasks``), each
-    a plain ``transformers`` directory that ``AutoModelForSequenceClassification`` (a label per
-    text) or ``AutoModelForTokenClassification`` (a tagger) opens, as its config's architecture
-    says. Fine-tuned without ``finetune.save_model`` (a tokenizer, no weights), its version holds
-    a note saying so, so that the newest version is always the newest fine-tuning's; no fine-tuning
-    at all (neither) writes no version."""
+    a plain ``transformers`` directory. Without ``finetune.save_model`` a version holds a note saying
+    so, so that the newest version is always the newest fine-tuning's; no fine-tuning writes none."""
 
     NOT_KEPT = "NOT_KEPT.txt"
 
@@ -144,12 +139,9 @@ def _classifier(directory: Path) -> PreTrainedModel:
 
 
 class ModelCardDataset(AbstractDataset[ModelCard, str]):
-    """A trained model's card, ``README.md`` in the model's own folder: ``filepath`` is the model
-    dataset's (``data/06_models/masked_lm``), and a card is written into the version it names
-    (``<filepath>/<version>/masked_lm/README.md``), atomically, replacing the card an earlier run
-    wrote there (a rebuilt report refreshes it). So the folder can be uploaded to the Hub as it
-    is; ``from_pretrained`` ignores the file. A card of no saved model (no model yet, or one made
-    in memory: ``model_version`` None) writes nothing. Loads the newest model's card."""
+    """A trained model's card, ``README.md`` in the model's own folder (``filepath``: the model
+    dataset's), written atomically into the version it names, replacing an earlier card: the folder
+    can be uploaded to the Hub as it is. A card of no saved model writes nothing. Loads the newest."""
 
     FILENAME = "README.md"
 

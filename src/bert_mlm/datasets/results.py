@@ -1,10 +1,7 @@
-"""The stages' typed results as Kedro datasets: versioned JSON files written by each result's
-``to_json`` and loaded by its ``from_json`` (files of earlier versions too), saved atomically, and
-knowing the run that saved them (``version``). A result that holds nothing (a fine-tuning result
-without tasks: no ``finetune.train_path``) writes no version; an ``optional: true`` result that no
-run has written loads as None (the stage has not run yet). A fine-tuning result loads with the
-newest result of each other task that earlier runs saved for the same model
-(:meth:`FinetuneResults.with_earlier`): a model's card keeps every task it was judged by."""
+"""The stages' typed results as versioned JSON files (each result's ``to_json`` / ``from_json``),
+knowing the run that saved them (``version``). An empty result writes no version; an ``optional``
+one no run has written loads as None. A fine-tuning result loads with the newest result of each
+other task saved for the same model (:meth:`FinetuneResults.with_earlier`)."""
 
 from __future__ import annotations
 

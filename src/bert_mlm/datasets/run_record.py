@@ -1,9 +1,7 @@
 """``run_config``: the run record (:mod:`bert_mlm.core.record.run_record`) as a versioned JSON dataset.
 
-Saved atomically and redacted (a record holds the run's settings, where secrets are); loaded as
-:class:`RunRecords`, the records of every run: a report describes a model with the record of the
-run that trained it, which is often not the latest run (``kedro run --pipelines reporting``
-rebuilds the report of an earlier model).
+Saved redacted; loaded as :class:`RunRecords`, every run's record: a report describes a model
+with the record of the run that trained it, often not the latest run.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """Nodes of the ``reporting`` pipeline: the run's record, one model's results gathered into
-``metrics.json``, the HTML report, and the model card in the model's folder.
-
-Registered after every stage that tunes, trains, fine-tunes or evaluates (``pipeline_registry``):
-``kedro run --pipelines finetune`` refreshes ``metrics.json``, the report and the card of the model
-it fine-tuned."""
+``metrics.json``, the HTML report, and the model card in the model's folder."""
 
 from __future__ import annotations
 
@@ -71,10 +67,8 @@ def build_run_report(
     tuning_best_params: TuningRecord | None, evaluation_metrics: Evaluation | None, finetune_metrics: FinetuneResults,
     finetune_runs: pd.DataFrame, vocabulary_coverage: dict, run_config: RunRecords, run_facts: RunRecord,
 ) -> str:
-    """Corpus, tokenizer and padding stats (with an inherited vocabulary's coverage), training and
-    tuning curves, metrics and fill-mask examples, and the fine-tuning evaluation, on one
-    self-contained HTML page that opens with how the model's run was made and says which model and
-    run each section belongs to."""
+    """Every stage's results on one self-contained HTML page that opens with how the model's run
+    was made and says which model and run each section belongs to."""
     data_runs = {"corpus": saved_in(corpus_stats), "tokenization": saved_in(tokenization_stats),
                  "sequences": saved_in(sequence_stats)}
     origin = provenance(metrics, run_config.of(run_facts.run_id) or run_config.latest,
