@@ -1,9 +1,6 @@
-"""The parameters' types: one pydantic model per section of ``conf/base/parameters_<section>.yml``,
-with its types, ranges, choices, rules and one-line help declared once.
-
-The ground floor of the package: it imports no torch, transformers or optuna (a test checks), so
-that checking a configuration, ``bert-mlm params`` and the project's hook are quick, and every
-other module (the Kedro-free core included) takes its section types from here.
+"""The parameters' types: one pydantic model per section of ``conf/base/parameters_<section>.yml``.
+It imports no torch, transformers or optuna (tested), so that checking a configuration and
+``bert-mlm params`` are quick.
 """
 
 from bert_mlm.config.base import Section

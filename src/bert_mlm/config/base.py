@@ -1,12 +1,8 @@
 """What every parameter section is: a frozen pydantic model that is strict (a quoted ``"0.8"`` or a
 ``true`` never passes for a number), closed (an unknown key is refused, with a did-you-mean), and
-whose errors read as the project's one line, ``section.field: value must be ...``.
-
-A field is one declaration: its type (``Literal`` for a choice), its default, its range
-(``Field(gt=0)``) and its one-line help (``Field(description=...)``, which ``bert-mlm params``
-prints and the comments of ``conf/base`` repeat, tested). The phrase that says what a field
-allows is derived from that declaration, for the error messages and for ``bert-mlm params``
-alike; ``json_schema_extra={"requirement": ...}`` words it where the derived phrase would not.
+whose errors read as the project's one line, ``section.field: value must be ...``. What a field
+allows is phrased from its declaration (type, range, choices), for the messages and ``bert-mlm
+params`` alike; ``json_schema_extra={"requirement": ...}`` words it where that phrase would not.
 """
 
 from __future__ import annotations

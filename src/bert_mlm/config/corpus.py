@@ -50,13 +50,10 @@ def check_one_source(path: Any, hf_dataset: Any, sources: Any) -> None:
 
 def with_replay(path: Any, hf_dataset: Any, sources: Any, replay: Any, text_column: str = "text",
                 domain_options: dict | None = None) -> Any:
-    """``corpus.sources`` with ``corpus.replay``'s general text drawn beside the domain's: the domain
-    (``corpus.path`` or ``corpus.hf_dataset`` as the source ``domain``, or ``corpus.sources``, their
-    weights scaled) takes ``1 - share`` of each training epoch and the general text ``share``, as any
-    mixture does at sample time (a changed share re-encodes nothing). The general text is read for
-    its train split only (``train_only``): the valid and test splits stay the domain's, and its own
-    held-out side stays unseen (``evaluation.corpus_path`` scores it when it names the same file).
-    ``sources`` as it is without a replay, and as it is when it already holds the replay source."""
+    """``corpus.sources`` with ``corpus.replay``'s general text drawn beside the domain's (``corpus.path``
+    or ``corpus.hf_dataset`` as the source ``domain``, or ``corpus.sources``) at ``share`` of each
+    training epoch, as any mixture at sample time (a changed share re-encodes nothing). The general
+    text is read for its train split only (``train_only``): its held-out side stays unseen."""
     if replay is None:
         return sources
     sources = named_sources(sources)

@@ -24,10 +24,9 @@ from bert_mlm.datasets.run_record import RunRecords
 def record_run(run_facts: RunRecord, resolved_masking: MaskingConfig | dict, resolved_training: TrainingConfig | dict,
                tuning_record: TuningRecord | None, corpus_documents: DocumentShards,
                token_store: TokenStore) -> RunRecord:
-    """The run's record (``run_config``): the hook's facts, the masking and training sections the
-    training took from the tuning stage (when this run trains; the corpus too, when a study of
-    continued pretraining chose the replay share), and the corpus (its source, language and
-    documents) and token store (version and digests) the run read."""
+    """The run's record (``run_config``): the hook's facts, the sections the training took from the
+    tuning stage (the corpus too, when a study chose the replay share), and the corpus and token
+    store the run read."""
     resolved = {name: section.model_dump(mode="json") if hasattr(section, "model_dump") else dict(section)
                 for name, section in (("masking", resolved_masking), ("training", resolved_training))}
     corpus = run_facts.section("corpus")
