@@ -1,10 +1,8 @@
 """How many CPUs this process may use, and how many threads torch's intra-op pool gets.
 
-``os.cpu_count()`` counts the machine's cores, and torch's default pool has one thread per
-physical core: neither sees a ``taskset``/cpuset affinity mask (SLURM, ``docker --cpuset-cpus``)
-nor a cgroup CPU quota (``docker --cpus``, Kubernetes limits). A pool larger than the CPUs it gets
-thrashes: OpenMP threads spin waiting for each other while the quota throttles them. Stdlib
-only, so that the configuration (``data.workers``) can count CPUs without importing torch.
+``os.cpu_count()`` and torch's default pool see neither an affinity mask (SLURM, ``docker
+--cpuset-cpus``) nor a cgroup CPU quota (``docker --cpus``, Kubernetes limits), and a pool larger
+than the CPUs it gets thrashes. Stdlib only: the configuration counts CPUs without torch.
 """
 
 from __future__ import annotations

@@ -139,8 +139,7 @@ def _yaml_file_failing_at(where, files: dict[str, list[Path]]) -> Path | None:
 
 def merge_conflict(env: str | None, conf_source: str | None, project: Path | None) -> UserError:
     """OmegaConf's "Cannot merge incompatible container types" (77 lines naming neither file nor
-    key) as one line: the key that is a mapping in conf/base and a list in the run environment, or
-    the other way round, with both files."""
+    key) as one line naming the key and both files."""
     import yaml
 
     def containers(paths: list[Path]) -> dict[tuple[str, ...], tuple[type, Path]]:
@@ -172,9 +171,8 @@ def merge_conflict(env: str | None, conf_source: str | None, project: Path | Non
 
 
 def check_no_globals_file(conf_source: str | Path, env: str | None) -> None:
-    """The settings load the parameters files as globals (each corpus key has one home), so a
-    ``globals.yml`` is not read: its ``corpus.path`` or ``corpus.sources`` (where earlier versions
-    kept them) would be ignored and the run would train on the built-in corpus, silently."""
+    """A ``globals.yml`` is not read (the settings load the parameters as globals): its
+    ``corpus.path`` (where earlier versions kept it) would be ignored, silently."""
     conf = Path(conf_source)
     for folder in dict.fromkeys(("base", _env(env))):
         for path in sorted((conf / folder).glob("globals*.y*ml")) if (conf / folder).is_dir() else []:

@@ -1,7 +1,5 @@
-"""``corpus``: where the texts are (read by the catalog's ``raw_corpus``) and how they are cleaned,
-de-duplicated and split (read by the ingestion node). ``conf/base/parameters_corpus.yml`` is the
-one home of every key: the catalog reads it through ``${globals:corpus...}`` (the settings load
-the parameters files as globals too) and ``--params corpus.path=...`` reaches both."""
+"""``corpus``: where the texts are (read by the catalog's ``raw_corpus``, through the globals:
+``settings.py``) and how they are cleaned, de-duplicated and split (read by the ingestion node)."""
 
 from __future__ import annotations
 

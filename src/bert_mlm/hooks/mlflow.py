@@ -112,17 +112,13 @@ def mlflow_artifacts(conf_catalog: dict, variants, save_version: str, load_versi
 
 
 class MlflowTrackingHook:
-    """With MLflow tracking on (kedro-mlflow installed and ``BERT_MLM_MLFLOW=1``), kedro-mlflow's
-    own hook opens the run and logs the parameters (flat and redacted: ``hooks.RedactedForPlugins``
-    hands it the typed sections as plain mappings), and its ``MlflowArtifactDataset`` logs the
-    report and the metrics file (:func:`mlflow_artifacts`, put in the catalog here). What
-    kedro-mlflow cannot do stays in this hook:
+    """With MLflow tracking on, kedro-mlflow's own hook opens the run and logs the (redacted)
+    parameters, and its ``MlflowArtifactDataset`` logs the report and the metrics file
+    (:func:`mlflow_artifacts`, put in the catalog here). This hook logs what kedro-mlflow cannot:
 
-    - the numbers of ``metrics`` and ``training_summary`` as MLflow metrics: its metric datasets
-      take node outputs shaped ``{name: {"value", "step"}}``, and these outputs are the project's
-      JSON files (strings, lists and numbers) that the report and kedro-viz read;
-    - the per-step training curves: ``MlflowMetricsHistoryDataset`` logs one value per call (720
-      round trips to the tracking store for the default run's two curves), ``log_batch`` 1,000.
+    - the numbers of ``metrics`` and ``training_summary``: its metric datasets take node outputs
+      shaped ``{name: {"value", "step"}}``, and these are the project's JSON files;
+    - the per-step training curves, with ``log_batch`` (its history dataset logs one value a call).
 
     Variant outputs (``mask_030.metrics``) keep their prefix. Does nothing without an active run.
     """

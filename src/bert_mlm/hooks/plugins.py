@@ -9,11 +9,9 @@ from bert_mlm.core.common.redaction import redact
 
 
 class RedactedForPlugins:
-    """Plugins see no secret: kedro-mlflow logs every node's parameters and tags the MLflow run
-    with the run's parameters (``--params corpus.path=https://user:PASSWORD@...`` among them).
-    These wrappers hand every other implementation of the two hooks redacted copies
-    (:func:`bert_mlm.core.common.redaction.redact`; typed sections as plain mappings, which kedro-mlflow
-    flattens into ``training.batch_size`` ...) and put the real values back before Kedro uses them."""
+    """kedro-mlflow logs every node's parameters and the run's (a password in ``corpus.path`` among
+    them): these wrappers hand the other implementations of the two hooks redacted copies (typed
+    sections as plain mappings) and put the real values back before Kedro uses them."""
 
     @hook_impl(hookwrapper=True)
     def before_pipeline_run(self, run_params: dict):
