@@ -61,10 +61,8 @@ class AtomicSave(SkipsEmpty):
     _writing_to: PurePosixPath | None = None
 
     def __init_subclass__(cls, **kwargs) -> None:
-        """Kedro-viz previews only what a run wrote: a versioned dataset no run has written (a
-        mask-rate variant never run) previews nothing, where ``kedro viz build`` printed a
-        ``VersionNotFoundError`` warning for each. ``functools.wraps`` keeps the preview's return
-        annotation, from which kedro-viz picks how to show it."""
+        """Kedro-viz previews only what a run wrote (``kedro viz build`` warned for each variant never
+        run); ``functools.wraps`` keeps the return annotation, from which kedro-viz picks the view."""
         super().__init_subclass__(**kwargs)
         original = getattr(cls, "preview", None)
         if original is None or getattr(original, "written_only", False):

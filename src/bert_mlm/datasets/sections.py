@@ -1,6 +1,5 @@
-"""A parameter section as a Kedro dataset: the masking (and training) section the tuning stage
-resolved for training, stored as JSON (saved atomically), so that kedro-viz shows which masking a
-model was trained with and a later ``--pipelines training`` run trains with the same."""
+"""A parameter section as a Kedro dataset: the sections the tuning stage resolved for training, so
+that a later ``--pipelines training`` run trains with the same."""
 
 from __future__ import annotations
 
@@ -13,10 +12,8 @@ from bert_mlm.errors import UserError
 
 
 class SectionDataset(JSONDataset):
-    """A versioned JSON file holding one section (``section``: its key, e.g. ``masking``), or
-    ``{}`` where the stage resolved none (the training section of a study that chose no training
-    value; Kedro saves no ``None``), and, with ``optional: true``, where no run has saved one. Loading
-    validates the file as the parameters are validated."""
+    """A versioned JSON file holding one section (``section``: its key), or ``{}`` where the stage
+    resolved none (Kedro saves no ``None``); loads validated as the parameters are."""
 
     def __init__(self, *, section: str, **kwargs) -> None:
         if section not in SECTIONS:

@@ -19,9 +19,8 @@ def variant_sections(
 
 
 def compare_mask_rates(**inputs) -> tuple[pd.DataFrame, str]:
-    """``inputs`` holds ``<variant>_metrics``, ``<variant>_history`` and ``<variant>_finetune``
-    (its newest fine-tuning results, used only where they were made for the variant's model: none
-    without ``finetune.train_path``) for every variant."""
+    """Every variant's ``<variant>_metrics``, ``_history`` and ``_finetune`` (used only where they
+    were made for the variant's model) in one table and report."""
     names = sorted(k.removesuffix("_metrics") for k in inputs if k.endswith("_metrics"))
     results = {n: inputs[f"{n}_metrics"] for n in names}
     finetune = {n: found for n in names if (found := inputs.get(f"{n}_finetune"))

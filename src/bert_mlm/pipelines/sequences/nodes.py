@@ -31,11 +31,9 @@ def build_model_inputs(token_store: TokenStore, tokenizer: PreTrainedTokenizerFa
                        config: SequenceConfig, training: TrainingConfig, masking: MaskingConfig,
                        evaluation: EvaluationParameters, tuning: TuningConfig,
                        data: DataConfig) -> tuple[SequenceIndex, pd.DataFrame]:
-    """Pack or split each split's documents into sequences of at most ``sequences.max_length``.
-
-    Returns an index into the token store (no token is copied) and per-split stats with the
-    padding efficiency of the chosen padding mode at the training batch size. For whole-word
-    masking on jieba words, the index also gets each token's word boundary (written beside it).
+    """Pack or split each split's documents into sequences of at most ``sequences.max_length``: an
+    index into the token store (no token is copied; with jieba words' boundaries where whole-word
+    masking needs them) and per-split stats with the padding efficiency at the training batch size.
     """
     segmenter, stored = stored_word_segmenter(masking.word_segmenter, whole_word_requested(masking, evaluation, tuning),
                                               corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS))

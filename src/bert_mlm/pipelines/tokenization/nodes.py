@@ -51,11 +51,8 @@ def build_tokenizer(corpus_documents: DocumentShards, config: TokenizerConfig, m
 def encode_corpus(corpus_documents: DocumentShards, tokenizer: PreTrainedTokenizerFast, data: DataConfig,
                   masking: MaskingConfig, evaluation: EvaluationParameters, tuning: TuningConfig) -> EncodingJob:
     """Encode every split into the token store. Returns the work: the ``token_store`` dataset
-    runs it while writing, shard by shard on all cores (or on ``data.engine: dask``).
-
-    When some part of the run masks whole Chinese words (``masking.word_segmenter`` rjieba or
-    jieba, or ``auto`` on CJK text), their boundaries are found in the same pass over the text
-    and stored beside the tokens: one encoding, where a separate stage encoded it all again."""
+    runs it while writing, on ``data.engine``. Where the run masks whole Chinese words, their
+    boundaries are found in the same pass and stored beside the tokens."""
     _, stored = stored_word_segmenter(masking.word_segmenter, whole_word_requested(masking, evaluation, tuning),
                                       corpus_documents.sample_texts("train", SEGMENTER_SAMPLE_CHARS))
     return EncodingJob(documents=corpus_documents, tokenizer_json=tokenizer.backend_tokenizer.to_str(),
