@@ -83,10 +83,9 @@ def _v1_quota(directory: Path) -> float | None:
 
 
 def intra_op_threads(setting: int | str, processes: int = 1) -> tuple[int, str]:
-    """Threads for torch's intra-op pool of each of ``processes`` processes sharing this
-    process's CPUs, and where the number came from: ``training.threads`` when it is a number;
-    for ``auto``, ``OMP_NUM_THREADS`` when it is set (the convention every OpenMP program
-    follows), else the usable CPUs (affinity and cgroup quota) shared out."""
+    """Threads for torch's intra-op pool of each of ``processes`` processes sharing this process's
+    CPUs, and where the number came from: ``training.threads``; for ``auto``, ``OMP_NUM_THREADS``
+    when set (every OpenMP program's convention), else the usable CPUs shared out."""
     if setting != "auto":
         return int(setting), "training.threads"
     text = os.environ.get(OMP_ENV, "").strip()

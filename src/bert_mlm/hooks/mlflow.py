@@ -45,15 +45,10 @@ class _MlflowCommands(click.Group):
         return _real(MLFLOW_COMMANDS).commands.get_command(ctx, name)
 
 
-class _UnregisteredHook:
-    """Stands for kedro-mlflow's hook, which Kedro unregisters (``DISABLE_HOOKS_FOR_PLUGINS``)
-    right after loading it: loading the real one imports MLflow."""
-
-
-# kedro-mlflow's two entry points (its command group, its hook) -> what stands for them.
+# kedro-mlflow's two entry points (its command group, its hook) -> what stands for them. Kedro
+# unregisters the hook right after loading it (DISABLE_HOOKS_FOR_PLUGINS): any object will do.
 MLFLOW_COMMANDS, MLFLOW_HOOK = "kedro_mlflow.framework.cli.cli", "kedro_mlflow.framework.hooks.mlflow_hook"
-_STANDING_IN = {MLFLOW_COMMANDS: {"commands": _MlflowCommands("kedro_mlflow")},
-                MLFLOW_HOOK: {"mlflow_hook": _UnregisteredHook()}}
+_STANDING_IN = {MLFLOW_COMMANDS: {"commands": _MlflowCommands("kedro_mlflow")}, MLFLOW_HOOK: {"mlflow_hook": object()}}
 
 
 def _real(name: str) -> types.ModuleType:

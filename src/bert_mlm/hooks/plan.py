@@ -62,9 +62,8 @@ class RunPlanHook:
 
 
 def planned_stages(pipeline) -> tuple[list[str], int]:
-    """The stages of the chain that ``pipeline`` runs nodes of, in the chain's order (each stage
-    by its own nodes: not the reporting nodes registered with it), and how many mask-rate variants
-    it trains."""
+    """The chain's stages ``pipeline`` runs nodes of (not counting the reporting nodes registered
+    with each), in order, and how many mask-rate variants it trains."""
     from bert_mlm.pipeline_registry import CHAIN
 
     names = {node.name for node in pipeline.nodes}

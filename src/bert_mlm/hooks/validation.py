@@ -42,9 +42,8 @@ logger = logging.getLogger(__package__)  # one logger name for the hooks' lines:
 
 
 def validate_parameters(parameters: dict) -> ExperimentConfig:
-    """The run's typed configuration; raises one clear ``UserError`` naming the first bad
-    parameter, its value and what is allowed, before any data is read: the values, the starting
-    model's files, the memory of a step and the checkpoint folder."""
+    """The run's typed configuration, checked before any data is read (the values, the starting
+    model's files, a step's memory, the checkpoint folder): one ``UserError`` otherwise."""
     from bert_mlm.pipelines.mask_rate_comparison import VARIANTS
 
     config = ExperimentConfig.from_parameters(parameters, variants=VARIANTS)

@@ -3,8 +3,6 @@ in its own Kedro namespace, then one comparison table and report.
 
     kedro run --pipelines mask_rate_comparison                        # data stages, every variant, comparison
     kedro run --pipelines mask_rate_comparison --namespaces mask_030  # one variant (on the latest data)
-
-Each variant's values live in conf/base/parameters_mask_rate_comparison.yml under its name.
 """
 
 import warnings
