@@ -275,8 +275,7 @@ def _stage_reads(pipeline, pipelines: Mapping[str, Any]) -> set[str]:
 
 def _pipelines_to_run(missing: list[str], catalog, producers: Mapping[str, Any],
                       pipelines: Mapping[str, Any]) -> list[str]:
-    """The chain's pipelines that write ``missing`` and, recursively, what those read that is
-    missing too; in the chain's order."""
+    """The chain's pipelines that write ``missing`` and, recursively, what those miss, in order."""
     needed: set[str] = set()
     todo = list(missing)
     while todo:

@@ -1,9 +1,6 @@
-"""A versioned dataset whose every version is a directory, written atomically.
-
-The directory is written under a temporary name next to its final place and renamed when it is
-complete, so a crash, a kill -9 or a full disk never leaves a half-written version that Kedro
-would load as the latest: a version exists only once it is whole.
-"""
+"""A versioned dataset whose every version is a directory, written under a temporary name and
+renamed when complete: a crash, a kill -9 or a full disk never leaves a half-written version that
+Kedro would load as the latest."""
 
 from __future__ import annotations
 

@@ -30,9 +30,8 @@ from bert_mlm.datasets.directory import AtomicDirectoryDataset
 
 @dataclass
 class MaskedLM:
-    """A masked language model and its tokenizer, saved together in one directory; ``version``:
-    the run that saved it (its version folder, set on load; None for a model made in this process),
-    which the results made with it record."""
+    """A masked language model and its tokenizer, saved together in one directory; ``version``: the
+    run that saved it (set on load; None for a model made in this process)."""
 
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
@@ -86,8 +85,7 @@ class MaskedLMDataset(_PretrainedDirectoryDataset):
 @dataclass
 class Classifier:
     """Fine-tuned models (each config carries its label mapping) by task name (``""``: the one task
-    of ``finetune.train_path``) and their tokenizer; no models when the weights were not kept,
-    neither where nothing was fine-tuned (Kedro saves no ``None`` output)."""
+    of ``finetune.train_path``) and their tokenizer; neither where nothing was fine-tuned."""
 
     models: dict[str, PreTrainedModel] = field(default_factory=dict)
     tokenizer: PreTrainedTokenizerBase | None = None

@@ -72,9 +72,8 @@ def _stand_in(name: str, attributes: dict) -> types.ModuleType:
 
 
 def keep_mlflow_unimported() -> None:
-    """With tracking off, Kedro finds kedro-mlflow's command group and hook entry points without
-    importing MLflow: stand-ins take the two modules' places in ``sys.modules`` (a no-op where
-    kedro-mlflow is not installed, or MLflow is imported already)."""
+    """With tracking off, stand-ins take the places of kedro-mlflow's two entry-point modules in
+    ``sys.modules`` (a no-op where kedro-mlflow is not installed, or MLflow is imported already)."""
     if "mlflow" in sys.modules or importlib.util.find_spec("kedro_mlflow") is None:
         return
     for name, attributes in _STANDING_IN.items():

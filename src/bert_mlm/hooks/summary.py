@@ -127,8 +127,7 @@ class NodeTimingHook:
 
 def summary_lines(rows: list[dict], total: float, results: ModelResults | None, written: dict[str, str],
                   estimate: float | None = None) -> list[str]:
-    """The end-of-run summary, one aligned line per log record: the node table, the reported
-    model's headline results, and where the results were written."""
+    """The end-of-run summary, one aligned line per log record."""
     width = max([len("node"), *(len(r["node"]) for r in rows)])
     planned = f" (the plan estimated {clock(estimate)} for its steps and forward passes)" if estimate else ""
     lines = [

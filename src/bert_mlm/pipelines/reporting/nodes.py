@@ -80,6 +80,6 @@ def build_run_report(
 
 
 def write_model_card(metrics: ModelResults, run_config: RunRecords) -> ModelCard:
-    """The card (``README.md``) of ``metrics``' model, written into its folder; none (a card of no
-    model, which its dataset does not write) where no run has saved a model yet."""
+    """The card (``README.md``) of ``metrics``' model, for its folder; a card of no model (which is
+    not written) where no run has saved a model yet."""
     return model_card(metrics, run_config.of(metrics.model_version)) if metrics.model_version else ModelCard(None, "")
