@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from bert_mlm.config import FinetuneConfig
-from bert_mlm.core.common.statistics import combined_interval
+from bert_mlm.core.common.statistics import Estimate, combined_interval
 
 PRETRAINED, BASELINE = "pretrained", "baseline"  # the fine-tuned models of a task: the model, its first baseline
 PREFIX = "finetune_"
@@ -72,18 +72,6 @@ RUN_COLUMNS = ("task", "model", "seed", "epoch", "train_loss", RUN_SCORE, "learn
                "reported")
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """A mean with its standard error (None: not recorded) and its 95 % interval; a model's score
-    over the seeds holds each seed's too."""
-
-    mean: float
-    se: float | None = None
-    low: float | None = None
-    high: float | None = None
-    seeds: list[float] = field(default_factory=list)
-
-
 def interval(per_seed, per_example, confidence: float = 0.95) -> Estimate:
     """Mean, standard error and ``confidence`` interval of a quantity measured per seed and per
     eval example (:func:`~bert_mlm.core.common.statistics.combined_interval` of the two sources of
@@ -92,7 +80,7 @@ def interval(per_seed, per_example, confidence: float = 0.95) -> Estimate:
     per_seed, per_example = np.asarray(per_seed, float), np.asarray(per_example, float)
     parts = [(float(values.var(ddof=1)) / len(values) if len(values) > 1 else 0.0, len(values) - 1)
              for values in (per_seed, per_example)]
-    return Estimate(**combined_interval(float(per_seed.mean()), parts, confidence).as_dict(), seeds=per_seed.tolist())
+    return replace(combined_interval(float(per_seed.mean()), parts, confidence), seeds=per_seed.tolist())
 
 
 @dataclass(frozen=True)

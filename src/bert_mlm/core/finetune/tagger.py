@@ -27,7 +27,6 @@ from bert_mlm.core.finetune.entities import EntityCounts, TagCodes
 from bert_mlm.core.finetune.result import (
     PRETRAINED,
     UNKNOWN_WARNING_RATE,
-    Estimate,
     ModelScores,
     TaskResult,
     paired_result,
@@ -158,14 +157,12 @@ class PreparedTagging:
             return np.stack(numerators), np.stack(denominators)
 
         seeds = {name: [found.scores() for found in counts[name]] for name in counts}
-        models = {name: {"entity_f1": Estimate(**ratio_interval(*f1_parts(name)).as_dict(),
-                                               seeds=[s["f1"] for s in seeds[name]]),
+        models = {name: {"entity_f1": replace(ratio_interval(*f1_parts(name)), seeds=[s["f1"] for s in seeds[name]]),
                          **{metric: seed_estimate([s[measure] for s in seeds[name]]) for metric, measure in (
                              ("entity_precision", "precision"), ("entity_recall", "recall"),
                              ("token_accuracy", "token_accuracy"))}}
                   for name in counts}
-        gains = {name: Estimate(**ratio_interval(*f1_parts(PRETRAINED), f1_parts(name)).as_dict())
-                 for name in baselines}
+        gains = {name: ratio_interval(*f1_parts(PRETRAINED), f1_parts(name)) for name in baselines}
         types = self.codes.types
         detail = {"labels": self.task.labels, "label_all_pieces": self.label_all_pieces, "scored_words": self.units,
                   "truncated_words": self.evaluation.report.truncated,

@@ -287,7 +287,8 @@ def paired_interval(differences: list[float], confidence: float = 0.95) -> dict:
     if pairs < 2:
         return {"mean": float(values.mean()) if pairs else math.nan, "low": -math.inf, "high": math.inf, "pairs": pairs}
     variance = [(float(values.var(ddof=1)) / pairs, pairs - 1)]
-    return {**combined_interval(float(values.mean()), variance, confidence).as_dict(), "pairs": pairs}
+    found = combined_interval(float(values.mean()), variance, confidence)
+    return {"mean": found.mean, "se": found.se, "low": found.low, "high": found.high, "pairs": pairs}
 
 
 def adoption(interval: dict, adopt: str, measure: str = "eval loss") -> tuple[bool, str]:
