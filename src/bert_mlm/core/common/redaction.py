@@ -82,21 +82,14 @@ def redact(value: T) -> T:
     if isinstance(value, str):
         return redact_text(value)  # type: ignore[return-value]
     if isinstance(value, Mapping):
-        return {key: _redact_item(key, item) for key, item in value.items()}  # type: ignore[return-value]
+        return {key: MASK if is_secret_name(key) and _is_secret_value(item) else redact(item)  # type: ignore[return-value]
+                for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         items = [redact(item) for item in value]
         return tuple(items) if isinstance(value, tuple) else items  # type: ignore[return-value]
     return value
 
 
-def _redact_item(key: Any, item: Any) -> Any:
-    return MASK if is_secret_name(key) and _is_secret_value(item) else redact(item)
-
-
 def _is_secret_value(item: Any) -> bool:
     """A value to mask whole: a non-empty scalar (nested settings are redacted item by item)."""
-    if item is None or isinstance(item, bool):
-        return False
-    if isinstance(item, (str, bytes)):
-        return bool(item)
-    return isinstance(item, (int, float))
+    return isinstance(item, (str, bytes, int, float)) and not isinstance(item, bool) and item not in ("", b"")

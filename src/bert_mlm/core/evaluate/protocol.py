@@ -58,11 +58,7 @@ class EvaluationSet:
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     labels: torch.Tensor
-    sequence_ids: torch.Tensor | None = None
-
-    def __post_init__(self) -> None:
-        if self.sequence_ids is None:
-            self.sequence_ids = torch.arange(len(self.input_ids))
+    sequence_ids: torch.Tensor
 
     def __len__(self) -> int:
         """The distinct held-out sequences (several draws of one count once)."""
@@ -176,11 +172,6 @@ class SequenceScores:
         return HeldOut(**values, perplexity=math.exp(min(values["loss"], 700.0)), masked_tokens=count,
                        sequences=len(self.tokens), mask_draws=self.mask_draws, frequent_share=share)
 
-    def metrics(self) -> dict:
-        """:meth:`summary` as the JSON files name it (``eval_loss``, ...): what the training loop's
-        validation and the tuning trials read."""
-        return self.summary().to_json()
-
     def summed(self, name: str) -> np.ndarray:
         """The per-sequence sums of one of :data:`~bert_mlm.core.evaluate.result.MEASURES`."""
         return {"loss": self.loss, "accuracy": self.top1, "top5_accuracy": self.top5}[name]
@@ -245,7 +236,7 @@ def evaluate(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEva
     sequences, ``y_i`` a sequence's summed loss (or hits) and ``n_i`` its masked tokens. No
     resampling, and the same numbers as a bootstrap over sequences up to its noise.
     """
-    return score_sequences(model, evaluation_set, batch_size, device, amp_dtype, frequent_ids).metrics()
+    return score_sequences(model, evaluation_set, batch_size, device, amp_dtype, frequent_ids).summary().to_json()
 
 
 def paired_change(after: SequenceScores, before: SequenceScores) -> HeldOut:
