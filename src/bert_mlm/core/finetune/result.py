@@ -1,17 +1,10 @@
 """The fine-tuning stage's result (``finetune_metrics``): a :class:`TaskResult` per labelled task in
-a :class:`FinetuneResults`, empty where no task was fine-tuned (no ``finetune.train_path``: no
-version is written). A task result holds what any task kind reports: its name, its kind
-(``sequence``; ``token`` has entity F1 for headline), the headline metric's name, both models'
-scores over the seeds, the paired gain with its 95 % interval (and one per further baseline), and
-the kind's other scores (macro-F1; entity precision...). Its keys (``finetune_accuracy``,
-``finetune_seed_accuracy``, ``finetune_gain_ci_low``..., as every earlier version wrote them) are
+a :class:`FinetuneResults`, empty where no task was fine-tuned (no version is written). A task
+result holds what any task kind reports: both models' scores over the seeds, the paired gain with
+its 95 % interval (:func:`interval`; one per further baseline), and the kind's other scores. Its
+keys (``finetune_accuracy``, ``finetune_gain_ci_low``..., as every earlier version wrote them) are
 written and read here only; more tasks go under ``finetune_tasks``. Each kind builds its result in
 its own module (:mod:`.classifier`, :mod:`.tagger`).
-
-The interval of a mean over seeds and eval examples combines two sources of error: the seeds
-(between-seed variance of the per-seed means) and the sampling of the eval examples
-(between-example variance of the per-example means over seeds). For a paired difference both are
-taken of the differences, so what the two models share (data order, hard examples) cancels.
 """
 
 from __future__ import annotations
@@ -72,15 +65,15 @@ RUN_COLUMNS = ("task", "model", "seed", "epoch", "train_loss", RUN_SCORE, "learn
                "reported")
 
 
-def interval(per_seed, per_example, confidence: float = 0.95) -> Estimate:
-    """Mean, standard error and ``confidence`` interval of a quantity measured per seed and per
-    eval example (:func:`~bert_mlm.core.common.statistics.combined_interval` of the two sources of
-    error): ``per_seed`` holds its mean over the examples for each seed, ``per_example`` its mean
-    over the seeds for each example."""
+def interval(per_seed, per_example) -> Estimate:
+    """Mean, standard error and 95 % interval of a quantity measured per seed and per eval example
+    (``per_seed``: its mean over the examples for each seed; ``per_example``: over the seeds for
+    each example), the two sources of error combined (:func:`~bert_mlm.core.common.statistics.combined_interval`).
+    Of a paired difference, what the two models share (data order, hard examples) cancels."""
     per_seed, per_example = np.asarray(per_seed, float), np.asarray(per_example, float)
     parts = [(float(values.var(ddof=1)) / len(values) if len(values) > 1 else 0.0, len(values) - 1)
              for values in (per_seed, per_example)]
-    return replace(combined_interval(float(per_seed.mean()), parts, confidence), seeds=per_seed.tolist())
+    return replace(combined_interval(float(per_seed.mean()), parts), seeds=per_seed.tolist())
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 on several seeds, and the paired confirmation that decides whether the study's best is adopted.
 
 Fairness: every trial trains the same model (same initial weights per seed, same data order)
-for ``tuning.trial_steps`` and is scored on the validation split with the fixed protocol. Trials
-are only comparable under the same data, model and budget, so the study's name carries a
-fingerprint of them.
+for ``tuning.trial_steps`` and is scored on the validation split with the fixed protocol at 15 %
+(never at its own rate: a higher rate makes its own task harder and would bias the study toward
+low rates). Trials are only comparable under the same data, model and budget, so the study's name
+carries a fingerprint of them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Optuna study over the masking probability (optionally the 80/10/10 fractions and learning rate).
-
-Fairness: every trial trains the same model (same initial weights, same data order) for the same
-number of steps, and is scored by the fixed-protocol evaluation loss at 15 %, token-weighted
-(never its training loss, nor the loss at its own rate: a higher rate makes its own task harder
-and would bias the study toward low rates).
+"""Optuna study over the masking probability (optionally the 80/10/10 fractions and learning rate);
+its trials are :mod:`bert_mlm.core.study.mask_study`'s.
 
 Scale: any Optuna storage works (SQLite file by default, PostgreSQL/MySQL URLs, or
 ``journal:<path>`` for Optuna's journal file storage). ``n_trials`` is the total number of
@@ -279,15 +275,15 @@ def searched_values(params: dict) -> dict[str, dict]:
     return sections
 
 
-def paired_interval(differences: list[float], confidence: float = 0.95) -> dict:
-    """Mean of paired differences, its standard error and its two-sided ``confidence`` interval
-    (Student's t: :func:`~bert_mlm.core.common.statistics.combined_interval` of one source of
-    error); with fewer than two pairs the interval is unbounded."""
+def paired_interval(differences: list[float]) -> dict:
+    """Mean of paired differences, its standard error and its 95 % interval (Student's t:
+    :func:`~bert_mlm.core.common.statistics.combined_interval` of one source of error); with fewer
+    than two pairs the interval is unbounded."""
     values, pairs = np.asarray(differences, dtype=np.float64), len(differences)
     if pairs < 2:
         return {"mean": float(values.mean()) if pairs else math.nan, "low": -math.inf, "high": math.inf, "pairs": pairs}
     variance = [(float(values.var(ddof=1)) / pairs, pairs - 1)]
-    found = combined_interval(float(values.mean()), variance, confidence)
+    found = combined_interval(float(values.mean()), variance)
     return {"mean": found.mean, "se": found.se, "low": found.low, "high": found.high, "pairs": pairs}
 
 
