@@ -1,18 +1,15 @@
 """Fine-tuning evaluation: did pretraining help the user's task?
 
-The pretrained encoder is fine-tuned (all weights) on a labelled task, ``finetune.seeds`` times,
-and so is each of its baselines (the ``model.init_from`` checkpoint, or a randomly initialised
-model of the same shape: the pretraining's own initial weights) with the same seeds, head,
-batches in the same order and tokenizer: "pretraining gained +x.x accuracy points [95 % CI lo,
-hi]" (:mod:`bert_mlm.core.finetune.result`). This is how the literature judges pretraining
-(Gururangan et al. 2020; Wettig et al. 2023): masked-LM loss can rank choices the wrong way, and a
-frozen probe of a small encoder cannot tell a trained one from a random one (``mode: frozen``
-keeps that cheap check).
+The pretrained encoder is fine-tuned on a labelled task, ``finetune.seeds`` times, and so is each
+of its baselines (:func:`starting_points`) with the same seeds, head, batch order and tokenizer:
+"pretraining gained +x.x accuracy points [95 % CI lo, hi]". This is how the literature judges
+pretraining (Gururangan et al. 2020; Wettig et al. 2023): masked-LM loss can rank choices the wrong
+way, and a frozen probe of a small encoder cannot tell a trained one from a random one
+(``mode: frozen`` keeps that cheap check).
 
-One runner for every task kind: a task prepared for its kind (:class:`~.classifier.PreparedTask`
-for a label per text, :class:`~.tagger.PreparedTagging` for a tag per word) says how its model is
-made, batched, scored and reported; the schedule, the optimiser step, the epochs, early stopping
-and the pairing are the same for both.
+One runner for every task kind: a task prepared for its kind (:class:`~.classifier.PreparedTask`,
+:class:`~.tagger.PreparedTagging`) says how its model is made, batched, scored and reported; the
+rest (schedule, optimiser step, epochs, early stopping, pairing) is the same for both.
 """
 
 from __future__ import annotations
