@@ -182,9 +182,8 @@ def score_sequences(model: BertForMaskedLM, evaluation_set: EvaluationSet | Stre
                     batch_size: int = 128, device: torch.device | str | None = None,
                     amp_dtype: torch.dtype | None | str = AUTO, frequent_ids: Sequence[int] = ()) -> SequenceScores:
     """``model``'s summed loss and top-1/top-5 hits at the masked positions, per held-out
-    sequence (:class:`SequenceScores`). ``amp_dtype``: an autocast dtype, ``None`` for fp32, or
-    ``"auto"`` (:func:`evaluation_dtype`). ``frequent_ids`` (:func:`frequent_tokens`): also count
-    the top-1 predictions among them, what tells a model on the unigram plateau."""
+    sequence. ``amp_dtype``: an autocast dtype, ``None`` for fp32, or ``"auto"``
+    (:func:`evaluation_dtype`). ``frequent_ids``: also count the top-1 predictions among them."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     if amp_dtype == AUTO:
         amp_dtype = evaluation_dtype(device)
@@ -224,10 +223,8 @@ def score_sequences(model: BertForMaskedLM, evaluation_set: EvaluationSet | Stre
 def evaluate(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEvaluationSet, batch_size: int = 128,
              device: torch.device | str | None = None, amp_dtype: torch.dtype | None | str = AUTO,
              frequent_ids: Sequence[int] = ()) -> dict[str, float]:
-    """Token-weighted masked-token loss, perplexity, top-1 and top-5 accuracy, each with its
-    standard error (``*_se``), and what they rest on: the masked tokens scored, the distinct
-    sequences and the mask draws begun (``eval_mask_draws``; the last may be partial).
-    ``amp_dtype``: an autocast dtype, ``None`` for fp32, or ``"auto"`` (:func:`evaluation_dtype`).
+    """:func:`score_sequences`' token-weighted loss, perplexity, top-1 and top-5 accuracy, each with
+    its standard error (``*_se``), and what they rest on, as the JSON files name them (``eval_loss``).
 
     The standard errors are analytic: masked tokens of one sequence are not independent (they
     share a context, and several mask draws share the sequence), so each metric, a ratio of sums
@@ -240,15 +237,13 @@ def evaluate(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEva
 
 
 def paired_change(after: SequenceScores, before: SequenceScores) -> HeldOut:
-    """``after``'s scores with how they moved from ``before`` (the starting model), both scored on
-    the same evaluation set: the starting model's scores (``loss_start``, ...), and each score's
-    change (``loss_change``) with its paired standard error (``_se``).
+    """``after``'s scores with the starting model's (``before``, ``loss_start``...) on the same
+    evaluation set, and each score's change (``loss_change``) with its paired standard error.
 
-    Both models predict the very same masked tokens, so the change is one ratio of summed
-    per-sequence differences, ``D = sum_i (y_i - x_i) / sum_i n_i``, with the delta-method error of
-    :func:`~bert_mlm.core.common.statistics.ratio_standard_error` over those differences. What the
-    two models share (hard sequences, rare words) cancels, so this error is far below that of two
-    independent scores.
+    The change is one ratio of summed per-sequence differences, ``D = sum_i (y_i - x_i) / sum_i n_i``,
+    with the delta-method error of :func:`~bert_mlm.core.common.statistics.ratio_standard_error`
+    over those differences. What the two models share (hard sequences, rare words) cancels, so this
+    error is far below that of two independent scores.
     """
     if not (np.array_equal(after.sequence_ids, before.sequence_ids) and np.array_equal(after.tokens, before.tokens)):
         raise ValueError("paired_change: the two scores are not of the same masked tokens (another evaluation set)")
