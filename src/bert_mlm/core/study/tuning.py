@@ -153,12 +153,11 @@ def count_trials(study: optuna.Study, states: tuple[TrialState, ...]) -> int:
 
 
 class _AfterTrial:
-    """Optuna's callback after each trial of this worker: one log line with the trials the study
-    still needs and an ETA from the trials this worker finished (a study of minutes printed
-    nothing between its first and last line); a stop after ``n_trials`` consecutive failed trials
-    (a broken configuration, not bad luck), or after a surplus trial (refused before it ran: no
-    failure); and Optuna's ``MaxTrialsCallback`` on the active trials of the shared storage, once a
-    killed worker's trial has been failed (a trial that stopped beating must not count as running)."""
+    """Optuna's callback after each trial of this worker: one log line with the trials left and an
+    ETA (a study of minutes printed nothing between its first and last line); a stop after
+    ``n_trials`` failed trials in a row or a surplus trial (refused before it ran: no failure); and
+    ``MaxTrialsCallback`` on the shared storage's active trials, once a killed worker's trial has
+    been failed (a trial that stopped beating must not count as running)."""
 
     def __init__(self, n_trials: int) -> None:
         self.n_trials, self.limit, self.failures, self.durations = n_trials, max(n_trials, 1), 0, []
@@ -182,13 +181,9 @@ class _AfterTrial:
 
 
 def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
-    """Run trials until the study holds ``config.n_trials`` finished trials.
-
-    A trial that raises is recorded as FAIL and the study goes on; after ``n_trials``
-    consecutive failures the last error is raised (a broken configuration, not bad luck). A
-    ``UserError`` (a setting the user must change: a step that cannot fit in memory, a broken
-    starting model) stops the study at once and is raised as it is, in its one line.
-    """
+    """Run trials until the study holds ``config.n_trials`` finished trials. A trial that raises
+    is recorded as FAIL and the study goes on, until ``n_trials`` fail in a row (a broken
+    configuration, not bad luck); a ``UserError`` stops the study at once and is raised as it is."""
     study = open_study(config)
     user_errors: list[UserError] = []
 
