@@ -172,10 +172,8 @@ class Runner:
 
     def _schedule(self, model: PreTrainedModel, seed: int) -> TrainingConfig:
         """The run as the training loop's configuration, so that it takes the project's optimizer
-        step (AdamW groups, linear warmup and decay, GradScaler with unscale-before-clip) and its
-        epoch order (length-bucketed batches shuffled from (seed, epoch) alone: every model
-        fine-tuned with this seed sees the same batches in the same order); configured as BERT
-        fine-tuning usually is."""
+        step and its epoch order (batches shuffled from (seed, epoch) alone: every model fine-tuned
+        with this seed sees the same batches in the same order); configured as BERT fine-tuning usually is."""
         config = self.config
         total = config.epochs * math.ceil(len(self.prepared.train) / config.batch_size)
         return TrainingConfig(max_steps=total, batch_size=config.batch_size,
@@ -224,11 +222,9 @@ class Runner:
 def starting_points(config: FinetuneConfig, trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                     init_from: str | None, init_seed: int) -> dict[str, tuple[PreTrainedModel, str]]:
     """Each baseline of ``finetune.baseline`` and how the report names it, by the name its runs go
-    by (the first: ``baseline``; then ``random``, ``auto`` or the model's file name): ``auto``, the
-    ``model.init_from`` checkpoint for continued pretraining, else the pretraining's initial weights
-    (same config, same seed); ``random``, those initial weights whatever the starting point; or a
-    model. A baseline that is another's model (``[auto, random]`` without ``model.init_from``) is
-    compared once."""
+    by (the first: ``baseline``): ``auto``, the ``model.init_from`` checkpoint, else the
+    pretraining's initial weights (same config, same seed); ``random``, those initial weights; or
+    a model. A baseline that is another's model is compared once."""
     found: dict[str, tuple[PreTrainedModel, str]] = {}
     for setting in config.baselines:
         if setting == "random" or (setting == "auto" and not init_from):

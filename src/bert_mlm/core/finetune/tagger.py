@@ -1,12 +1,8 @@
 """Token classification (named entities), the task kind of a tag per word: the tagger on a
-pretrained encoder (``AutoModelForTokenClassification``), its batches, its word-level predictions,
-its linear-probe head (LP-FT, as the sentence runs start), and its result.
-
-Predictions come back to the words through their first pieces (:mod:`core.finetune.alignment`)
-and are scored by entity, strict IOB2 (:mod:`core.finetune.entities`). The gain reads "pretraining
-gained +x.x entity F1 points [95 % CI lo, hi]": a paired bootstrap over the eval sentences combined
-with the seeds' spread (:func:`core.common.statistics.ratio_interval`), since an entity F1 is no
-mean of per-sentence scores.
+pretrained encoder (``AutoModelForTokenClassification``), its batches, its word-level predictions
+(:mod:`core.finetune.alignment`), its linear-probe head, and its result: entity F1, strict IOB2
+(:mod:`core.finetune.entities`), whose interval is a paired bootstrap over the eval sentences
+(:func:`core.common.statistics.ratio_interval`), since an entity F1 is no mean of per-sentence scores.
 """
 
 from __future__ import annotations

@@ -52,10 +52,8 @@ def tune_masking(
     experiment: Experiment, config: TuningConfig, finetune: FinetuneConfig | None = None
 ) -> tuple[MaskingConfig, TrainingConfig | None, TuningRecord, optuna.Study]:
     """Run (or continue) the study; returns the masking to train with (the study's best when it
-    was adopted: after the paired confirmation when ``tuning.adopt`` is ``if_better``), the
-    training section when the study chose training values (else ``None``), the study's record,
-    and the study. With ``tuning.objective: finetune`` a trial's score is its models' fine-tuning
-    error on the ``finetune`` task."""
+    was adopted, after the paired confirmation with ``tuning.adopt: if_better``), the training
+    section when the study chose training values (else ``None``), the study's record, and the study."""
     score, task_digest = None, None
     if config.objective == "finetune":
         if finetune is None or not finetune.enabled:
