@@ -75,10 +75,8 @@ def _mask_pair(match: re.Match) -> str:
 
 
 def redact(value: T) -> T:
-    """``value`` fit for any record: strings through :func:`redact_text`, mappings and lists
-    (nested) item by item, the value of a secret-named key masked whole. Call it on whatever is
-    about to be written (a manifest's settings, a run record, parameters for a tracking server,
-    a command line, a log message's arguments)."""
+    """``value`` fit for any record (see the module): call it on whatever is about to be written
+    (a manifest's settings, a run record, tracking parameters, a command line, a log's arguments)."""
     if isinstance(value, str):
         return redact_text(value)  # type: ignore[return-value]
     if isinstance(value, Mapping):

@@ -38,11 +38,9 @@ def plateau_sentence(accuracy: float, reference: float, frequent_share: float) -
 
 @dataclass(frozen=True)
 class HeldOut:
-    """One held-out set scored under the fixed protocol: token-weighted means with their standard
-    errors (sequences as clusters), and what they rest on. With a starting model (continued
-    pretraining), its scores on the very same masks (``*_start``) and the paired change
-    (``*_change``), each with its standard error, and the change in one sentence. (Files of
-    earlier versions may lack the errors and counts: None, 0.)"""
+    """One held-out set scored under the fixed protocol, and what it rests on; with a starting model,
+    its scores on the very same masks (``*_start``) and the paired change (``*_change``), also in
+    one sentence. (Files of earlier versions may lack the errors and counts: None, 0.)"""
 
     loss: float
     accuracy: float

@@ -1,8 +1,6 @@
 """Sequence classification, the task kind of a label per text: the classifier on a pretrained
-encoder (``AutoModelForSequenceClassification``), its batches, its predictions, its linear-probe
-head (LP-FT), and its result (accuracy and macro-F1, the paired gain in accuracy). The pieces
-every kind shares (a head model on an encoder, the probe head, eval batches) are here too; the
-runs themselves are :mod:`core.finetune.runs`'."""
+encoder, its batches, predictions, linear-probe head (LP-FT) and result (accuracy and macro-F1);
+also the pieces every kind shares (a head model on an encoder, the probe head, eval batches)."""
 
 from __future__ import annotations
 
