@@ -95,10 +95,8 @@ class StreamedEvaluationSet:
         return torch.randperm(len(self.sequences), generator=generator).numpy()
 
     def blocks(self):
-        """(inputs, attention mask, labels, sequence ids) per block of sequences and mask draw,
-        until ``min_masked_tokens`` are masked. Draw ``d`` of block ``b`` is masked by the
-        generator of (seed, d, b): a longer evaluation only adds blocks, it never changes those
-        before."""
+        """(inputs, attention mask, labels, sequence ids) per block of sequences and mask draw, until
+        ``min_masked_tokens`` are masked: a longer evaluation only adds blocks, never changes those before."""
         order, masked = self.order(), 0
         for draw in range(self.draws):
             for block, start in enumerate(range(0, len(order), MASK_BLOCK)):

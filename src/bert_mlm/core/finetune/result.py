@@ -93,11 +93,10 @@ class Comparison:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """One labelled task fine-tuned from the model and from its starting point with the same seeds.
-    ``scores`` / ``baseline_scores``: by metric name (the headline ``metric`` first; a sequence task's
-    ``macro_f1`` too); ``gain``: the headline's paired difference; ``others``: further baselines by
-    name; ``example_scores``: the headline per eval example, averaged over the seeds, whose mean is
-    the headline (what pairs two models' runs on the same examples)."""
+    """One labelled task fine-tuned from the model and from its starting point with the same seeds:
+    scores by metric name (the headline ``metric`` first), the headline's paired ``gain``, further
+    baselines (``others``), and the headline per eval example over the seeds (``example_scores``:
+    what pairs two models' runs on the same examples)."""
 
     summary: str
     scores: dict[str, Estimate]
