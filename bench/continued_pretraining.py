@@ -238,7 +238,7 @@ class Case:
                         "general": Scorer(tokenizer, sequences_of(texts["test"], tokenizer), frequent)}
         start = BertForMaskedLM.from_pretrained(self.directory)
         self.start_scores = {name: scorer(start) for name, scorer in self.scorers.items()}
-        metrics = {name: scores.metrics() for name, scores in self.start_scores.items()}
+        metrics = {name: scores.summary().to_json() for name, scores in self.start_scores.items()}
         self.start_file = self.out / "start.json"
         saved = json.loads(self.start_file.read_text()) if self.start_file.exists() else {}
         saved.update({"general": general, "domain_train_sequences": len(self.domain_train),

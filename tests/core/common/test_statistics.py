@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bert_mlm.core.common.statistics import combined_interval, ratio_interval, ratios
+from bert_mlm.core.common.statistics import Estimate, combined_interval, ratio_interval, ratios
 
 GOLD_PER_SENTENCE = 1.5  # entities per sentence (Poisson)
 SPURIOUS_TRIES = 2  # chances per sentence of a false entity
@@ -97,7 +97,7 @@ def test_combined_interval_is_a_t_interval_for_one_source_and_ignores_a_source_w
     half = stats.t.ppf(0.975, 4) * 0.2
     assert interval.se == pytest.approx(0.2) and interval.low == pytest.approx(1 - half)
     assert interval.high == pytest.approx(1 + half)
-    assert combined_interval(2.0, []).as_dict() == {"mean": 2.0, "se": 0.0, "low": 2.0, "high": 2.0}
+    assert combined_interval(2.0, []) == Estimate(2.0, 0.0, 2.0, 2.0)
 
 
 def test_arrays_of_different_shapes_are_refused():

@@ -208,7 +208,8 @@ def test_evaluate_metrics(tiny_tokenizer, data, model):
 def test_evaluate_without_masked_tokens_raises(model, tiny_tokenizer, data):
     evaluation_set = _prepare(tiny_tokenizer, data, config=one_draw(max_sequences=4))
     empty = EvaluationSet(
-        evaluation_set.input_ids, evaluation_set.attention_mask, torch.full_like(evaluation_set.labels, IGNORE_INDEX)
+        evaluation_set.input_ids, evaluation_set.attention_mask, torch.full_like(evaluation_set.labels, IGNORE_INDEX),
+        evaluation_set.sequence_ids,
     )
     with pytest.raises(ValueError, match="no token was masked"):
         evaluate(model, empty)

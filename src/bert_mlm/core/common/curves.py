@@ -1,9 +1,8 @@
 """Curves where users look: the training loop's records as they are read, and a TensorBoard writer.
 
 The loop publishes each window of step records (:func:`publish`) to whoever listens (the
-project's TensorBoard hook, while the training node runs), so the curves move while training
-runs, as the Hugging Face Trainer's ``report_to="tensorboard"`` does. Kedro-free, like the rest of
-``core``; TensorBoard itself is imported only when a writer is opened.
+TensorBoard hook), so the curves move while training runs, as the Hugging Face Trainer's
+``report_to="tensorboard"`` does.
 """
 
 from __future__ import annotations

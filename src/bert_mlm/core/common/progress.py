@@ -30,12 +30,10 @@ class Progress:
     """``update(n, **fields)`` as work *completes* (never as it is handed out: the share and the
     ETA are those of finished work); ``close()`` at the end.
 
-    ``unit="B"`` shows megabytes and MB/s, ``unit="chars"`` millions of characters; any other
-    unit counts items (``step 120/360``). The rate is the finished work per second since the
-    start, or, where ``update`` is given the ``seconds`` its work took, per second of that work
+    ``unit="B"`` shows megabytes, ``unit="chars"`` millions of characters; any other unit counts
+    items. The rate is per second since the start, or of the ``seconds`` given to ``update``
     (fine-tuning: an ETA from finished epochs, not from the set-up before the first).
-    ``speed=False`` leaves the rate out of the line (training shows its own, in tokens/s).
-    ``enabled=False`` shows nothing (e.g. data-parallel ranks other than 0).
+    ``speed=False`` leaves the rate out (training shows its own); ``enabled=False`` shows nothing.
     """
 
     def __init__(self, total: float | None, description: str, unit: str = "step", enabled: bool = True,

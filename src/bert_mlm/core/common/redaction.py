@@ -75,28 +75,19 @@ def _mask_pair(match: re.Match) -> str:
 
 
 def redact(value: T) -> T:
-    """``value`` fit for any record: strings through :func:`redact_text`, mappings and lists
-    (nested) item by item, the value of a secret-named key masked whole. Call it on whatever is
-    about to be written (a manifest's settings, a run record, parameters for a tracking server,
-    a command line, a log message's arguments)."""
+    """``value`` fit for any record (see the module): call it on whatever is about to be written
+    (a manifest's settings, a run record, tracking parameters, a command line, a log's arguments)."""
     if isinstance(value, str):
         return redact_text(value)  # type: ignore[return-value]
     if isinstance(value, Mapping):
-        return {key: _redact_item(key, item) for key, item in value.items()}  # type: ignore[return-value]
+        return {key: MASK if is_secret_name(key) and _is_secret_value(item) else redact(item)  # type: ignore[return-value]
+                for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         items = [redact(item) for item in value]
         return tuple(items) if isinstance(value, tuple) else items  # type: ignore[return-value]
     return value
 
 
-def _redact_item(key: Any, item: Any) -> Any:
-    return MASK if is_secret_name(key) and _is_secret_value(item) else redact(item)
-
-
 def _is_secret_value(item: Any) -> bool:
     """A value to mask whole: a non-empty scalar (nested settings are redacted item by item)."""
-    if item is None or isinstance(item, bool):
-        return False
-    if isinstance(item, (str, bytes)):
-        return bool(item)
-    return isinstance(item, (int, float))
+    return isinstance(item, (str, bytes, int, float)) and not isinstance(item, bool) and item not in ("", b"")

@@ -4,9 +4,8 @@ Checkpoints and the RNG states gathered from other ranks are read back without u
 loading a pickle runs whatever code it names, so a checkpoint copied from elsewhere, or bytes
 from the network, could execute anything. JSON and safetensors only describe data.
 
-``flatten`` replaces every tensor and array by a reference and returns the JSON-ready structure
-and the tensors; ``unflatten`` reverses it. Tuples and dicts with non-string keys (an
-optimizer's per-parameter state) are tagged, so that they come back as they went in.
+``flatten`` replaces every tensor and array by a reference (tuples and dicts with non-string keys
+tagged, so that they come back as they went in); ``unflatten`` reverses it.
 """
 
 from __future__ import annotations

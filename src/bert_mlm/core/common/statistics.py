@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,32 +21,31 @@ _BOOTSTRAP_CELLS = 1 << 22  # resamples x units drawn at once: 32 MiB of int64
 
 
 @dataclass(frozen=True)
-class Interval:
-    """A measured value, its standard error and its two-sided ``confidence`` interval."""
+class Estimate:
+    """A mean with its standard error (None: not recorded) and its two-sided interval; a mean over
+    seeds holds each seed's value too."""
 
     mean: float
-    se: float
-    low: float
-    high: float
-
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
+    se: float | None = None
+    low: float | None = None
+    high: float | None = None
+    seeds: list[float] = field(default_factory=list)
 
 
-def combined_interval(mean: float, parts: Sequence[tuple[float, float]], confidence: float = 0.95) -> Interval:
-    """``mean`` ± t x sqrt(sum of the variances) for independent sources of error, each given as
-    (variance of the mean, degrees of freedom); t has the Welch-Satterthwaite degrees of freedom
-    of the sum. A source with no degrees of freedom (one seed) adds nothing."""
+def combined_interval(mean: float, parts: Sequence[tuple[float, float]]) -> Estimate:
+    """The 95 % interval ``mean`` ± t x sqrt(sum of the variances) for independent sources of error,
+    each given as (variance of the mean, degrees of freedom); t has the Welch-Satterthwaite degrees
+    of freedom of the sum. A source with no degrees of freedom (one seed) adds nothing."""
     from scipy import stats  # imported when used: SciPy weighs ~40 MB
 
     parts = [(float(variance), float(freedom)) for variance, freedom in parts if freedom > 0]
     variance = sum(v for v, _ in parts)
     if variance <= 0:
-        return Interval(float(mean), 0.0, float(mean), float(mean))
+        return Estimate(float(mean), 0.0, float(mean), float(mean))
     freedom = variance**2 / sum(v**2 / df for v, df in parts if v > 0)
     se = math.sqrt(variance)
-    half = float(stats.t.ppf(0.5 + confidence / 2, freedom)) * se
-    return Interval(float(mean), se, float(mean) - half, float(mean) + half)
+    half = float(stats.t.ppf(0.975, freedom)) * se
+    return Estimate(float(mean), se, float(mean) - half, float(mean) + half)
 
 
 def ratio_standard_error(values: np.ndarray, weights: np.ndarray, ratio: float) -> float:
@@ -79,7 +78,7 @@ def bootstrap_weights(units: int, resamples: int, seed: int):
 
 def ratio_interval(numerator: np.ndarray, denominator: np.ndarray,
                    baseline: tuple[np.ndarray, np.ndarray] | None = None, *, resamples: int = BOOTSTRAP_RESAMPLES,
-                   seed: int = 0, confidence: float = 0.95) -> Interval:
+                   seed: int = 0) -> Estimate:
     """The mean over seeds of a ratio of sums over units, or of its paired difference from a
     baseline's, with an interval for both the seeds and the sampling of the units.
 
@@ -116,4 +115,4 @@ def ratio_interval(numerator: np.ndarray, denominator: np.ndarray,
     draws = np.concatenate(resampled) if resampled else np.zeros(0)
     parts = [(float(values.var(ddof=1)) / seeds if seeds > 1 else 0.0, seeds - 1),
              (float(draws.var(ddof=1)) if len(draws) > 1 else 0.0, units - 1)]
-    return combined_interval(float(values.mean()), parts, confidence)
+    return combined_interval(float(values.mean()), parts)

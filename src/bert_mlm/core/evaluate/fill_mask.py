@@ -4,6 +4,7 @@ the true word beside the fills (what the report, the model card and ``bert-mlm f
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 
@@ -17,11 +18,9 @@ from bert_mlm.errors import UserError
 def fill_mask_examples(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, sentences: Sequence[str],
                        top_k: int = 5, answers: Sequence[str] | None = None,
                        parameter: str = "evaluation.fill_mask_sentences") -> list[dict]:
-    """Top-k fills of each sentence's ``[MASK]``, with the plain ``transformers`` pipeline; with
-    ``answers`` (the masked-out words), each example also says where the true word ranks. A
-    sentence with several masks gets each mask's fills (``per_mask``, each predicted on its own,
-    as the pipeline does); ``predictions`` holds the first's. ``parameter`` names where the
-    sentences came from in errors."""
+    """Top-k fills of each sentence's ``[MASK]`` (``per_mask`` too where it has several; ``predictions``
+    holds the first's); with ``answers`` (the masked-out words), where the true word ranks.
+    ``parameter`` names where the sentences came from in errors."""
     if not sentences:
         return []
     fill = pipeline("fill-mask", model=model, tokenizer=tokenizer, device=next(model.parameters()).device)
@@ -69,33 +68,29 @@ def fill_mask_sentences_from(texts: Iterable[str], tokenizer: PreTrainedTokenize
                              min_chars: int = 8, max_chars: int = 160, max_candidates: int = 2000,
                              max_tokens: int | None = None) -> tuple[list[str], list[str]]:
     """``count`` sentences of ``texts`` (held-out documents) with one word masked, and the true
-    words: a reader sees what the model predicts next to what the text said, in the corpus's own
-    language. A masked word is one whole token (a single-piece word, or one CJK character) made of
+    words. A masked word is one whole token (a single-piece word, or one CJK character) made of
     letters, so that one ``[MASK]`` can be filled with it. Drawn from the first ``max_candidates``
-    sentences with ``seed``: the same data gives the same examples. ``max_tokens``: the model's
-    positions; a longer sentence (with [CLS] and [SEP]) is no candidate (a vocabulary that splits text
-    finely made a 69-token example for a model of 64 positions, which failed after training)."""
+    sentences with ``seed``. A sentence longer than ``max_tokens`` (the model's positions) is no
+    candidate (a vocabulary that splits text finely made a 69-token example for a model of 64
+    positions, which failed after training)."""
     candidates: list[tuple[str, list[tuple[int, int]]]] = []
-    for text in texts:
-        for sentence in _SENTENCE_END.split(text):
-            sentence = readable_spacing(" ".join(sentence.split()), tuple(tokenizer.all_special_tokens))
-            if not min_chars <= len(sentence) <= max_chars:
-                continue
-            encoding = tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True)
-            tokens = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
-            spans = [
-                (start, end)
-                for k, ((start, end), token) in enumerate(zip(encoding["offset_mapping"], tokens, strict=True))
-                if token not in tokenizer.all_special_tokens
-                and not token.startswith("##")
-                and not (k + 1 < len(tokens) and tokens[k + 1].startswith("##"))
-                and sentence[start:end].isalpha()
-                and (len(sentence[start:end]) >= 3 or cjk_characters(sentence[start:end]))
-            ]
-            if spans and (max_tokens is None or len(tokens) + 2 <= max_tokens):
-                candidates.append((sentence, spans))
-            if len(candidates) >= max_candidates:
-                break
+    for sentence in itertools.chain.from_iterable(map(_SENTENCE_END.split, texts)):
+        sentence = readable_spacing(" ".join(sentence.split()), tuple(tokenizer.all_special_tokens))
+        if not min_chars <= len(sentence) <= max_chars:
+            continue
+        encoding = tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True)
+        tokens = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
+        spans = [
+            (start, end)
+            for k, ((start, end), token) in enumerate(zip(encoding["offset_mapping"], tokens, strict=True))
+            if token not in tokenizer.all_special_tokens
+            and not token.startswith("##")
+            and not (k + 1 < len(tokens) and tokens[k + 1].startswith("##"))
+            and sentence[start:end].isalpha()
+            and (len(sentence[start:end]) >= 3 or cjk_characters(sentence[start:end]))
+        ]
+        if spans and (max_tokens is None or len(tokens) + 2 <= max_tokens):
+            candidates.append((sentence, spans))
         if len(candidates) >= max_candidates:
             break
     rng = np.random.default_rng(seed)

@@ -58,11 +58,7 @@ class EvaluationSet:
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     labels: torch.Tensor
-    sequence_ids: torch.Tensor | None = None
-
-    def __post_init__(self) -> None:
-        if self.sequence_ids is None:
-            self.sequence_ids = torch.arange(len(self.input_ids))
+    sequence_ids: torch.Tensor
 
     def __len__(self) -> int:
         """The distinct held-out sequences (several draws of one count once)."""
@@ -99,10 +95,8 @@ class StreamedEvaluationSet:
         return torch.randperm(len(self.sequences), generator=generator).numpy()
 
     def blocks(self):
-        """(inputs, attention mask, labels, sequence ids) per block of sequences and mask draw,
-        until ``min_masked_tokens`` are masked. Draw ``d`` of block ``b`` is masked by the
-        generator of (seed, d, b): a longer evaluation only adds blocks, it never changes those
-        before."""
+        """(inputs, attention mask, labels, sequence ids) per block of sequences and mask draw, until
+        ``min_masked_tokens`` are masked: a longer evaluation only adds blocks, never changes those before."""
         order, masked = self.order(), 0
         for draw in range(self.draws):
             for block, start in enumerate(range(0, len(order), MASK_BLOCK)):
@@ -176,11 +170,6 @@ class SequenceScores:
         return HeldOut(**values, perplexity=math.exp(min(values["loss"], 700.0)), masked_tokens=count,
                        sequences=len(self.tokens), mask_draws=self.mask_draws, frequent_share=share)
 
-    def metrics(self) -> dict:
-        """:meth:`summary` as the JSON files name it (``eval_loss``, ...): what the training loop's
-        validation and the tuning trials read."""
-        return self.summary().to_json()
-
     def summed(self, name: str) -> np.ndarray:
         """The per-sequence sums of one of :data:`~bert_mlm.core.evaluate.result.MEASURES`."""
         return {"loss": self.loss, "accuracy": self.top1, "top5_accuracy": self.top5}[name]
@@ -191,9 +180,8 @@ def score_sequences(model: BertForMaskedLM, evaluation_set: EvaluationSet | Stre
                     batch_size: int = 128, device: torch.device | str | None = None,
                     amp_dtype: torch.dtype | None | str = AUTO, frequent_ids: Sequence[int] = ()) -> SequenceScores:
     """``model``'s summed loss and top-1/top-5 hits at the masked positions, per held-out
-    sequence (:class:`SequenceScores`). ``amp_dtype``: an autocast dtype, ``None`` for fp32, or
-    ``"auto"`` (:func:`evaluation_dtype`). ``frequent_ids`` (:func:`frequent_tokens`): also count
-    the top-1 predictions among them, what tells a model on the unigram plateau."""
+    sequence. ``amp_dtype``: an autocast dtype, ``None`` for fp32, or ``"auto"``
+    (:func:`evaluation_dtype`). ``frequent_ids``: also count the top-1 predictions among them."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     if amp_dtype == AUTO:
         amp_dtype = evaluation_dtype(device)
@@ -233,10 +221,8 @@ def score_sequences(model: BertForMaskedLM, evaluation_set: EvaluationSet | Stre
 def evaluate(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEvaluationSet, batch_size: int = 128,
              device: torch.device | str | None = None, amp_dtype: torch.dtype | None | str = AUTO,
              frequent_ids: Sequence[int] = ()) -> dict[str, float]:
-    """Token-weighted masked-token loss, perplexity, top-1 and top-5 accuracy, each with its
-    standard error (``*_se``), and what they rest on: the masked tokens scored, the distinct
-    sequences and the mask draws begun (``eval_mask_draws``; the last may be partial).
-    ``amp_dtype``: an autocast dtype, ``None`` for fp32, or ``"auto"`` (:func:`evaluation_dtype`).
+    """:func:`score_sequences`' token-weighted loss, perplexity, top-1 and top-5 accuracy, each with
+    its standard error (``*_se``), and what they rest on, as the JSON files name them (``eval_loss``).
 
     The standard errors are analytic: masked tokens of one sequence are not independent (they
     share a context, and several mask draws share the sequence), so each metric, a ratio of sums
@@ -245,19 +231,17 @@ def evaluate(model: BertForMaskedLM, evaluation_set: EvaluationSet | StreamedEva
     sequences, ``y_i`` a sequence's summed loss (or hits) and ``n_i`` its masked tokens. No
     resampling, and the same numbers as a bootstrap over sequences up to its noise.
     """
-    return score_sequences(model, evaluation_set, batch_size, device, amp_dtype, frequent_ids).metrics()
+    return score_sequences(model, evaluation_set, batch_size, device, amp_dtype, frequent_ids).summary().to_json()
 
 
 def paired_change(after: SequenceScores, before: SequenceScores) -> HeldOut:
-    """``after``'s scores with how they moved from ``before`` (the starting model), both scored on
-    the same evaluation set: the starting model's scores (``loss_start``, ...), and each score's
-    change (``loss_change``) with its paired standard error (``_se``).
+    """``after``'s scores with the starting model's (``before``, ``loss_start``...) on the same
+    evaluation set, and each score's change (``loss_change``) with its paired standard error.
 
-    Both models predict the very same masked tokens, so the change is one ratio of summed
-    per-sequence differences, ``D = sum_i (y_i - x_i) / sum_i n_i``, with the delta-method error of
-    :func:`~bert_mlm.core.common.statistics.ratio_standard_error` over those differences. What the
-    two models share (hard sequences, rare words) cancels, so this error is far below that of two
-    independent scores.
+    The change is one ratio of summed per-sequence differences, ``D = sum_i (y_i - x_i) / sum_i n_i``,
+    with the delta-method error of :func:`~bert_mlm.core.common.statistics.ratio_standard_error`
+    over those differences. What the two models share (hard sequences, rare words) cancels, so this
+    error is far below that of two independent scores.
     """
     if not (np.array_equal(after.sequence_ids, before.sequence_ids) and np.array_equal(after.tokens, before.tokens)):
         raise ValueError("paired_change: the two scores are not of the same masked tokens (another evaluation set)")

@@ -1,10 +1,6 @@
-"""The fixed-protocol evaluation's result: what a model scored on each held-out set, typed, with
-the ``evaluation_metrics.json`` (and ``metrics.json``) keys written by :meth:`Evaluation.to_json` and
-read back by :meth:`Evaluation.from_json`, the one place that names them.
-
-A held-out set's key is its field's name after ``eval_`` (``loss`` -> ``eval_loss``), with
-``extra_`` before it for the extra corpus (``evaluation.corpus_path``); the names are those of
-every earlier version, so their files load.
+"""The fixed-protocol evaluation's result: what a model scored on each held-out set, typed; its
+JSON keys are named here only (:meth:`HeldOut.key`: ``eval_loss``, ``extra_eval_loss`` for the
+extra corpus), as every earlier version named them, so their files load.
 """
 
 from __future__ import annotations
@@ -42,11 +38,9 @@ def plateau_sentence(accuracy: float, reference: float, frequent_share: float) -
 
 @dataclass(frozen=True)
 class HeldOut:
-    """One held-out set scored under the fixed protocol: token-weighted means with their standard
-    errors (sequences as clusters), and what they rest on. With a starting model (continued
-    pretraining), its scores on the very same masks (``*_start``) and the paired change
-    (``*_change``), each with its standard error, and the change in one sentence. (Files of
-    earlier versions may lack the errors and counts: None, 0.)"""
+    """One held-out set scored under the fixed protocol, and what it rests on; with a starting model,
+    its scores on the very same masks (``*_start``) and the paired change (``*_change``), also in
+    one sentence. (Files of earlier versions may lack the errors and counts: None, 0.)"""
 
     loss: float
     accuracy: float

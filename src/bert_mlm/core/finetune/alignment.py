@@ -1,11 +1,9 @@
 """Words and their tags to WordPiece pieces and back, through the fast tokenizer's ``word_ids()``.
 
-A word's first piece carries its tag and its other pieces are ignored (-100), as Hugging Face's
-``run_ner.py`` does; with ``label_all_pieces`` every piece is labelled, a ``B-`` word's
-continuation pieces with its ``I-`` tag (``run_ner.py --label_all_tokens``). A Chinese
-character is one word (a CoNLL token) and usually one piece. Predictions come back to the words
-through the first pieces; a word with no piece (cut off by ``max_length``, or one the tokenizer
-drops, such as a lone space) is predicted ``O``, so that every gold entity is scored.
+A word's first piece carries its tag and its other pieces are ignored, as Hugging Face's
+``run_ner.py`` does (``label_all_pieces``: its ``--label_all_tokens``). Predictions come back to the
+words through the first pieces; a word with no piece (cut off by ``max_length``, or dropped by the
+tokenizer, such as a lone space) is predicted ``O``, so that every gold entity is scored.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Sequence classification, the task kind of a label per text: the classifier on a pretrained
-encoder (``AutoModelForSequenceClassification``), its batches, its predictions, its linear-probe
-head (LP-FT), and its result (accuracy and macro-F1, the paired gain in accuracy). The pieces
-every kind shares (a head model on an encoder, the probe head, eval batches) are here too; the
-runs themselves are :mod:`core.finetune.runs`'."""
+encoder, its batches, predictions, linear-probe head (LP-FT) and result (accuracy and macro-F1);
+also the pieces every kind shares (a head model on an encoder, the probe head, eval batches)."""
 
 from __future__ import annotations
 
@@ -118,12 +116,9 @@ def macro_f1(labels: np.ndarray, predictions: np.ndarray, classes: int) -> float
 def unknown_rate(input_ids: list[list[int]], tokenizer: PreTrainedTokenizerBase) -> float:
     """The share of ``tokenizer.unk_token_id`` among the tokens of ``input_ids`` that are not
     special tokens ([CLS], [SEP], padding)."""
-    special = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
-    counts = np.bincount(np.fromiter((i for ids in input_ids for i in ids), dtype=np.int64),
-                         minlength=max(len(tokenizer), 1))
-    text_tokens = counts.sum() - sum(int(counts[i]) for i in special if i < len(counts))
-    unknown = int(counts[tokenizer.unk_token_id]) if tokenizer.unk_token_id is not None else 0
-    return unknown / text_tokens if text_tokens else 0.0
+    ids = np.fromiter((i for ids in input_ids for i in ids), dtype=np.int64)
+    text = ids[~np.isin(ids, list(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}))]
+    return float((text == tokenizer.unk_token_id).mean()) if len(text) else 0.0
 
 
 def warn_if_unknown(rate: float, what: str, reader: str, unk_token: str) -> None:

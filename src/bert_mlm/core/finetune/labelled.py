@@ -1,9 +1,6 @@
 """A labelled downstream task: reading CSV/TSV/Parquet/JSONL files, the hash split, the label
-mapping, every input check, and the token ids of each example.
-
-Every check runs before any model trains: a missing column, an empty file, one class only, eval
-labels that training never saw, or so many classes that most have a single example each get one
-message that names the parameter and the file.
+mapping, the token ids of each example, and every input check, run before any model trains, each
+one message naming the parameter and the file.
 """
 
 from __future__ import annotations

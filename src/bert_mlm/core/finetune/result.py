@@ -1,17 +1,10 @@
 """The fine-tuning stage's result (``finetune_metrics``): a :class:`TaskResult` per labelled task in
-a :class:`FinetuneResults`, empty where no task was fine-tuned (no ``finetune.train_path``: no
-version is written). A task result holds what any task kind reports: its name, its kind
-(``sequence``; ``token`` has entity F1 for headline), the headline metric's name, both models'
-scores over the seeds, the paired gain with its 95 % interval (and one per further baseline), and
-the kind's other scores (macro-F1; entity precision...). Its keys (``finetune_accuracy``,
-``finetune_seed_accuracy``, ``finetune_gain_ci_low``..., as every earlier version wrote them) are
+a :class:`FinetuneResults`, empty where no task was fine-tuned (no version is written). A task
+result holds what any task kind reports: both models' scores over the seeds, the paired gain with
+its 95 % interval (:func:`interval`; one per further baseline), and the kind's other scores. Its
+keys (``finetune_accuracy``, ``finetune_gain_ci_low``..., as every earlier version wrote them) are
 written and read here only; more tasks go under ``finetune_tasks``. Each kind builds its result in
 its own module (:mod:`.classifier`, :mod:`.tagger`).
-
-The interval of a mean over seeds and eval examples combines two sources of error: the seeds
-(between-seed variance of the per-seed means) and the sampling of the eval examples
-(between-example variance of the per-example means over seeds). For a paired difference both are
-taken of the differences, so what the two models share (data order, hard examples) cancels.
 """
 
 from __future__ import annotations
@@ -26,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from bert_mlm.config import FinetuneConfig
-from bert_mlm.core.common.statistics import combined_interval
+from bert_mlm.core.common.statistics import Estimate, combined_interval
 
 PRETRAINED, BASELINE = "pretrained", "baseline"  # the fine-tuned models of a task: the model, its first baseline
 PREFIX = "finetune_"
@@ -72,27 +65,15 @@ RUN_COLUMNS = ("task", "model", "seed", "epoch", "train_loss", RUN_SCORE, "learn
                "reported")
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """A mean with its standard error (None: not recorded) and its 95 % interval; a model's score
-    over the seeds holds each seed's too."""
-
-    mean: float
-    se: float | None = None
-    low: float | None = None
-    high: float | None = None
-    seeds: list[float] = field(default_factory=list)
-
-
-def interval(per_seed, per_example, confidence: float = 0.95) -> Estimate:
-    """Mean, standard error and ``confidence`` interval of a quantity measured per seed and per
-    eval example (:func:`~bert_mlm.core.common.statistics.combined_interval` of the two sources of
-    error): ``per_seed`` holds its mean over the examples for each seed, ``per_example`` its mean
-    over the seeds for each example."""
+def interval(per_seed, per_example) -> Estimate:
+    """Mean, standard error and 95 % interval of a quantity measured per seed and per eval example
+    (``per_seed``: its mean over the examples for each seed; ``per_example``: over the seeds for
+    each example), the two sources of error combined (:func:`~bert_mlm.core.common.statistics.combined_interval`).
+    Of a paired difference, what the two models share (data order, hard examples) cancels."""
     per_seed, per_example = np.asarray(per_seed, float), np.asarray(per_example, float)
     parts = [(float(values.var(ddof=1)) / len(values) if len(values) > 1 else 0.0, len(values) - 1)
              for values in (per_seed, per_example)]
-    return Estimate(**combined_interval(float(per_seed.mean()), parts, confidence).as_dict(), seeds=per_seed.tolist())
+    return replace(combined_interval(float(per_seed.mean()), parts), seeds=per_seed.tolist())
 
 
 @dataclass(frozen=True)
@@ -112,11 +93,10 @@ class Comparison:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """One labelled task fine-tuned from the model and from its starting point with the same seeds.
-    ``scores`` / ``baseline_scores``: by metric name (the headline ``metric`` first; a sequence task's
-    ``macro_f1`` too); ``gain``: the headline's paired difference; ``others``: further baselines by
-    name; ``example_scores``: the headline per eval example, averaged over the seeds, whose mean is
-    the headline (what pairs two models' runs on the same examples)."""
+    """One labelled task fine-tuned from the model and from its starting point with the same seeds:
+    scores by metric name (the headline ``metric`` first), the headline's paired ``gain``, further
+    baselines (``others``), and the headline per eval example over the seeds (``example_scores``:
+    what pairs two models' runs on the same examples)."""
 
     summary: str
     scores: dict[str, Estimate]

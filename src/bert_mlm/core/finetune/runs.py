@@ -1,18 +1,15 @@
 """Fine-tuning evaluation: did pretraining help the user's task?
 
-The pretrained encoder is fine-tuned (all weights) on a labelled task, ``finetune.seeds`` times,
-and so is each of its baselines (the ``model.init_from`` checkpoint, or a randomly initialised
-model of the same shape: the pretraining's own initial weights) with the same seeds, head,
-batches in the same order and tokenizer: "pretraining gained +x.x accuracy points [95 % CI lo,
-hi]" (:mod:`bert_mlm.core.finetune.result`). This is how the literature judges pretraining
-(Gururangan et al. 2020; Wettig et al. 2023): masked-LM loss can rank choices the wrong way, and a
-frozen probe of a small encoder cannot tell a trained one from a random one (``mode: frozen``
-keeps that cheap check).
+The pretrained encoder is fine-tuned on a labelled task, ``finetune.seeds`` times, and so is each
+of its baselines (:func:`starting_points`) with the same seeds, head, batch order and tokenizer:
+"pretraining gained +x.x accuracy points [95 % CI lo, hi]". This is how the literature judges
+pretraining (Gururangan et al. 2020; Wettig et al. 2023): masked-LM loss can rank choices the wrong
+way, and a frozen probe of a small encoder cannot tell a trained one from a random one
+(``mode: frozen`` keeps that cheap check).
 
-One runner for every task kind: a task prepared for its kind (:class:`~.classifier.PreparedTask`
-for a label per text, :class:`~.tagger.PreparedTagging` for a tag per word) says how its model is
-made, batched, scored and reported; the schedule, the optimiser step, the epochs, early stopping
-and the pairing are the same for both.
+One runner for every task kind: a task prepared for its kind (:class:`~.classifier.PreparedTask`,
+:class:`~.tagger.PreparedTagging`) says how its model is made, batched, scored and reported; the
+rest (schedule, optimiser step, epochs, early stopping, pairing) is the same for both.
 """
 
 from __future__ import annotations
@@ -175,10 +172,8 @@ class Runner:
 
     def _schedule(self, model: PreTrainedModel, seed: int) -> TrainingConfig:
         """The run as the training loop's configuration, so that it takes the project's optimizer
-        step (AdamW groups, linear warmup and decay, GradScaler with unscale-before-clip) and its
-        epoch order (length-bucketed batches shuffled from (seed, epoch) alone: every model
-        fine-tuned with this seed sees the same batches in the same order); configured as BERT
-        fine-tuning usually is."""
+        step and its epoch order (batches shuffled from (seed, epoch) alone: every model fine-tuned
+        with this seed sees the same batches in the same order); configured as BERT fine-tuning usually is."""
         config = self.config
         total = config.epochs * math.ceil(len(self.prepared.train) / config.batch_size)
         return TrainingConfig(max_steps=total, batch_size=config.batch_size,
@@ -227,11 +222,9 @@ class Runner:
 def starting_points(config: FinetuneConfig, trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                     init_from: str | None, init_seed: int) -> dict[str, tuple[PreTrainedModel, str]]:
     """Each baseline of ``finetune.baseline`` and how the report names it, by the name its runs go
-    by (the first: ``baseline``; then ``random``, ``auto`` or the model's file name): ``auto``, the
-    ``model.init_from`` checkpoint for continued pretraining, else the pretraining's initial weights
-    (same config, same seed); ``random``, those initial weights whatever the starting point; or a
-    model. A baseline that is another's model (``[auto, random]`` without ``model.init_from``) is
-    compared once."""
+    by (the first: ``baseline``): ``auto``, the ``model.init_from`` checkpoint, else the
+    pretraining's initial weights (same config, same seed); ``random``, those initial weights; or
+    a model. A baseline that is another's model is compared once."""
     found: dict[str, tuple[PreTrainedModel, str]] = {}
     for setting in config.baselines:
         if setting == "random" or (setting == "auto" and not init_from):

@@ -6,10 +6,9 @@ follows another of the same type), and BIOES / IOBES / BILOU (``S-``/``U-`` a on
 ``E-``/``L-`` its last word). A tag is ``O`` or one of those prefixes, ``-`` and a type (``B-PER``);
 anything else (``X-PER``, ``B_PER``, ``PER``) is refused by the reader with its line.
 
-An ``I-`` tag that starts an entity in IOB2 data (after ``O`` or another type; MSRA's training
-file has 6 among 2 million tags) is left as it is and, as in seqeval's ``mode="strict"``, starts
-no entity: neither in the gold tags nor in a model's predictions (``core.finetune.entities``).
-The tags are counted in :class:`SchemeReport`, so the run says how many there are.
+An ``I-`` tag that starts an entity in IOB2 data (MSRA's training file has 6 among 2 million tags)
+is left as it is and, as in seqeval's ``mode="strict"``, starts no entity, in gold tags or
+predictions (``core.finetune.entities``); :class:`SchemeReport` counts them.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """A token-tagged task (named entities): which kind of task a file holds, reading it, the hash
 split, the tags in IOB2 and their label list, and every input check.
 
-Formats: CoNLL-style text (a token and its tag per line, tab- or space-separated, the tag the last
-column as CoNLL-2003's middle columns have it; a blank line between sentences; ``-DOCSTART-``
-lines skipped), and JSONL / JSON / Parquet tables with a list of tokens and a list of tags per row
-(``finetune.tokens_column`` / ``tag_column``: ``tokens`` / ``ner_tags``, as Hugging Face's
-``run_ner.py`` reads them; integer tags are named by the label list a Parquet file saved by
-Hugging Face ``datasets`` carries). Compressed files (``.gz``, ``.bz2``, ``.xz``, ``.zst``) are
-read as the corpus reader reads them. A task file is read whole, as a classification file is.
-
-Every check runs before any model trains, each one line naming the file and the line (or row): a
-line with one column, a tag outside the scheme (``X-PER``, ``B_PER``), eval entity types the
-training sentences never have.
+Formats: CoNLL-style text (a token and its tag per line, the tag last, as CoNLL-2003's middle
+columns have it; a blank line between sentences), and JSONL / JSON / Parquet tables with a list of
+tokens and a list of tags per row (``finetune.tokens_column`` / ``tag_column``, as Hugging Face's
+``run_ner.py`` reads them; integer tags named by the label list a Parquet file saved by ``datasets``
+carries); compressed as the corpus reader reads them. Every check runs before any model trains,
+each one line naming the file and the line (or row).
 """
 
 from __future__ import annotations

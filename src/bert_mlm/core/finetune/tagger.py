@@ -1,12 +1,8 @@
 """Token classification (named entities), the task kind of a tag per word: the tagger on a
-pretrained encoder (``AutoModelForTokenClassification``), its batches, its word-level predictions,
-its linear-probe head (LP-FT, as the sentence runs start), and its result.
-
-Predictions come back to the words through their first pieces (:mod:`core.finetune.alignment`)
-and are scored by entity, strict IOB2 (:mod:`core.finetune.entities`). The gain reads "pretraining
-gained +x.x entity F1 points [95 % CI lo, hi]": a paired bootstrap over the eval sentences combined
-with the seeds' spread (:func:`core.common.statistics.ratio_interval`), since an entity F1 is no
-mean of per-sentence scores.
+pretrained encoder (``AutoModelForTokenClassification``), its batches, its word-level predictions
+(:mod:`core.finetune.alignment`), its linear-probe head, and its result: entity F1, strict IOB2
+(:mod:`core.finetune.entities`), whose interval is a paired bootstrap over the eval sentences
+(:func:`core.common.statistics.ratio_interval`), since an entity F1 is no mean of per-sentence scores.
 """
 
 from __future__ import annotations
@@ -27,7 +23,6 @@ from bert_mlm.core.finetune.entities import EntityCounts, TagCodes
 from bert_mlm.core.finetune.result import (
     PRETRAINED,
     UNKNOWN_WARNING_RATE,
-    Estimate,
     ModelScores,
     TaskResult,
     paired_result,
@@ -158,14 +153,12 @@ class PreparedTagging:
             return np.stack(numerators), np.stack(denominators)
 
         seeds = {name: [found.scores() for found in counts[name]] for name in counts}
-        models = {name: {"entity_f1": Estimate(**ratio_interval(*f1_parts(name)).as_dict(),
-                                               seeds=[s["f1"] for s in seeds[name]]),
+        models = {name: {"entity_f1": replace(ratio_interval(*f1_parts(name)), seeds=[s["f1"] for s in seeds[name]]),
                          **{metric: seed_estimate([s[measure] for s in seeds[name]]) for metric, measure in (
                              ("entity_precision", "precision"), ("entity_recall", "recall"),
                              ("token_accuracy", "token_accuracy"))}}
                   for name in counts}
-        gains = {name: Estimate(**ratio_interval(*f1_parts(PRETRAINED), f1_parts(name)).as_dict())
-                 for name in baselines}
+        gains = {name: ratio_interval(*f1_parts(PRETRAINED), f1_parts(name)) for name in baselines}
         types = self.codes.types
         detail = {"labels": self.task.labels, "label_all_pieces": self.label_all_pieces, "scored_words": self.units,
                   "truncated_words": self.evaluation.report.truncated,

@@ -86,12 +86,10 @@ def pareto_figure(trials: pd.DataFrame, budget: float | None = None) -> plt.Figu
 
 def tuning_curve(trials: pd.DataFrame | None, objective: str | None = None,
                  budget: float | None = None) -> plt.Figure | None:
-    """The objective (fixed-protocol eval loss, or fine-tuning error) against the searched value (the
-    Pareto figure of ``tuning.objective: continued``: :func:`pareto_figure`)
-    (the mask probability, else the first searched parameter) of every finished trial; pruned
-    trials in a panel of their own below, at their last reported value: a loss after fewer steps is
-    higher, and on the finished trials' axis it would squash them into a line. None without
-    trials. The one tuning figure: the run report shows it and the catalog saves it for Kedro-Viz."""
+    """The objective against the searched value (the mask probability, else the first searched
+    parameter) of every finished trial (:func:`pareto_figure` for ``tuning.objective: continued``);
+    pruned trials in a panel of their own, at their last reported value: a loss after fewer steps
+    is higher, and on the finished trials' axis it would squash them into a line. None without trials."""
     searched = [f"params_{name}" for name in SEARCHABLE if trials is not None and f"params_{name}" in trials]
     if trials is None or trials.empty or not searched:
         return None

@@ -1,13 +1,9 @@
 """The model card: the ``README.md`` in a trained model's folder, so that the folder can be
 uploaded to the Hugging Face Hub as it is and, six weeks later, still says which run made it.
 
-Hugging Face front matter (``language`` from the corpus's script, a ``license`` placeholder,
-``tags``, the Hub ``datasets`` where known, ``base_model`` for a continued Hub model), rendered by
-``huggingface_hub``'s own :class:`~huggingface_hub.ModelCardData`; then the training data, the
-training steps, the masking, the evaluation results, the before/after of continued pretraining,
-the fine-tuning result, and how to use and remake the model. Plain ``transformers`` ignores the
-file. What it quotes (corpus, files, sentences) is escaped and holds no local folder (:func:`shown`);
-the run record it is made from is redacted.
+Hugging Face front matter rendered by ``huggingface_hub``'s own :class:`~huggingface_hub.ModelCardData`,
+then the training, the results, and how to use and remake the model. What it quotes is escaped and
+holds no local folder (:func:`shown`); the run record it is made from is redacted.
 """
 
 from __future__ import annotations
@@ -70,9 +66,8 @@ def front_matter(record: RunRecord, language: str | None) -> str:
 
 
 def model_card(results: ModelResults, record: RunRecord | None) -> ModelCard:
-    """The card of ``results``' model (``metrics.json``: its evaluation, training summary and
-    fine-tuning results), with ``record``: the record of the run that trained it (None where there
-    is none: a model trained before runs were recorded)."""
+    """The card of ``results``' model, with ``record``: that of the run that trained it (None: a
+    model trained before runs were recorded)."""
     version, evaluation, training = results.model_version, results.evaluation, results.training
     made = record or RunRecord()
     corpus, language = made.corpus, made.corpus.language

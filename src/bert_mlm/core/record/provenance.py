@@ -1,13 +1,10 @@
 """Which model and run every section of a report belongs to, and "How this run was made".
 
-A report describes one model (:func:`bert_mlm.core.record.results.reported_model`). Its sections come
-from datasets that different runs may have written: ``kedro run --pipelines tuning`` saves a newer
-study than the one the model trained with, a run without ``finetune.train_path`` fine-tunes
-nothing and leaves an earlier model's result as the newest, the data stages may run again after
-training. Each section gets one line naming the model and the run it comes from, and a warning
-where its result was made for another model than the one reported ("this mask-rate study (adopted
-0.355) was run for another model than the one reported (trained at 0.15)"). The report opens with
-the record of the run that trained the model (:mod:`bert_mlm.core.record.run_record`).
+A report describes one model (:func:`bert_mlm.core.record.results.reported_model`), but its sections
+come from datasets that different runs may have written (a newer study, an earlier model's
+fine-tuning, data stages run again after training). Each section gets one line naming the model and
+the run it comes from, and a warning where its result was made for another model. The report opens
+with the record of the run that trained the model (:mod:`bert_mlm.core.record.run_record`).
 """
 
 from __future__ import annotations
@@ -33,9 +30,8 @@ EVALUATION, FILL_MASK = "Evaluation (fixed protocol)", "Fill-mask examples"
 
 @dataclass
 class Provenance:
-    """``model``: the reported model's version; ``run``: this run's record; ``model_record``: the
-    record of the run that trained the model (None where there is none); per section heading a
-    ``captions`` line and, where its result belongs to another model, a ``warnings`` line."""
+    """``model``: the reported model's version; ``run``: this run's record; ``model_record``: that
+    of the run that trained the model; per section heading a caption and maybe a warning."""
 
     model: str | None
     run: RunRecord | None = None
@@ -44,8 +40,7 @@ class Provenance:
     warnings: dict[str, str] = field(default_factory=dict)
 
     def sections(self, sections: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The report's ``sections``, opened by :data:`OPENING`, each with its line (sections this
-        module does not know are the model's)."""
+        """The report's ``sections``, opened by :data:`OPENING`, each with its line."""
         return [(OPENING, self.opening()), *((heading, self._caption(heading) + content)
                                              for heading, content in sections)]
 
@@ -115,12 +110,9 @@ def provenance(results: ModelResults, run: RunRecord | None, model_record: RunRe
                study: TuningRecord | None = None, finetune: FinetuneResults | None = None,
                evaluation: Evaluation | None = None, data_runs: Mapping[str, str | None] | None = None,
                history_run: str | None = None) -> Provenance:
-    """The lines of every section of the report of ``results``' model (``metrics.json``).
-
-    ``study``: the newest tuning record; ``finetune``: the newest fine-tuning results;
-    ``evaluation``: the newest evaluation (each with the run that saved it, ``version``);
-    ``data_runs``: the runs that saved the corpus, tokenization and sequence stats;
-    ``history_run``: the run that saved the training history."""
+    """The lines of every section of the report of ``results``' model: ``study``, ``finetune`` and
+    ``evaluation`` are the newest saved (each knowing its run), ``data_runs`` the runs that saved
+    the corpus, tokenization and sequence stats, ``history_run`` that of the training history."""
     model = results.model_version
     found = Provenance(model, run, model_record)
     trained = model_record.corpus if model_record and model_record.corpus.token_store else None

@@ -105,9 +105,8 @@ def continued_pretraining_summary(evaluation: Evaluation | None) -> str:
 
 
 def evaluation_table(evaluation: Evaluation | None) -> pd.DataFrame:
-    """What the summary's numbers rest on, in a few labelled rows: the held-out data scored, the
-    protocol, the reference's token, and the extra corpus's results. Every value (standard errors,
-    counts, settings) stays in ``metrics.json``."""
+    """What the summary's numbers rest on: the held-out data scored, the protocol, the reference's
+    token, and the extra corpus's results."""
     if evaluation is None:
         return pd.DataFrame(columns=["", "value"])
     test, extra = evaluation.test, evaluation.extra
@@ -264,10 +263,8 @@ def run_report(results: ModelResults, training_history: pd.DataFrame, corpus_sta
                tokenization_stats: pd.DataFrame | None = None, sequence_stats: pd.DataFrame | None = None,
                tuning_trials: pd.DataFrame | None = None, finetune_runs: pd.DataFrame | None = None,
                vocabulary_coverage: Mapping | None = None, provenance: Provenance | None = None) -> str:
-    """The report of one `kedro run`: data, tokenizer (an inherited vocabulary's coverage),
-    sequences (padding efficiency), training curves, tuning, fine-tuning, evaluation metrics and
-    fill-mask examples. With ``provenance``, it opens with how the model's run was made, and every
-    section says which model and run it belongs to."""
+    """The report of one `kedro run`, a section per stage. With ``provenance``, it opens with how
+    the model's run was made, and every section says which model and run it belongs to."""
     evaluation, training = results.evaluation, results.training
     # A mixture's sources: setting, stored sequences and each source's share of an epoch, counted on the
     # drawn index (the weights apply when training samples, not in the stored data).
@@ -311,10 +308,8 @@ def run_report(results: ModelResults, training_history: pd.DataFrame, corpus_sta
 
 def compare_variants(results: Mapping[str, ModelResults], histories: Mapping[str, pd.DataFrame],
                      finetune: Mapping[str, FinetuneResults] | None = None) -> tuple[pd.DataFrame, str]:
-    """One row per variant (sorted by mask probability) and an HTML report with its figure. With
-    fine-tuning results, each variant's fine-tuned score is also paired (same seeds, data order
-    and eval examples) with the lowest mask probability's: ``finetune_difference`` and its 95 %
-    interval."""
+    """One row per variant (sorted by mask probability) and an HTML report; with fine-tuning, each
+    variant's score paired with the lowest mask probability's (``finetune_difference``, 95 % interval)."""
     ordered = dict(sorted(results.items(), key=lambda item: _probability(item[1])))
     comparison = pd.DataFrame([{"variant": name, **result.to_json()} for name, result in ordered.items()])
     comparison = comparison[[column for column in COMPARED if column in comparison]]

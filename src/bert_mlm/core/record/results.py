@@ -1,17 +1,14 @@
 """Which model a result belongs to, and a run's results gathered for one model (``metrics.json``).
 
-Every output of one ``kedro run`` is saved under the same version, the run's id: the trained model
-of the run ``2026-05-01T10.00.00.000Z`` lies in ``data/06_models/masked_lm/2026-05-01T10.00.00.000Z/``,
-and that id is the model's version. Results name the model they were made for: the evaluation and
-the fine-tuning (``model_version``), the training summary (saved with its model, so its own
-version). A result loaded from the catalog knows the run that saved it (``version``;
-:func:`saved_in`), so that a report never puts a fine-tuning result or a study beside a model it
-does not belong to, and says so. A stage that did not run is absent: ``None``, or a fine-tuning
-result without tasks.
+Every output of one ``kedro run`` is saved under the run's id, which is the trained model's version
+(``data/06_models/masked_lm/<run id>/``). Results name the model they were made for
+(``model_version``; the training summary is saved with its model) and, loaded from the catalog,
+the run that saved them (``version``, attached by ``bert_mlm.datasets``; :func:`saved_in`), so that
+a report never puts a result beside a model it does not belong to. A stage that did not run is
+absent: ``None``, or a fine-tuning result without tasks.
 
-Kedro-free: the datasets (``bert_mlm.datasets``) attach the versions on load. The results are frozen
-dataclasses, not pydantic models as the configuration is: code makes them, no user types them, so
-there is nothing to validate, and ``dataclasses.replace`` and ``asdict`` are all they need.
+The results are frozen dataclasses, not pydantic models as the configuration is: code makes them,
+no user types them, so there is nothing to validate.
 """
 
 from __future__ import annotations
@@ -38,9 +35,8 @@ COMPARED = (
 
 @dataclass(frozen=True)
 class ModelResults:
-    """One model's results (``metrics.json``): its fixed-protocol evaluation, training summary and
-    fine-tuning results, each only where it was made for that model (``model_version``; None: no
-    model yet), each knowing the run that saved it. ``version``: the run that saved this file."""
+    """One model's results (``metrics.json``), each only where it was made for that model
+    (``model_version``; None: no model yet). ``version``: the run that saved this file."""
 
     model_version: str | None = None
     evaluation: Evaluation | None = None
@@ -111,9 +107,8 @@ def reported_model(run_id: str | None, evaluation: Evaluation | None, training: 
 
 def collect(run_id: str | None, evaluation: Evaluation | None, training: TrainingSummary | None,
             finetune: FinetuneResults | None) -> ModelResults:
-    """One model's results (``metrics.json``): the evaluation, the training summary and the
-    fine-tuning results of :func:`reported_model`, each only where it belongs to that model (a
-    result and a model that name no version, made in memory outside a Kedro run, belong together)."""
+    """:func:`reported_model`'s results, each only where it belongs to that model (a result and a
+    model that name no version, made in memory outside a Kedro run, belong together)."""
     model = reported_model(run_id, evaluation, training, finetune)
     return ModelResults(
         model, evaluation if evaluation is not None and evaluation.model_version == model else None,

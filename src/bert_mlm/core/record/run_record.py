@@ -1,16 +1,14 @@
-"""The run record (the ``run_config`` dataset): how a run was made, saved by every run that
-tunes, trains, fine-tunes, evaluates or reports, under the run's own version.
+"""The run record (the ``run_config`` dataset): how a run was made, saved under the run's version
+by every run that tunes, trains, fine-tunes, evaluates or reports.
 
-It holds what no other output says: the sections the run used (masking and training as the
-training stage took them from the tuning stage, the others as configured), ``--env``, the
-``--params`` given, the pipelines and nodes run, the corpus and the token store it was encoded into
-(version and digests) with the corpus's language, ``model.init_from``, the package's version and
-git commit, the torch / transformers versions and the device. A report opens with the record of
-the run that trained its model; the model card is written from it. Every value passes through the
-one redaction (:func:`bert_mlm.core.common.redaction.redact`) before it is saved or shown.
+It holds what no other output says: the sections the run used (masking and training as training
+took them from the tuning stage), ``--env``, ``--params``, the pipelines and nodes run, the corpus
+and its token store (version, digests, language), the code's version and git commit, the software
+versions and the device. A report opens with the record of the run that trained its model; the
+model card is written from it. Every value is redacted (:func:`bert_mlm.core.common.redaction.redact`).
 
-Kedro-free: the hook gathers the run's facts (:func:`run_facts`), the ``record_run`` node adds what
-the data and the tuning stage say (:func:`run_record`).
+The hook gathers the run's facts (:func:`run_facts`), the ``record_run`` node adds what the data and
+the tuning stage say (:func:`run_record`).
 """
 
 from __future__ import annotations
@@ -72,8 +70,8 @@ def describe_device(device) -> str:
 
 def run_facts(run_params: Mapping[str, Any], sections: Mapping[str, Any], nodes: Iterable[str],
               device: str) -> RunRecord:
-    """What the run's hook knows and no node can: the run's id (the version of all it saves), how
-    it was started, the configured sections (plain values), the nodes it runs, the code and the device."""
+    """What the run's hook knows and no node can: the run's id, how it was started, the configured
+    sections (plain values), the nodes it runs, the code and the device."""
     from bert_mlm import __version__
 
     return RunRecord(
@@ -230,10 +228,9 @@ class RunRecord:
 
 
 def run_record(facts: RunRecord, resolved: Mapping[str, Any], data: DataRecord) -> RunRecord:
-    """The record of a run: its ``facts`` (:func:`run_facts`), with the masking and training
-    sections the tuning stage resolved (``resolved``: plain sections, ``{}`` where none) in place
-    of the configured ones when this run trains (what the model was trained with), and ``data``:
-    the corpus and the token store the run read. Redacted."""
+    """``facts`` (:func:`run_facts`) with ``data`` (the corpus and token store read) and, when this
+    run trains, the sections the tuning stage resolved (``resolved``; ``{}``: none) in place of the
+    configured ones. Redacted."""
     trains = "train_masked_lm" in facts.nodes
     taken = [name for name, section in resolved.items() if trains and section]
     sections = {**facts.sections, **{name: dict(resolved[name]) for name in taken}}

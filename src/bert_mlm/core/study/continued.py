@@ -2,10 +2,9 @@
 against what the general text forgets. Two objectives, both paired against the starting model on
 the same masked tokens: the domain's held-out loss change (the study's valid set) and the general
 text's (``evaluation.corpus_path``; the replayed file's held-out side when it is that file). Optuna
-keeps the Pareto front; ``tuning.forgetting_budget`` adopts one point of it: the largest domain
-gain whose forgetting stays under the budget. A study on the domain loss alone pushes toward
-forgetting (BENCHMARKS "Continued pretraining": -0.79 on the domain for +0.42 to +0.60 on general
-text at the from-scratch rate)."""
+keeps the Pareto front; ``tuning.forgetting_budget`` adopts one point of it (:func:`adopted_point`).
+A study on the domain loss alone pushes toward forgetting (BENCHMARKS "Continued pretraining": -0.79
+on the domain for +0.42 to +0.60 on general text at the from-scratch rate)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,10 @@
 on several seeds, and the paired confirmation that decides whether the study's best is adopted.
 
 Fairness: every trial trains the same model (same initial weights per seed, same data order)
-for ``tuning.trial_steps`` and is scored on the validation split with the fixed protocol. Trials
-are only comparable under the same data, model and budget, so the study's name carries a
-fingerprint of them.
+for ``tuning.trial_steps`` and is scored on the validation split with the fixed protocol at 15 %
+(never at its own rate: a higher rate makes its own task harder and would bias the study toward
+low rates). Trials are only comparable under the same data, model and budget, so the study's name
+carries a fingerprint of them.
 """
 
 from __future__ import annotations
@@ -51,10 +52,8 @@ def tune_masking(
     experiment: Experiment, config: TuningConfig, finetune: FinetuneConfig | None = None
 ) -> tuple[MaskingConfig, TrainingConfig | None, TuningRecord, optuna.Study]:
     """Run (or continue) the study; returns the masking to train with (the study's best when it
-    was adopted: after the paired confirmation when ``tuning.adopt`` is ``if_better``), the
-    training section when the study chose training values (else ``None``), the study's record,
-    and the study. With ``tuning.objective: finetune`` a trial's score is its models' fine-tuning
-    error on the ``finetune`` task."""
+    was adopted, after the paired confirmation with ``tuning.adopt: if_better``), the training
+    section when the study chose training values (else ``None``), the study's record, and the study."""
     score, task_digest = None, None
     if config.objective == "finetune":
         if finetune is None or not finetune.enabled:

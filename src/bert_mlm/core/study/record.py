@@ -1,11 +1,8 @@
-"""The tuning stage's record (``tuning_best_params``): the study's facts (its best trial and
-score, the paired confirmation and the decision) and where the masking a model trains with comes
-from. The sections themselves are datasets of their own (``resolved_masking``,
-``resolved_training``), which the training node takes as they are; this record is what the
-training summary, ``metrics.json`` and the report say about them.
-
-Stored as JSON in the format of the ``tuning_best_params.json`` files of earlier versions, which
-load as they are.
+"""The tuning stage's record (``tuning_best_params``): the study's facts (best trial and score,
+the paired confirmation and the decision) and where the masking a model trains with comes from.
+The sections themselves are datasets of their own (``resolved_masking``, ``resolved_training``);
+this record is what the training summary, ``metrics.json`` and the report say about them. Files
+of earlier versions load as they are.
 """
 
 from __future__ import annotations

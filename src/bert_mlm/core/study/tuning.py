@@ -1,9 +1,5 @@
-"""Optuna study over the masking probability (optionally the 80/10/10 fractions and learning rate).
-
-Fairness: every trial trains the same model (same initial weights, same data order) for the same
-number of steps, and is scored by the fixed-protocol evaluation loss at 15 %, token-weighted
-(never its training loss, nor the loss at its own rate: a higher rate makes its own task harder
-and would bias the study toward low rates).
+"""Optuna study over the masking probability (optionally the 80/10/10 fractions and learning rate);
+its trials are :mod:`bert_mlm.core.study.mask_study`'s.
 
 Scale: any Optuna storage works (SQLite file by default, PostgreSQL/MySQL URLs, or
 ``journal:<path>`` for Optuna's journal file storage). ``n_trials`` is the total number of
@@ -157,12 +153,11 @@ def count_trials(study: optuna.Study, states: tuple[TrialState, ...]) -> int:
 
 
 class _AfterTrial:
-    """Optuna's callback after each trial of this worker: one log line with the trials the study
-    still needs and an ETA from the trials this worker finished (a study of minutes printed
-    nothing between its first and last line); a stop after ``n_trials`` consecutive failed trials
-    (a broken configuration, not bad luck), or after a surplus trial (refused before it ran: no
-    failure); and Optuna's ``MaxTrialsCallback`` on the active trials of the shared storage, once a
-    killed worker's trial has been failed (a trial that stopped beating must not count as running)."""
+    """Optuna's callback after each trial of this worker: one log line with the trials left and an
+    ETA (a study of minutes printed nothing between its first and last line); a stop after
+    ``n_trials`` failed trials in a row or a surplus trial (refused before it ran: no failure); and
+    ``MaxTrialsCallback`` on the shared storage's active trials, once a killed worker's trial has
+    been failed (a trial that stopped beating must not count as running)."""
 
     def __init__(self, n_trials: int) -> None:
         self.n_trials, self.limit, self.failures, self.durations = n_trials, max(n_trials, 1), 0, []
@@ -186,13 +181,9 @@ class _AfterTrial:
 
 
 def run_study(config: TuningConfig, run_trial: TrialRunner) -> optuna.Study:
-    """Run trials until the study holds ``config.n_trials`` finished trials.
-
-    A trial that raises is recorded as FAIL and the study goes on; after ``n_trials``
-    consecutive failures the last error is raised (a broken configuration, not bad luck). A
-    ``UserError`` (a setting the user must change: a step that cannot fit in memory, a broken
-    starting model) stops the study at once and is raised as it is, in its one line.
-    """
+    """Run trials until the study holds ``config.n_trials`` finished trials. A trial that raises
+    is recorded as FAIL and the study goes on, until ``n_trials`` fail in a row (a broken
+    configuration, not bad luck); a ``UserError`` stops the study at once and is raised as it is."""
     study = open_study(config)
     user_errors: list[UserError] = []
 
@@ -279,15 +270,16 @@ def searched_values(params: dict) -> dict[str, dict]:
     return sections
 
 
-def paired_interval(differences: list[float], confidence: float = 0.95) -> dict:
-    """Mean of paired differences, its standard error and its two-sided ``confidence`` interval
-    (Student's t: :func:`~bert_mlm.core.common.statistics.combined_interval` of one source of
-    error); with fewer than two pairs the interval is unbounded."""
+def paired_interval(differences: list[float]) -> dict:
+    """Mean of paired differences, its standard error and its 95 % interval (Student's t:
+    :func:`~bert_mlm.core.common.statistics.combined_interval` of one source of error); with fewer
+    than two pairs the interval is unbounded."""
     values, pairs = np.asarray(differences, dtype=np.float64), len(differences)
     if pairs < 2:
         return {"mean": float(values.mean()) if pairs else math.nan, "low": -math.inf, "high": math.inf, "pairs": pairs}
     variance = [(float(values.var(ddof=1)) / pairs, pairs - 1)]
-    return {**combined_interval(float(values.mean()), variance, confidence).as_dict(), "pairs": pairs}
+    found = combined_interval(float(values.mean()), variance)
+    return {"mean": found.mean, "se": found.se, "low": found.low, "high": found.high, "pairs": pairs}
 
 
 def adoption(interval: dict, adopt: str, measure: str = "eval loss") -> tuple[bool, str]:
