@@ -117,9 +117,10 @@ def test_a_changed_mixture_weight_reruns_no_data_stage(project_copy, monkeypatch
     books = shared_data / "corpora" / "gutenberg"
     corpus = project_copy / "corpus"
     corpus.mkdir()
-    reviews = corpus / "reviews.csv"  # 1,500 of the hotel reviews: the reuse is the subject, not volume
-    pd.read_csv(shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv").head(1500).to_csv(reviews)
-    (corpus / "book.txt").write_bytes((books / "austen-persuasion.txt").read_bytes()[:300_000])
+    # 600 of the hotel reviews and 120 kB of a book: the reuse is the subject, not volume
+    reviews = corpus / "reviews.csv"
+    pd.read_csv(shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv").head(600).to_csv(reviews)
+    (corpus / "book.txt").write_bytes((books / "austen-persuasion.txt").read_bytes()[:120_000])
     sources = {"book": {"path": str(corpus / "book.txt"), "weight": 0.7},
                "reviews": {"path": str(reviews), "text_column": "review", "weight": 0.3}}
     first, log = _mixture_run(project_copy, monkeypatch, sources)
@@ -137,7 +138,7 @@ def test_a_changed_mixture_weight_reruns_no_data_stage(project_copy, monkeypatch
     for summary, weights in ((first, {"book": 0.7, "reviews": 0.3}), (second, {"book": 0.5, "reviews": 0.5})):
         for name, weight in weights.items():
             assert abs(summary["mixture"][name]["epoch_sequences"] - weight * epoch) < 1
-    (corpus / "book.txt").write_bytes((books / "austen-persuasion.txt").read_bytes()[:250_000])  # the corpus changed
+    (corpus / "book.txt").write_bytes((books / "austen-persuasion.txt").read_bytes()[:100_000])  # the corpus changed
     _, log = _mixture_run(project_copy, monkeypatch, even)
     assert "corpus_documents: this run's inputs" not in log and "encoding:" in log
 

@@ -430,9 +430,10 @@ def test_nodes_receive_typed_sections_with_runtime_overrides(project_copy, monke
     assert evaluation.protocol.mask_draws == evaluation.mask_draws
 
 
-def test_a_crash_during_fine_tuning_keeps_the_trained_model(project_copy, monkeypatch, small_corpus, labelled_task):
-    """Fine-tuning fails half-way (the second run raises): the trained model is already saved, no
-    fine-tuning output has a half-written version, and `--pipelines finetune` then completes."""
+def test_a_crash_during_fine_tuning_keeps_the_trained_model(smoke_chain_copy, monkeypatch, labelled_task):
+    """Fine-tuning fails half-way (the second run raises) in a run that trains first: the trained model is
+    already saved, no fine-tuning output has a half-written version, and `--pipelines finetune` then completes.
+    `--pipelines training,finetune` in a copy of the shared chain's project: the data stages are not the subject."""
     from bert_mlm.core.finetune.runs import Runner
 
     real_run, calls = Runner.run, []
@@ -443,13 +444,19 @@ def test_a_crash_during_fine_tuning_keeps_the_trained_model(project_copy, monkey
             raise RuntimeError("injected fault in the second fine-tuning run")
         return real_run(self, *args, **kwargs)
 
+    data = smoke_chain_copy / "data"
+    outputs = [data / "08_reporting" / "finetune_metrics.json", data / "08_reporting" / "finetune_runs.csv"]
+    versions = {path: sorted(path.iterdir()) for path in [*outputs, data / "06_models" / "masked_lm"]}
     monkeypatch.setattr(Runner, "run", failing_second_run)
     with pytest.raises(Exception, match="injected fault"):
-        run_session(project_copy, monkeypatch, **{"corpus.path": str(small_corpus), "tuning.n_trials": 0},
+        run_session(smoke_chain_copy, monkeypatch, pipeline_name=["training", "finetune"],
                     **finetune_params(labelled_task))
-    data = project_copy / "data"
-    assert (latest(data / "06_models" / "masked_lm") / "model.safetensors").is_file()
-    assert not (data / "08_reporting" / "finetune_metrics.json").exists()
+    models = sorted((data / "06_models" / "masked_lm").iterdir())
+    assert len(models) == len(versions[data / "06_models" / "masked_lm"]) + 1  # this run's model, saved
+    assert (models[-1] / "masked_lm" / "model.safetensors").is_file()
+    assert {path: sorted(path.iterdir()) for path in outputs} == {path: versions[path] for path in outputs}
     monkeypatch.setattr(Runner, "run", real_run)
-    run_session(project_copy, monkeypatch, pipeline_name="finetune", **finetune_params(labelled_task))
-    assert "finetune_gain" in json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text())
+    run_session(smoke_chain_copy, monkeypatch, pipeline_name="finetune", **finetune_params(labelled_task))
+    assert len(list(outputs[0].iterdir())) == len(versions[outputs[0]]) + 1
+    finetune = json.loads(latest(outputs[0]).read_text())
+    assert "finetune_gain" in finetune and finetune["finetune_model_version"] == models[-1].name

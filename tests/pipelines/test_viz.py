@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from tests.kedro_runs import DEFAULT_CHAIN_NODES as TASKS
 from tests.kedro_runs import copy_project
@@ -20,8 +22,27 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shuti
 @pytest.fixture(scope="module")
 def viz_build(tmp_path_factory, smoke_chain) -> Path:
     """`kedro viz build --include-previews` in a copy of the shared smoke chain's project: its stored
-    datasets, so that the previews of the data path's datasets are built too."""
-    root = copy_project(smoke_chain, tmp_path_factory.mktemp("viz"))
+    datasets, so that the previews of the data path's datasets are built too. Built once for the suite: the
+    two tests that read it run on different xdist workers, which share the build under a file lock (as
+    the smoke chain, tests/kedro_runs.py) rather than build it once each (~10 s a build)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "viz-build"
+    with FileLock(f"{folder}.lock"):
+        if (folder / "failed").exists():
+            pytest.fail(f"the shared kedro-viz build failed: {(folder / 'failed').read_text()}")
+        if not (folder / "done").exists():
+            folder.mkdir(exist_ok=True)
+            try:
+                build_viz(smoke_chain, folder)
+            except BaseException as error:
+                (folder / "failed").write_text(f"{type(error).__name__}: {error}"[:3000])
+                raise
+            (folder / "done").touch()
+    return folder / "project" / "build"
+
+
+def build_viz(smoke_chain: Path, folder: Path) -> None:
+    root = copy_project(smoke_chain, folder)
     result = subprocess.run([sys.executable, "-m", "kedro", "viz", "build", "--include-previews"],
                             cwd=root, capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
@@ -29,7 +50,6 @@ def viz_build(tmp_path_factory, smoke_chain) -> Path:
     assert "circular dependency" not in output, output[-3000:]  # else kedro-viz hides the layers
     # Datasets no run wrote (the mask-rate variants') preview nothing: no warning each
     assert "could not be previewed" not in output, output[-3000:]
-    return root / "build"
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ from bert_mlm.core.model.distributed import Rank, launch
 from bert_mlm.core.tokens.tokenizer import train_wordpiece
 from bert_mlm.core.train.experiment import Experiment, train_data_parallel
 from bert_mlm.core.train.loop import epoch_batches
+from tests.core.model.distributed_workers import failing_on_rank_one
 
 
 @pytest.fixture(scope="module")
@@ -87,13 +88,6 @@ def test_ranks_see_disjoint_data_and_different_masks(experiment):
     assert seen[0].isdisjoint(seen[1])
     assert len(shards[0]) == len(shards[1])
     assert stream_seed(1, 0, 0, rank=0) != stream_seed(1, 0, 0, rank=1)
-
-
-def failing_on_rank_one(rank: Rank) -> int:
-    if rank.rank == 1:
-        raise RuntimeError("worker 1 broke")
-    torch.distributed.barrier()  # would hang forever without the launcher's failure handling
-    return 0
 
 
 @pytest.mark.slow
