@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -110,6 +110,19 @@ def chunk_text(text: str, max_chars: int) -> list[str]:
         start = cut
     pieces.append(text[start:].strip())
     return [p for p in pieces if p]
+
+
+def in_pieces(items: Iterable, max_size: int, size: Callable = len) -> Iterator[list]:
+    """``items`` in consecutive lists of about ``max_size`` (each item's ``size``), at least one item each."""
+    piece, total = [], 0
+    for item in items:
+        piece.append(item)
+        total += size(item)
+        if total >= max_size:
+            yield piece
+            piece, total = [], 0
+    if piece:
+        yield piece
 
 
 @dataclass

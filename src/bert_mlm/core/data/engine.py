@@ -82,9 +82,7 @@ def exit_with_parent(parent: int) -> None:
     def alive(pid: int) -> bool:
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # someone else's process now holds the number: ours is gone
+        except (ProcessLookupError, PermissionError):  # PermissionError: someone else's process holds the number
             return False
         return True
 

@@ -22,7 +22,13 @@ from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFa
 
 from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.common.text import cjk_characters
-from bert_mlm.core.tokens.cjk_encoding import SingleCharacterFilter, encoding_backend, is_chinese, is_punctuation
+from bert_mlm.core.tokens.cjk_encoding import (
+    SingleCharacterFilter,
+    encoding_backend,
+    is_chinese,
+    is_punctuation,
+    library_encode,
+)
 from bert_mlm.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -258,17 +264,11 @@ def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:
         raise VocabularyError(f"tokenizer.vocab_path: {str(file)!r} is not a file")
     # split("\n"), not splitlines(): vocabularies hold tokens such as U+2028 or U+0085 that
     # splitlines() treats as line breaks (bert-base-chinese does).
-    tokens = file.read_text(encoding="utf-8").split("\n")
-    if tokens and tokens[-1] == "":
-        tokens.pop()
+    tokens = [token.rstrip("\r") for token in file.read_text(encoding="utf-8").removesuffix("\n").split("\n")]
     vocab: dict[str, int] = {}
-    duplicates = []
     for index, token in enumerate(tokens):
-        token = token.rstrip("\r")
-        if token in vocab:
-            duplicates.append(token)
-        else:
-            vocab[token] = index
+        vocab.setdefault(token, index)
+    duplicates = [token for index, token in enumerate(tokens) if vocab[token] != index]
     if duplicates:
         raise VocabularyError(f"tokenizer.vocab_path: {str(file)!r} has {len(duplicates)} duplicate token(s), "
                               f"e.g. {duplicates[:5]}")
@@ -311,22 +311,12 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
         raise VocabularyError("tokenizer: encodings do not start with [CLS] and end with [SEP]")
 
 
-def encode_documents(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str], batch_size: int = 4096
-                     ) -> list[np.ndarray]:
-    """Token ids of each document, without special tokens, as int32 arrays.
-
-    Goes straight to the Rust ``encode_batch_fast`` (in parallel on all cores, without the
-    character offsets nobody here uses) rather than ``tokenizer(texts)``, which builds Python
-    lists of every field (measured in BENCHMARKS.md).
-    """
-    backend: Tokenizer = tokenizer.backend_tokenizer
-    if backend.padding or backend.truncation:
-        backend = encoding_backend(backend.to_str())
-    result: list[np.ndarray] = []
-    for start in range(0, len(texts), batch_size):
-        encodings = backend.encode_batch_fast(list(texts[start : start + batch_size]), add_special_tokens=False)
-        result.extend(np.asarray(e.ids, dtype=np.int32) for e in encodings)
-    return result
+def encode_documents(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> list[np.ndarray]:
+    """Token ids of each document, without special tokens, as int32 arrays: by :func:`library_encode`
+    (``encode_batch_fast`` on all cores, no character offsets) rather than ``tokenizer(texts)``, which
+    builds Python lists of every field (measured in BENCHMARKS.md)."""
+    ids, _, per_text = library_encode(encoding_backend(tokenizer.backend_tokenizer.to_str()), list(texts))
+    return np.split(ids.astype(np.int32), np.cumsum(per_text)[:-1]) if len(texts) else []
 
 
 def special_token_ids(tokenizer: PreTrainedTokenizerFast) -> list[int]:
