@@ -113,21 +113,18 @@ class LocalEngine:
         self.config = config
         self._pool: Executor | None = None
 
-    @property
-    def workers(self) -> int:
-        return self.config.worker_count
-
     def map_ordered(self, function: Callable, items: Iterable, *args: Any, python_bound: bool = True,
                     finished: Finished | None = None) -> Iterator[Any]:
         """``function(item, *args)`` for each item, in order. ``python_bound=False``: the function
         uses every core itself (Rust threads), so it runs in this process. ``finished``: where
         each item's size is counted once its result is back."""
-        if not python_bound or self.workers == 1:
+        workers = self.config.worker_count
+        if not python_bound or workers == 1:
             return _ordered(lambda fn, item, *rest: (fn, item, rest), lambda call: call[0](call[1], *call[2]),
                             function, items, args, 1, finished)
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, initializer=exit_with_parent, initargs=(os.getpid(),))
-        limit = self.workers * self.config.in_flight_per_worker
+            self._pool = ProcessPoolExecutor(workers, initializer=exit_with_parent, initargs=(os.getpid(),))
+        limit = workers * self.config.in_flight_per_worker
         return _ordered(self._pool.submit, lambda f: f.result(), function, items, args, limit, finished)
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ only the special tokens), with ``[PAD]`` at id 0 and ``[CLS] $A [SEP]`` post-pro
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections import Counter
@@ -22,6 +23,7 @@ from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFa
 
 from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.common.text import cjk_characters
+from bert_mlm.core.data.corpus import in_pieces
 from bert_mlm.core.tokens.cjk_encoding import (
     SingleCharacterFilter,
     encoding_backend,
@@ -94,20 +96,8 @@ def wrap_tokenizer(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | 
 
 def _batches(texts: Iterable[str] | Iterable[list[str]], size: int = 1000):
     """Lists of texts: the lists given, or the strings given grouped ``size`` at a time."""
-    pending: list[str] = []
-    for item in texts:
-        if isinstance(item, str):
-            pending.append(item)
-            if len(pending) >= size:
-                yield pending
-                pending = []
-        else:
-            if pending:
-                yield pending
-                pending = []
-            yield item
-    if pending:
-        yield pending
+    for strings, run in itertools.groupby(texts, key=lambda item: isinstance(item, str)):
+        yield from in_pieces(run, size, lambda _: 1) if strings else run  # noqa: B031 - one use either way
 
 
 def raw_character_counts(texts: Iterable[str] | Iterable[list[str]]) -> Counter:
