@@ -213,18 +213,14 @@ class Deduplicator:
             position = np.searchsorted(run, unique).clip(max=len(run) - 1)
             new &= run[position] != unique
         keep[first[new]] = True
-        self._add(unique[new])
+        if new.any():
+            self._runs.append(unique[new])
+            self.size += len(self._runs[-1])
+            # Keep run sizes roughly geometric: O(log n) runs to search, amortised O(n log n) merging.
+            while len(self._runs) > 1 and len(self._runs[-2]) <= 2 * len(self._runs[-1]):
+                last = self._runs.pop()
+                self._runs[-1] = np.union1d(self._runs[-1], last)
         return keep
-
-    def _add(self, fresh: np.ndarray) -> None:
-        if not len(fresh):
-            return
-        self._runs.append(fresh)
-        self.size += len(fresh)
-        # Keep run sizes roughly geometric: O(log n) runs to search, amortised O(n log n) merging.
-        while len(self._runs) > 1 and len(self._runs[-2]) <= 2 * len(self._runs[-1]):
-            last = self._runs.pop()
-            self._runs[-1] = np.union1d(self._runs[-1], last)
 
 
 def stream_documents(cleaned: Iterable[CleanedBatch], deduplicate: bool, report: CleaningReport

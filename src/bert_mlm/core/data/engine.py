@@ -144,7 +144,12 @@ class DaskEngine:
                             ) from error
         self.config = config
         self._cluster = None
-        quiet_distributed()
+        # distributed logs ~80 INFO lines per cluster (every worker's start, address and stop); this
+        # project's log keeps its warnings. A level the user set (e.g. DEBUG in their logging file) stays.
+        for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.worker",
+                     "distributed.core", "distributed.http.proxy"):
+            if logging.getLogger(name).level in (logging.NOTSET, logging.INFO):
+                logging.getLogger(name).setLevel(logging.WARNING)
         if config.scheduler_address:
             try:
                 self.client = Client(config.scheduler_address, timeout="30s")
@@ -178,17 +183,6 @@ class DaskEngine:
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()
-
-
-def quiet_distributed() -> None:
-    """``distributed`` logs ~80 INFO lines per cluster (every worker's start, address and stop);
-    this project's log keeps its warnings. A level the user set on the ``distributed`` logger
-    (e.g. DEBUG in their logging file) is left as it is."""
-    for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.worker",
-                 "distributed.core", "distributed.http.proxy"):
-        named = logging.getLogger(name)
-        if named.level in (logging.NOTSET, logging.INFO):
-            named.setLevel(logging.WARNING)
 
 
 # Dask engines stay open between the data stages of a run: a LocalCluster takes seconds to start,

@@ -142,13 +142,6 @@ def resolve_strip_accents(strip_accents: bool | None, lowercase: bool, counts: C
     return lowercase
 
 
-def continuation_pieces(alphabet: Iterable[str], chinese_chars: bool) -> list[str]:
-    """``##c`` for every character ``c`` of the alphabet that can continue a word (not
-    punctuation, nor a CJK character when those are split off one by one)."""
-    return sorted(f"##{c}" for c in alphabet
-                  if not c.isspace() and not is_punctuation(c) and not (chinese_chars and is_chinese(c)))
-
-
 def base_alphabet(setting: str | None) -> str:
     """The characters of ``tokenizer.base_alphabet``: "default", "none"/null, or the characters."""
     if setting is None or setting == "none":
@@ -227,8 +220,10 @@ class _Alphabet:
         equally frequent pairs by those ids: the same corpus gave a different vocabulary from run
         to run (huggingface/tokenizers#1794; 3 runs of the default chain, 3 vocabularies). Reserved,
         they get fixed ids (and the base alphabet gets its "##" forms, which its initial_alphabet
-        does not create)."""
-        return continuation_pieces([*self.kept, *self.added], chinese_chars)
+        does not create). Only characters that can continue a word: not punctuation, nor a CJK
+        character when those are split off one by one."""
+        return sorted(f"##{c}" for c in [*self.kept, *self.added]
+                      if not c.isspace() and not is_punctuation(c) and not (chinese_chars and is_chinese(c)))
 
 
 def _warn_about_size(size: int, config: TokenizerConfig, alphabet: _Alphabet) -> None:
