@@ -68,15 +68,10 @@ PARENT_POLL_SECONDS = 0.5
 
 def exit_with_parent(parent: int) -> None:
     """Pool worker initializer: the worker ends itself when the process that started the pool is
-    gone (a kill -9 runs no clean-up, and idle workers would wait on their queue for ever, ~0.6 GB
-    each).
-
-    A watchdog thread, not ``prctl(PR_SET_PDEATHSIG)``: the death signal fires when the *thread*
-    that forked the worker ends (the pool forks from whichever thread submits first, e.g. a
-    runner's thread, while the process lives on), it is Linux-only, and under the ``forkserver``
-    start method the worker's parent is the fork server, not this run. The watchdog checks both
-    the run's process and the worker's own parent, under any start method, on any POSIX system,
-    at the cost of up to ``PARENT_POLL_SECONDS`` of delay."""
+    gone (after a kill -9, idle workers would wait on their queue for ever, ~0.6 GB each). A
+    watchdog thread, not ``prctl(PR_SET_PDEATHSIG)``, which fires when the forking *thread* ends (the
+    pool forks from whichever thread submits first), is Linux-only, and under ``forkserver`` sees the
+    fork server as parent; the watchdog polls both pids every ``PARENT_POLL_SECONDS``."""
     own_parent = os.getppid()
 
     def alive(pid: int) -> bool:

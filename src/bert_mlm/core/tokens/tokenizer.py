@@ -112,17 +112,6 @@ def raw_character_counts(texts: Iterable[str] | Iterable[list[str]]) -> Counter:
     return Counter({chr(code): int(counts[code]) for code in present.tolist()})
 
 
-def character_counts(counts: Counter, normalizer) -> Counter:
-    """How often each character of ``counts`` occurs once normalised (lowercased, accents
-    stripped, as the tokenizer sees them); whitespace left out."""
-    normalised: Counter = Counter()
-    for character, count in counts.items():
-        for piece in normalizer.normalize_str(character):
-            if not piece.isspace():
-                normalised[piece] += count
-    return normalised
-
-
 def mostly_cjk(counts: Counter) -> bool:
     """Whether most letters are CJK (the rule ``masking.word_segmenter: auto`` follows)."""
     cjk = sum(count for character, count in counts.items() if cjk_characters(character))
@@ -205,7 +194,11 @@ class _Alphabet:
 
     @classmethod
     def of(cls, raw_counts: Counter, normalizer, config: TokenizerConfig) -> _Alphabet:
-        counts = character_counts(raw_counts, normalizer)
+        counts: Counter = Counter()  # as the tokenizer sees the characters (lowercased, accents stripped)
+        for character, count in raw_counts.items():
+            for piece in normalizer.normalize_str(character):
+                if not piece.isspace():
+                    counts[piece] += count
         frequent = sorted((c for c, n in counts.items() if n >= config.min_frequency), key=lambda c: (-counts[c], c))
         counted = config.limit_alphabet is None
         limit = len(frequent) if counted else config.limit_alphabet
