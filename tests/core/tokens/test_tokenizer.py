@@ -89,7 +89,7 @@ def test_trained_tokenizer_is_lowercase_wordpiece(trained):
 
 
 def test_encode_documents_matches_tokenizer_without_specials(trained):
-    arrays = encode_documents(trained, SAMPLES, batch_size=2)
+    arrays = encode_documents(trained, SAMPLES)
     assert len(arrays) == len(SAMPLES)
     for sentence, array in zip(SAMPLES, arrays, strict=True):
         assert array.dtype == np.int32

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -112,6 +112,19 @@ def chunk_text(text: str, max_chars: int) -> list[str]:
     return [p for p in pieces if p]
 
 
+def in_pieces(items: Iterable, max_size: int, size: Callable = len) -> Iterator[list]:
+    """``items`` in consecutive lists of about ``max_size`` (each item's ``size``), at least one item each."""
+    piece, total = [], 0
+    for item in items:
+        piece.append(item)
+        total += size(item)
+        if total >= max_size:
+            yield piece
+            piece, total = [], 0
+    if piece:
+        yield piece
+
+
 @dataclass
 class CleanedBatch:
     """Documents cleaned from one raw batch, before de-duplication (picklable: crosses processes)."""
@@ -200,18 +213,14 @@ class Deduplicator:
             position = np.searchsorted(run, unique).clip(max=len(run) - 1)
             new &= run[position] != unique
         keep[first[new]] = True
-        self._add(unique[new])
+        if new.any():
+            self._runs.append(unique[new])
+            self.size += len(self._runs[-1])
+            # Keep run sizes roughly geometric: O(log n) runs to search, amortised O(n log n) merging.
+            while len(self._runs) > 1 and len(self._runs[-2]) <= 2 * len(self._runs[-1]):
+                last = self._runs.pop()
+                self._runs[-1] = np.union1d(self._runs[-1], last)
         return keep
-
-    def _add(self, fresh: np.ndarray) -> None:
-        if not len(fresh):
-            return
-        self._runs.append(fresh)
-        self.size += len(fresh)
-        # Keep run sizes roughly geometric: O(log n) runs to search, amortised O(n log n) merging.
-        while len(self._runs) > 1 and len(self._runs[-2]) <= 2 * len(self._runs[-1]):
-            last = self._runs.pop()
-            self._runs[-1] = np.union1d(self._runs[-1], last)
 
 
 def stream_documents(cleaned: Iterable[CleanedBatch], deduplicate: bool, report: CleaningReport

@@ -32,7 +32,6 @@ import pyarrow.parquet as pq
 from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.data.corpus import SPLITS, CleanedBatch, CleaningReport, CorpusError
-from bert_mlm.core.data.engine import PIECE_CHARS
 from bert_mlm.core.data.reuse import recipe_identity
 
 MANIFEST = "manifest.json"
@@ -334,17 +333,6 @@ def sample_key(positions: np.ndarray) -> np.ndarray:
     documents taken by ``key < share`` is spread evenly over the split."""
     return np.modf(positions.astype(np.float64) * 0.6180339887498949)[0]
 
-
-def in_pieces(texts: list[str], max_chars: int = PIECE_CHARS) -> Iterator[list[str]]:
-    """``texts`` in consecutive lists of about ``max_chars`` characters (at least one text each)."""
-    start = size = 0
-    for index, text in enumerate(texts):
-        size += len(text)
-        if size >= max_chars:
-            yield texts[start : index + 1]
-            start, size = index + 1, 0
-    if start < len(texts) or not texts:
-        yield texts[start:]
 
 
 def characters(texts: list[str]) -> int:

@@ -68,23 +68,16 @@ PARENT_POLL_SECONDS = 0.5
 
 def exit_with_parent(parent: int) -> None:
     """Pool worker initializer: the worker ends itself when the process that started the pool is
-    gone (a kill -9 runs no clean-up, and idle workers would wait on their queue for ever, ~0.6 GB
-    each).
-
-    A watchdog thread, not ``prctl(PR_SET_PDEATHSIG)``: the death signal fires when the *thread*
-    that forked the worker ends (the pool forks from whichever thread submits first, e.g. a
-    runner's thread, while the process lives on), it is Linux-only, and under the ``forkserver``
-    start method the worker's parent is the fork server, not this run. The watchdog checks both
-    the run's process and the worker's own parent, under any start method, on any POSIX system,
-    at the cost of up to ``PARENT_POLL_SECONDS`` of delay."""
+    gone (after a kill -9, idle workers would wait on their queue for ever, ~0.6 GB each). A
+    watchdog thread, not ``prctl(PR_SET_PDEATHSIG)``, which fires when the forking *thread* ends (the
+    pool forks from whichever thread submits first), is Linux-only, and under ``forkserver`` sees the
+    fork server as parent; the watchdog polls both pids every ``PARENT_POLL_SECONDS``."""
     own_parent = os.getppid()
 
     def alive(pid: int) -> bool:
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # someone else's process now holds the number: ours is gone
+        except (ProcessLookupError, PermissionError):  # PermissionError: someone else's process holds the number
             return False
         return True
 
@@ -115,21 +108,18 @@ class LocalEngine:
         self.config = config
         self._pool: Executor | None = None
 
-    @property
-    def workers(self) -> int:
-        return self.config.worker_count
-
     def map_ordered(self, function: Callable, items: Iterable, *args: Any, python_bound: bool = True,
                     finished: Finished | None = None) -> Iterator[Any]:
         """``function(item, *args)`` for each item, in order. ``python_bound=False``: the function
         uses every core itself (Rust threads), so it runs in this process. ``finished``: where
         each item's size is counted once its result is back."""
-        if not python_bound or self.workers == 1:
+        workers = self.config.worker_count
+        if not python_bound or workers == 1:
             return _ordered(lambda fn, item, *rest: (fn, item, rest), lambda call: call[0](call[1], *call[2]),
                             function, items, args, 1, finished)
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, initializer=exit_with_parent, initargs=(os.getpid(),))
-        limit = self.workers * self.config.in_flight_per_worker
+            self._pool = ProcessPoolExecutor(workers, initializer=exit_with_parent, initargs=(os.getpid(),))
+        limit = workers * self.config.in_flight_per_worker
         return _ordered(self._pool.submit, lambda f: f.result(), function, items, args, limit, finished)
 
     def close(self) -> None:
@@ -149,7 +139,12 @@ class DaskEngine:
                             ) from error
         self.config = config
         self._cluster = None
-        quiet_distributed()
+        # distributed logs ~80 INFO lines per cluster (every worker's start, address and stop); this
+        # project's log keeps its warnings. A level the user set (e.g. DEBUG in their logging file) stays.
+        for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.worker",
+                     "distributed.core", "distributed.http.proxy"):
+            if logging.getLogger(name).level in (logging.NOTSET, logging.INFO):
+                logging.getLogger(name).setLevel(logging.WARNING)
         if config.scheduler_address:
             try:
                 self.client = Client(config.scheduler_address, timeout="30s")
@@ -183,17 +178,6 @@ class DaskEngine:
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()
-
-
-def quiet_distributed() -> None:
-    """``distributed`` logs ~80 INFO lines per cluster (every worker's start, address and stop);
-    this project's log keeps its warnings. A level the user set on the ``distributed`` logger
-    (e.g. DEBUG in their logging file) is left as it is."""
-    for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.worker",
-                 "distributed.core", "distributed.http.proxy"):
-        named = logging.getLogger(name)
-        if named.level in (logging.NOTSET, logging.INFO):
-            named.setLevel(logging.WARNING)
 
 
 # Dask engines stay open between the data stages of a run: a LocalCluster takes seconds to start,

@@ -33,18 +33,6 @@ class Batches(Sequence):
     def tolist(self) -> list[list[int]]:
         return [self[k].tolist() for k in range(len(self))]
 
-    def sizes_and_maxima(self, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per batch (in this object's order): size, sum and maximum of the lengths."""
-        if not len(self.order):
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, empty
-        ordered = np.asarray(lengths)[self.order].astype(np.int64)
-        starts = np.arange(0, len(ordered), self.batch_size)
-        sizes = np.diff(np.append(starts, len(ordered)))
-        sums = np.add.reduceat(ordered, starts)
-        maxima = np.maximum.reduceat(ordered, starts)
-        return sizes[self.picks], sums[self.picks], maxima[self.picks]
-
 
 def batch_order(lengths: Sequence[int], batch_size: int, generator: torch.Generator | None, bucketed: bool,
                 bucket_batches: int = 50) -> Batches:
@@ -68,9 +56,13 @@ def batch_order(lengths: Sequence[int], batch_size: int, generator: torch.Genera
 
 def padding_efficiency(lengths: Sequence[int], batches: Batches, collator: Collator) -> float:
     """Real tokens / all tokens over the given batches, as the collator would pad them."""
-    sizes, sums, maxima = batches.sizes_and_maxima(np.asarray(lengths))
-    if not len(sizes):
+    if not len(batches):
         return 0.0
+    # Per batch (in the order of ``batches``): its size, and the sum and maximum of its lengths.
+    ordered = np.asarray(lengths)[batches.order].astype(np.int64)
+    starts = np.arange(0, len(ordered), batches.batch_size)
+    sizes = np.diff(np.append(starts, len(ordered)))[batches.picks]
+    sums, maxima = (reduce.reduceat(ordered, starts)[batches.picks] for reduce in (np.add, np.maximum))
     widths = collator.max_length if collator.padding == "static" else np.minimum(padded_length(maxima),
                                                                                     collator.max_length)
     return float(sums.sum() / (widths * sizes).sum())

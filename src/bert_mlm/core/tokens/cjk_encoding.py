@@ -32,6 +32,8 @@ import unicodedata
 import numpy as np
 from tokenizers import Tokenizer
 
+from bert_mlm.core.data.corpus import in_pieces
+
 RUN, SINGLE, SPACE = 0, 1, 2
 _UNKNOWN, _IRREGULAR = -2, -3
 # The CJK blocks BERT's normaliser isolates (tokenizers' is_chinese_char).
@@ -187,20 +189,14 @@ def library_encode(backend: Tokenizer, texts: list[str],
     in_worker = multiprocessing.parent_process() is not None
     method = backend.encode_batch if offsets else backend.encode_batch_fast
     ids, positions, per_text = [], [], []
-    start = 0
-    while start < len(texts):
-        stop, size = start, 0
-        while stop < len(texts) and (size < ENCODE_SLICE_CHARS or stop == start):
-            size += len(texts[stop])
-            stop += 1
-        encodings = ([backend.encode(text, add_special_tokens=False) for text in texts[start:stop]] if in_worker
-                     else method(texts[start:stop], add_special_tokens=False))
+    for piece in in_pieces(texts, ENCODE_SLICE_CHARS):
+        encodings = ([backend.encode(text, add_special_tokens=False) for text in piece] if in_worker
+                     else method(piece, add_special_tokens=False))
         flat, counts = flat_ids(encodings)
         ids.append(flat)
         per_text.append(counts)
         if offsets:
             positions.append(np.fromiter((o[0] for e in encodings for o in e.offsets), dtype=np.int64, count=len(flat)))
-        start = stop
     flat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
     return flat(ids), flat(positions) if offsets else None, flat(per_text)
 

@@ -9,6 +9,7 @@ static padding (the tutorial's ``max_length`` padding) and dynamic padding to a 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ def index_packed(split: TokenSplit, max_length: int, ranges: Sequence[tuple[int,
 def index_documents(split: TokenSplit, max_length: int, chunk_documents: int = 1 << 20) -> SplitIndex:
     """One document per sequence, ``[CLS] doc [SEP]``; longer documents become several."""
     body = max_length - 2
-    parts = []
+    parts = [(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))]
     for first in range(0, len(split), chunk_documents):  # bounded temporaries on huge splits
         offsets = np.asarray(split.offsets[first : first + chunk_documents + 1], dtype=np.int64)
         lengths = np.diff(offsets) - 1  # without the separator
@@ -77,11 +78,8 @@ def index_documents(split: TokenSplit, max_length: int, chunk_documents: int = 1
             np.where(last, remaining + 1, body),  # a last piece takes the stream's own [SEP]
             ~last,
         ))
-    if not parts:
-        return SplitIndex(np.zeros(0, np.int64), np.zeros(0, _count_dtype(max_length)), np.zeros(0, bool))
-    return SplitIndex(np.concatenate([p[0] for p in parts]),
-                      np.concatenate([p[1] for p in parts]).astype(_count_dtype(max_length)),
-                      np.concatenate([p[2] for p in parts]))
+    starts, counts, add_sep = (np.concatenate(column) for column in zip(*parts, strict=True))
+    return SplitIndex(starts, counts.astype(_count_dtype(max_length)), add_sep)
 
 
 def index_split(split: TokenSplit, mode: str, max_length: int,
@@ -102,16 +100,13 @@ class IndexedSequences(Sequence):
         self.words, self.word_scheme = words, word_scheme
         self.sources = sources  # a mixture's SourceSpans (the train split)
         self.mixture = None  # the MixturePlan training draws its epochs by (core.tokens.blend)
-        self._lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.index)
 
-    @property
+    @functools.cached_property
     def lengths(self) -> np.ndarray:
-        if self._lengths is None:
-            self._lengths = self.index.lengths
-        return self._lengths
+        return self.index.lengths
 
     def __getitem__(self, i):
         if isinstance(i, slice):  # a view of those sequences, not their tokens

@@ -65,7 +65,7 @@ class TokenSplit:
     separator_id: int
     counts: np.ndarray | None = None
     digest: str = ""
-    origin: tuple[str, str] | None = field(default=None, repr=False)
+    origin: tuple[TokenStore, str] | None = field(default=None, repr=False)
 
     @classmethod
     def from_documents(cls, documents: Sequence[np.ndarray], separator_id: int, dtype=np.int32) -> TokenSplit:
@@ -81,7 +81,7 @@ class TokenSplit:
 
     def __reduce__(self):
         if self.origin is not None:  # travels to data-parallel workers as a path, not as its data
-            return (_open_split, self.origin)
+            return (TokenStore.split, self.origin)
         return (TokenSplit, (self.tokens, self.offsets, self.separator_id, self.counts, self.digest))
 
     def __len__(self) -> int:
@@ -94,10 +94,6 @@ class TokenSplit:
 
     def document(self, index: int) -> np.ndarray:
         return self.tokens[self.offsets[index] : self.offsets[index + 1] - 1]
-
-
-def _open_split(directory: str, split: str) -> TokenSplit:
-    return TokenStore(directory).split(split)
 
 
 class TokenStore:
@@ -173,7 +169,7 @@ class TokenStore:
                 _map(self.directory / f"{name}.bin", self.dtype, info["tokens"], random_access=True),
                 _map(self.directory / f"{name}.idx", np.dtype(np.int64), info["documents"] + 1),
                 int(self.manifest["separator_id"]), np.load(self.directory / f"{name}.counts.npy"), info["digest"],
-                origin=(str(self.directory), name))
+                origin=(self, name))
         return self._splits[name]
 
     def verify(self, splits: Sequence[str], vocab_size: int) -> None:

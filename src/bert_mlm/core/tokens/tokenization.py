@@ -16,8 +16,8 @@ from transformers import BertTokenizerFast
 
 from bert_mlm.config import DataConfig, TokenizerConfig
 from bert_mlm.core.common.progress import Progress
-from bert_mlm.core.data.corpus import SPLITS
-from bert_mlm.core.data.documents import DocumentShards, characters, in_pieces
+from bert_mlm.core.data.corpus import SPLITS, in_pieces
+from bert_mlm.core.data.documents import DocumentShards, characters
 from bert_mlm.core.data.engine import Finished, open_engine
 from bert_mlm.core.data.reuse import code_digest
 from bert_mlm.core.tokens.cjk_encoding import fast_encoder

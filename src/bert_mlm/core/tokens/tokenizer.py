@@ -7,6 +7,7 @@ only the special tokens), with ``[PAD]`` at id 0 and ``[CLS] $A [SEP]`` post-pro
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections import Counter
@@ -22,7 +23,14 @@ from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFa
 
 from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.common.text import cjk_characters
-from bert_mlm.core.tokens.cjk_encoding import SingleCharacterFilter, encoding_backend, is_chinese, is_punctuation
+from bert_mlm.core.data.corpus import in_pieces
+from bert_mlm.core.tokens.cjk_encoding import (
+    SingleCharacterFilter,
+    encoding_backend,
+    is_chinese,
+    is_punctuation,
+    library_encode,
+)
 from bert_mlm.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -88,20 +96,8 @@ def wrap_tokenizer(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | 
 
 def _batches(texts: Iterable[str] | Iterable[list[str]], size: int = 1000):
     """Lists of texts: the lists given, or the strings given grouped ``size`` at a time."""
-    pending: list[str] = []
-    for item in texts:
-        if isinstance(item, str):
-            pending.append(item)
-            if len(pending) >= size:
-                yield pending
-                pending = []
-        else:
-            if pending:
-                yield pending
-                pending = []
-            yield item
-    if pending:
-        yield pending
+    for strings, run in itertools.groupby(texts, key=lambda item: isinstance(item, str)):
+        yield from in_pieces(run, size, lambda _: 1) if strings else run  # noqa: B031 - one use either way
 
 
 def raw_character_counts(texts: Iterable[str] | Iterable[list[str]]) -> Counter:
@@ -114,17 +110,6 @@ def raw_character_counts(texts: Iterable[str] | Iterable[list[str]]) -> Counter:
             counts[: len(found)] += found
     present = np.flatnonzero(counts)
     return Counter({chr(code): int(counts[code]) for code in present.tolist()})
-
-
-def character_counts(counts: Counter, normalizer) -> Counter:
-    """How often each character of ``counts`` occurs once normalised (lowercased, accents
-    stripped, as the tokenizer sees them); whitespace left out."""
-    normalised: Counter = Counter()
-    for character, count in counts.items():
-        for piece in normalizer.normalize_str(character):
-            if not piece.isspace():
-                normalised[piece] += count
-    return normalised
 
 
 def mostly_cjk(counts: Counter) -> bool:
@@ -144,13 +129,6 @@ def resolve_strip_accents(strip_accents: bool | None, lowercase: bool, counts: C
         logger.info("tokenizer.strip_accents: off, the training text is mostly CJK (stripping turns が into か)")
         return False
     return lowercase
-
-
-def continuation_pieces(alphabet: Iterable[str], chinese_chars: bool) -> list[str]:
-    """``##c`` for every character ``c`` of the alphabet that can continue a word (not
-    punctuation, nor a CJK character when those are split off one by one)."""
-    return sorted(f"##{c}" for c in alphabet
-                  if not c.isspace() and not is_punctuation(c) and not (chinese_chars and is_chinese(c)))
 
 
 def base_alphabet(setting: str | None) -> str:
@@ -216,7 +194,11 @@ class _Alphabet:
 
     @classmethod
     def of(cls, raw_counts: Counter, normalizer, config: TokenizerConfig) -> _Alphabet:
-        counts = character_counts(raw_counts, normalizer)
+        counts: Counter = Counter()  # as the tokenizer sees the characters (lowercased, accents stripped)
+        for character, count in raw_counts.items():
+            for piece in normalizer.normalize_str(character):
+                if not piece.isspace():
+                    counts[piece] += count
         frequent = sorted((c for c, n in counts.items() if n >= config.min_frequency), key=lambda c: (-counts[c], c))
         counted = config.limit_alphabet is None
         limit = len(frequent) if counted else config.limit_alphabet
@@ -231,8 +213,10 @@ class _Alphabet:
         equally frequent pairs by those ids: the same corpus gave a different vocabulary from run
         to run (huggingface/tokenizers#1794; 3 runs of the default chain, 3 vocabularies). Reserved,
         they get fixed ids (and the base alphabet gets its "##" forms, which its initial_alphabet
-        does not create)."""
-        return continuation_pieces([*self.kept, *self.added], chinese_chars)
+        does not create). Only characters that can continue a word: not punctuation, nor a CJK
+        character when those are split off one by one."""
+        return sorted(f"##{c}" for c in [*self.kept, *self.added]
+                      if not c.isspace() and not is_punctuation(c) and not (chinese_chars and is_chinese(c)))
 
 
 def _warn_about_size(size: int, config: TokenizerConfig, alphabet: _Alphabet) -> None:
@@ -258,17 +242,11 @@ def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:
         raise VocabularyError(f"tokenizer.vocab_path: {str(file)!r} is not a file")
     # split("\n"), not splitlines(): vocabularies hold tokens such as U+2028 or U+0085 that
     # splitlines() treats as line breaks (bert-base-chinese does).
-    tokens = file.read_text(encoding="utf-8").split("\n")
-    if tokens and tokens[-1] == "":
-        tokens.pop()
+    tokens = [token.rstrip("\r") for token in file.read_text(encoding="utf-8").removesuffix("\n").split("\n")]
     vocab: dict[str, int] = {}
-    duplicates = []
     for index, token in enumerate(tokens):
-        token = token.rstrip("\r")
-        if token in vocab:
-            duplicates.append(token)
-        else:
-            vocab[token] = index
+        vocab.setdefault(token, index)
+    duplicates = [token for index, token in enumerate(tokens) if vocab[token] != index]
     if duplicates:
         raise VocabularyError(f"tokenizer.vocab_path: {str(file)!r} has {len(duplicates)} duplicate token(s), "
                               f"e.g. {duplicates[:5]}")
@@ -311,22 +289,12 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
         raise VocabularyError("tokenizer: encodings do not start with [CLS] and end with [SEP]")
 
 
-def encode_documents(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str], batch_size: int = 4096
-                     ) -> list[np.ndarray]:
-    """Token ids of each document, without special tokens, as int32 arrays.
-
-    Goes straight to the Rust ``encode_batch_fast`` (in parallel on all cores, without the
-    character offsets nobody here uses) rather than ``tokenizer(texts)``, which builds Python
-    lists of every field (measured in BENCHMARKS.md).
-    """
-    backend: Tokenizer = tokenizer.backend_tokenizer
-    if backend.padding or backend.truncation:
-        backend = encoding_backend(backend.to_str())
-    result: list[np.ndarray] = []
-    for start in range(0, len(texts), batch_size):
-        encodings = backend.encode_batch_fast(list(texts[start : start + batch_size]), add_special_tokens=False)
-        result.extend(np.asarray(e.ids, dtype=np.int32) for e in encodings)
-    return result
+def encode_documents(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> list[np.ndarray]:
+    """Token ids of each document, without special tokens, as int32 arrays: by :func:`library_encode`
+    (``encode_batch_fast`` on all cores, no character offsets) rather than ``tokenizer(texts)``, which
+    builds Python lists of every field (measured in BENCHMARKS.md)."""
+    ids, _, per_text = library_encode(encoding_backend(tokenizer.backend_tokenizer.to_str()), list(texts))
+    return np.split(ids.astype(np.int32), np.cumsum(per_text)[:-1]) if len(texts) else []
 
 
 def special_token_ids(tokenizer: PreTrainedTokenizerFast) -> list[int]:

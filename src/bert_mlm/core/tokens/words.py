@@ -174,17 +174,11 @@ def word_starts_array(text: str) -> np.ndarray:
 
 def segment_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype: str,
                   segmenter: str = "jieba") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`~bert_mlm.core.tokens.token_store.encode_texts` with each token's word-continuation flag:
-    the token ids (a separator after each document, documents without tokens left out), the
-    documents' lengths, and one flag per token (``False`` for each separator: it starts nothing).
-
-    The encoding stage calls it in place of ``encode_texts`` when whole-word masking needs
-    stored word boundaries, so the text is encoded once, with the character offsets the word
-    starts are matched against (a second pass that encoded everything again cost as much as the
-    segmentation itself: BENCHMARKS.md "Chinese data path"). A pure function of its arguments,
-    run on the data engine's worker processes. jieba is pure Python (~0.1-0.2 M characters per
-    second per core); rjieba with the flags ~7.5 M on msra-ner's news (its cut alone ~9 M).
-    """
+    """:func:`~bert_mlm.core.tokens.token_store.encode_texts` (ids, document lengths) with one
+    word-continuation flag per token (``False`` at each separator), for stored word boundaries. The
+    text is encoded once, with the offsets the word starts are matched against (a second encoding
+    pass cost as much as the segmentation: BENCHMARKS.md "Chinese data path"). Pure, run on the
+    engine's workers: jieba ~0.1-0.2 M characters/s per core, rjieba with the flags ~7.5 M."""
     joined = "\n".join(texts)  # rjieba cuts all texts at once; the offsets are found within the same string
     fast = fast_encoder(tokenizer_json)
     if fast is not None:  # BERT's encoding with offsets, vectorised (core/tokens/cjk_encoding.py)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bert_mlm.config.corpus import named_sources as config_named_sources
 from bert_mlm.core.data.corpus import CorpusError
 from bert_mlm.core.data.sources.hf import HFDataset
 from bert_mlm.core.data.sources.source import CorpusSource
@@ -26,9 +27,8 @@ def storage_options_of(credentials, fs_args, parameter: str) -> dict | None:
 
 
 def named_sources(sources: Mapping | list) -> Mapping:
-    """``corpus.sources`` as name -> source; a list's sources are named source1, source2..."""
-    if isinstance(sources, list):
-        sources = {f"source{i + 1}": value for i, value in enumerate(sources)}
+    """``corpus.sources`` as name -> source (:func:`bert_mlm.config.corpus.named_sources`), refused when empty."""
+    sources = config_named_sources(sources)
     if not isinstance(sources, Mapping) or not sources:
         raise CorpusError("corpus.sources: must be a non-empty mapping of name -> source")
     return sources

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from bert_mlm.core.common.redaction import redact_text
-from bert_mlm.core.data.corpus import BUILTIN_SOURCE, TABLE_SUFFIXES, CorpusError, RawText
+from bert_mlm.core.data.corpus import BUILTIN_SOURCE, TABLE_SUFFIXES, CorpusError, RawText, in_pieces
 from bert_mlm.core.data.sources.hf import HFDataset
 from bert_mlm.core.data.sources.listing import CorpusFile, compression_of, format_suffix, list_corpus_files, source_name
 from bert_mlm.core.data.sources.streams import READ_CHUNK_BYTES, decode_text, iter_text_file
@@ -176,16 +176,7 @@ def as_corpus_source(raw_corpus, text_column: str = "text") -> CorpusSource:
 
 
 def batched(items: Iterable[RawText], chunk_bytes: int) -> Iterator[list[RawText]]:
-    batch: list[RawText] = []
-    size = 0
-    for item in items:
-        batch.append(item)
-        size += len(item.text)
-        if size >= chunk_bytes:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
+    return in_pieces(items, chunk_bytes, lambda item: len(item.text))
 
 
 def read_corpus(path: str | os.PathLike, text_column: str = "text") -> list[RawText]:
