@@ -219,20 +219,6 @@ def training_flops_per_token(config, sequence_length: int, masked_fraction: floa
     return 3.0 * forward
 
 
-def training_step_bytes(hidden: int, layers: int, heads: int, intermediate: int, vocab_size: int, positions: int,
-                        batch_size: int, length: int, activation_bytes: int = 4, eager_attention: bool = True) -> int:
-    """A rough upper estimate of the memory one training step takes: fp32 weights, gradients and
-    AdamW's two moments (16 bytes a parameter), and the activations kept for backward. Eager
-    attention keeps the scores, their softmax, its dropout mask and output per layer: B x heads x L^2 each,
-    quadratic in the length (SDPA holds one such matrix at a time)."""
-    parameters = (vocab_size + positions + 2) * hidden + layers * (4 * hidden * hidden + 2 * hidden * intermediate)
-    tokens = batch_size * length
-    linear = layers * tokens * (16 * hidden + 3 * intermediate)  # inputs of every matmul, norms, GELU
-    attention = batch_size * heads * length * length * (4 * layers if eager_attention else 1)
-    head = int(0.15 * tokens) * vocab_size * 2  # logits and their gradient at the masked positions
-    return 16 * parameters + activation_bytes * (linear + attention + head)
-
-
 def available_memory(device: torch.device) -> tuple[int, str]:
     """Bytes this step may use and where: free GPU memory, or the RAM the kernel calls available."""
     if device.type == "cuda":
@@ -246,13 +232,21 @@ def available_memory(device: torch.device) -> tuple[int, str]:
 
 
 def step_estimate(config, batch_size: int, length: int, precision: str = "fp32", processes: int = 1) -> int:
-    """Bytes one training step of ``batch_size`` sequences of ``length`` tokens takes (all
-    ``processes`` together); ``config`` is a ``BertConfig``."""
-    return processes * training_step_bytes(
-        config.hidden_size, config.num_hidden_layers, config.num_attention_heads, config.intermediate_size,
-        config.vocab_size, config.max_position_embeddings, batch_size, length,
-        activation_bytes=2 if precision in ("fp16", "bf16") else 4,
-        eager_attention=getattr(config, "_attn_implementation", "eager") != "sdpa")
+    """A rough upper estimate of the memory one training step of ``batch_size`` sequences of
+    ``length`` tokens takes (all ``processes`` together; ``config`` is a ``BertConfig``): fp32
+    weights, gradients and AdamW's two moments (16 bytes a parameter), and the activations kept for
+    backward. Eager attention keeps the scores, their softmax, its dropout mask and output per
+    layer: B x heads x L^2 each, quadratic in the length (SDPA holds one such matrix at a time)."""
+    hidden, layers, intermediate = config.hidden_size, config.num_hidden_layers, config.intermediate_size
+    parameters = ((config.vocab_size + config.max_position_embeddings + 2) * hidden
+                  + layers * (4 * hidden * hidden + 2 * hidden * intermediate))
+    tokens = batch_size * length
+    linear = layers * tokens * (16 * hidden + 3 * intermediate)  # inputs of every matmul, norms, GELU
+    eager_attention = getattr(config, "_attn_implementation", "eager") != "sdpa"
+    attention = batch_size * config.num_attention_heads * length * length * (4 * layers if eager_attention else 1)
+    head = int(0.15 * tokens) * config.vocab_size * 2  # logits and their gradient at the masked positions
+    activation_bytes = 2 if precision in ("fp16", "bf16") else 4
+    return processes * (16 * parameters + activation_bytes * (linear + attention + head))
 
 
 def check_step_memory(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
@@ -281,14 +275,12 @@ def check_step_memory_early(config, batch_size: int, length: int, device: torch.
     ``training.batch_size`` is left to the check once the sequences are counted (a step never
     holds more than the split has: 748 sequences of the smoke corpus at batch_size=100000), and
     the returned warning says so. None when the step fits."""
-    try:
-        check_step_memory(config, batch_size, length, device, precision, processes)
-        return None
-    except UserError:
-        if step_estimate(config, 1, length, precision, processes) > available_memory(device)[0]:
-            raise
     estimate = step_estimate(config, batch_size, length, precision, processes)
     available, where = available_memory(device)
+    if estimate <= available:
+        return None
+    if step_estimate(config, 1, length, precision, processes) > available:
+        check_step_memory(config, batch_size, length, device, precision, processes)  # raises its one line
     return (f"training.batch_size={batch_size}: a step of that many sequences of {length} tokens would need about "
             f"{estimate / 1e9:,.1f} GB but {available / 1e9:,.1f} GB is left ({where}); a step holds at most the "
             "train split's sequences, so this is checked again once they are counted, before training")
