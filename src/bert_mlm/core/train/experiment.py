@@ -24,13 +24,11 @@ from bert_mlm.config import (
     SequenceConfig,
     TrainingConfig,
 )
-from bert_mlm.core.common.device import autocast_dtype
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.data.corpus import RawText, clean_documents
 from bert_mlm.core.data.sources import CorpusSource
 from bert_mlm.core.data.sources.settings import source_settings
 from bert_mlm.core.evaluate.protocol import (
-    AUTO,
     StreamedEvaluationSet,
     baseline_accuracy,
     change_sentence,
@@ -182,12 +180,10 @@ class Experiment:
         return train(model, self.sequences.get("train", []), self.token_ids, masking, training,
                      self.collator_for(masking), on_step, rank, validation or self.validation(training))
 
-    def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet, precision: str = AUTO,
+    def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet,
                  frequent_ids: Sequence[int] = ()) -> dict:
-        """``precision``: ``auto`` (bf16 on GPU, fp32 on CPU: :func:`evaluation_dtype`) or a training precision."""
-        amp_dtype = AUTO if precision == AUTO else autocast_dtype(precision)
-        return evaluate(model, evaluation_set, self.evaluation.batch_size, amp_dtype=amp_dtype,
-                        frequent_ids=frequent_ids)
+        """The fixed protocol's metrics (bf16 on a GPU, fp32 on a CPU: :func:`evaluation_dtype`)."""
+        return evaluate(model, evaluation_set, self.evaluation.batch_size, frequent_ids=frequent_ids)
 
     @functools.cached_property
     def frequent_ids(self) -> list[int]:
