@@ -56,12 +56,7 @@ def _worker(function: Callable[..., Any], args: tuple, backend: str, timeout_sec
 
 
 def launch(config: DistributedConfig, function: Callable[..., Any], *args: Any) -> Any:
-    """Run ``function(*args, rank=Rank(...))`` on every worker; return rank 0's result.
-
-    With one process in total the function runs here, in-process, with ``rank=SINGLE``.
-    """
-    if config.world_size == 1:
-        return function(*args, rank=SINGLE)
+    """Run ``function(*args, rank=Rank(...))`` on every worker; return rank 0's result."""
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     launch_config = LaunchConfig(
