@@ -157,11 +157,11 @@ def read_checkpoint(folder: str | os.PathLike, fingerprint: dict | None = None) 
     Raises :class:`DamagedCheckpoint` for a truncated or altered file, ``UserError`` for a
     checkpoint of another run or of the earlier pickled format."""
     folder = Path(folder)
-    if not (folder / MANIFEST_FILE).is_file():
+    manifest_file = folder / MANIFEST_FILE
+    if not manifest_file.is_file():
         raise UserError(f"training.resume: {str(folder)!r} holds a checkpoint of the earlier pickled format "
                         f"({LEGACY_FILE}), which is not loaded because unpickling a file can run any code in it; set "
                         "training.resume=false to start fresh (or move that folder away).")
-    manifest_file = folder / MANIFEST_FILE
     try:
         manifest = json.loads(manifest_file.read_text())
         files, structure = _manifest_parts(manifest)
@@ -203,24 +203,22 @@ def _manifest_parts(manifest) -> tuple[dict, dict]:
     return files, structure
 
 
-def load_checkpoint(directory: str | os.PathLike, fingerprint: dict | None = None,
-                    apply=None) -> tuple[Path, dict] | None:
-    """The newest intact checkpoint of a run folder, or None when there is none. A damaged one
-    (a file truncated or altered, a manifest that is not what was written, a state that
-    ``apply(path, state)`` cannot restore) is named in a warning and the previous one is used; none
-    intact is a ``UserError``."""
+def load_checkpoint(directory: str | os.PathLike, fingerprint: dict, apply) -> tuple[Path, dict] | None:
+    """The newest intact checkpoint of a run folder, restored by ``apply(path, state)``, or None when
+    there is none. A damaged one (a file truncated or altered, a manifest that is not what was
+    written, a state that ``apply`` cannot restore) is named in a warning and the previous one is
+    used; none intact is a ``UserError``."""
     damaged = []
     for path in reversed(list_checkpoints(directory)):
         try:
             state = read_checkpoint(path, fingerprint)
-            if apply is not None:
-                try:
-                    apply(path, state)
-                except UserError:
-                    raise
-                except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as error:
-                    raise DamagedCheckpoint(f"{str(path)!r} cannot be restored ({type(error).__name__}: "
-                                            f"{first_line(error)})") from error
+            try:
+                apply(path, state)
+            except UserError:
+                raise
+            except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as error:
+                raise DamagedCheckpoint(f"{str(path)!r} cannot be restored ({type(error).__name__}: "
+                                        f"{first_line(error)})") from error
         except DamagedCheckpoint as error:
             logger.warning("training.resume: the checkpoint %s; resuming from the previous complete one", error)
             damaged.append(str(error))
