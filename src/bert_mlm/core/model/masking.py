@@ -36,9 +36,7 @@ MASKING_SCHEME = 2
 
 
 def mask_generator(seed: int, epoch: int, batch_index: int, rank: int = 0) -> torch.Generator:
-    generator = torch.Generator()
-    generator.manual_seed(stream_seed(seed, epoch, batch_index, rank))
-    return generator
+    return torch.Generator().manual_seed(stream_seed(seed, epoch, batch_index, rank))
 
 
 def mask_tokens(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, mask_token_id: int,
