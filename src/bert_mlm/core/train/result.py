@@ -126,9 +126,7 @@ class TrainingSummary:
 def plateau_steps(history: pd.DataFrame, validated: pd.DataFrame) -> dict[str, Any]:
     """When validation first left the unigram plateau (step, and training seconds up to it), and
     where the last validation stands; nothing where the history lacks the plateau's measures."""
-    if "valid_frequent_share" not in validated or validated["valid_frequent_share"].isna().all():
-        return {}
-    rows = list(validated[["step", VALID_ACCURACY, "valid_baseline_accuracy", "valid_frequent_share"]]
+    rows = list(validated.reindex(columns=["step", VALID_ACCURACY, "valid_baseline_accuracy", "valid_frequent_share"])
                 .dropna().itertuples(index=False, name=None))
     if not rows:
         return {}
