@@ -133,7 +133,4 @@ def _model_key(key: str, expected: dict) -> str | None:
     """``key`` as BertForMaskedLM names it (a bare BertModel's keys lack ``bert.``; TF-era
     checkpoints say gamma/beta for LayerNorm weight/bias), or None for a tensor it does not have."""
     key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
-    for candidate in (key, f"bert.{key}"):
-        if candidate in expected:
-            return candidate
-    return None
+    return next((candidate for candidate in (key, f"bert.{key}") if candidate in expected), None)
