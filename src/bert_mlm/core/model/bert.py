@@ -223,12 +223,9 @@ def available_memory(device: torch.device) -> tuple[int, str]:
     """Bytes this step may use and where: free GPU memory, or the RAM the kernel calls available."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0], f"free memory of {device}"
-    try:
-        with open("/proc/meminfo") as handle:
-            fields = dict(line.split(":", 1) for line in handle)
-        return int(fields["MemAvailable"].split()[0]) * 1024, "available RAM"
-    except (OSError, KeyError, ValueError):
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free RAM"
+    import psutil  # dask.distributed's dependency: MemAvailable on Linux, its counterpart on macOS and Windows
+
+    return psutil.virtual_memory().available, "available RAM"
 
 
 def step_estimate(config, batch_size: int, length: int, precision: str = "fp32", processes: int = 1) -> int:
