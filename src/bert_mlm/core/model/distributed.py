@@ -87,9 +87,7 @@ def gather_objects(obj: Any, rank: Rank) -> list[Any]:
     sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(rank.world_size)]
     dist.all_gather(sizes, torch.tensor([payload.numel()], dtype=torch.int64, device=device))
     longest = int(max(size.item() for size in sizes))
-    padded = torch.zeros(longest, dtype=torch.uint8, device=device)
-    padded[: payload.numel()] = payload
     gathered = [torch.empty(longest, dtype=torch.uint8, device=device) for _ in range(rank.world_size)]
-    dist.all_gather(gathered, padded)
+    dist.all_gather(gathered, torch.nn.functional.pad(payload, (0, longest - payload.numel())))
     return [from_bytes(data[: int(size.item())].cpu().numpy().tobytes()) for data, size in zip(gathered, sizes,
                                                                                                  strict=True)]
