@@ -1,10 +1,9 @@
-"""Data-parallel training on PyTorch's own engine: the elastic launcher behind ``torchrun`` and
-``DistributedDataParallel``.
+"""Data-parallel training on PyTorch's elastic launcher (``torchrun``'s) and ``DistributedDataParallel``.
 
-The Kedro node stays one process; :func:`launch` starts ``nproc_per_node`` workers on this machine
-(and joins ``nnodes`` machines through a c10d rendezvous), runs a function on every rank, and
-returns rank 0's result. Backend: ``gloo`` on CPU, ``nccl`` on CUDA. A failing worker fails the
-launch with its error (``max_restarts=0``), and collectives time out instead of hanging.
+The Kedro node stays one process; :func:`launch` runs a function on ``nproc_per_node`` workers here
+(joining ``nnodes`` machines through a c10d rendezvous) and returns rank 0's result. Backend:
+``gloo`` on CPU, ``nccl`` on CUDA. A failing worker fails the launch with its error
+(``max_restarts=0``), and collectives time out instead of hanging.
 """
 
 from __future__ import annotations

@@ -101,12 +101,10 @@ class Experiment:
     def from_store(cls, token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase, *,
                    model: ModelConfig, training: TrainingConfig, masking: MaskingConfig, evaluation: EvaluationConfig,
                    sequences: SequenceConfig, mixture: dict | list | None = None) -> Experiment:
-        """An experiment on the stored sequences, refused when the stored index was built for other
-        ``sequences`` parameters or lacks the word boundaries that whole-word masking needs. Its
-        ``auto`` learning rate and warmup are resolved for the model: continued pretraining
-        (``model.init_from``) has rules of its own (:meth:`TrainingConfig.resolved`).
-        ``mixture``: ``corpus.sources``, whose weights (or repeats) the training epochs draw a
-        mixture's stored sources by (:mod:`bert_mlm.core.tokens.blend`)."""
+        """An experiment on the stored sequences, refused when the index was built for other
+        ``sequences`` parameters or lacks the word boundaries whole-word masking needs; ``auto``
+        learning rate and warmup resolved for the model (:meth:`TrainingConfig.resolved`).
+        ``mixture``: ``corpus.sources``, whose weights the epochs draw the stored sources by."""
         if (sequence_index.mode, sequence_index.max_length) != (sequences.mode, sequences.max_length):
             raise UserError(f"sequences: the stored sequence_index is {sequence_index.mode} x "
                             f"{sequence_index.max_length}, the parameters ask for {sequences.mode} x "
@@ -196,10 +194,9 @@ class Experiment:
 def train_trial(experiment: Experiment, masking: MaskingConfig, training: TrainingConfig,
                 evaluation_set: StreamedEvaluationSet, eval_every: int, report,
                 score: Callable[[BertForMaskedLM], float] | None = None) -> float:
-    """One tuning trial: the same initial model, data order and steps for every trial. Scored by
-    the fixed-protocol eval loss, the loop's validation every ``eval_every`` steps (reported, so
-    the pruner can stop it), or, with ``score``, once by ``score(model)`` at the end (no pruning:
-    an eval loss along the way would prune by the very proxy that ``score`` replaces)."""
+    """One tuning trial (the same initial model, data order and steps for all): scored by the eval
+    loss every ``eval_every`` steps (reported to the pruner), or with ``score`` once at the end (no
+    pruning: an eval loss along the way would prune by the very proxy ``score`` replaces)."""
     model = experiment.new_model()
     training = training.replace(eval_every=0, keep_best=False)
     last = {"loss": float("nan")}
@@ -233,16 +230,13 @@ def held_out_metrics(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase,
                      starting_model: Callable[[], BertForMaskedLM] | None = None,
                      corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path"),
                      extra_held_out_of: tuple[dict, str] | None = None) -> Evaluation:
-    """Fixed-protocol scores on the test split beside the most-frequent-token reference, and the
-    same on an extra held-out corpus when one is given; the model is moved to ``device`` (and
-    stays there).
+    """Fixed-protocol scores on the test split (and an extra held-out corpus when given) beside the
+    most-frequent-token reference; the model is moved to ``device`` and stays there.
 
-    ``starting_model``: for continued pretraining, what builds the weights training started from
-    (:func:`starting_weights`). It is called once, after ``model`` is scored, and its model is
-    scored on the very same masked tokens of each held-out set, then freed: each set gains
-    :func:`~bert_mlm.core.evaluate.protocol.paired_change`'s starting scores and changes (± their
-    paired standard errors) and the before/after in one sentence naming ``corpus_names`` (the
-    held-out split's, the extra corpus's)."""
+    ``starting_model`` (continued pretraining: :func:`starting_weights`) is built once ``model`` is
+    scored, scored on the same masked tokens, then freed: each set gains
+    :func:`~bert_mlm.core.evaluate.protocol.paired_change`'s starting scores and changes, and the
+    before/after in a sentence naming ``corpus_names`` (the held-out split's, the extra corpus's)."""
     model.to(device)
     ids = TokenIds.from_tokenizer(tokenizer)
     collator = ids.collator(sequences.max_length, sequences.padding)
