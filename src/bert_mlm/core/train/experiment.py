@@ -212,8 +212,7 @@ def train_trial(experiment: Experiment, masking: MaskingConfig, training: Traini
     else:
         experiment.train(model, training.replace(eval_every=eval_every), masking, on_step,
                          validation=lambda trained: experiment.evaluate(trained, evaluation_set))
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()  # the next trial builds a fresh model
+    torch.cuda.empty_cache()  # the next trial builds a fresh model (a no-op where CUDA was never used)
     return last["loss"]
 
 
@@ -261,8 +260,7 @@ def held_out_metrics(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase,
                                                                     frequent_ids=frequent_ids))
                   for name, evaluation_set in evaluation_sets.items()}
         del start
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        torch.cuda.empty_cache()
         scored = {name: replace(held, change_summary=change_sentence(held, corpus, forgetting=name == "extra"))
                   for (name, held), corpus in zip(scored.items(), corpus_names, strict=False)}
     scored = {name: replace(held, held_out_sequences=len(evaluation_sets[name]),
