@@ -1,7 +1,5 @@
-"""The training stage's result (``training_summary``): what a run trained and how, typed. Its
-fields are the keys of ``training_summary.json`` and ``metrics.json``, written by
-:meth:`TrainingSummary.to_json` and read back by :meth:`TrainingSummary.from_json` (a file of an
-earlier version too: ``RENAMED``)."""
+"""The training stage's result (``training_summary``), typed: its fields are the keys of
+``training_summary.json`` and ``metrics.json`` (:meth:`TrainingSummary.to_json`, ``from_json``)."""
 
 from __future__ import annotations
 
