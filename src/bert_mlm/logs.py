@@ -107,10 +107,8 @@ def configure_logging() -> None:
     for handler in logging.getLogger().handlers:  # the user's own logging configuration too: no secret in it
         if not any(isinstance(f, RedactedRecords) for f in handler.filters):
             handler.addFilter(RedactedRecords())
-    if style is None:
-        return
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(without_kedro_repeats)
+        if style is not None:
+            handler.addFilter(without_kedro_repeats)
         if style == "plain":
             handler.addFilter(one_line_records)
     if style == "plain":

@@ -231,10 +231,14 @@ def test_a_step_that_cannot_fit_in_memory_is_refused_with_the_estimate(base_para
 def test_the_step_estimate_follows_a_measured_step():
     """A real step on this CPU (eager attention, dropout) took 0.77 GB at 8 x 1024 tokens and
     0.24 GB at 32 x 128 (peak RSS); the estimate stays within 25 % of both, and is quadratic."""
-    from bert_mlm.core.model.bert import training_step_bytes
+    from transformers import BertConfig
+
+    from bert_mlm.core.model.bert import step_estimate
 
     def estimate(batch, length):
-        return training_step_bytes(128, 2, 2, 512, 8192, length, batch, length)
+        shape = BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+                           vocab_size=8192, max_position_embeddings=length)
+        return step_estimate(shape, batch, length)
 
     assert estimate(8, 1024) == pytest.approx(0.77e9, rel=0.25)
     assert estimate(32, 128) == pytest.approx(0.24e9, rel=0.25)

@@ -44,10 +44,8 @@ def _looks_like_a_path(text: str, path: Path) -> bool:
 
 
 def resolve_checkpoint(name: str | os.PathLike, what: str = "model.init_from") -> str:
-    """A local model directory, or a Hugging Face Hub id (``bert-base-chinese``) found in the
-    local cache or, when the Hub is reachable, downloaded into it. Offline, a missing checkpoint
-    gets one message that says what to do, not a traceback; a path gets one that says what is
-    missing there (never "download it")."""
+    """A local model directory, or a Hub id (``bert-base-chinese``) from the local cache or downloaded
+    into it. A missing checkpoint is one line saying what to do (for a path: what is missing there)."""
     text = str(name)
     if _looks_like_a_path(text, Path(text).expanduser()):
         return str(check_model_directory(text, what))
@@ -66,9 +64,8 @@ def resolve_checkpoint(name: str | os.PathLike, what: str = "model.init_from") -
 
 
 def open_model(name: str | os.PathLike, what: str = "model.init_from") -> str:
-    """The model at ``name`` (a directory or a Hub id), opened as loading it would be but without
-    its weights (:func:`~bert_mlm.core.model.model_files.check_weights`): a broken model fails here
-    in one line naming the file. Returns the resolved directory."""
+    """The resolved directory of the model at ``name`` (a directory or a Hub id), its files checked
+    without loading the weights (:func:`~bert_mlm.core.model.model_files.check_weights`)."""
     directory = Path(resolve_checkpoint(name, what))
     check_weights(directory, what)
     return str(directory)
@@ -82,10 +79,8 @@ def _offline_message(name: str, what: str = "model.init_from") -> str:
 
 def check_starting_vocabulary(init_from: str, vocab_path: str, lowercase: bool = True,
                               strip_accents: bool | None = None, chinese_chars: bool = True) -> None:
-    """``model.init_from`` with ``tokenizer.vocab_path``: the starting model's tokenizer is
-    authoritative. A vocabulary that is not the one the model was trained with (other tokens at
-    the same ids, or another size) would train silently on meaningless embeddings; refused here,
-    before the data stages."""
+    """``model.init_from`` with ``tokenizer.vocab_path``: a vocabulary other than the model's own
+    (other tokens at the same ids, or another size) would train on meaningless embeddings: refused."""
     from bert_mlm.core.tokens.tokenizer import load_tokenizer
 
     directory = Path(resolve_checkpoint(init_from))
@@ -105,9 +100,8 @@ def check_starting_vocabulary(init_from: str, vocab_path: str, lowercase: bool =
 
 def check_starting_tokenizer(init_from: str, lowercase: bool = True, strip_accents: bool | None = None,
                              chinese_chars: bool = True) -> None:
-    """``model.init_from`` without ``tokenizer.vocab_path``: the starting model's own tokenizer is
-    used, so it must load and match the model's vocabulary size; checked before the data stages
-    (the tokenization node reads it after ingestion)."""
+    """``model.init_from`` without ``tokenizer.vocab_path``: the model's own tokenizer must load and
+    match its vocabulary size (checked now: the tokenization node reads it after ingestion)."""
     from bert_mlm.core.tokens.tokenizer import VocabularyError, load_tokenizer
 
     directory = resolve_checkpoint(init_from)
@@ -127,10 +121,9 @@ def check_starting_tokenizer(init_from: str, lowercase: bool = True, strip_accen
 
 def load_for_continued_pretraining(path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase,
                                    attn_implementation: str = "eager") -> BertForMaskedLM:
-    """The checkpoint at ``path``, for ``tokenizer``: its own vocabulary, or an extension of it
-    (``tokenizer.extend_vocabulary``: the same tokens at the same ids, then new ones), for which
-    the embedding and output layers grow (:func:`bert_mlm.core.tokens.vocabulary.grow_embeddings`). Any
-    other vocabulary, of the same size or not, is refused: it would train on meaningless rows."""
+    """The checkpoint at ``path`` for ``tokenizer``: its own vocabulary, or an extension of it
+    (``tokenizer.extend_vocabulary``), for which the embeddings grow
+    (:func:`bert_mlm.core.tokens.vocabulary.grow_embeddings`); any other vocabulary is refused."""
     from bert_mlm.core.tokens.vocabulary import grow_embeddings
 
     directory = resolve_checkpoint(path)
@@ -166,13 +159,12 @@ def starting_vocabulary(directory: str | os.PathLike) -> dict[str, int] | None:
 
 
 class MaskedPositionsMLM(torch.nn.Module):
-    """Runs a ``BertForMaskedLM`` and its prediction head at the masked positions only.
+    """A ``BertForMaskedLM`` with its prediction head run at the masked positions only.
 
-    ``BertForMaskedLM.forward`` runs the head (a transform plus a decoder over the whole
-    vocabulary) at every position although only ~15 % carry a label; on small models that decoder
-    is most of the FLOPs. Gathering the masked hidden states first gives the identical loss for a
-    fraction of the work. It is a module (not a function) so that ``DistributedDataParallel`` and
-    ``torch.compile`` can wrap it; its parameters are the wrapped model's.
+    ``BertForMaskedLM.forward`` runs the head (a decoder over the whole vocabulary, most of a small
+    model's FLOPs) at every position although only ~15 % carry a label; gathering the masked hidden
+    states first gives the same loss for a fraction of the work. A module so that
+    ``DistributedDataParallel`` and ``torch.compile`` can wrap it.
     """
 
     def __init__(self, model: BertForMaskedLM) -> None:
@@ -193,10 +185,9 @@ class MaskedPositionsMLM(torch.nn.Module):
 
 def masked_lm_loss(mlm: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
                    positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Summed cross-entropy over the masked tokens, the number of correct top-1 predictions and
-    the number of masked tokens. The caller divides by the masked tokens of the whole optimizer
-    step, so accumulated micro-batches weigh every masked token equally. A batch without masked
-    tokens gives a loss of exactly 0 (not NaN) that still depends on the parameters."""
+    """Summed cross-entropy over the masked tokens, correct top-1 predictions and masked tokens. The
+    caller divides by the whole step's masked tokens, so that every masked token weighs the same; a
+    batch without any gives a loss of 0 (not NaN) that still depends on the parameters."""
     logits, targets = mlm(input_ids, attention_mask, labels, positions)
     loss_sum = F.cross_entropy(logits.float(), targets, reduction="sum")
     correct = (logits.argmax(dim=-1) == targets).sum()
@@ -204,13 +195,11 @@ def masked_lm_loss(mlm: torch.nn.Module, input_ids: torch.Tensor, attention_mask
 
 
 def training_flops_per_token(config, sequence_length: int, masked_fraction: float) -> float:
-    """Matmul FLOPs of one training step (forward + backward) per input token.
+    """Matmul FLOPs of one training step (forward + backward) per input token, for a ``BertConfig``.
 
-    ``config`` is a ``BertConfig`` (or anything with its size attributes). A multiply-add counts
-    as 2 FLOPs and backward as twice the forward, the convention of model FLOPs utilisation
-    (MFU). Only the useful work counts: the prediction head at the masked positions
-    (``masked_fraction`` of the tokens), which is what the loss needs whatever an implementation
-    computes. Element-wise work (LayerNorm, GELU, softmax, the optimizer) is not counted.
+    MFU's convention: a multiply-add is 2 FLOPs, backward twice the forward, and only the useful
+    work counts (the head at the ``masked_fraction`` of masked positions, whatever an implementation
+    computes; no element-wise work).
     """
     hidden, intermediate = config.hidden_size, config.intermediate_size
     per_layer = 2 * (4 * hidden * hidden + 2 * hidden * intermediate) + 4 * sequence_length * hidden
@@ -219,40 +208,31 @@ def training_flops_per_token(config, sequence_length: int, masked_fraction: floa
     return 3.0 * forward
 
 
-def training_step_bytes(hidden: int, layers: int, heads: int, intermediate: int, vocab_size: int, positions: int,
-                        batch_size: int, length: int, activation_bytes: int = 4, eager_attention: bool = True) -> int:
-    """A rough upper estimate of the memory one training step takes: fp32 weights, gradients and
-    AdamW's two moments (16 bytes a parameter), and the activations kept for backward. Eager
-    attention keeps the scores, their softmax, its dropout mask and output per layer: B x heads x L^2 each,
-    quadratic in the length (SDPA holds one such matrix at a time)."""
-    parameters = (vocab_size + positions + 2) * hidden + layers * (4 * hidden * hidden + 2 * hidden * intermediate)
-    tokens = batch_size * length
-    linear = layers * tokens * (16 * hidden + 3 * intermediate)  # inputs of every matmul, norms, GELU
-    attention = batch_size * heads * length * length * (4 * layers if eager_attention else 1)
-    head = int(0.15 * tokens) * vocab_size * 2  # logits and their gradient at the masked positions
-    return 16 * parameters + activation_bytes * (linear + attention + head)
-
-
 def available_memory(device: torch.device) -> tuple[int, str]:
     """Bytes this step may use and where: free GPU memory, or the RAM the kernel calls available."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0], f"free memory of {device}"
-    try:
-        with open("/proc/meminfo") as handle:
-            fields = dict(line.split(":", 1) for line in handle)
-        return int(fields["MemAvailable"].split()[0]) * 1024, "available RAM"
-    except (OSError, KeyError, ValueError):
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free RAM"
+    import psutil  # dask.distributed's dependency: MemAvailable on Linux, its counterpart on macOS and Windows
+
+    return psutil.virtual_memory().available, "available RAM"
 
 
 def step_estimate(config, batch_size: int, length: int, precision: str = "fp32", processes: int = 1) -> int:
-    """Bytes one training step of ``batch_size`` sequences of ``length`` tokens takes (all
-    ``processes`` together); ``config`` is a ``BertConfig``."""
-    return processes * training_step_bytes(
-        config.hidden_size, config.num_hidden_layers, config.num_attention_heads, config.intermediate_size,
-        config.vocab_size, config.max_position_embeddings, batch_size, length,
-        activation_bytes=2 if precision in ("fp16", "bf16") else 4,
-        eager_attention=getattr(config, "_attn_implementation", "eager") != "sdpa")
+    """A rough upper estimate of the memory one training step of ``batch_size`` sequences of
+    ``length`` tokens takes (all ``processes`` together; ``config`` is a ``BertConfig``): fp32
+    weights, gradients and AdamW's two moments (16 bytes a parameter), and the activations kept for
+    backward. Eager attention keeps the scores, their softmax, its dropout mask and output per
+    layer: B x heads x L^2 each, quadratic in the length (SDPA holds one such matrix at a time)."""
+    hidden, layers, intermediate = config.hidden_size, config.num_hidden_layers, config.intermediate_size
+    parameters = ((config.vocab_size + config.max_position_embeddings + 2) * hidden
+                  + layers * (4 * hidden * hidden + 2 * hidden * intermediate))
+    tokens = batch_size * length
+    linear = layers * tokens * (16 * hidden + 3 * intermediate)  # inputs of every matmul, norms, GELU
+    eager_attention = getattr(config, "_attn_implementation", "eager") != "sdpa"
+    attention = batch_size * config.num_attention_heads * length * length * (4 * layers if eager_attention else 1)
+    head = int(0.15 * tokens) * config.vocab_size * 2  # logits and their gradient at the masked positions
+    activation_bytes = 2 if precision in ("fp16", "bf16") else 4
+    return processes * (16 * parameters + activation_bytes * (linear + attention + head))
 
 
 def check_step_memory(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
@@ -275,20 +255,16 @@ def check_step_memory(config, batch_size: int, length: int, device: torch.device
 
 def check_step_memory_early(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
                             processes: int = 1) -> str | None:
-    """The check of :func:`check_step_memory` before any data exists, when the number of training
-    sequences is unknown: a step that cannot fit even with one sequence is refused now (the
-    length or the model is the cause); one that fits with fewer sequences than
-    ``training.batch_size`` is left to the check once the sequences are counted (a step never
-    holds more than the split has: 748 sequences of the smoke corpus at batch_size=100000), and
-    the returned warning says so. None when the step fits."""
-    try:
-        check_step_memory(config, batch_size, length, device, precision, processes)
-        return None
-    except UserError:
-        if step_estimate(config, 1, length, precision, processes) > available_memory(device)[0]:
-            raise
+    """:func:`check_step_memory` before the training sequences are counted: a step that cannot fit
+    even one sequence is refused now; one that fits fewer than ``training.batch_size`` is left to
+    the check once they are counted (a step holds at most the split: 748 sequences of the smoke
+    corpus at batch_size=100000), and the returned warning says so. None when the step fits."""
     estimate = step_estimate(config, batch_size, length, precision, processes)
     available, where = available_memory(device)
+    if estimate <= available:
+        return None
+    if step_estimate(config, 1, length, precision, processes) > available:
+        check_step_memory(config, batch_size, length, device, precision, processes)  # raises its one line
     return (f"training.batch_size={batch_size}: a step of that many sequences of {length} tokens would need about "
             f"{estimate / 1e9:,.1f} GB but {available / 1e9:,.1f} GB is left ({where}); a step holds at most the "
             "train split's sequences, so this is checked again once they are counted, before training")

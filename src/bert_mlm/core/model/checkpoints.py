@@ -1,13 +1,11 @@
-"""Training checkpoints on disk: one folder per run (``checkpoint_dir/run-<digest>/step-NNNNNNNN/``,
-the digest of the run's fingerprint: core/model/resume.py), each checkpoint written atomically.
+"""Training checkpoints on disk, written atomically, one folder per run
+(``checkpoint_dir/run-<digest of its fingerprint>/step-NNNNNNNN/``: core/model/resume.py).
 
-Nothing is unpickled: a checkpoint is ``checkpoint.safetensors`` (every tensor) and
-``checkpoint.json`` (the run fingerprint, the digest of the tensor file, and everything else:
-position, history, configuration, RNG states, with references to the tensors). Resuming reads
-the JSON, checks the fingerprint and the digest, and only then reads a tensor. A damaged newest
-checkpoint (truncated, digest mismatch) is named in a warning and the previous one, kept for
-that purpose (``training.keep_checkpoints``), is used. Pickled ``checkpoint.pt`` files of the
-earlier format are refused, never loaded.
+Nothing is unpickled: a checkpoint is ``checkpoint.safetensors`` (the tensors) and
+``checkpoint.json`` (the fingerprint, the tensor file's digest, and the rest of the state with
+references to the tensors), both checked before a tensor is read. A damaged newest checkpoint is
+named in a warning and the previous one (``training.keep_checkpoints``) is used; pickled
+``checkpoint.pt`` files of the earlier format are refused.
 """
 
 from __future__ import annotations
@@ -40,10 +38,8 @@ RUN_FILE = "run.json"  # the fingerprint, readable, beside the run's checkpoints
 
 
 def checkpoint_bytes(bert_config, keep_best: bool = False) -> int:
-    """About what one checkpoint of a model of ``bert_config`` (a ``BertConfig``) takes: every
-    entry of its state dict in fp32 (tied weights are stored twice) and AdamW's two moments per
-    parameter, with ``keep_best`` a second copy of the weights (the best validated step's); the
-    RNG states and the history are small beside them."""
+    """About what one checkpoint of a ``BertConfig``'s model takes: its state dict in fp32 (tied
+    weights twice), AdamW's two moments, and with ``keep_best`` the best step's weights again."""
     from transformers import BertForMaskedLM
 
     with MODEL_LOCK, torch.device("meta"):  # shapes only: nothing allocated, nothing initialised
@@ -53,10 +49,9 @@ def checkpoint_bytes(bert_config, keep_best: bool = False) -> int:
 
 
 def check_checkpoint_dir(directory: str | os.PathLike, needed: int) -> None:
-    """Before training: ``training.checkpoint_dir`` can be written and has room for one
-    checkpoint of ``needed`` bytes (and the file-size limit lets it be written), or one line
-    saying what to change. A real write (a file created and removed in the nearest existing
-    folder) decides, not the permission bits: a read-only mount or an ACL shows only then."""
+    """Before training: ``training.checkpoint_dir`` can be written and has room (disk and file-size
+    limit) for a checkpoint of ``needed`` bytes, or one line says what to change. A real write in
+    the nearest existing folder decides, not the permission bits (a read-only mount, an ACL)."""
     import tempfile
 
     path = Path(directory).expanduser()
@@ -130,9 +125,8 @@ def _as_json(value) -> object:
 
 def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: int,
                     fingerprint: dict | None = None) -> Path:
-    """Write to a temporary directory, fsync, then rename: a crash leaves the previous one intact.
-    A full disk, a file-size limit or a folder that refuses the write is one ``UserError`` naming
-    the checkpoint, as for every output (the previous checkpoint stays)."""
+    """Written to a temporary directory, then renamed: a crash leaves the previous one intact, and a
+    failed write (full disk, file-size limit) is one ``UserError`` naming the checkpoint."""
     structure, tensors = flatten(state)
     needed = sum(t.numel() * t.element_size() for t in tensors.values())
     artifact = f"training.checkpoint_dir (the checkpoint of step {step}; the previous one is kept)"
@@ -152,16 +146,15 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict, keep: 
 
 
 def read_checkpoint(folder: str | os.PathLike, fingerprint: dict | None = None) -> dict:
-    """One checkpoint's state (with its ``fingerprint``). The manifest is plain JSON; the
-    fingerprint (when given) and every file's size and digest are checked before a tensor is read.
-    Raises :class:`DamagedCheckpoint` for a truncated or altered file, ``UserError`` for a
-    checkpoint of another run or of the earlier pickled format."""
+    """One checkpoint's state (with its ``fingerprint``), the fingerprint and every file's size and
+    digest checked before a tensor is read. :class:`DamagedCheckpoint` for a truncated or altered
+    file, ``UserError`` for another run's checkpoint or the earlier pickled format."""
     folder = Path(folder)
-    if not (folder / MANIFEST_FILE).is_file():
+    manifest_file = folder / MANIFEST_FILE
+    if not manifest_file.is_file():
         raise UserError(f"training.resume: {str(folder)!r} holds a checkpoint of the earlier pickled format "
                         f"({LEGACY_FILE}), which is not loaded because unpickling a file can run any code in it; set "
                         "training.resume=false to start fresh (or move that folder away).")
-    manifest_file = folder / MANIFEST_FILE
     try:
         manifest = json.loads(manifest_file.read_text())
         files, structure = _manifest_parts(manifest)
@@ -203,24 +196,22 @@ def _manifest_parts(manifest) -> tuple[dict, dict]:
     return files, structure
 
 
-def load_checkpoint(directory: str | os.PathLike, fingerprint: dict | None = None,
-                    apply=None) -> tuple[Path, dict] | None:
-    """The newest intact checkpoint of a run folder, or None when there is none. A damaged one
-    (a file truncated or altered, a manifest that is not what was written, a state that
-    ``apply(path, state)`` cannot restore) is named in a warning and the previous one is used; none
-    intact is a ``UserError``."""
+def load_checkpoint(directory: str | os.PathLike, fingerprint: dict, apply) -> tuple[Path, dict] | None:
+    """The newest intact checkpoint of a run folder, restored by ``apply(path, state)``, or None when
+    there is none. A damaged one (a file truncated or altered, a manifest that is not what was
+    written, a state that ``apply`` cannot restore) is named in a warning and the previous one is
+    used; none intact is a ``UserError``."""
     damaged = []
     for path in reversed(list_checkpoints(directory)):
         try:
             state = read_checkpoint(path, fingerprint)
-            if apply is not None:
-                try:
-                    apply(path, state)
-                except UserError:
-                    raise
-                except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as error:
-                    raise DamagedCheckpoint(f"{str(path)!r} cannot be restored ({type(error).__name__}: "
-                                            f"{first_line(error)})") from error
+            try:
+                apply(path, state)
+            except UserError:
+                raise
+            except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as error:
+                raise DamagedCheckpoint(f"{str(path)!r} cannot be restored ({type(error).__name__}: "
+                                        f"{first_line(error)})") from error
         except DamagedCheckpoint as error:
             logger.warning("training.resume: the checkpoint %s; resuming from the previous complete one", error)
             damaged.append(str(error))

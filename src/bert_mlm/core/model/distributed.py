@@ -1,10 +1,9 @@
-"""Data-parallel training on PyTorch's own engine: the elastic launcher behind ``torchrun`` and
-``DistributedDataParallel``.
+"""Data-parallel training on PyTorch's elastic launcher (``torchrun``'s) and ``DistributedDataParallel``.
 
-The Kedro node stays one process; :func:`launch` starts ``nproc_per_node`` workers on this machine
-(and joins ``nnodes`` machines through a c10d rendezvous), runs a function on every rank, and
-returns rank 0's result. Backend: ``gloo`` on CPU, ``nccl`` on CUDA. A failing worker fails the
-launch with its error (``max_restarts=0``), and collectives time out instead of hanging.
+The Kedro node stays one process; :func:`launch` runs a function on ``nproc_per_node`` workers here
+(joining ``nnodes`` machines through a c10d rendezvous) and returns rank 0's result. Backend:
+``gloo`` on CPU, ``nccl`` on CUDA. A failing worker fails the launch with its error
+(``max_restarts=0``), and collectives time out instead of hanging.
 """
 
 from __future__ import annotations
@@ -56,12 +55,7 @@ def _worker(function: Callable[..., Any], args: tuple, backend: str, timeout_sec
 
 
 def launch(config: DistributedConfig, function: Callable[..., Any], *args: Any) -> Any:
-    """Run ``function(*args, rank=Rank(...))`` on every worker; return rank 0's result.
-
-    With one process in total the function runs here, in-process, with ``rank=SINGLE``.
-    """
-    if config.world_size == 1:
-        return function(*args, rank=SINGLE)
+    """Run ``function(*args, rank=Rank(...))`` on every worker; return rank 0's result."""
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     launch_config = LaunchConfig(
@@ -92,9 +86,7 @@ def gather_objects(obj: Any, rank: Rank) -> list[Any]:
     sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(rank.world_size)]
     dist.all_gather(sizes, torch.tensor([payload.numel()], dtype=torch.int64, device=device))
     longest = int(max(size.item() for size in sizes))
-    padded = torch.zeros(longest, dtype=torch.uint8, device=device)
-    padded[: payload.numel()] = payload
     gathered = [torch.empty(longest, dtype=torch.uint8, device=device) for _ in range(rank.world_size)]
-    dist.all_gather(gathered, padded)
+    dist.all_gather(gathered, torch.nn.functional.pad(payload, (0, longest - payload.numel())))
     return [from_bytes(data[: int(size.item())].cpu().numpy().tobytes()) for data, size in zip(gathered, sizes,
                                                                                                  strict=True)]

@@ -36,9 +36,7 @@ MASKING_SCHEME = 2
 
 
 def mask_generator(seed: int, epoch: int, batch_index: int, rank: int = 0) -> torch.Generator:
-    generator = torch.Generator()
-    generator.manual_seed(stream_seed(seed, epoch, batch_index, rank))
-    return generator
+    return torch.Generator().manual_seed(stream_seed(seed, epoch, batch_index, rank))
 
 
 def mask_tokens(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, mask_token_id: int,
@@ -84,6 +82,4 @@ def mask_tokens(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, mask
 
 def replacement_vocabulary(vocab_size: int, special_ids: list[int] | tuple[int, ...]) -> torch.Tensor:
     """Ids that random replacement may draw: the whole vocabulary except special tokens."""
-    keep = torch.ones(vocab_size, dtype=torch.bool)
-    keep[torch.tensor(list(special_ids), dtype=torch.long)] = False
-    return torch.nonzero(keep).flatten()
+    return torch.from_numpy(np.setdiff1d(np.arange(vocab_size, dtype=np.int64), special_ids))

@@ -1,8 +1,7 @@
-"""A model directory's files, checked without loading the model: that it is one (a ``config.json``
-and weights), that every weight file reads (a safetensors header, which also proves the file whole;
-a ``pytorch_model.bin`` read by the weights-only loader onto the meta device, which refuses a pickle
-that names code) and that every tensor has the shape its config gives it. A broken model fails here
-in one line naming the file, not at its first use after the data stages."""
+"""A model directory's files, checked without loading the model: a ``config.json`` and weights, every
+weight file readable (a safetensors header; a ``pytorch_model.bin`` through the weights-only loader
+onto the meta device, which refuses a pickle that names code), every tensor of its config's shape.
+A broken model fails here in one line naming the file, not after the data stages."""
 
 from __future__ import annotations
 
@@ -43,8 +42,8 @@ def check_model_directory(text: str, what: str = "model.init_from") -> Path:
 
 
 def check_weights(directory: Path, what: str = "model.init_from") -> None:
-    """The model directory's ``config.json`` read as a BERT config, every weight file read (not its
-    tensors) and each tensor's shape checked against the config: one line naming the file if not."""
+    """The directory's ``config.json`` read as a BERT config and every weight file's tensor shapes
+    checked against it (not their values): one line naming the file if not."""
     config = _config_of(directory, what)
     expected = _expected_shapes(config)
     found: dict[str, tuple[int, ...]] = {}
@@ -133,7 +132,4 @@ def _model_key(key: str, expected: dict) -> str | None:
     """``key`` as BertForMaskedLM names it (a bare BertModel's keys lack ``bert.``; TF-era
     checkpoints say gamma/beta for LayerNorm weight/bias), or None for a tensor it does not have."""
     key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
-    for candidate in (key, f"bert.{key}"):
-        if candidate in expected:
-            return candidate
-    return None
+    return next((candidate for candidate in (key, f"bert.{key}") if candidate in expected), None)

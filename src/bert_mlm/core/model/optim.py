@@ -60,12 +60,11 @@ class Optimisation:
         return {"optimizer": self.optimizer, "scheduler": self.scheduler, "scaler": self.scaler}
 
     def step(self, model: torch.nn.Module, loss: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Unscale, clip, step, update; returns the gradient norm and whether the step diverged
-        (a non-finite loss, or non-finite gradients without fp16's routine overflow back-off), as
-        0-d tensors on the model's device: reading them is a host sync, left to the caller's record
-        steps. With the fused AdamW the skip of a diverged step happens on the device (the kernel's
-        ``found_inf``, as GradScaler uses it); the schedule advances every step, diverged or not
-        (as the HF Trainer's does), so that no step needs the host to look at the loss."""
+        """Unscale, clip, step, update; returns the gradient norm and whether the step diverged (a
+        non-finite loss, or gradients outside fp16's overflow back-off) as 0-d device tensors, read
+        by the caller's record steps. The fused AdamW skips a diverged step on the device (its
+        ``found_inf``) and the schedule advances every step (as the HF Trainer's), so no step
+        needs the host to look at the loss."""
         scaler = self.scaler
         scaler.unscale_(self.optimizer)  # before clipping: clip the true gradients
         if self.max_grad_norm:

@@ -1,11 +1,9 @@
 """Resuming a run: what makes a run, where it is, and its checkpoints saved and resumed.
 
-A run is what its fingerprint says: the training data (token store digest and sequence index),
-the initial weights (seed or ``init_from``) and the model's shape, the masking, the training seed,
-the optimisation settings and the number of data-parallel ranks. Its checkpoints live in the
-folder of that fingerprint (core/model/checkpoints.py), so runs never share a folder by accident,
-and ``training.resume`` continues only a checkpoint of the very same run. The step budget
-(``max_steps``/``epochs``) is not part of the run: raising it continues a finished run.
+A run is its fingerprint: the training data, the initial weights and the model's shape, the
+masking, the seed, the optimisation settings and the number of ranks. Its checkpoints live in that
+fingerprint's folder (core/model/checkpoints.py), so ``training.resume`` continues only the very
+same run. The step budget (``max_steps``/``epochs``) is not part of it: raising it continues a run.
 """
 
 from __future__ import annotations

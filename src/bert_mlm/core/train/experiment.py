@@ -24,13 +24,11 @@ from bert_mlm.config import (
     SequenceConfig,
     TrainingConfig,
 )
-from bert_mlm.core.common.device import autocast_dtype
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.data.corpus import RawText, clean_documents
 from bert_mlm.core.data.sources import CorpusSource
 from bert_mlm.core.data.sources.settings import source_settings
 from bert_mlm.core.evaluate.protocol import (
-    AUTO,
     StreamedEvaluationSet,
     baseline_accuracy,
     change_sentence,
@@ -103,12 +101,10 @@ class Experiment:
     def from_store(cls, token_store: TokenStore, sequence_index: SequenceIndex, tokenizer: PreTrainedTokenizerBase, *,
                    model: ModelConfig, training: TrainingConfig, masking: MaskingConfig, evaluation: EvaluationConfig,
                    sequences: SequenceConfig, mixture: dict | list | None = None) -> Experiment:
-        """An experiment on the stored sequences, refused when the stored index was built for other
-        ``sequences`` parameters or lacks the word boundaries that whole-word masking needs. Its
-        ``auto`` learning rate and warmup are resolved for the model: continued pretraining
-        (``model.init_from``) has rules of its own (:meth:`TrainingConfig.resolved`).
-        ``mixture``: ``corpus.sources``, whose weights (or repeats) the training epochs draw a
-        mixture's stored sources by (:mod:`bert_mlm.core.tokens.blend`)."""
+        """An experiment on the stored sequences, refused when the index was built for other
+        ``sequences`` parameters or lacks the word boundaries whole-word masking needs; ``auto``
+        learning rate and warmup resolved for the model (:meth:`TrainingConfig.resolved`).
+        ``mixture``: ``corpus.sources``, whose weights the epochs draw the stored sources by."""
         if (sequence_index.mode, sequence_index.max_length) != (sequences.mode, sequences.max_length):
             raise UserError(f"sequences: the stored sequence_index is {sequence_index.mode} x "
                             f"{sequence_index.max_length}, the parameters ask for {sequences.mode} x "
@@ -182,12 +178,10 @@ class Experiment:
         return train(model, self.sequences.get("train", []), self.token_ids, masking, training,
                      self.collator_for(masking), on_step, rank, validation or self.validation(training))
 
-    def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet, precision: str = AUTO,
+    def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet,
                  frequent_ids: Sequence[int] = ()) -> dict:
-        """``precision``: ``auto`` (bf16 on GPU, fp32 on CPU: :func:`evaluation_dtype`) or a training precision."""
-        amp_dtype = AUTO if precision == AUTO else autocast_dtype(precision)
-        return evaluate(model, evaluation_set, self.evaluation.batch_size, amp_dtype=amp_dtype,
-                        frequent_ids=frequent_ids)
+        """The fixed protocol's metrics (bf16 on a GPU, fp32 on a CPU: :func:`evaluation_dtype`)."""
+        return evaluate(model, evaluation_set, self.evaluation.batch_size, frequent_ids=frequent_ids)
 
     @functools.cached_property
     def frequent_ids(self) -> list[int]:
@@ -200,10 +194,9 @@ class Experiment:
 def train_trial(experiment: Experiment, masking: MaskingConfig, training: TrainingConfig,
                 evaluation_set: StreamedEvaluationSet, eval_every: int, report,
                 score: Callable[[BertForMaskedLM], float] | None = None) -> float:
-    """One tuning trial: the same initial model, data order and steps for every trial. Scored by
-    the fixed-protocol eval loss, the loop's validation every ``eval_every`` steps (reported, so
-    the pruner can stop it), or, with ``score``, once by ``score(model)`` at the end (no pruning:
-    an eval loss along the way would prune by the very proxy that ``score`` replaces)."""
+    """One tuning trial (the same initial model, data order and steps for all): scored by the eval
+    loss every ``eval_every`` steps (reported to the pruner), or with ``score`` once at the end (no
+    pruning: an eval loss along the way would prune by the very proxy ``score`` replaces)."""
     model = experiment.new_model()
     training = training.replace(eval_every=0, keep_best=False)
     last = {"loss": float("nan")}
@@ -219,8 +212,7 @@ def train_trial(experiment: Experiment, masking: MaskingConfig, training: Traini
     else:
         experiment.train(model, training.replace(eval_every=eval_every), masking, on_step,
                          validation=lambda trained: experiment.evaluate(trained, evaluation_set))
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()  # the next trial builds a fresh model
+    torch.cuda.empty_cache()  # the next trial builds a fresh model (a no-op where CUDA was never used)
     return last["loss"]
 
 
@@ -237,16 +229,13 @@ def held_out_metrics(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase,
                      starting_model: Callable[[], BertForMaskedLM] | None = None,
                      corpus_names: tuple[str, str] = ("the test split", "evaluation.corpus_path"),
                      extra_held_out_of: tuple[dict, str] | None = None) -> Evaluation:
-    """Fixed-protocol scores on the test split beside the most-frequent-token reference, and the
-    same on an extra held-out corpus when one is given; the model is moved to ``device`` (and
-    stays there).
+    """Fixed-protocol scores on the test split (and an extra held-out corpus when given) beside the
+    most-frequent-token reference; the model is moved to ``device`` and stays there.
 
-    ``starting_model``: for continued pretraining, what builds the weights training started from
-    (:func:`starting_weights`). It is called once, after ``model`` is scored, and its model is
-    scored on the very same masked tokens of each held-out set, then freed: each set gains
-    :func:`~bert_mlm.core.evaluate.protocol.paired_change`'s starting scores and changes (± their
-    paired standard errors) and the before/after in one sentence naming ``corpus_names`` (the
-    held-out split's, the extra corpus's)."""
+    ``starting_model`` (continued pretraining: :func:`starting_weights`) is built once ``model`` is
+    scored, scored on the same masked tokens, then freed: each set gains
+    :func:`~bert_mlm.core.evaluate.protocol.paired_change`'s starting scores and changes, and the
+    before/after in a sentence naming ``corpus_names`` (the held-out split's, the extra corpus's)."""
     model.to(device)
     ids = TokenIds.from_tokenizer(tokenizer)
     collator = ids.collator(sequences.max_length, sequences.padding)
@@ -271,8 +260,7 @@ def held_out_metrics(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase,
                                                                     frequent_ids=frequent_ids))
                   for name, evaluation_set in evaluation_sets.items()}
         del start
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        torch.cuda.empty_cache()
         scored = {name: replace(held, change_summary=change_sentence(held, corpus, forgetting=name == "extra"))
                   for (name, held), corpus in zip(scored.items(), corpus_names, strict=False)}
     scored = {name: replace(held, held_out_sequences=len(evaluation_sets[name]),

@@ -1,9 +1,8 @@
 """The training loop: dynamic masking, native AMP, token-weighted accumulation, checkpoints.
 
-One optimizer step consumes ``gradient_accumulation_steps`` micro-batches. The optimizer step
-itself (unscale, clip, step: ``core.model.optim``), where and in which precision the model runs
-(``core.common.device``), the checkpoint files (``core.model.checkpoints``) and the step records
-(``core.train.records``) live apart from the loop.
+One optimizer step takes ``gradient_accumulation_steps`` micro-batches. The optimizer step
+(``core.model.optim``), the device and precision (``core.common.device``), the checkpoints
+(``core.model.checkpoints``) and the step records (``core.train.records``) live apart.
 """
 
 from __future__ import annotations
@@ -61,10 +60,9 @@ def epoch_batches(lengths: Sequence[int], config: TrainingConfig, epoch: int, ra
                   mixture=None) -> Batches:
     """This rank's micro-batches of one epoch, shuffled from (seed, epoch): identical when resumed.
 
-    Every rank draws the same epoch order and takes every ``world_size``-th batch (a distributed
-    sampler over batches): disjoint data, and the same number of batches on every rank. With a
-    ``mixture`` (:class:`~bert_mlm.core.tokens.blend.MixturePlan`) the epoch is its draw of each source's
-    sequences, from (seed, epoch) too.
+    Every rank draws the same order and takes every ``world_size``-th batch: disjoint data, as many
+    batches on every rank. A ``mixture`` (:class:`~bert_mlm.core.tokens.blend.MixturePlan`) draws
+    the epoch's sequences of each source, from (seed, epoch) too.
     """
     generator = torch.Generator().manual_seed(stream_seed(config.seed, epoch, batch_index=0, stream=ORDER_STREAM))
     if mixture is not None:
@@ -121,13 +119,11 @@ def train(model: BertForMaskedLM, sequences: Sequence[np.ndarray], token_ids: To
           validation: Validation | None = None) -> TrainingResult:
     """Train ``model`` in place for ``config.max_steps`` optimizer steps.
 
-    ``on_step(step, record)`` is called after each optimizer step with that step's history
-    record; tuning uses it to prune. ``validation`` (needed when ``config.eval_every`` is set)
-    runs every ``config.eval_every`` steps on rank 0, before the step's checkpoint, so a resumed run
-    has the same history; with ``config.keep_best`` the model ends with the weights of the step
-    with the lowest validation loss. Under data parallelism (``rank``, from
-    :func:`bert_mlm.core.model.distributed.launch`) each rank trains on its shard with its own masks,
-    gradients are averaged by ``DistributedDataParallel``, and only rank 0 writes checkpoints.
+    ``on_step(step, record)`` gets each step's history record (tuning prunes by it). ``validation``
+    runs every ``config.eval_every`` steps on rank 0, before the step's checkpoint (so a resumed run
+    has the same history); ``config.keep_best`` ends with the best validated step's weights. Under
+    data parallelism (``rank``) each rank trains on its shard with its own masks, DDP averages the
+    gradients, and rank 0 alone writes checkpoints.
     """
     run = TrainingRun(model, sequences, token_ids, masking, config, collator, rank, validation)
     config, position, optimisation = run.config, run.position, run.optimisation
@@ -142,10 +138,10 @@ def train(model: BertForMaskedLM, sequences: Sequence[np.ndarray], token_ids: To
                                                                  autocast_dtype(run.precision), run.device, rank)
             grad_norm, diverged = optimisation.step(model, loss, position.step)
             position.step += 1
-            window.add(StepRecord(step=position.step, epoch=position.epoch, masked_tokens=masked,
-                                  mask_probability=step_masking.probability, tokens=tokens,
-                                  learning_rate=optimisation.learning_rate),
-                       (loss, correct, grad_norm, diverged, optimisation.loss_scale_tensor()))
+            window.pending.append((StepRecord(step=position.step, epoch=position.epoch, masked_tokens=masked,
+                                              mask_probability=step_masking.probability, tokens=tokens,
+                                              learning_rate=optimisation.learning_rate),
+                                   (loss, correct, grad_norm, diverged, optimisation.loss_scale_tensor())))
             # Due now? A validation, a checkpoint, the caller's callback or the window's end needs the records.
             validation_due = bool(config.eval_every) and (position.step % config.eval_every == 0
                                                           or position.step == config.max_steps)
@@ -171,7 +167,7 @@ def train(model: BertForMaskedLM, sequences: Sequence[np.ndarray], token_ids: To
                 model.train()
                 window.restart()  # the callback's time is not training time
     finally:
-        window.close()
+        window.progress.close()
     return run.result()
 
 
@@ -267,14 +263,10 @@ class TrainingRun:
 
 
 def compile_encoder(model: BertForMaskedLM, setting: bool | str, device: torch.device) -> None:
-    """``model.bert`` under ``torch.compile``, in place (``nn.Module.compile``): the module tree,
-    ``state_dict`` keys (no ``_orig_mod.``), checkpoints, ``save_pretrained`` and DDP see the
-    plain model. Only the encoder: the number of masked positions, which varies every step, never
-    enters the compiled graph (the head and the loss run eagerly on the gathered positions), so it
-    causes no recompiles; a varying sequence width (dynamic padding) turns dynamic after its first
-    recompile (torch's automatic dynamic shapes). Refused in one line where torch.compile cannot
-    work (no C compiler, an unsupported platform or Python): a run that asked for compile is not
-    silently run eagerly."""
+    """``model.bert`` under ``torch.compile``, in place (``nn.Module.compile``: ``state_dict`` keys,
+    checkpoints and DDP see the plain model). Only the encoder: the number of masked positions,
+    which varies every step, stays out of the graph (no recompiles). Refused in one line where
+    torch.compile cannot work (no C compiler, say): a run that asked for it never runs eagerly."""
     mode = None if setting is True else setting
     try:
         # A tiny function compiled for the device first: compile errors surface at the first call,

@@ -25,10 +25,9 @@ class NonFiniteLossError(RuntimeError):
 
 @dataclass(kw_only=True)
 class StepRecord:
-    """One optimizer step's row of the training history: the fields are its columns, in their order
-    (the report, tracking and tuning read them by these names; checkpoints keep the rows,
-    :meth:`as_dict`). ``loss`` to ``loss_scale`` are filled when the record window is read; the
-    validation columns only on a validated step (None: not in its row)."""
+    """One optimizer step's row of the training history, its fields the columns in order (read by
+    these names; checkpoints keep :meth:`as_dict`). ``loss`` to ``loss_scale`` are filled when the
+    window is read, the validation columns on a validated step only (None: not in its row)."""
 
     step: int
     epoch: int
@@ -65,12 +64,10 @@ def history_frame(records: list[dict]) -> pd.DataFrame:
 
 
 class RecordWindow:
-    """The steps since the last record, whose device values (summed loss and correct predictions,
-    gradient norm, divergence flag, loss scale) the host reads together: one sync with the device
-    per window (``training.record_every``, or sooner when a validation, a checkpoint or a callback
-    needs the records). Reading makes the steps' records: their rates, the non-finite streak that
-    stops a diverged run, the progress line; publishing puts them into the history and the live
-    curves."""
+    """The steps since the last record, whose device values (loss, correct predictions, gradient
+    norm, divergence, loss scale) the host reads in one sync per window (``training.record_every``,
+    or sooner when a validation, a checkpoint or a callback needs them): their rates, the
+    non-finite streak that stops a diverged run, the progress line, the history and live curves."""
 
     def __init__(self, config: TrainingConfig, device: torch.device, rank: Rank, first_step: int) -> None:
         self.config, self.device, self.is_main = config, device, rank.is_main
@@ -79,13 +76,10 @@ class RecordWindow:
         # beside a cumulative steps/s read as one number jumping 10x between lines).
         self.progress = Progress(config.max_steps, "training", unit="step", enabled=config.progress and rank.is_main,
                                  initial=first_step, speed=False)
-        self.pending: list[tuple[StepRecord, tuple]] = []
+        self.pending: list[tuple[StepRecord, tuple]] = []  # the loop appends each step: (record, device values)
         self.nonfinite_streak = 0
         self.run_tokens = self.run_seconds = 0.0
         self.started = time.perf_counter()
-
-    def add(self, record: StepRecord, device_values: tuple) -> None:
-        self.pending.append((record, device_values))
 
     def due(self, step: int) -> bool:
         return step % self.every == 0 or step == self.config.max_steps
@@ -135,6 +129,3 @@ class RecordWindow:
         if self.is_main:
             publish(rows)
         return rows
-
-    def close(self) -> None:
-        self.progress.close()

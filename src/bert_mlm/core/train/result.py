@@ -1,7 +1,5 @@
-"""The training stage's result (``training_summary``): what a run trained and how, typed. Its
-fields are the keys of ``training_summary.json`` and ``metrics.json``, written by
-:meth:`TrainingSummary.to_json` and read back by :meth:`TrainingSummary.from_json` (a file of an
-earlier version too: ``RENAMED``)."""
+"""The training stage's result (``training_summary``), typed: its fields are the keys of
+``training_summary.json`` and ``metrics.json`` (:meth:`TrainingSummary.to_json`, ``from_json``)."""
 
 from __future__ import annotations
 
@@ -126,9 +124,7 @@ class TrainingSummary:
 def plateau_steps(history: pd.DataFrame, validated: pd.DataFrame) -> dict[str, Any]:
     """When validation first left the unigram plateau (step, and training seconds up to it), and
     where the last validation stands; nothing where the history lacks the plateau's measures."""
-    if "valid_frequent_share" not in validated or validated["valid_frequent_share"].isna().all():
-        return {}
-    rows = list(validated[["step", VALID_ACCURACY, "valid_baseline_accuracy", "valid_frequent_share"]]
+    rows = list(validated.reindex(columns=["step", VALID_ACCURACY, "valid_baseline_accuracy", "valid_frequent_share"])
                 .dropna().itertuples(index=False, name=None))
     if not rows:
         return {}
