@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from bert_mlm.core.tokens import cjk_encoding
-from bert_mlm.core.tokens.cjk_encoding import fast_encoder
-from bert_mlm.core.tokens.tokenizer import TokenizerConfig, encoding_backend, load_tokenizer, train_wordpiece
+from bert_mlm.core.tokens.cjk_encoding import encoding_backend, fast_encoder
+from bert_mlm.core.tokens.tokenizer import TokenizerConfig, load_tokenizer, train_wordpiece
 
 
 def _random_texts(count: int, seed: int) -> list[str]:

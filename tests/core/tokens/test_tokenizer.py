@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from transformers import AutoTokenizer
 
@@ -94,6 +95,19 @@ def test_encode_documents_matches_tokenizer_without_specials(trained):
     for sentence, array in zip(SAMPLES, arrays, strict=True):
         assert array.dtype == np.int32
         assert array.tolist() == trained(sentence, add_special_tokens=False)["input_ids"]
+
+
+def test_encode_documents_encodes_chinese_reviews_as_the_tokenizer_does(shared_dir):
+    """Chinese text takes the vectorised path (the token store's): ids equal to transformers' own,
+    a call that already padded and truncated (fill-mask does) changing nothing."""
+    chinese = load_tokenizer(shared_dir / "vocab" / "bert-base-chinese.vocab.txt")
+    reviews = pd.read_csv(shared_dir / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv")["review"]
+    texts = reviews.dropna().astype(str).tolist()[:300]
+    chinese(texts[:2], padding="max_length", truncation=True, max_length=8)  # padding and truncation kept in its state
+    arrays = encode_documents(chinese, texts)
+    assert [array.tolist() for array in arrays] == [chinese(text, add_special_tokens=False)["input_ids"]
+                                                   for text in texts]
+    assert sum(map(len, arrays)) > 300 * 8  # whole reviews: neither cut nor padded
 
 
 def test_save_pretrained_round_trip_with_auto_tokenizer(trained, tmp_path):

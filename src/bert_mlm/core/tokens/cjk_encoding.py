@@ -244,6 +244,16 @@ def fast_encoder(tokenizer_json: str) -> FastBertEncoder | None:
     return FastBertEncoder(tokenizer_json)
 
 
+def encode_flat(texts: list[str], tokenizer_json: str) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of ``texts`` end to end (no special tokens) and each text's count: BERT-shaped
+    tokenizers that isolate CJK characters vectorised (:func:`fast_encoder`: the same ids), others by
+    ``tokenizers`` (:func:`library_encode`). The token store and an extra corpus encode alike."""
+    fast = fast_encoder(tokenizer_json)
+    ids, _, per_text = (fast.encode_flat(texts) if fast is not None
+                        else library_encode(encoding_backend(tokenizer_json), texts))
+    return ids, per_text
+
+
 class SingleCharacterFilter:
     """Training text for a WordPiece trainer without its single characters (the CJK and punctuation
     characters BERT's normaliser and pre-tokenizer make words of their own): they are never merged,

@@ -32,7 +32,7 @@ import pandas as pd
 
 from bert_mlm.core.data.corpus import SPLITS, CorpusError
 from bert_mlm.core.data.documents import read_manifest, write_json
-from bert_mlm.core.tokens.cjk_encoding import encoding_backend, fast_encoder, library_encode, with_separators
+from bert_mlm.core.tokens.cjk_encoding import encode_flat, with_separators
 from bert_mlm.core.tokens.words import WORD_SCHEMES, BitWriter, words_path
 from bert_mlm.errors import UserError
 
@@ -309,10 +309,7 @@ def encode_texts(texts: list[str], tokenizer_json: str, separator_id: int, dtype
     in-process or on Dask workers alike: mostly-CJK text vectorised (core/tokens/cjk_encoding.py: the same
     ids), other text by ``tokenizers`` on all cores (``encode_batch_fast``: no character offsets).
     """
-    fast = fast_encoder(tokenizer_json)
-    ids, _, per_text = (fast.encode_flat(texts) if fast is not None
-                        else library_encode(encoding_backend(tokenizer_json), texts))
-    return with_separators(ids, per_text, separator_id, dtype)
+    return with_separators(*encode_flat(texts, tokenizer_json), separator_id, dtype)
 
 
 def token_store_stats(store: TokenStore, unk_id: int, vocab_size: int):

@@ -24,13 +24,7 @@ from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFa
 from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.common.text import cjk_characters
 from bert_mlm.core.data.corpus import in_pieces
-from bert_mlm.core.tokens.cjk_encoding import (
-    SingleCharacterFilter,
-    encoding_backend,
-    is_chinese,
-    is_punctuation,
-    library_encode,
-)
+from bert_mlm.core.tokens.cjk_encoding import SingleCharacterFilter, encode_flat, is_chinese, is_punctuation
 from bert_mlm.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -290,10 +284,10 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerFast) -> None:
 
 
 def encode_documents(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> list[np.ndarray]:
-    """Token ids of each document, without special tokens, as int32 arrays: by :func:`library_encode`
-    (``encode_batch_fast`` on all cores, no character offsets) rather than ``tokenizer(texts)``, which
-    builds Python lists of every field (measured in BENCHMARKS.md)."""
-    ids, _, per_text = library_encode(encoding_backend(tokenizer.backend_tokenizer.to_str()), list(texts))
+    """Token ids of each document, without special tokens, as int32 arrays: encoded as the token store
+    encodes (:func:`~bert_mlm.core.tokens.cjk_encoding.encode_flat`) rather than by ``tokenizer(texts)``,
+    which builds Python lists of every field (measured in BENCHMARKS.md)."""
+    ids, per_text = encode_flat(list(texts), tokenizer.backend_tokenizer.to_str())
     return np.split(ids.astype(np.int32), np.cumsum(per_text)[:-1]) if len(texts) else []
 
 
