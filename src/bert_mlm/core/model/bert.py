@@ -244,13 +244,16 @@ def check_step_memory(config, batch_size: int, length: int, device: torch.device
     estimate = step_estimate(config, batch, length, precision, processes)
     available, where = available_memory(device)
     if estimate > available:
-        held = (f"{batch} sequences (all of the train split; training.batch_size={batch_size})"
-                if batch < batch_size else f"training.batch_size={batch_size} sequences")
-        raise UserError(f"sequences.max_length: one training step of {held} of {length} tokens needs about "
-                        f"{estimate / 1e9:,.1f} GB (attention grows with the square of the length) but only "
-                        f"{available / 1e9:,.1f} GB is left ({where}); lower sequences.max_length or "
-                        "training.batch_size")
+        raise _step_too_large(batch, batch_size, length, estimate, available, where)
     return estimate
+
+
+def _step_too_large(batch: int, batch_size: int, length: int, estimate: int, available: int, where: str) -> UserError:
+    held = (f"{batch} sequences (all of the train split; training.batch_size={batch_size})"
+            if batch < batch_size else f"training.batch_size={batch_size} sequences")
+    return UserError(f"sequences.max_length: one training step of {held} of {length} tokens needs about "
+                     f"{estimate / 1e9:,.1f} GB (attention grows with the square of the length) but only "
+                     f"{available / 1e9:,.1f} GB is left ({where}); lower sequences.max_length or training.batch_size")
 
 
 def check_step_memory_early(config, batch_size: int, length: int, device: torch.device, precision: str = "fp32",
@@ -263,8 +266,8 @@ def check_step_memory_early(config, batch_size: int, length: int, device: torch.
     available, where = available_memory(device)
     if estimate <= available:
         return None
-    if step_estimate(config, 1, length, precision, processes) > available:
-        check_step_memory(config, batch_size, length, device, precision, processes)  # raises its one line
+    if step_estimate(config, 1, length, precision, processes) > available:  # not even one sequence fits
+        raise _step_too_large(batch_size, batch_size, length, estimate, available, where)
     return (f"training.batch_size={batch_size}: a step of that many sequences of {length} tokens would need about "
             f"{estimate / 1e9:,.1f} GB but {available / 1e9:,.1f} GB is left ({where}); a step holds at most the "
             "train split's sequences, so this is checked again once they are counted, before training")

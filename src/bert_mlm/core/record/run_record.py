@@ -190,6 +190,11 @@ class RunRecord:
     command: str = ""  # the `kedro run` command that makes the same run
     format: int = FORMAT
 
+    @property
+    def trains(self) -> bool:
+        """Whether the run trains a model (its training node runs)."""
+        return "train_masked_lm" in self.nodes
+
     def section(self, name: str) -> dict[str, Any]:
         return self.sections.get(name) or {}
 
@@ -231,7 +236,7 @@ def run_record(facts: RunRecord, resolved: Mapping[str, Any], data: DataRecord) 
     """``facts`` (:func:`run_facts`) with ``data`` (the corpus and token store read) and, when this
     run trains, the sections the tuning stage resolved (``resolved``; ``{}``: none) in place of the
     configured ones. Redacted."""
-    trains = "train_masked_lm" in facts.nodes
+    trains = facts.trains
     taken = [name for name, section in resolved.items() if trains and section]
     sections = {**facts.sections, **{name: dict(resolved[name]) for name in taken}}
     record = replace(facts, trained_model=facts.run_id if trains else None, corpus=data, sections=sections,

@@ -93,10 +93,14 @@ class TuningRecord:
         return {section: dict(getattr(self, section)) if chosen else {}
                 for section in ("masking", "training", "corpus")}
 
+    @property
+    def replay_share(self) -> float | None:
+        """The replay share this record chose (None: the configured one stands)."""
+        return self.chosen["corpus"].get("replay_share")
+
     def sources(self, configured: dict | None) -> dict | None:
         """``corpus.sources`` as training draws them: with the replay share this record chose, if any."""
-        share = self.chosen["corpus"].get("replay_share")
-        return configured if share is None else with_replay_share(configured, share)
+        return configured if self.replay_share is None else with_replay_share(configured, self.replay_share)
 
     @property
     def probability_source(self) -> str:

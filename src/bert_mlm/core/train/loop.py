@@ -138,10 +138,10 @@ def train(model: BertForMaskedLM, sequences: Sequence[np.ndarray], token_ids: To
                                                                  autocast_dtype(run.precision), run.device, rank)
             grad_norm, diverged = optimisation.step(model, loss, position.step)
             position.step += 1
-            window.pending.append((StepRecord(step=position.step, epoch=position.epoch, masked_tokens=masked,
-                                              mask_probability=step_masking.probability, tokens=tokens,
-                                              learning_rate=optimisation.learning_rate),
-                                   (loss, correct, grad_norm, diverged, optimisation.loss_scale_tensor())))
+            window.add(StepRecord(step=position.step, epoch=position.epoch, masked_tokens=masked,
+                                  mask_probability=step_masking.probability, tokens=tokens,
+                                  learning_rate=optimisation.learning_rate),
+                       (loss, correct, grad_norm, diverged, optimisation.loss_scale_tensor()))
             # Due now? A validation, a checkpoint, the caller's callback or the window's end needs the records.
             validation_due = bool(config.eval_every) and (position.step % config.eval_every == 0
                                                           or position.step == config.max_steps)
@@ -167,7 +167,7 @@ def train(model: BertForMaskedLM, sequences: Sequence[np.ndarray], token_ids: To
                 model.train()
                 window.restart()  # the callback's time is not training time
     finally:
-        window.progress.close()
+        window.close()
     return run.result()
 
 

@@ -146,12 +146,15 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
     runs, trial_steps = (tuning.n_trials + confirmed) * tuning.seeds, tuning.trial_steps
     trial_tokens = evaluation if tuning.eval_max_sequences is None else min(  # a trial's evaluation set
         evaluation, tuning.eval_max_sequences * config.sequences.max_length)
-    scored_by, study_seconds = {  # what scores a run, and the study's steps and forward passes
-        "finetune": ("by fine-tuning", seconds(None if tuned is None else runs * (trial_steps + tuned))),
-        "continued": ("on the domain and on the general text, against the starting model",
-                      seconds(runs * trial_steps, (runs + 1) * 2 * trial_tokens)),
-    }.get(tuning.objective, (None, seconds(runs * trial_steps,
-                                           runs * evaluation_count(trial_steps, tuning.eval_every) * trial_tokens)))
+    if tuning.objective == "finetune":
+        scored_by, study_seconds = "by fine-tuning", seconds(None if tuned is None else runs * (trial_steps + tuned))
+    elif tuning.objective == "continued":  # each run and the starting model, on the domain and the general text
+        scored_by = "on the domain and on the general text, against the starting model"
+        study_seconds = seconds(runs * trial_steps, (runs + 1) * 2 * trial_tokens)
+    else:
+        scored_by = None
+        study_seconds = seconds(runs * trial_steps,
+                                runs * evaluation_count(trial_steps, tuning.eval_every) * trial_tokens)
     study = (f"{tuning.n_trials} trials x {tuning.seeds} seed(s) x {trial_steps} steps" + (
         f", then a paired confirmation ({tuning.seeds} run(s) of {trial_steps} steps)" if confirmed else "")
         + "; at most: a study that already holds trials runs the missing ones"

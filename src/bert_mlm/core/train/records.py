@@ -76,10 +76,14 @@ class RecordWindow:
         # beside a cumulative steps/s read as one number jumping 10x between lines).
         self.progress = Progress(config.max_steps, "training", unit="step", enabled=config.progress and rank.is_main,
                                  initial=first_step, speed=False)
-        self.pending: list[tuple[StepRecord, tuple]] = []  # the loop appends each step: (record, device values)
+        self.pending: list[tuple[StepRecord, tuple]] = []
         self.nonfinite_streak = 0
         self.run_tokens = self.run_seconds = 0.0
         self.started = time.perf_counter()
+
+    def add(self, record: StepRecord, device_values: tuple) -> None:
+        """A step's record and its values still on the device (read with the window's others)."""
+        self.pending.append((record, device_values))
 
     def due(self, step: int) -> bool:
         return step % self.every == 0 or step == self.config.max_steps
@@ -129,3 +133,6 @@ class RecordWindow:
         if self.is_main:
             publish(rows)
         return rows
+
+    def close(self) -> None:
+        self.progress.close()

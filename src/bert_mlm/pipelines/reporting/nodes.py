@@ -30,8 +30,7 @@ def record_run(run_facts: RunRecord, resolved_masking: MaskingConfig | dict, res
     resolved = {name: section.model_dump(mode="json") if hasattr(section, "model_dump") else dict(section)
                 for name, section in (("masking", resolved_masking), ("training", resolved_training))}
     corpus = run_facts.section("corpus")
-    share = (tuning_record.chosen["corpus"].get("replay_share") if tuning_record is not None
-             and "train_masked_lm" in run_facts.nodes else None)
+    share = tuning_record.replay_share if tuning_record is not None and run_facts.trains else None
     if share is not None:  # the share training drew, not the configured one
         corpus = {**corpus, "sources": tuning_record.sources(corpus["sources"]),
                   "replay": {**corpus["replay"], "share": share}}
