@@ -44,8 +44,9 @@ def _looks_like_a_path(text: str, path: Path) -> bool:
 
 
 def resolve_checkpoint(name: str | os.PathLike, what: str = "model.init_from") -> str:
-    """A local model directory, or a Hub id (``bert-base-chinese``) from the local cache or downloaded
-    into it. A missing checkpoint is one line saying what to do (for a path: what is missing there)."""
+    """A local model directory, or a Hub id (``bert-base-chinese``) from the local cache or, when the
+    Hub is reachable, downloaded into it. Offline, a missing checkpoint is one line saying what to do;
+    a path gets one saying what is missing there (never "download it")."""
     text = str(name)
     if _looks_like_a_path(text, Path(text).expanduser()):
         return str(check_model_directory(text, what))

@@ -61,10 +61,10 @@ class Optimisation:
 
     def step(self, model: torch.nn.Module, loss: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Unscale, clip, step, update; returns the gradient norm and whether the step diverged (a
-        non-finite loss, or gradients outside fp16's overflow back-off) as 0-d device tensors, read
-        by the caller's record steps. The fused AdamW skips a diverged step on the device (its
-        ``found_inf``) and the schedule advances every step (as the HF Trainer's), so no step
-        needs the host to look at the loss."""
+        non-finite loss, or non-finite gradients that are not fp16's routine overflow back-off) as
+        0-d device tensors, read by the caller's record steps. The fused AdamW skips a diverged step
+        on the device (its ``found_inf``) and the schedule advances every step (as the HF Trainer's),
+        so no step needs the host to look at the loss."""
         scaler = self.scaler
         scaler.unscale_(self.optimizer)  # before clipping: clip the true gradients
         if self.max_grad_norm:

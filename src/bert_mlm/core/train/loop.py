@@ -265,7 +265,8 @@ class TrainingRun:
 def compile_encoder(model: BertForMaskedLM, setting: bool | str, device: torch.device) -> None:
     """``model.bert`` under ``torch.compile``, in place (``nn.Module.compile``: ``state_dict`` keys,
     checkpoints and DDP see the plain model). Only the encoder: the number of masked positions,
-    which varies every step, stays out of the graph (no recompiles). Refused in one line where
+    which varies every step, stays out of the graph (no recompiles); a varying sequence width (dynamic
+    padding) turns dynamic after its first recompile. Refused in one line where
     torch.compile cannot work (no C compiler, say): a run that asked for it never runs eagerly."""
     mode = None if setting is True else setting
     try:
