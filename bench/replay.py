@@ -156,7 +156,8 @@ class Gains(TaskBench):
             self.replay.point(learning_rate, share, keep_model=True)
             name = f"lr{learning_rate:g}" if share == 0 else f"replay-lr{learning_rate:g}-share{share:g}"
             for task in tasks:
-                rows.append({**self.pair(name, "general", task, 500), "learning_rate": learning_rate, "share": share})
+                size = self.args.finetune_train if task == "sentiment" else self.args.ner_size
+                rows.append({**self.pair(name, "general", task, size), "learning_rate": learning_rate, "share": share})
                 print(json.dumps(rows[-1]), flush=True)
         (self.replay.out / "finetune.json").write_text(json.dumps(rows, indent=1))
         return rows
@@ -218,10 +219,11 @@ def main() -> None:
     args.finetune_points = [tuple(float(v) for v in point.split(":")) for point in args.finetune_points.split(",")
                             if point]
     args.finetune_train, args.finetune_eval, args.finetune_seeds, args.finetune_length = 500, 872, 3, 64
-    args.eval, args.seeds = 1000, 3  # the token-classification bench's NER protocol (its runs are reused)
+    # The token-classification bench's NER protocol (its runs are reused: their file names carry the size).
+    args.eval, args.seeds, args.ner_size = 1000, 3, 500
     if args.tiny:
         args.general_steps, args.steps, args.trials, args.finetune_train, args.finetune_eval = 20, 4, 3, 60, 60
-        args.eval, args.seeds = 100, 2
+        args.eval, args.seeds, args.ner_size = 100, 2, 60
     torch.set_num_threads(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     out = args.workdir / args.language / "replay"

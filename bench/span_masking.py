@@ -101,11 +101,18 @@ def cost(corpus: Corpus, repeats: int, batches: int = 50, batch_size: int = 32) 
     return table
 
 
-def trained(corpus: Corpus, steps: int, seed: int, masking: MaskingConfig):
-    setup = experiment(corpus, 2, 128, steps, seed)
-    model = setup.new_model()
-    setup.train(model, setup.training, masking)
-    return model
+_TRAINED: dict = {}  # (corpus, scheme, steps, seed) -> model: the quality table's seed-1 models are fine-tuned
+
+
+def trained(corpus: Corpus, steps: int, seed: int, name: str):
+    """The 2 x 128 model trained ``steps`` steps with scheme ``name`` (once per process)."""
+    key = (corpus.name, name, steps, seed)
+    if key not in _TRAINED:
+        setup = experiment(corpus, 2, 128, steps, seed)
+        model = setup.new_model()
+        setup.train(model, setup.training, SCHEMES[name])
+        _TRAINED[key] = model
+    return _TRAINED[key]
 
 
 def finetune_gains(corpus: Corpus, steps: int, seeds: int = 3) -> Table:
@@ -114,7 +121,7 @@ def finetune_gains(corpus: Corpus, steps: int, seeds: int = 3) -> Table:
              "ChnSentiCorp sentiment": FinetuneConfig(
                  train_path=str(corpus.path), text_column="review", max_train_examples=500, max_eval_examples=872,
                  max_length=64, seeds=seeds, progress=False)}
-    models = {name: trained(corpus, steps, 1, masking) for name, masking in SCHEMES.items()}
+    models = {name: trained(corpus, steps, 1, name) for name in SCHEMES}
     table = Table(f"Masking schemes fine-tuned: {corpus.name}",
                   ["task (metric)", "training masking", "score", "gain over token masking (points) [95 % CI]"])
     for task, config in tasks.items():
@@ -147,11 +154,9 @@ def quality(corpus: Corpus, steps: int, seeds: int, schemes: dict[str, MaskingCo
     }
     rows = []
     for seed in range(1, seeds + 1):
-        for name, masking in schemes.items():
-            setup = experiment(corpus, 2, 128, steps, seed)
-            model = setup.new_model()
+        for name in schemes:  # SCHEMES' names (their configurations)
             started = time.perf_counter()
-            setup.train(model, setup.training, masking)
+            model = trained(corpus, steps, seed, name)
             row = {"scheme": name, "seed": seed, "seconds": time.perf_counter() - started}
             for protocol, evaluation_set in protocols.items():
                 scores = evaluate(model, evaluation_set, 64)
