@@ -1,7 +1,6 @@
-"""What a run will do and how long its steps take here: the configured training step and a forward
-pass timed now on the run's device (:func:`measure_step`), times the budgets. The data stages and
-fixed costs are not estimated (per-MB constants once said 2:25 for a 1:30 run); the run summary
-sets the estimate beside the time the stages took."""
+"""What a run will do and how long its steps take here: a training step and a forward pass timed now on
+the run's device (:func:`measure_step`), times the budgets. Data stages and fixed costs are not estimated
+(per-MB constants once said 2:25 for a 1:30 run); the run summary sets the estimate beside the time taken."""
 
 from __future__ import annotations
 
@@ -37,9 +36,8 @@ class StepTiming:
 
 def time_training_steps(bert_config, batch_size: int, length: int, device: torch.device, precision: str,
                         mask_probability: float = 0.15, budget_seconds: float = 0.3, max_steps: int = 4) -> StepTiming:
-    """A fresh model's optimizer steps on random tokens, through the loop's own step, timed after a
-    warm-up step until ``budget_seconds`` or ``max_steps`` (a warm-up longer than the budget is the
-    measurement). The global random generators are left as they were."""
+    """A fresh model's optimizer steps on random tokens through the loop's own step, timed after a warm-up step
+    until ``budget_seconds`` or ``max_steps`` (a longer warm-up is the measurement); global generators kept."""
     from transformers import BertForMaskedLM
 
     started = time.perf_counter()
@@ -47,10 +45,9 @@ def time_training_steps(bert_config, batch_size: int, length: int, device: torch
         with MODEL_LOCK:
             model = BertForMaskedLM(bert_config).to(device).train()
         mlm, amp_dtype = MaskedPositionsMLM(model), autocast_dtype(precision)
-        optimisation = Optimisation.build(model, TrainingConfig(max_steps=max_steps + 2, warmup_steps=0), device,
-                                          precision)
-        generator = torch.Generator().manual_seed(0)
-        ids = torch.randint(1, bert_config.vocab_size, (batch_size, length), generator=generator)
+        optimisation = Optimisation.build(model, TrainingConfig(max_steps=max_steps + 2), device, precision)
+        ids = torch.randint(1, bert_config.vocab_size, (batch_size, length),
+                            generator=(generator := torch.Generator().manual_seed(0)))
         inputs, labels = mask_tokens(ids, torch.zeros_like(ids), 0, replacement_vocabulary(bert_config.vocab_size, [0]),
                                      MaskingConfig(probability=mask_probability), generator)
         batch = (inputs, torch.ones_like(inputs), labels)
@@ -74,11 +71,10 @@ def time_training_steps(bert_config, batch_size: int, length: int, device: torch
 
 
 def measure_step(config: ExperimentConfig, device: torch.device) -> StepTiming:
-    """The configured step timed here and now: at most :data:`MAX_TIMED_BATCH` sequences of it, scaled
-    to the configured batch and its micro-batches (a step's work grows with both)."""
-    training = config.training
+    """The configured step timed here and now on at most :data:`MAX_TIMED_BATCH` of its sequences, scaled to
+    the configured batch and its micro-batches (a step's work grows with both)."""
+    training, timed = config.training, min(config.training.batch_size, MAX_TIMED_BATCH[device.type == "cuda"])
     bert = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
-    timed = min(training.batch_size, MAX_TIMED_BATCH[device.type == "cuda"])
     timing = time_training_steps(bert, timed, config.sequences.max_length, device,
                                  resolve_precision(training.precision, device), config.masking.probability)
     return replace(timing, step_seconds=timing.step_seconds * training.batch_size
@@ -99,8 +95,7 @@ class Plan:
 
     @property
     def seconds(self) -> float | None:
-        known = [stage.seconds for stage in self.stages if stage.seconds is not None]
-        return sum(known) if known else None
+        return sum(known) if (known := [stage.seconds for stage in self.stages if stage.seconds is not None]) else None
 
     def lines(self) -> list[str]:
         lines = ["Plan: " + " -> ".join(stage.name for stage in self.stages)]
@@ -118,9 +113,9 @@ def evaluation_count(steps: int, eval_every: int) -> int:
 
 
 def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming | None, variants: int = 0) -> Plan:
-    """Each of ``stages`` (pipeline names, in the order they run) with its budget and, for the stages
-    of steps and forward passes, ``timing``'s estimate. ``variants``: the mask-rate variants a
-    comparison trains. A forward pass counts as the tokens it runs: masked tokens / the mask rate."""
+    """Each of ``stages`` (pipeline names, in run order) with its budget and, for stages of steps and forward
+    passes, ``timing``'s estimate; ``variants``: the mask-rate variants a comparison trains. A forward
+    pass counts as the tokens it runs: masked tokens / the mask rate."""
     training, tuning, finetune, protocol = config.training, config.tuning, config.finetune, config.evaluation
     rate, evaluation = protocol.mask_probability, (protocol.min_masked_tokens or 0) / protocol.mask_probability
 
@@ -130,14 +125,13 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
 
     shape = f"{training.batch_size} x {config.sequences.max_length} tokens" + (
         f" x {training.gradient_accumulation_steps} micro-batches" if training.gradient_accumulation_steps > 1 else "")
-    steps = training.max_steps
-    checks = evaluation_count(steps, training.eval_every) if steps and training.eval_every else 0
+    steps, every = training.max_steps, training.eval_every
+    checks = evaluation_count(steps, every) if steps and every else 0
     budget = (f"{training.epochs:g} epoch(s) of {shape} (the steps are known once the sequences are)" if steps is None
               else f"{steps:,} steps of {shape}" + (
                   f", validated {checks:,} times on {training.eval_masked_tokens:,} masked tokens" if checks else ""))
     validations = checks * training.eval_masked_tokens / rate
-    # A fine-tuning step runs whole sequences through the encoder and a small head: about a training
-    # step's work per sequence (the frozen mode's head fit is not estimated).
+    # A fine-tuning sequence costs about a training one (encoder, small head); frozen mode's fit is not estimated.
     models, tasks = 1 + len(finetune.baselines), max(len(finetune.task_configs()), 1)
     batches = math.ceil(finetune.max_train_examples / finetune.batch_size)
     tuned = None if finetune.mode == "frozen" else (
@@ -152,9 +146,8 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
         scored_by = "on the domain and on the general text, against the starting model"
         study_seconds = seconds(runs * trial_steps, (runs + 1) * 2 * trial_tokens)
     else:
-        scored_by = None
-        study_seconds = seconds(runs * trial_steps,
-                                runs * evaluation_count(trial_steps, tuning.eval_every) * trial_tokens)
+        scored_by, validations_per_run = None, evaluation_count(trial_steps, tuning.eval_every)
+        study_seconds = seconds(runs * trial_steps, runs * validations_per_run * trial_tokens)
     study = (f"{tuning.n_trials} trials x {tuning.seeds} seed(s) x {trial_steps} steps" + (
         f", then a paired confirmation ({tuning.seeds} run(s) of {trial_steps} steps)" if confirmed else "")
         + "; at most: a study that already holds trials runs the missing ones"
