@@ -23,6 +23,7 @@ from transformers import BertForMaskedLM
 from bert_mlm.config import MaskingConfig, TrainingConfig
 from bert_mlm.core.common.device import autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.common.seeds import DROPOUT_STREAM, ORDER_STREAM, stream_seed
+from bert_mlm.core.evaluate.result import FREQUENT_TOKENS, off_plateau
 from bert_mlm.core.model.bert import MaskedPositionsMLM, check_step_memory, masked_lm_loss
 from bert_mlm.core.model.checkpoints import cpu_weights, rng_states, seed_everything
 from bert_mlm.core.model.distributed import SINGLE, Rank, all_reduce_sum, gather_objects
@@ -96,14 +97,18 @@ def validate(evaluate: Validation, model: BertForMaskedLM, device: torch.device,
         metrics = evaluate(model)
     model.train()
     seconds = time.perf_counter() - started
-    logger.info("validation at step %d: loss %.4f ± %.4f, accuracy %.4f (%s masked tokens of %s valid sequences, "
-                "%.1f s)", record.step, metrics["eval_loss"], metrics["eval_loss_se"], metrics["eval_accuracy"],
-                f"{metrics['eval_masked_tokens']:,}", f"{metrics['eval_sequences']:,}", seconds)
     record.valid_loss, record.valid_loss_se = metrics["eval_loss"], metrics["eval_loss_se"]
     record.valid_accuracy, record.valid_masked_tokens = metrics["eval_accuracy"], metrics["eval_masked_tokens"]
     record.valid_seconds = seconds
-    record.valid_frequent_share = metrics.get("eval_frequent_share")
-    record.valid_baseline_accuracy = metrics.get("baseline_accuracy")
+    record.valid_frequent_share = share = metrics.get("eval_frequent_share")
+    record.valid_baseline_accuracy = reference = metrics.get("baseline_accuracy")
+    standing = "" if share is None or reference is None else (  # watched live: is the model still on the plateau?
+        f"; {'off' if off_plateau(record.valid_accuracy, reference, share) else 'on'} the unigram plateau "
+        f"({record.valid_accuracy / max(reference, 1e-12):.2f}x the most-frequent-token accuracy, {share:.0%} of "
+        f"predictions among the {FREQUENT_TOKENS} most frequent tokens)")
+    logger.info("validation at step %d: loss %.4f ± %.4f, accuracy %.4f (%s masked tokens of %s valid sequences, "
+                "%.1f s)%s", record.step, metrics["eval_loss"], metrics["eval_loss_se"], metrics["eval_accuracy"],
+                f"{metrics['eval_masked_tokens']:,}", f"{metrics['eval_sequences']:,}", seconds, standing)
 
 
 def better(best: BestWeights | None, record: StepRecord, model: BertForMaskedLM) -> BestWeights | None:
