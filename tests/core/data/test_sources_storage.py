@@ -348,7 +348,8 @@ def serve():
     def start(files: dict[str, bytes], **settings) -> str:
         handler = type("Handler", (_Handler,), {"files": files, **settings})
         server = _Server(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # shutdown() waits for the loop's next poll (by default half a second, in every teardown)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}"
 

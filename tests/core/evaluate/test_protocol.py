@@ -485,8 +485,9 @@ def _continued(model: torch.nn.Module, scale: float = 0.005, seed: int = 5) -> t
 
 def _check_paired(start, after, evaluation_set) -> HeldOut:
     """The paired change against separate evaluations of both models on the same set."""
-    change = paired_change(score_sequences(after, evaluation_set, 64), score_sequences(start, evaluation_set, 64))
-    alone, before = score_sequences(after, evaluation_set, 64).summary(), evaluate(start, evaluation_set, 64)
+    scores = score_sequences(after, evaluation_set, 64)  # scored once: a second scoring was half a second more
+    change = paired_change(scores, score_sequences(start, evaluation_set, 64))
+    alone, before = scores.summary(), evaluate(start, evaluation_set, 64)
     assert change.loss == alone.loss and change.masked_tokens == alone.masked_tokens  # the model's own scores
     for name in ("loss", "accuracy", "top5_accuracy"):
         assert getattr(change, f"{name}_start") == before[f"eval_{name}"]

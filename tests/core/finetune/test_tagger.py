@@ -34,9 +34,9 @@ def model(tokenizer):
 
 
 @pytest.fixture(scope="module")
-def config(shared_dir) -> FinetuneConfig:
+def config(msra_head) -> FinetuneConfig:
     # task auto: the .conll name says token; a tagger is kept whatever finetune.pooling says.
-    return FinetuneConfig(train_path=str(shared_dir / "corpora/msra-ner/ner_train.conll"), max_train_examples=400,
+    return FinetuneConfig(train_path=str(msra_head), max_train_examples=400,
                           max_eval_examples=150, epochs=3, seeds=1, learning_rate=5e-3, max_length=64, progress=False,
                           save_model=True)
 
