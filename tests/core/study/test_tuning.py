@@ -172,14 +172,14 @@ def tune(store, index, tokenizer, tuning: dict, **sections):
 
 def test_trials_with_different_rates_are_scored_on_identical_masks(tmp_path, monkeypatch):
     seen = []
-    real_evaluate = experiment_module.evaluate
+    real_scores = experiment_module.score_sequences
 
-    def recording_evaluate(model, evaluation_set, *args, **kwargs):
+    def recording_scores(model, evaluation_set, *args, **kwargs):
         whole = evaluation_set.materialise()
         seen.append((whole.input_ids.clone(), whole.labels.clone()))
-        return real_evaluate(model, evaluation_set, *args, **kwargs)
+        return real_scores(model, evaluation_set, *args, **kwargs)
 
-    monkeypatch.setattr(experiment_module, "evaluate", recording_evaluate)
+    monkeypatch.setattr(experiment_module, "score_sequences", recording_scores)
     store, index, tokenizer = tiny_inputs(tmp_path)
     tuning = {
         "n_trials": 2,

@@ -3,6 +3,9 @@ during training runs on the valid split with its own budget."""
 
 from __future__ import annotations
 
+import logging
+import re
+
 import numpy as np
 import pytest
 
@@ -48,7 +51,7 @@ def patterns(tokenizer, count: int, seed: int = 0) -> list[np.ndarray]:
 
 @pytest.mark.parametrize(("learning_rate", "leaves"), [(5e-3, True), (1e-7, False)])
 def test_the_summary_names_when_validation_left_the_unigram_plateau_or_that_it_never_did(tiny_tokenizer,
-                                                                                       learning_rate, leaves):
+                                                                                       learning_rate, leaves, caplog):
     from bert_mlm.core.train.experiment import Experiment
     from bert_mlm.core.train.result import TrainingSummary
 
@@ -59,12 +62,19 @@ def test_the_summary_names_when_validation_left_the_unigram_plateau_or_that_it_n
                             ModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                         intermediate_size=64, max_position_embeddings=64),
                             training, MaskingConfig(), EvaluationConfig(), SequenceConfig(max_length=64))
-    result = experiment.train(experiment.new_model())
+    with caplog.at_level(logging.INFO, logger="bert_mlm.core.train.loop"):
+        result = experiment.train(experiment.new_model())
     summary = TrainingSummary.of(result, MaskingConfig(), probability_source="parameters", decision="configured",
                                  tuning_run=None,
                                  parameter_count=0, word_segmenter="wordpiece", world_size=1, eval_every=10)
     validated = result.history.dropna(subset=["valid_frequent_share"])
     assert len(validated) == 6 and validated["valid_baseline_accuracy"].between(0.01, 0.1).all()
+    # Each validation's log line says live where the model stands: "on" until the step the summary names.
+    standing = [re.search(r"validation at step (\d+): .*; (on|off) the unigram plateau", record.getMessage())
+                for record in caplog.records if record.getMessage().startswith("validation at step")]
+    assert len(standing) == 6 and all(standing)
+    first_off = next((int(match[1]) for match in standing if match[2] == "off"), None)
+    assert first_off == summary.plateau_left_step
     if leaves:
         assert summary.plateau_left_step in set(validated["step"]) and 0 < summary.plateau_left_seconds
         assert summary.plateau.startswith("off the unigram plateau")

@@ -13,7 +13,7 @@ from bert_mlm.config import EvaluationConfig, MaskingConfig, ModelConfig, Traini
 from bert_mlm.config.training import CONTINUED_LR_FACTOR, CONTINUED_WARMUP_FRACTION
 from bert_mlm.core.common import device as device_module
 from bert_mlm.core.common.device import resolve_precision
-from bert_mlm.core.evaluate.protocol import evaluate, prepare_evaluation_set
+from bert_mlm.core.evaluate.protocol import prepare_evaluation_set, score_sequences
 from bert_mlm.core.model import checkpoints as checkpoints_module
 from bert_mlm.core.model.bert import build_model
 from bert_mlm.core.model.checkpoints import list_checkpoints, read_checkpoint, run_folders, save_checkpoint
@@ -494,7 +494,7 @@ def validation_on(held_out: list[np.ndarray], budget: int = 150) -> Validation:
 
     def evaluate_drawing(model):
         torch.rand(3)
-        return evaluate(model, evaluation_set, batch_size=16)
+        return score_sequences(model, evaluation_set, batch_size=16).summary()
 
     return evaluate_drawing
 

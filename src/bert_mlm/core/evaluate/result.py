@@ -69,6 +69,15 @@ class HeldOut:
     top5_accuracy_change_se: float | None = None
     change_summary: str | None = None
 
+    def standing(self) -> str | None:
+        """On or off the unigram plateau, in a phrase for a validation's log line (None: not measured)."""
+        reference, share = self.baseline_accuracy, self.frequent_share
+        if reference is None or share is None:
+            return None
+        return (f"{'off' if off_plateau(self.accuracy, reference, share) else 'on'} the unigram plateau ("
+                f"{self.accuracy / max(reference, 1e-12):.2f}x the most-frequent-token accuracy, {share:.0%} of "
+                f"predictions among the {FREQUENT_TOKENS} most frequent tokens)")
+
     @staticmethod
     def key(name: str, prefix: str = "") -> str:
         """A field's key in the JSON files: ``eval_loss``, ``extra_eval_loss``, ``baseline_accuracy``."""

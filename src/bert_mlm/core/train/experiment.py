@@ -32,13 +32,12 @@ from bert_mlm.core.evaluate.protocol import (
     StreamedEvaluationSet,
     baseline_accuracy,
     change_sentence,
-    evaluate,
     frequent_tokens,
     paired_change,
     prepare_evaluation_set,
     score_sequences,
 )
-from bert_mlm.core.evaluate.result import Evaluation
+from bert_mlm.core.evaluate.result import Evaluation, HeldOut
 from bert_mlm.core.model.bert import build_model, planned_bert_config
 from bert_mlm.core.model.distributed import SINGLE, Rank, launch
 from bert_mlm.core.model.token_ids import TokenIds
@@ -164,8 +163,7 @@ class Experiment:
                             "documents may put none there); set training.eval_every=0")
         evaluation_set = self.evaluation_set("valid", min_masked_tokens=training.eval_masked_tokens)
         reference = baseline_accuracy(evaluation_set, self.frequent_ids[0])  # the plateau's measure, once
-        return lambda model: {**self.evaluate(model, evaluation_set, frequent_ids=self.frequent_ids),
-                              "baseline_accuracy": reference}
+        return lambda model: replace(self.scores(model, evaluation_set, self.frequent_ids), baseline_accuracy=reference)
 
     def train(self, model: BertForMaskedLM, training: TrainingConfig | None = None,
               masking: MaskingConfig | None = None, on_step: StepCallback | None = None,
@@ -181,7 +179,12 @@ class Experiment:
     def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet,
                  frequent_ids: Sequence[int] = ()) -> dict:
         """The fixed protocol's metrics (bf16 on a GPU, fp32 on a CPU: :func:`evaluation_dtype`)."""
-        return evaluate(model, evaluation_set, self.evaluation.batch_size, frequent_ids=frequent_ids)
+        return self.scores(model, evaluation_set, frequent_ids).to_json()
+
+    def scores(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet,
+               frequent_ids: Sequence[int] = ()) -> HeldOut:
+        """:meth:`evaluate`'s scores, typed."""
+        return score_sequences(model, evaluation_set, self.evaluation.batch_size, frequent_ids=frequent_ids).summary()
 
     @functools.cached_property
     def frequent_ids(self) -> list[int]:
@@ -211,7 +214,7 @@ def train_trial(experiment: Experiment, masking: MaskingConfig, training: Traini
         last["loss"] = score(model)
     else:
         experiment.train(model, training.replace(eval_every=eval_every), masking, on_step,
-                         validation=lambda trained: experiment.evaluate(trained, evaluation_set))
+                         validation=lambda trained: experiment.scores(trained, evaluation_set))
     torch.cuda.empty_cache()  # the next trial builds a fresh model (a no-op where CUDA was never used)
     return last["loss"]
 

@@ -23,7 +23,7 @@ from transformers import BertForMaskedLM
 from bert_mlm.config import MaskingConfig, TrainingConfig
 from bert_mlm.core.common.device import autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.common.seeds import DROPOUT_STREAM, ORDER_STREAM, stream_seed
-from bert_mlm.core.evaluate.result import FREQUENT_TOKENS, off_plateau
+from bert_mlm.core.evaluate.result import HeldOut
 from bert_mlm.core.model.bert import MaskedPositionsMLM, check_step_memory, masked_lm_loss
 from bert_mlm.core.model.checkpoints import cpu_weights, rng_states, seed_everything
 from bert_mlm.core.model.distributed import SINGLE, Rank, all_reduce_sum, gather_objects
@@ -83,8 +83,8 @@ StepCallback = Callable[[int, dict], None]
 
 
 # What the loop evaluates every ``training.eval_every`` optimizer steps (and at the last): the fixed
-# protocol on a bounded held-out set (Experiment.validation; a tuning trial's study set), as metrics.
-Validation = Callable[[BertForMaskedLM], dict]
+# protocol on a bounded held-out set (Experiment.validation; a tuning trial's study set).
+Validation = Callable[[BertForMaskedLM], HeldOut]
 
 
 def validate(evaluate: Validation, model: BertForMaskedLM, device: torch.device, record: StepRecord) -> None:
@@ -94,21 +94,15 @@ def validate(evaluate: Validation, model: BertForMaskedLM, device: torch.device,
     started = time.perf_counter()
     cuda = [] if device.type != "cuda" else [torch.cuda.current_device() if device.index is None else device.index]
     with torch.random.fork_rng(devices=cuda):
-        metrics = evaluate(model)
+        scores = evaluate(model)
     model.train()
-    seconds = time.perf_counter() - started
-    record.valid_loss, record.valid_loss_se = metrics["eval_loss"], metrics["eval_loss_se"]
-    record.valid_accuracy, record.valid_masked_tokens = metrics["eval_accuracy"], metrics["eval_masked_tokens"]
-    record.valid_seconds = seconds
-    record.valid_frequent_share = share = metrics.get("eval_frequent_share")
-    record.valid_baseline_accuracy = reference = metrics.get("baseline_accuracy")
-    standing = "" if share is None or reference is None else (  # watched live: is the model still on the plateau?
-        f"; {'off' if off_plateau(record.valid_accuracy, reference, share) else 'on'} the unigram plateau "
-        f"({record.valid_accuracy / max(reference, 1e-12):.2f}x the most-frequent-token accuracy, {share:.0%} of "
-        f"predictions among the {FREQUENT_TOKENS} most frequent tokens)")
+    record.valid_seconds = seconds = time.perf_counter() - started
+    record.valid_loss, record.valid_loss_se, record.valid_accuracy = scores.loss, scores.loss_se, scores.accuracy
+    record.valid_masked_tokens, record.valid_frequent_share = scores.masked_tokens, scores.frequent_share
+    record.valid_baseline_accuracy = scores.baseline_accuracy
     logger.info("validation at step %d: loss %.4f ± %.4f, accuracy %.4f (%s masked tokens of %s valid sequences, "
-                "%.1f s)%s", record.step, metrics["eval_loss"], metrics["eval_loss_se"], metrics["eval_accuracy"],
-                f"{metrics['eval_masked_tokens']:,}", f"{metrics['eval_sequences']:,}", seconds, standing)
+                "%.1f s)%s", record.step, scores.loss, scores.loss_se, scores.accuracy, f"{scores.masked_tokens:,}",
+                f"{scores.sequences:,}", seconds, "" if (standing := scores.standing()) is None else f"; {standing}")
 
 
 def better(best: BestWeights | None, record: StepRecord, model: BertForMaskedLM) -> BestWeights | None:
