@@ -166,3 +166,15 @@ def test_the_configuration_and_the_core_import_no_kedro():
         if rank_of(module) <= rank_of("bert_mlm.core.record"):
             source = path.read_text(encoding="utf-8")
             assert not re.search(r"^\s*(from|import) kedro\b", source, re.MULTILINE), module
+
+
+def test_the_data_stages_workers_do_not_import_torch():
+    """A dask or process-pool worker of the data stages imports the token store and the encoders:
+    importing torch there (~3 s through transformers) would cost every worker process its start."""
+    import subprocess
+    import sys
+
+    code = ("import sys, bert_mlm.core.tokens.token_store, bert_mlm.core.tokens.words, bert_mlm.core.data.engine; "
+            "print(sorted(name for name in ('torch', 'transformers') if name in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"

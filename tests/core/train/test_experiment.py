@@ -35,7 +35,7 @@ def test_validation_runs_on_the_valid_split_with_its_own_budget(tiny_tokenizer):
                             MaskingConfig(), EvaluationConfig(), SequenceConfig())
     assert experiment.validation(TrainingConfig()) is None  # off by default
     scored = experiment.validation(TrainingConfig(eval_every=5, eval_masked_tokens=60))(experiment.new_model())
-    assert 60 <= scored["eval_masked_tokens"] < 300  # one block of 40 sequences x 30 tokens at 15 %, not 8 draws
+    assert 60 <= scored.masked_tokens < 300  # one block of 40 sequences x 30 tokens at 15 %, not 8 draws
     experiment.sequences["valid"] = []
     with pytest.raises(UserError, match=r"training\.eval_every: the valid split holds no sequences"):
         experiment.validation(TrainingConfig(eval_every=5))

@@ -14,12 +14,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
-from transformers import AutoTokenizer, BertTokenizerFast, PreTrainedTokenizerFast
+
+if TYPE_CHECKING:  # transformers imports torch (~3 s): not in the data stages' worker processes
+    from transformers import BertTokenizerFast, PreTrainedTokenizerFast
 
 from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.common.text import cjk_characters
@@ -80,6 +83,8 @@ def _backend(model: WordPiece, lowercase: bool, strip_accents: bool | None, chin
 
 def wrap_tokenizer(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None,
                    chinese_chars: bool) -> BertTokenizerFast:
+    from transformers import BertTokenizerFast
+
     # tokenize_chinese_chars is saved in tokenizer_config.json; AutoTokenizer rebuilds from it.
     wrapped = BertTokenizerFast(tokenizer_object=tokenizer, unk_token=UNK, sep_token=SEP, pad_token=PAD,
                                 cls_token=CLS, mask_token=MASK, do_lower_case=lowercase, strip_accents=strip_accents,
@@ -258,6 +263,8 @@ def load_tokenizer(path: str | os.PathLike, lowercase: bool = True, strip_accent
     location = Path(path)
     if location.is_dir():
         if (location / "tokenizer.json").is_file() or (location / "tokenizer_config.json").is_file():
+            from transformers import AutoTokenizer
+
             tokenizer = AutoTokenizer.from_pretrained(str(location))
             check_tokenizer(tokenizer)
             return tokenizer
