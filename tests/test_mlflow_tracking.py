@@ -1,6 +1,6 @@
 """Optional MLflow tracking: with BERT_MLM_MLFLOW=1 a real MLflow run holds the parameters
 (kedro-mlflow), the metrics, the training curve and the report (our hook); off by default
-(tests/test_tracking.py)."""
+(tests/pipelines/test_session_runs.py: a whole chain writes nothing to data/09_tracking)."""
 
 from __future__ import annotations
 
