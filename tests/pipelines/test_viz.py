@@ -24,10 +24,10 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shuti
 
 @pytest.fixture(scope="module")
 def viz_build(tmp_path_factory, smoke_chain) -> Path:
-    """`kedro viz build --include-previews` in a copy of the shared smoke chain's project: its stored
-    datasets, so that the previews of the data path's datasets are built too. Built once for the suite: the
-    two tests that read it run on different xdist workers, which share the build under a file lock (as
-    the smoke chain, tests/kedro_runs.py) rather than build it once each (~10 s a build)."""
+    """What `kedro viz build --include-previews` builds (:func:`build_viz`), in a copy of the shared smoke
+    chain's project: its stored datasets, so that the previews of the data path's datasets are built too. Built
+    once for the suite: the two tests that read it run on different xdist workers, which share the build under a
+    file lock (as the smoke chain, tests/kedro_runs.py) rather than build it once each."""
     base = tmp_path_factory.getbasetemp()
     folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "viz-build"
     with FileLock(f"{folder}.lock"):
