@@ -1,36 +1,50 @@
 """Optional MLflow tracking: with BERT_MLM_MLFLOW=1 a real MLflow run holds the parameters
 (kedro-mlflow), the metrics, the training curve and the report (our hook); off by default
-(tests/test_tracking.py)."""
+(tests/pipelines/test_session_runs.py: a whole chain writes nothing to data/09_tracking)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from kedro.framework.project import configure_project
+
+from bert_mlm.hooks.mlflow import MLFLOW_COMMANDS, MLFLOW_HOOK
+from tests.kedro_runs import kedro_cli
 
 pytest.importorskip("kedro_mlflow", reason="the mlflow extra is not installed (pip install -e '.[mlflow]')")
 
-KEDRO = str(Path(sys.executable).with_name("kedro"))
 PASSWORD = "Sesame-mlflow-5"
 STORAGE = f"postgresql://optuna:{PASSWORD}@db.example/studies"  # not opened: no study runs
 
 
-def tracked_kedro_run(project: Path) -> subprocess.CompletedProcess:
-    """``BERT_MLM_MLFLOW=1 kedro run --env smoke`` as a process of its own: settings read the
-    switch when they are imported. The study is not what is tracked here: skipped; the run validates
-    every 6 steps."""
-    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "BERT_MLM_MLFLOW": "1"}
+@pytest.fixture
+def settings_imported_with_mlflow_on(monkeypatch):
+    """The project's settings read ``BERT_MLM_MLFLOW`` when they are imported: imported again by the next run
+    (kedro_cli, with the switch on), with kedro-mlflow's own modules where a run with tracking off left
+    stand-ins (bert_mlm.hooks.mlflow.keep_mlflow_unimported). Afterwards, the modules as they were, and Kedro's
+    settings configured from them again: a later test's session in this process tracks nothing."""
+    with monkeypatch.context() as patched:
+        patched.delitem(sys.modules, "bert_mlm.settings")
+        for name in (MLFLOW_COMMANDS, MLFLOW_HOOK):
+            if getattr(sys.modules.get(name), "__standing_in__", False):
+                patched.delitem(sys.modules, name)
+        yield
+    configure_project("bert_mlm")
+
+
+def tracked_kedro_run(project: Path):
+    """``BERT_MLM_MLFLOW=1 kedro run --env smoke`` through the project's run command, in this process (a process
+    of its own spent ~7 s importing torch, transformers, Kedro and MLflow, which this test imports anyway). The
+    study is not what is tracked here: skipped; the run validates every 6 steps."""
     # A password in a parameter: kedro-mlflow logs every parameter and tags the run with --params.
-    command = [KEDRO, "run", "--env", "smoke", "--params",
-               f"tuning.n_trials=0,tuning.storage={STORAGE},training.eval_every=6"]
-    return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    return kedro_cli(project, "--params", f"tuning.n_trials=0,tuning.storage={STORAGE},training.eval_every=6",
+                     BERT_MLM_MLFLOW="1")
 
 
 @pytest.mark.slow
-def test_a_full_run_is_logged_when_tracking_is_on(smoke_chain_copy):
+def test_a_full_run_is_logged_when_tracking_is_on(smoke_chain_copy, settings_imported_with_mlflow_on):
     # Off by default: tests/test_tracking.py checks that the shared smoke chain (a run in the tests' process,
     # whose settings were imported without BERT_MLM_MLFLOW) wrote nothing to MLflow. This run is in a copy of
     # its project: its data stages are reused.

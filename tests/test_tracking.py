@@ -54,9 +54,8 @@ def test_a_run_writes_tensorboard_curves_while_it_trains(smoke_chain):
     assert [e.step for e in scalars(run, "finetune/eval_score_by_epoch/pretrained")] == [0, 1, 2]
 
 
-def test_tracking_off_by_default_writes_nothing(project_copy, monkeypatch):
-    run_session(project_copy, monkeypatch, pipeline_name="ingestion")
-    assert not (project_copy / "data" / "09_tracking").exists()
+# Off by default, a whole chain writes nothing to data/09_tracking: tests/pipelines/test_session_runs.py,
+# test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer.
 
 
 def test_tensorboard_asked_for_but_not_installed_is_one_line_before_any_work(project_copy, monkeypatch):

@@ -10,8 +10,8 @@ import pytest
 
 @pytest.fixture
 def reviews(shared_data, tmp_path) -> Path:
-    """A random quarter of ChnSentiCorp's hotel reviews (both labels; the same file name): the continued
-    pretraining test's subject is the path through the chain, and a quarter of the text is a quarter of its cost."""
+    """A random quarter of ChnSentiCorp's hotel reviews (both labels; the same file name): the tests that read it
+    are about the path through the chain, not volume, and a quarter of the text is a quarter of its cost."""
     path = tmp_path / "reviews" / "ChnSentiCorp_htl_all.csv"
     path.parent.mkdir()
     everything = pd.read_csv(shared_data / "corpora" / "chnsenticorp" / path.name)

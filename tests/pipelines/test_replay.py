@@ -55,11 +55,12 @@ def _run(project, monkeypatch, share: float, general, domain) -> str:
 
 
 @pytest.mark.slow
-def test_replay_draws_its_share_and_a_changed_share_reruns_no_data_stage(project_copy, monkeypatch, shared_data):
+def test_replay_draws_its_share_and_a_changed_share_reruns_no_data_stage(project_copy, monkeypatch, shared_data,
+                                                                        reviews):
     general = project_copy / "news.txt"  # Chinese news, one sentence a line: the general text
     general.write_text("\n".join((shared_data / "corpora" / "msra-ner" / "news.txt").read_text(
         encoding="utf-8").splitlines()[:3000]) + "\n", encoding="utf-8")
-    domain = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
+    domain = reviews  # 2,000 hotel reviews: the shares and the reuse are the subject, not volume
     log = _run(project_copy, monkeypatch, 0.2, general, domain)
     data = project_copy / "data"
     summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())

@@ -86,16 +86,24 @@ def test_data_pipelines_on_a_real_book(project_copy, monkeypatch, small_corpus, 
     assert max(s.lengths.max() for s in sequences.values()) <= 64  # smoke env's sequences.max_length
 
 
-def test_training_alone_reuses_the_stored_data(smoke_chain_copy, monkeypatch, labelled_task):
+@pytest.mark.slow
+def test_training_alone_on_two_data_parallel_workers_reuses_the_stored_data(smoke_chain_copy, monkeypatch,
+                                                                            labelled_task):
     """Runs that change only training parameters run `--pipelines training,evaluation` on the
     stored versions (a copy of the shared chain's): no data stage runs again, and a changed sequence
-    shape is refused. `--pipelines finetune` judges the latest trained model against its starting point."""
+    shape is refused. The training node runs on two data-parallel workers (`distributed.nproc_per_node=2`;
+    tests/core/model/test_distributed.py checks that they train as one process would) with the tuning
+    stage's masking. `--pipelines finetune` judges the latest trained model against its starting point."""
     project, data = smoke_chain_copy, smoke_chain_copy / "data"
     stored = {
         p: sorted(p.iterdir())
         for p in (data / "04_feature" / "token_store", data / "05_model_input" / "sequence_index")
     }
-    run_session(project, monkeypatch, pipeline_name="training", **{"training.max_steps": 3})
+    run_session(project, monkeypatch, pipeline_name="training",
+                **{"training.max_steps": 3, "distributed.nproc_per_node": 2})
+    summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
+    assert summary["data_parallel_workers"] == 2 and summary["mask_probability_source"] == "tuning"
+    (_, model) = sorted((data / "06_models" / "masked_lm").iterdir())  # the shared chain's, and this run's
     run_session(project, monkeypatch, pipeline_name="finetune", **finetune_params(labelled_task))
     finetune = json.loads(latest(data / "08_reporting" / "finetune_metrics.json").read_text())
     assert FINETUNE_KEYS <= set(finetune) and finetune["finetune_seeds"] == [0, 1]
@@ -107,7 +115,7 @@ def test_training_alone_reuses_the_stored_data(smoke_chain_copy, monkeypatch, la
     run_session(project, monkeypatch, pipeline_name="evaluation")
     assert {p: sorted(p.iterdir()) for p in stored} == stored  # no new data versions
     metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
-    assert metrics["train_steps"] == 3 and metrics["eval_masked_tokens"] > 0
+    assert metrics["train_steps"] == 3 and metrics["eval_masked_tokens"] > 0 and metrics["model_version"] == model.name
     assert metrics["finetune_gain"] == pytest.approx(finetune["finetune_gain"])
     assert "finetune_example_accuracy" not in metrics and "finetune_example_accuracy" in finetune
     with pytest.raises(Exception, match=r"sequences: the stored sequence_index is packed x 64.*x 32"):
@@ -211,19 +219,6 @@ def test_bad_parameter_fails_before_any_work(project_copy, monkeypatch, tmp_path
 
 
 @pytest.mark.slow
-def test_training_node_runs_data_parallel(smoke_chain_copy, monkeypatch):
-    """`--pipelines training,evaluation` with two data-parallel workers, on the shared chain's stored data."""
-    data = smoke_chain_copy / "data"
-    run_session(smoke_chain_copy, monkeypatch, pipeline_name=["training", "evaluation"],
-                **{"distributed.nproc_per_node": 2})
-    summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
-    assert summary["data_parallel_workers"] == 2 and summary["mask_probability_source"] == "tuning"
-    (_, model) = sorted((data / "06_models" / "masked_lm").iterdir())  # the shared chain's, and one more (once)
-    metrics = json.loads(latest(data / "08_reporting" / "metrics.json").read_text())
-    assert metrics["eval_masked_tokens"] > 0 and metrics["model_version"] == model.name
-
-
-@pytest.mark.slow
 def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(
     project_copy, monkeypatch, shared_data, tiny_chinese_bert, tmp_path, reviews
 ):
@@ -276,6 +271,8 @@ def test_continued_pretraining_of_a_checkpoint_takes_its_tokenizer(
     assert 0 < summary["valid_share"] < 1
     report = latest(data / "08_reporting" / "run_report.html").read_text()
     assert "Validated every 4 steps" in report and "tokenizer.extend_vocabulary added" in report
+    # Tracking is off by default: a whole chain wrote no TensorBoard event files and nothing to MLflow.
+    assert not (data / "09_tracking").exists()
 
 
 def assert_before_equals_a_separate_evaluation(project: Path, metrics: dict, start: Path, extra: Path,
@@ -349,10 +346,9 @@ def test_continued_pretraining_says_how_the_loss_moved_on_the_domain_and_on_gene
 
 
 @pytest.mark.slow
-def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monkeypatch, shared_data):
-    """The zh env on Chinese reviews: whole-word masking on jieba words, a study that searches
-    whole_word, and fill-mask examples from the test split in Chinese with the true character."""
-    reviews = shared_data / "corpora" / "chnsenticorp" / "ChnSentiCorp_htl_all.csv"
+def test_chinese_chain_with_whole_word_masking_on_jieba_words(project_copy, monkeypatch, reviews):
+    """The zh env on Chinese reviews (2,000 of them, both labels): whole-word masking on jieba words, a study
+    that searches whole_word, and fill-mask examples from the test split in Chinese with the true character."""
     (project_copy / "conf" / "smoke_zh").mkdir()
     for name in ("catalog.yml", "parameters.yml"):
         source = project_copy / "conf" / "smoke" / name
