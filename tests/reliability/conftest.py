@@ -20,12 +20,13 @@ def mount_tmpfs(path: Path, options: str) -> Path:
 
 @contextlib.contextmanager
 def mounted_tmpfs(path: Path, options: str):
-    """:func:`mount_tmpfs` for the ``with`` block, unmounted after it."""
+    """:func:`mount_tmpfs` for the ``with`` block, unmounted after it: lazily, as a file still open then (a failed
+    write's, kept by the traceback ``pytest.raises`` holds) made a plain umount fail and left the tmpfs mounted."""
     mount_tmpfs(path, options)
     try:
         yield path
     finally:
-        subprocess.run(["umount", str(path)], capture_output=True)
+        subprocess.run(["umount", "--lazy", str(path)], capture_output=True)
 
 
 def on_a_short_stack(function, *args, **kwargs):
