@@ -67,10 +67,12 @@ def test_the_smoke_chain_runs_to_the_end_under_another_runner(smoke_chain_copy, 
     """The smoke chain under ThreadRunner with asynchronous loading and saving, and under
     ParallelRunner with two torch threads (the parent's OpenMP threads then run before any worker
     starts, as they do on a user's machine), to its metrics. In a copy of the shared chain's project:
-    its data stages are reused (the datasets' job, whatever the runner), every node still runs."""
+    its data stages are reused (the datasets' job, whatever the runner), every node still runs; the study's
+    node too, without trials (tuning.n_trials=0: the study's trials are tests/core/study's subject, and
+    here they were seconds of tuning in a worker)."""
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     torch.ones(256, 256) @ torch.ones(256, 256)  # this process's OpenMP pool is up, as it is after the plan's step
-    run_session(smoke_chain_copy, monkeypatch, runner=runner(is_async=is_async))
+    run_session(smoke_chain_copy, monkeypatch, runner=runner(is_async=is_async), **{"tuning.n_trials": 0})
     (_, version) = sorted((smoke_chain_copy / "data" / "06_models" / "masked_lm").iterdir())  # a model of its own
     metrics = json.loads(latest(smoke_chain_copy / "data" / "08_reporting" / "metrics.json").read_text())
     assert metrics["model_version"] == version.name and metrics["train_steps"] == 12
