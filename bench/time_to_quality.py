@@ -48,6 +48,7 @@ LEVERS = {
     "defaults (auto rate, 10 % warmup, linear decay)": {},
     "dropout 0.1": {"dropout": 0.1},
     "peak rate x2": {"rate_factor": 2.0},
+    "peak rate x4": {"rate_factor": 4.0},
     "triangular (50 % warmup, linear decay)": {"training": {"warmup_steps": "half"}},
     "cosine decay": {"training": {"schedule": "cosine"}},
     "batch 16": {"training": {"batch_size": 16}},

@@ -1,6 +1,7 @@
 """Kedro's project settings: the hooks, logging and the configuration loader
 (https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration)."""
 
+import multiprocessing
 import os
 import warnings
 
@@ -17,6 +18,7 @@ from bert_mlm.logs import configure_logging
 # a child forked after torch's OpenMP threads ran (the plan's measured step) hangs in its first
 # parallel operation (seen: train_masked_lm asleep in layer_norm until killed).
 os.environ.setdefault("KEDRO_MP_CONTEXT", "forkserver")
+multiprocessing.set_forkserver_preload(["bert_mlm.forkserver"])  # so that Kedro sets the project up in them
 
 # Plain one-line records in log files, Rich in a terminal (conf/logging.yml, bert_mlm/logs.py).
 configure_logging()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import subprocess
 from pathlib import Path
@@ -27,14 +26,3 @@ def mounted_tmpfs(path: Path, options: str):
         yield path
     finally:
         subprocess.run(["umount", "--lazy", str(path)], capture_output=True)
-
-
-def on_a_short_stack(function, *args, **kwargs):
-    """``function(*args, **kwargs)`` run in a thread of its own, its result returned (its exception raised) here.
-
-    Kedro's settings loader (dynaconf) calls ``inspect.stack()``, source lines and all, at every
-    ``bootstrap_project``: under pytest's ~60 frames that was half the CPU of an in-process ``kedro run``
-    that stops at a user error (0.27 s a call, 0.12 s from a new thread's short stack). Nothing the run
-    does depends on its thread: the project sets no signal handler and asks for no main thread."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(function, *args, **kwargs).result()

@@ -77,6 +77,9 @@ def test_the_smoke_chain_runs_to_the_end_under_another_runner(smoke_chain_copy, 
     metrics = json.loads(latest(smoke_chain_copy / "data" / "08_reporting" / "metrics.json").read_text())
     assert metrics["model_version"] == version.name and metrics["train_steps"] == 12
     assert metrics["eval_masked_tokens"] > 0 and "eval_accuracy" in metrics
+    # Each worker ran with the project's settings: kedro-mlflow's hooks stayed off there as tracking is (without
+    # the settings, Kedro registered the plugin's hooks in every worker, and they wrote an MLflow store here).
+    assert not [path.name for path in smoke_chain_copy.iterdir() if path.name in ("mlflow.db", "mlruns")]
 
 
 def test_parallel_workers_come_from_a_fork_server():

@@ -26,7 +26,6 @@ import yaml
 from bert_mlm import run_lock
 from bert_mlm.core.data.documents import DocumentShards
 from tests.kedro_runs import kedro_cli, latest
-from tests.reliability.conftest import on_a_short_stack
 
 HTTP_PASSWORD = "Sesame-Http-7f3a"
 SIGNATURE = "Sig-Query-5e1c9"  # a presigned URL's X-Amz-Signature
@@ -81,9 +80,9 @@ def test_a_secret_in_every_place_a_user_puts_one_reaches_no_file_no_log_and_no_r
     # transformers and Kedro): its log records, its printed output and every warning it raised are the log.
     with warnings.catch_warnings(record=True) as raised:
         warnings.simplefilter("always")
-        result = on_a_short_stack(kedro_cli, project_copy, "--params", sources, BERT_MLM_LOGS="plain",
-                                  AWS_ACCESS_KEY_ID=env_key, AWS_SECRET_ACCESS_KEY=env_secret,
-                                  AWS_DEFAULT_REGION="us-east-1")
+        result = kedro_cli(project_copy, "--params", sources, BERT_MLM_LOGS="plain",
+                           AWS_ACCESS_KEY_ID=env_key, AWS_SECRET_ACCESS_KEY=env_secret,
+                           AWS_DEFAULT_REGION="us-east-1")
     log = result.stdout + result.stderr + "\n".join(str(warning.message) for warning in raised)
     assert result.returncode == 0, result.stderr[-3000:]
 

@@ -16,14 +16,7 @@ from bert_mlm.cli import user_error_in
 from bert_mlm.config import TokenizerConfig
 from bert_mlm.core.tokens.tokenizer import train_wordpiece
 from bert_mlm.errors import UserError
-from tests import kedro_runs
-from tests.reliability.conftest import on_a_short_stack
-
-
-def kedro_cli(project, *args: str, **env: str):
-    """tests/kedro_runs.py's ``kedro_cli`` (``kedro run ARGS`` in this process), on a short stack: this module
-    runs it ~45 times."""
-    return on_a_short_stack(kedro_runs.kedro_cli, project, *args, **env)
+from tests.kedro_runs import kedro_cli
 
 CASES = [
     ("masking.probability=abc", r"masking\.probability: 'abc' must be a number"),
