@@ -125,7 +125,8 @@ RANKS = (
     ("bert_mlm.pipelines",),
     # The application around Kedro: hooks, tracking, commands, settings.
     ("bert_mlm.hooks", "bert_mlm.kedro_checks", "bert_mlm.run_lock", "bert_mlm.logs",
-     "bert_mlm.cli", "bert_mlm.fill_mask", "bert_mlm.pipeline_registry", "bert_mlm.settings", "bert_mlm.scratch",
+     "bert_mlm.cli", "bert_mlm.fill_mask", "bert_mlm.pipeline_registry", "bert_mlm.settings", "bert_mlm.forkserver",
+     "bert_mlm.scratch",
      "bert_mlm.__main__"),
 )
 
