@@ -97,6 +97,8 @@ def run(args) -> Table:
         hf_accuracy, hf_source = evaluate(hf_model, evaluation_set, 64)["eval_accuracy"], "in this run"
         print(f"HF recipe: {args.hf_steps} steps in {hf_seconds:.0f} s ({time.perf_counter() - started:.0f} s with "
               f"set-up), accuracy {hf_accuracy:.4f}; unigram {unigram:.4f}", file=sys.stderr, flush=True)
+    elif args.hf_seconds is None:
+        raise SystemExit("--hf-accuracy needs --hf-seconds: the earlier run's training seconds")
     else:  # an earlier run's measurement on the same held-out masks (the HF recipe is the slow part)
         hf_accuracy, hf_seconds, hf_source = args.hf_accuracy, args.hf_seconds, "in an earlier run (--hf-accuracy)"
     rows = []
@@ -146,8 +148,8 @@ def run(args) -> Table:
         f"(a): {1.2 * unigram:.4f}, with < 80 % of predictions among the 10 most frequent tokens); the HF Trainer "
         f"with its defaults reached {hf_accuracy:.4f} after {args.hf_steps} steps in {hf_seconds:.0f} s {hf_source} "
         f"(target (b)). Medians [min-max] over seeds 1..{args.seeds}; seconds are the "
-        f"loop's training seconds to the step (validation excluded); {args.steps} steps of 32 x 128 each (16 x 128 "
-        f"for batch 16), "
+        f"loop's training seconds to the step (validation excluded); {args.steps} steps of 32 x 128 each"
+        f"{' (16 x 128 for batch 16)' if 'batch 16' in LEVERS else ''}, "
         f"{torch.get_num_threads()} thread(s). {machine_info()}"]
     return table
 
@@ -160,7 +162,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--hf-steps", type=int, default=900)
     parser.add_argument("--hf-accuracy", type=float, help="the HF recipe's accuracy from an earlier run (skips it)")
-    parser.add_argument("--hf-seconds", type=float, default=float("nan"), help="and its training seconds")
+    parser.add_argument("--hf-seconds", type=float, help="and its training seconds (with --hf-accuracy)")
     parser.add_argument("--eval-every", type=int, default=25)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--levers", default="", help="comma-separated lever names (default: all)")

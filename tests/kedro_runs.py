@@ -49,16 +49,23 @@ def on_a_short_stack(function, *args, **kwargs):
 
     Kedro's settings loader (dynaconf) calls ``inspect.stack()``, source lines and all, at every
     ``bootstrap_project``: under pytest's ~60 frames that was half the CPU of an in-process ``kedro run``
-    that stops at a user error (0.27 s a call, 0.12 s from a new thread's short stack). Nothing the run
-    does depends on its thread: the project sets no signal handler and asks for no main thread."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+    that stops at a user error (0.27 s a call, 0.12 s from a new thread's short stack). Not for a run that
+    starts data-parallel workers: torchelastic installs its signal handlers on the main thread only. A
+    run that hangs is not joined: pytest-timeout's error reaches the test, the thread is left behind."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
         return pool.submit(function, *args, **kwargs).result()
+    finally:
+        pool.shutdown(wait=False)
 
 
 def run_session(project: Path, monkeypatch, env: str = "smoke", pipeline_name: str | list[str] | None = None,
-                runner=None, **params):
+                runner=None, main_thread: bool = False, **params):
     """As `kedro run --env ENV --pipelines NAME[,NAME] --params a.b=v,...` does it (``runner``: a
-    Kedro runner instance, Kedro's SequentialRunner by default), on a short stack."""
+    Kedro runner instance, Kedro's SequentialRunner by default), on a short stack (``main_thread``: on
+    this thread, for data-parallel workers)."""
+    if main_thread:
+        return _run_session(project, monkeypatch, env, pipeline_name, runner, **params)
     return on_a_short_stack(_run_session, project, monkeypatch, env, pipeline_name, runner, **params)
 
 

@@ -175,7 +175,8 @@ def test_the_data_stages_workers_do_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys, bert_mlm.core.tokens.token_store, bert_mlm.core.tokens.words, bert_mlm.core.data.engine; "
+    code = ("import sys, bert_mlm.core.tokens.token_store, bert_mlm.core.tokens.words, bert_mlm.core.data.engine, "
+            "bert_mlm.core.tokens.tokenization, bert_mlm.core.data.ingestion; "
             "print(sorted(name for name in ('torch', 'transformers') if name in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]"

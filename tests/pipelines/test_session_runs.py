@@ -99,7 +99,7 @@ def test_training_alone_on_two_data_parallel_workers_reuses_the_stored_data(smok
         p: sorted(p.iterdir())
         for p in (data / "04_feature" / "token_store", data / "05_model_input" / "sequence_index")
     }
-    run_session(project, monkeypatch, pipeline_name="training",
+    run_session(project, monkeypatch, pipeline_name="training", main_thread=True,
                 **{"training.max_steps": 3, "distributed.nproc_per_node": 2})
     summary = json.loads(latest(data / "07_model_output" / "training_summary.json").read_text())
     assert summary["data_parallel_workers"] == 2 and summary["mask_probability_source"] == "tuning"

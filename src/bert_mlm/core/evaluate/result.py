@@ -26,10 +26,14 @@ def off_plateau(accuracy: float | None, reference: float | None, frequent_share:
     return accuracy >= PLATEAU_RATIO * reference and frequent_share < PLATEAU_SHARE
 
 
+def plateau_numbers(accuracy: float, reference: float, frequent_share: float) -> str:
+    return (f"{accuracy / max(reference, 1e-12):.2f}x the reference accuracy, {frequent_share:.0%} of predictions "
+            f"among the {FREQUENT_TOKENS} most frequent tokens")
+
+
 def plateau_sentence(accuracy: float, reference: float, frequent_share: float) -> str:
     """Where a model stands against the unigram plateau, in one sentence."""
-    numbers = (f"{accuracy / max(reference, 1e-12):.2f}x the reference accuracy, {frequent_share:.0%} of predictions "
-               f"among the {FREQUENT_TOKENS} most frequent tokens")
+    numbers = plateau_numbers(accuracy, reference, frequent_share)
     if off_plateau(accuracy, reference, frequent_share):
         return f"off the unigram plateau ({numbers})"
     return (f"still on the unigram plateau: it fills masks with the most frequent tokens ({numbers}); train "
@@ -74,9 +78,8 @@ class HeldOut:
         reference, share = self.baseline_accuracy, self.frequent_share
         if reference is None or share is None:
             return None
-        return (f"{'off' if off_plateau(self.accuracy, reference, share) else 'on'} the unigram plateau ("
-                f"{self.accuracy / max(reference, 1e-12):.2f}x the most-frequent-token accuracy, {share:.0%} of "
-                f"predictions among the {FREQUENT_TOKENS} most frequent tokens)")
+        return (f"{'off' if off_plateau(self.accuracy, reference, share) else 'on'} the unigram plateau "
+                f"({plateau_numbers(self.accuracy, reference, share)})")
 
     @staticmethod
     def key(name: str, prefix: str = "") -> str:

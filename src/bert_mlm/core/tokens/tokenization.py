@@ -10,9 +10,9 @@ import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import tokenizers
-from transformers import BertTokenizerFast
 
 from bert_mlm.config import DataConfig, TokenizerConfig
 from bert_mlm.core.common.progress import Progress
@@ -24,6 +24,9 @@ from bert_mlm.core.tokens.cjk_encoding import fast_encoder
 from bert_mlm.core.tokens.token_store import TokenStoreWriter, encode_texts, vocabulary_digest
 from bert_mlm.core.tokens.tokenizer import CJK_MAJORITY, train_wordpiece
 from bert_mlm.core.tokens.words import SEGMENTER_SAMPLE_CHARS, WORD_SCHEMES, cjk_share, segment_texts
+
+if TYPE_CHECKING:  # transformers imports torch: not in the encoding workers
+    from transformers import BertTokenizerFast
 
 logger = logging.getLogger(__name__)
 

@@ -178,12 +178,12 @@ class Experiment:
 
     def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet,
                  frequent_ids: Sequence[int] = ()) -> dict:
-        """The fixed protocol's metrics (bf16 on a GPU, fp32 on a CPU: :func:`evaluation_dtype`)."""
+        """:meth:`scores` as the JSON files name them (``eval_loss``...)."""
         return self.scores(model, evaluation_set, frequent_ids).to_json()
 
     def scores(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet,
                frequent_ids: Sequence[int] = ()) -> HeldOut:
-        """:meth:`evaluate`'s scores, typed."""
+        """The fixed protocol's scores (bf16 on a GPU, fp32 on a CPU: :func:`evaluation_dtype`)."""
         return score_sequences(model, evaluation_set, self.evaluation.batch_size, frequent_ids=frequent_ids).summary()
 
     @functools.cached_property

@@ -45,7 +45,8 @@ def time_training_steps(bert_config, batch_size: int, length: int, device: torch
         with MODEL_LOCK:
             model = BertForMaskedLM(bert_config).to(device).train()
         mlm, amp_dtype = MaskedPositionsMLM(model), autocast_dtype(precision)
-        optimisation = Optimisation.build(model, TrainingConfig(max_steps=max_steps + 2), device, precision)
+        optimisation = Optimisation.build(model, TrainingConfig(max_steps=max_steps + 2, warmup_steps=0), device,
+                                          precision)
         ids = torch.randint(1, bert_config.vocab_size, (batch_size, length),
                             generator=(generator := torch.Generator().manual_seed(0)))
         inputs, labels = mask_tokens(ids, torch.zeros_like(ids), 0, replacement_vocabulary(bert_config.vocab_size, [0]),
