@@ -138,7 +138,7 @@ def run_mask_rate_study(prepared: Prepared, base: Experiment, args) -> tuple[dic
         model = experiment_seed1.new_model()
         trial_started = time.perf_counter()
         experiment_seed1.train(model, masking=masking)
-        loss = experiment_seed1.evaluate(model, validation)["eval_loss"]
+        loss = experiment_seed1.scores(model, validation).loss
         report(args.steps, loss)
         models[(masking.probability, 1)] = model
         print(f"trial {trial.number}: probability {masking.probability:.4f} -> valid loss {loss:.4f} "
@@ -164,9 +164,9 @@ def run_mask_rate_study(prepared: Prepared, base: Experiment, args) -> tuple[dic
 def score(
     scored: Experiment, model, prepared: Prepared, probe_config: FinetuneConfig, probe_examples: PreparedTask
 ) -> dict:
-    test = scored.evaluate(model, scored.evaluation_set("test"))
+    test = scored.scores(model, scored.evaluation_set("test")).to_json()
     extra_experiment = replace(scored, evaluation=scored.evaluation.replace(mask_draws=1))
-    extra = extra_experiment.evaluate(model, extra_experiment.evaluation_set("extra"))
+    extra = extra_experiment.scores(model, extra_experiment.evaluation_set("extra")).to_json()
     labels = probe_examples.evaluation.labels
     predictions = Runner.create(probe_examples, probe_config, "cpu", "fp32").run(model, "pretrained", 0).predictions
     accuracy, n = float((predictions == labels).mean()), len(labels)

@@ -33,7 +33,7 @@ def run(prepared: Prepared, steps: int = 300, layers: int = 4, hidden: int = 256
     def score(system: str, model, seconds: float, tokens: int) -> None:
         row = {"system": system, "train_seconds": seconds, "train_tokens": tokens}
         for name, evaluation_set in eval_sets.items():
-            row.update({f"{name}_{k}": v for k, v in setup.evaluate(model, evaluation_set).items()})
+            row.update({f"{name}_{k}": v for k, v in setup.scores(model, evaluation_set).to_json().items()})
             row[f"{name}_baseline_accuracy"] = baseline_accuracy(evaluation_set, frequent)
         rows.append(row)
 

@@ -176,11 +176,6 @@ class Experiment:
         return train(model, self.sequences.get("train", []), self.token_ids, masking, training,
                      self.collator_for(masking), on_step, rank, validation or self.validation(training))
 
-    def evaluate(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet,
-                 frequent_ids: Sequence[int] = ()) -> dict:
-        """:meth:`scores` as the JSON files name them (``eval_loss``...)."""
-        return self.scores(model, evaluation_set, frequent_ids).to_json()
-
     def scores(self, model: BertForMaskedLM, evaluation_set: StreamedEvaluationSet,
                frequent_ids: Sequence[int] = ()) -> HeldOut:
         """The fixed protocol's scores (bf16 on a GPU, fp32 on a CPU: :func:`evaluation_dtype`)."""
