@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import torch
 
@@ -27,8 +27,7 @@ STEP_STAGES = ("tuning", "training", "finetune", "evaluation", "mask_rate_compar
 MAX_TIMED_BATCH = (256, 1024)
 
 
-@dataclass(frozen=True)
-class StepTiming:
+class StepTiming(NamedTuple):
     step_seconds: float  # one optimizer step: forward, backward, clipping, AdamW; masking on the host
     forward_tokens_per_second: float  # forward passes under inference_mode (the evaluations)
     seconds: float  # what measuring cost, the model's construction included
@@ -78,19 +77,17 @@ def measure_step(config: ExperimentConfig, device: torch.device) -> StepTiming:
     bert = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
     timing = time_training_steps(bert, timed, config.sequences.max_length, device,
                                  resolve_precision(training.precision, device), config.masking.probability)
-    return replace(timing, step_seconds=timing.step_seconds * training.batch_size
-                   * training.gradient_accumulation_steps / timed)
+    return timing._replace(step_seconds=timing.step_seconds * training.batch_size
+                          * training.gradient_accumulation_steps / timed)
 
 
-@dataclass(frozen=True)
-class Stage:
+class Stage(NamedTuple):
     name: str
     budget: str = ""  # in words
     seconds: float | None = None  # its steps and forward passes at the measured rates (None: not estimated)
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     stages: list[Stage]
     timing: StepTiming | None
 
@@ -114,11 +111,10 @@ def evaluation_count(steps: int, eval_every: int) -> int:
 
 
 def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming | None, variants: int = 0) -> Plan:
-    """Each of ``stages`` (pipeline names, in run order) with its budget and, for stages of steps and forward
-    passes, ``timing``'s estimate; ``variants``: the mask-rate variants a comparison trains. A forward
-    pass counts as the tokens it runs: masked tokens / the mask rate."""
+    """Each of ``stages`` (pipeline names, in run order) with its budget and, for stages of steps and forward passes,
+    ``timing``'s estimate; ``variants``: the mask-rate variants a comparison trains."""
     training, tuning, finetune, protocol = config.training, config.tuning, config.finetune, config.evaluation
-    rate, evaluation = protocol.mask_probability, (protocol.min_masked_tokens or 0) / protocol.mask_probability
+    evaluation = (protocol.min_masked_tokens or 0) / protocol.mask_probability  # forward tokens: masked / rate
 
     def seconds(steps: float | None, forward_tokens: float = 0.0) -> float | None:
         return None if timing is None or steps is None else (steps * timing.step_seconds
@@ -131,7 +127,7 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
     budget = (f"{training.epochs:g} epoch(s) of {shape} (the steps are known once the sequences are)" if steps is None
               else f"{steps:,} steps of {shape}" + (
                   f", validated {checks:,} times on {training.eval_masked_tokens:,} masked tokens" if checks else ""))
-    validations = checks * training.eval_masked_tokens / rate
+    validations = checks * training.eval_masked_tokens / protocol.mask_probability
     # A fine-tuning sequence costs about a training one (encoder, small head); frozen mode's fit is not estimated.
     models, tasks = 1 + len(finetune.baselines), max(len(finetune.task_configs()), 1)
     batches = math.ceil(finetune.max_train_examples / finetune.batch_size)
@@ -139,8 +135,7 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
         tasks * finetune.seeds * models * finetune.epochs * batches * finetune.batch_size / training.batch_size)
     confirmed = tuning.adopt == "if_better"
     runs, trial_steps = (tuning.n_trials + confirmed) * tuning.seeds, tuning.trial_steps
-    trial_tokens = evaluation if tuning.eval_max_sequences is None else min(  # a trial's evaluation set
-        evaluation, tuning.eval_max_sequences * config.sequences.max_length)
+    trial_tokens = min(evaluation, (tuning.eval_max_sequences or math.inf) * config.sequences.max_length)  # one scoring
     if tuning.objective == "finetune":
         scored_by, study_seconds = "by fine-tuning", seconds(None if tuned is None else runs * (trial_steps + tuned))
     elif tuning.objective == "continued":  # each run and the starting model, on the domain and the general text
@@ -153,8 +148,6 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
         f", then a paired confirmation ({tuning.seeds} run(s) of {trial_steps} steps)" if confirmed else "")
         + "; at most: a study that already holds trials runs the missing ones"
         + (f"; each run scored {scored_by}" if scored_by else ""))
-    scored = (f"the fixed protocol's {protocol.min_masked_tokens:,} masked tokens" if protocol.min_masked_tokens
-              else "the whole test split under the fixed protocol")
     known = {stage.name: stage for stage in (
         Stage("training", budget, seconds(steps, validations)),
         Stage("finetune", f"{f'{tasks} tasks x ' if tasks > 1 else ''}{finetune.seeds} seed(s) x {models} model(s) "
@@ -163,7 +156,9 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
         Stage("tuning", study, study_seconds) if tuning.n_trials else
         Stage("tuning", "skipped (tuning.n_trials=0): training takes the configured masking "
                         f"(masking.probability={config.masking.probability:g})"),
-        Stage("evaluation", scored, seconds(0.0 if protocol.min_masked_tokens else None, evaluation)),
+        Stage("evaluation", f"the fixed protocol's {protocol.min_masked_tokens:,} masked tokens",
+              seconds(0, evaluation))
+        if protocol.min_masked_tokens else Stage("evaluation", "the whole test split under the fixed protocol"),
         Stage("mask_rate_comparison", f"{variants} variants x {budget}",
               seconds(None if steps is None else variants * steps, variants * (validations + evaluation))))}
     return Plan([known.get(name, Stage(name)) for name in stages], timing)
