@@ -1,5 +1,5 @@
-"""Worker functions for the launcher's tests, in a module of their own: ``spawn`` imports a worker's module in
-every child, and this one imports torch only (the test module's imports cost each child ~4 s more)."""
+"""Worker functions for the launcher's tests, in a module of their own: a worker imports its function's module
+after the fork, and this one imports torch only (the test module's imports cost each worker seconds more)."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from dataclasses import replace
 
 import numpy as np
@@ -25,6 +26,10 @@ from bert_mlm.core.tokens.tokenizer import train_wordpiece
 from bert_mlm.core.train.experiment import Experiment, train_data_parallel
 from bert_mlm.core.train.loop import epoch_batches
 from tests.core.model.distributed_workers import failing_on_rank_one
+
+# The launcher's workers fork from a fork server that imported the project once, as in a Kedro run (the same list as
+# bert_mlm/settings.py, whichever module sets it first): without it each worker imports torch and transformers itself.
+multiprocessing.set_forkserver_preload(["bert_mlm.forkserver"])
 
 
 @pytest.fixture(scope="module")
