@@ -60,7 +60,9 @@ def launch(config: DistributedConfig, function: Callable[..., Any], *args: Any) 
 
     # Workers fork from Python's fork server, which imported the project once where the caller preloads it (Kedro's
     # settings do: bert_mlm/forkserver.py); spawned, each worker imported torch, transformers and the experiment
-    # again (~4 s). The server holds no threads or CUDA state, so nccl workers are safe as with spawn.
+    # again (~4 s). The server holds no threads or CUDA state (nccl works as under spawn); a worker starts in the
+    # launcher's folder (multiprocessing sends it) with its OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES (torchelastic's),
+    # the rest of its environment the server's.
     launch_config = LaunchConfig(
         min_nodes=config.nnodes, max_nodes=config.nnodes, nproc_per_node=config.nproc_per_node, rdzv_backend="c10d",
         rdzv_endpoint=config.endpoint, rdzv_configs={"rank": config.node_rank, "timeout": config.timeout_seconds},
