@@ -66,10 +66,12 @@ def smoke_chain_copy(smoke_chain, tmp_path) -> Path:
 
 def pytest_configure(config):
     # The tests train tiny models: one thread is faster than two, and CI's two cores are shared
-    # with tokenizers' Rust threads. Oversubscribed OpenMP threads slowed steps >10x here.
-    import torch
+    # with tokenizers' Rust threads. Oversubscribed OpenMP threads slowed steps >10x here. xdist's controller
+    # runs no test: it skips torch's import (~1.5 s before it starts the workers).
+    if not (getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")):
+        import torch
 
-    torch.set_num_threads(1)
+        torch.set_num_threads(1)
     # xdist's default hands each worker a first chunk of a quarter of its share, in collection order: the
     # long tests, sorted first, all went to one worker, which ran them alone at the end. One test at a time
     # is handed to whichever worker is free (longest first, then the rest as workers free up).
