@@ -46,3 +46,8 @@ _WARNED: set[str] = set()
 
 def autocast_dtype(precision: str) -> torch.dtype | None:
     return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+
+
+def autocast(device: torch.device, amp_dtype: torch.dtype | None) -> torch.autocast:
+    """Mixed precision at ``amp_dtype`` on ``device``, or a disabled context (fp32) where it is None."""
+    return torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None)

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from transformers import BertForMaskedLM
 
 from bert_mlm.config import EvaluationConfig, MaskingConfig
+from bert_mlm.core.common.device import autocast
 from bert_mlm.core.common.seeds import EVALUATION_ORDER_STREAM, EVALUATION_STREAM, stream_seed
 from bert_mlm.core.common.statistics import ratio_standard_error
 from bert_mlm.core.evaluate.result import FREQUENT_TOKENS, MEASURES, HeldOut
@@ -193,7 +194,7 @@ def score_sequences(model: BertForMaskedLM, evaluation_set: EvaluationSet | Stre
     rows_seen: list[torch.Tensor] = []
     for inputs, attention_mask, labels, sequence_ids in evaluation_set.batches(batch_size):
         rows_seen.append(sequence_ids)
-        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+        with autocast(device, amp_dtype):
             logits, targets = mlm(inputs.to(device), attention_mask.to(device), labels.to(device))
         if targets.numel() == 0:
             continue

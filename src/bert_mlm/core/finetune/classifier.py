@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
 
+from bert_mlm.core.common.device import autocast
 from bert_mlm.core.finetune.labelled import EncodedExamples, Task, encode_examples
 from bert_mlm.core.finetune.result import (
     PRETRAINED,
@@ -180,7 +181,7 @@ class PreparedTask:
         model.eval()
         predictions = np.empty(len(self.evaluation), dtype=np.int64)
         for indices, batch in self._eval_batches(self.evaluation, device):
-            with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            with autocast(device, amp_dtype):
                 predictions[indices] = self.logits(model, batch).argmax(-1).cpu().numpy()
         return predictions
 
@@ -190,7 +191,7 @@ class PreparedTask:
         model.eval()
         features = np.zeros((len(self.train), model.config.hidden_size), dtype=np.float32)
         for indices, batch in self._eval_batches(self.train, device):
-            with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            with autocast(device, amp_dtype):
                 features[indices] = pooled(model, batch, self.pooling).float().cpu().numpy()
         probe_head(model, features, self.train.labels, seed)
 

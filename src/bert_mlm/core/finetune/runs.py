@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from bert_mlm.config import FinetuneConfig, TrainingConfig
-from bert_mlm.core.common.device import autocast_dtype, resolve_device, resolve_precision
+from bert_mlm.core.common.device import autocast, autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.finetune.alignment import IGNORED
 from bert_mlm.core.finetune.classifier import PreparedTask
@@ -194,7 +194,7 @@ class Runner:
                 self.on_batch(fit.name, fit.schedule.seed, epoch, indices)
             batch = {k: v.to(device, non_blocking=True) for k, v in prepared.batch(indices).items()}
             labels = batch.pop("labels")
-            with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            with autocast(device, amp_dtype):
                 logits = prepared.logits(fit.model, batch)
             # (examples, classes) or (sentences, pieces, labels): one row per labelled unit either way.
             loss = F.cross_entropy(logits.float().flatten(0, -2), labels.flatten(), ignore_index=IGNORED)

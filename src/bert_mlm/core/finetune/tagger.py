@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForTokenClassification, PreTrainedModel, PreTrainedTokenizerFast
 
+from bert_mlm.core.common.device import autocast
 from bert_mlm.core.common.statistics import ratio_interval
 from bert_mlm.core.finetune.alignment import IGNORED, AlignedSentences, align
 from bert_mlm.core.finetune.classifier import head_model, ordered_batches, padded, probe_head, warn_if_unknown
@@ -49,7 +50,7 @@ def predict_tags(model: PreTrainedModel, sentences: AlignedSentences, pad_id: in
     pieces: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(sentences)
     for indices, batch in ordered_batches(sentences.lengths, lambda i: collate_tagged(sentences, i, pad_id), device):
         batch.pop("labels")
-        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+        with autocast(device, amp_dtype):
             predicted = model(**batch).logits.argmax(-1).cpu().numpy()
         for row, index in enumerate(indices):
             pieces[index] = predicted[row]
@@ -128,7 +129,7 @@ class PreparedTagging:
         features, targets = [], []
         for _, batch in ordered_batches(self.train.lengths, self.batch, device):
             labels = batch.pop("labels")
-            with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            with autocast(device, amp_dtype):
                 hidden = model.base_model(**batch).last_hidden_state
             keep = labels != IGNORED
             features.append(hidden[keep].float().cpu().numpy())

@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from transformers import BertForMaskedLM
 
 from bert_mlm.config import MaskingConfig, TrainingConfig
-from bert_mlm.core.common.device import autocast_dtype, resolve_device, resolve_precision
+from bert_mlm.core.common.device import autocast, autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.common.seeds import DROPOUT_STREAM, ORDER_STREAM, stream_seed
 from bert_mlm.core.evaluate.result import HeldOut
 from bert_mlm.core.model.bert import MaskedPositionsMLM, check_step_memory, masked_lm_loss
@@ -311,7 +311,7 @@ def accumulate_gradients(mlm: torch.nn.Module, micro: list, scaler: torch.amp.Gr
         # Gradients are all-reduced once per optimizer step, on its last micro-batch.
         final_micro = index == len(micro) - 1
         with nullcontext() if final_micro or not rank.distributed else mlm.no_sync():
-            with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            with autocast(device, amp_dtype):
                 loss_sum, correct, _ = masked_lm_loss(mlm, inputs, attention_mask, labels, positions)
             scaler.scale(loss_sum * loss_scale_factor).backward()
         # Device tensors, read by the host only when a record is due (RecordWindow.read).

@@ -11,13 +11,12 @@ from typing import NamedTuple
 
 import torch
 
-from bert_mlm.config import ExperimentConfig, MaskingConfig, TrainingConfig
-from bert_mlm.core.common.device import autocast_dtype, resolve_precision
+from bert_mlm.config import ExperimentConfig, TrainingConfig
+from bert_mlm.core.common.device import autocast, autocast_dtype, resolve_precision
 from bert_mlm.core.common.progress import clock
 from bert_mlm.core.model.bert import MaskedPositionsMLM, masked_lm_loss, planned_bert_config
 from bert_mlm.core.model.construction import MODEL_LOCK
 from bert_mlm.core.model.distributed import SINGLE
-from bert_mlm.core.model.masking import mask_tokens, replacement_vocabulary
 from bert_mlm.core.model.optim import Optimisation
 from bert_mlm.core.train.loop import accumulate_gradients
 
@@ -46,11 +45,10 @@ def time_training_steps(bert_config, batch_size: int, length: int, device: torch
         mlm, amp_dtype = MaskedPositionsMLM(model), autocast_dtype(precision)
         optimisation = Optimisation.build(model, TrainingConfig(max_steps=max_steps + 2, warmup_steps=0), device,
                                           precision)
-        ids = torch.randint(1, bert_config.vocab_size, (batch_size, length),
-                            generator=(generator := torch.Generator().manual_seed(0)))
-        inputs, labels = mask_tokens(ids, torch.zeros_like(ids), 0, replacement_vocabulary(bert_config.vocab_size, [0]),
-                                     MaskingConfig(probability=mask_probability), generator)
-        batch = (inputs, torch.ones_like(inputs), labels)
+        generator = torch.Generator().manual_seed(0)  # random tokens, ``mask_probability`` of them predicted
+        ids = torch.randint(1, bert_config.vocab_size, (batch_size, length), generator=generator)
+        labels = ids.masked_fill(torch.rand(ids.shape, generator=generator) >= mask_probability, -100)
+        batch = (ids, torch.ones_like(ids), labels)
 
         def step(number: int) -> float:  # seconds: the host waits for the device, so the step is done
             begun = time.perf_counter()
@@ -61,8 +59,7 @@ def time_training_steps(bert_config, batch_size: int, length: int, device: torch
         warm_up, timed = step(0), []
         while warm_up < budget_seconds and len(timed) < max_steps and sum(timed) < budget_seconds:
             timed.append(step(len(timed) + 1))
-        with torch.inference_mode(), torch.autocast(device.type, dtype=amp_dtype or torch.float32,
-                                                    enabled=amp_dtype is not None):
+        with torch.inference_mode(), autocast(device, amp_dtype):
             begun = time.perf_counter()
             float(masked_lm_loss(mlm.eval(), *(tensor.to(device) for tensor in batch))[0])
             forward = time.perf_counter() - begun
