@@ -2,10 +2,10 @@
 # Time to quality of the default `kedro run` (built-in corpus, 2 x 128, 360 steps): each lever trains in a
 # clone of this checkout after its data stages, validated every 20 steps, and the run summary's plateau
 # sentence is printed (BENCHMARKS.md, "Time to quality by the report's plateau rule").
-#   bash bench/default_levers.sh [WORKDIR] ["SEED ..."]
+#   bash bench/default_levers.sh [WORKDIR] ["SEED ..."] ["LEVER ..."]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=${1:-/tmp/levers}; seeds=${2:-42}
+work=${1:-/tmp/levers}; seeds=${2:-42}; levers=${3:-defaults peak_x2 batch16 triangular mask_30_15 init_02}
 rm -rf "$work"; mkdir -p "$work"; git clone -q "$root" "$work/p"
 [ -d "$root/../shared" ] && ln -s "$(cd "$root/../shared" && pwd)" "$work/shared"
 cd "$work/p"; export KEDRO_DISABLE_TELEMETRY=1
@@ -17,8 +17,10 @@ declare -A LEVER=(
   [batch16]="training.batch_size=16"
   [triangular]="training.warmup_steps=180"
   [mask_30_15]="masking.schedule=linear,masking.probability=0.3,masking.final_probability=0.15"
+  [init_02]="model.initializer_range=0.02"
+  [init_05]="model.initializer_range=0.05"
 )
-for seed in $seeds; do for name in defaults peak_x2 batch16 triangular mask_30_15; do
+for seed in $seeds; do for name in $levers; do
   extra=${LEVER[$name]}; params="training.eval_every=20,training.seed=$seed,tuning.n_trials=0${extra:+,$extra}"
   # A changed masking section is resolved again by the tuning stage (without trials).
   stages=$([ "$name" = mask_30_15 ] && echo tuning,training || echo training)

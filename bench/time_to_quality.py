@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "corpora"
 HELD_OUT = EvaluationConfig(mask_draws=1, min_masked_tokens=4000)
 
-# Each lever: what it changes from the defaults (training, masking, model dropout).
+# Each lever: what it changes from the defaults (training, masking, model dropout, other model settings).
 LEVERS = {
     "defaults (auto rate, 10 % warmup, linear decay)": {},
     "dropout 0.1": {"dropout": 0.1},
@@ -54,6 +54,7 @@ LEVERS = {
     "batch 16": {"training": {"batch_size": 16}},
     "no clipping": {"training": {"max_grad_norm": None}},
     "clipping 0.5": {"training": {"max_grad_norm": 0.5}},
+    "init 0.05 (initial weights' standard deviation; BERT: 0.02)": {"model": {"initializer_range": 0.05}},
     "mask rate 0.30 -> 0.15": {"masking": {"probability": 0.3, "schedule": "linear", "final_probability": 0.15}},
 }
 
@@ -64,9 +65,10 @@ def corpora(language: str) -> tuple[str, str | None]:
     return str(SHARED / "gutenberg"), str(SHARED / "wikitext-2-raw" / "wiki.valid.raw")
 
 
-def model_config(layers: int, hidden: int, dropout: float = 0.0) -> ModelConfig:
+def model_config(layers: int, hidden: int, dropout: float = 0.0, **model) -> ModelConfig:
     return ModelConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=max(2, hidden // 64),
-                       intermediate_size=4 * hidden, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+                       intermediate_size=4 * hidden, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+                       **model)
 
 
 def first_step(curve: list[tuple[int, float, float]], threshold: float) -> tuple[int | None, float | None]:
@@ -89,7 +91,8 @@ def run(args) -> Table:
     unigram = baseline_accuracy(evaluation_set, frequent)
     # (b): the HF recipe's quality after --hf-steps, on the same held-out masks.
     if args.hf_accuracy is None:
-        hf_model = build_model(base.model_config, tokenizer, seed=1)
+        # BERT's initialisation, whatever this project's default: the recipe as a user of run_mlm gets it.
+        hf_model = build_model(base.model_config.replace(initializer_range=0.02), tokenizer, seed=1)
         started = time.perf_counter()
         _, _, hf_seconds = train_with_hf_trainer(hf_model, prepared.sequences["train"], tokenizer,
                                                  TrainingConfig(max_steps=args.hf_steps, batch_size=32, seed=1),
@@ -111,7 +114,7 @@ def run(args) -> Table:
                                     eval_every=args.eval_every, eval_masked_tokens=HELD_OUT.min_masked_tokens)
             if "rate_factor" in lever:
                 config = config.replace(learning_rate=config.peak_learning_rate(args.hidden) * lever["rate_factor"])
-            shape = model_config(args.layers, args.hidden, lever.get("dropout", 0))
+            shape = model_config(args.layers, args.hidden, lever.get("dropout", 0), **lever.get("model", {}))
             experiment = Experiment(tokenizer, sequences, shape, config, MaskingConfig(**lever.get("masking", {})),
                                     HELD_OUT, SequenceConfig(max_length=128))
             result = experiment.train(experiment.new_model())

@@ -22,6 +22,8 @@ class ModelConfig(Section):
     hidden_dropout_prob: float = Field(
         0.0, ge=0, lt=1, description="no dropout: short runs on small corpora underfit, they do not overfit")
     attention_probs_dropout_prob: float = Field(0.0, ge=0, lt=1, description="dropout on the attention weights")
+    initializer_range: float = Field(
+        0.02, gt=0, description="standard deviation of the initial weights (from scratch; BERT's 0.02)")
     max_position_embeddings: int = Field(512, gt=0, description="the longest sequence the model can read")
     attn_implementation: Literal["eager", "sdpa"] = Field(
         "eager", description="eager | sdpa (fused attention kernels, faster on GPUs)")

@@ -65,6 +65,21 @@ def test_build_model_is_seeded_and_leaves_global_rng_alone(tiny_tokenizer):
     assert not torch.equal(a.state_dict()[weight], c.state_dict()[weight])
 
 
+def test_the_initial_weights_spread_follows_model_initializer_range(tiny_tokenizer):
+    """The matrices and embeddings are drawn with standard deviation ``model.initializer_range`` (a
+    from-scratch lever, BENCHMARKS.md "Time to quality"); the saved config carries it."""
+    spreads = {}
+    for spread in (0.02, 0.05):
+        model = build_model(tiny_config(initializer_range=spread), tiny_tokenizer, seed=0)
+        assert model.config.initializer_range == spread
+        spreads[spread] = [float(model.state_dict()[name].std()) for name in (
+            "bert.encoder.layer.0.attention.self.query.weight", "bert.embeddings.word_embeddings.weight")]
+    for measured in spreads[0.05]:
+        assert measured == pytest.approx(0.05, rel=0.1)
+    for measured in spreads[0.02]:
+        assert measured == pytest.approx(0.02, rel=0.1)
+
+
 @pytest.mark.parametrize(
     ("overrides", "parameter"),
     [
@@ -73,6 +88,7 @@ def test_build_model_is_seeded_and_leaves_global_rng_alone(tiny_tokenizer):
         ({"num_hidden_layers": 0}, "model.num_hidden_layers"),
         ({"hidden_dropout_prob": 1.0}, "model.hidden_dropout_prob"),
         ({"attn_implementation": "flash"}, "model.attn_implementation"),
+        ({"initializer_range": 0}, "model.initializer_range"),
     ],
 )
 def test_model_config_rejects_bad_values(overrides, parameter):

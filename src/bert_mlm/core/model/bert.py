@@ -30,7 +30,7 @@ def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: i
 def bert_config(config: ModelConfig, vocab_size: int, **settings) -> BertConfig:
     """``model.*`` as a ``BertConfig`` of ``vocab_size`` tokens (and any other ``settings``)."""
     shape = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_position_embeddings",
-             "hidden_dropout_prob", "attention_probs_dropout_prob", "attn_implementation")
+             "hidden_dropout_prob", "attention_probs_dropout_prob", "attn_implementation", "initializer_range")
     return BertConfig(vocab_size=vocab_size, type_vocab_size=2, **{name: getattr(config, name) for name in shape},
                       **settings)
 
