@@ -30,9 +30,10 @@ run: $(STAMP)
 	$(BIN)/kedro run $(ARGS)
 
 # Every test, on all cores (at most 4 workers: each one holds its own torch); plain `pytest` runs
-# them one by one, which is what to use for a single test.
+# them one by one, which is what to use for a single test. worksteal: an idle worker takes queued tests
+# from the other, so neither waits at the end (2 idle cores, one run each: 176 s against 192 s with the default split).
 test: $(TEST_STAMP)
-	$(BIN)/python -m pytest -n auto --maxprocesses 4 $(ARGS)
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist worksteal $(ARGS)
 
 test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
