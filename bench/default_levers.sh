@@ -5,7 +5,7 @@
 #   bash bench/default_levers.sh [WORKDIR] ["SEED ..."] ["LEVER ..."]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=${1:-/tmp/levers}; seeds=${2:-42}; levers=${3:-defaults peak_x2 batch16 triangular mask_30_15 init_02}
+work=${1:-/tmp/levers}; seeds=${2:-42}; levers=${3:-defaults peak_x2 batch16 triangular mask_30_15 init_05}
 rm -rf "$work"; mkdir -p "$work"; git clone -q "$root" "$work/p"
 [ -d "$root/../shared" ] && ln -s "$(cd "$root/../shared" && pwd)" "$work/shared"
 cd "$work/p"; export KEDRO_DISABLE_TELEMETRY=1
@@ -17,7 +17,6 @@ declare -A LEVER=(
   [batch16]="training.batch_size=16"
   [triangular]="training.warmup_steps=180"
   [mask_30_15]="masking.schedule=linear,masking.probability=0.3,masking.final_probability=0.15"
-  [init_02]="model.initializer_range=0.02"
   [init_05]="model.initializer_range=0.05"
 )
 for seed in $seeds; do for name in $levers; do

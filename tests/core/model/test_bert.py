@@ -67,7 +67,7 @@ def test_build_model_is_seeded_and_leaves_global_rng_alone(tiny_tokenizer):
 
 def test_the_initial_weights_spread_follows_model_initializer_range(tiny_tokenizer):
     """The matrices and embeddings are drawn with standard deviation ``model.initializer_range`` (a
-    from-scratch lever, BENCHMARKS.md "Time to quality"); the saved config carries it."""
+    from-scratch lever, BENCHMARKS.md "Time to quality"); the model's config carries it."""
     spreads = {}
     for spread in (0.02, 0.05):
         model = build_model(tiny_config(initializer_range=spread), tiny_tokenizer, seed=0)

@@ -259,8 +259,8 @@ def test_speed_settings_keep_the_study_and_a_training_setting_changes_it():
     from bert_mlm.config import EvaluationConfig, ModelConfig, SequenceConfig, TrainingConfig
     from bert_mlm.core.study.mask_study import study_fingerprint
 
-    def fingerprint(**training) -> str:
-        experiment = SimpleNamespace(model_config=ModelConfig(), training=TrainingConfig(**training),
+    def fingerprint(model=None, **training) -> str:
+        experiment = SimpleNamespace(model_config=model or ModelConfig(), training=TrainingConfig(**training),
                                      masking=MaskingConfig(), evaluation=EvaluationConfig(),
                                      sequence_config=SequenceConfig(), sequences={})
         return study_fingerprint(experiment, TuningConfig())
@@ -268,6 +268,9 @@ def test_speed_settings_keep_the_study_and_a_training_setting_changes_it():
     # How often the host reads the loss, and compiling, are speed: a rerun continues the same study.
     assert fingerprint(record_every=1) == fingerprint(record_every=10) == fingerprint(compile=True)
     assert fingerprint(learning_rate=1e-3) != fingerprint(learning_rate=2e-3)
+    # A wider initialisation is another study; BERT's (the default) keeps the name studies had before the setting.
+    assert fingerprint(ModelConfig(initializer_range=0.05)) != fingerprint()
+    assert fingerprint() == "63662a55e6"  # as computed by the version before model.initializer_range
 
 
 def test_the_study_can_search_whole_word_masking(tmp_path):

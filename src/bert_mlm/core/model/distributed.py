@@ -9,6 +9,7 @@ The Kedro node stays one process; :func:`launch` runs a function on ``nproc_per_
 from __future__ import annotations
 
 import datetime
+import multiprocessing
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,15 +59,17 @@ def launch(config: DistributedConfig, function: Callable[..., Any], *args: Any) 
     """Run ``function(*args, rank=Rank(...))`` on every worker; return rank 0's result."""
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    # Workers fork from Python's fork server, which imported the project once where the caller preloads it (Kedro's
-    # settings do: bert_mlm/forkserver.py); spawned, each worker imported torch, transformers and the experiment
-    # again (~4 s). The server holds no threads or CUDA state (nccl works as under spawn); a worker starts in the
-    # launcher's folder (multiprocessing sends it) with its OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES (torchelastic's),
-    # the rest of its environment the server's.
+    # CPU workers fork from Python's fork server, which imported the project once where the caller preloads it
+    # (Kedro's settings do: bert_mlm/forkserver.py); spawned, each imported torch, transformers and the experiment
+    # again (~4 s). A forked worker starts in the launcher's folder with torchelastic's variables, the rest of its
+    # environment the server's (set when it started). GPU workers (and Windows, which has no fork server) spawn:
+    # a CUDA context made in the server by any import would break every forked worker.
+    gpu = config.backend == "nccl" or (config.backend == "auto" and torch.cuda.is_available())
+    forks = not gpu and "forkserver" in multiprocessing.get_all_start_methods()
     launch_config = LaunchConfig(
         min_nodes=config.nnodes, max_nodes=config.nnodes, nproc_per_node=config.nproc_per_node, rdzv_backend="c10d",
         rdzv_endpoint=config.endpoint, rdzv_configs={"rank": config.node_rank, "timeout": config.timeout_seconds},
-        run_id="bert-mlm", max_restarts=0, monitor_interval=0.5, start_method="forkserver")
+        run_id="bert-mlm", max_restarts=0, monitor_interval=0.5, start_method="forkserver" if forks else "spawn")
     results = elastic_launch(launch_config, _worker)(function, args, config.backend, config.timeout_seconds)
     return results.get(0) if isinstance(results, dict) else results
 

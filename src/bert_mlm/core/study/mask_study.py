@@ -20,6 +20,7 @@ import optuna
 import pandas as pd
 
 from bert_mlm.config import FinetuneConfig, MaskingConfig, TrainingConfig, TuningConfig
+from bert_mlm.config.model import BERT_INITIALIZER_RANGE
 from bert_mlm.core.evaluate.protocol import EVALUATION_SCHEME
 from bert_mlm.core.finetune.runs import Runner, prepare_task
 from bert_mlm.core.model.masking import MASKING_SCHEME
@@ -139,7 +140,9 @@ COMPARED_TUNING = ("trial_steps", "eval_every", "search_space", "eval_max_sequen
 def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None) -> str:
     digest = hashlib.blake2b(digest_size=5)
     comparable = {
-        "model": experiment.model_config.model_dump(),
+        # BERT's initialisation is left out, so that studies made before model.initializer_range keep their names.
+        "model": experiment.model_config.model_dump(exclude={"initializer_range"} if (
+            experiment.model_config.initializer_range == BERT_INITIALIZER_RANGE) else None),
         "training": experiment.training.model_dump(exclude=set(NOT_COMPARED_TRAINING)),
         "masking": experiment.masking.model_dump(), "evaluation": experiment.evaluation.model_dump(),
         "sequences": experiment.sequence_config.model_dump(),

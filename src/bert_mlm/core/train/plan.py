@@ -27,7 +27,7 @@ MAX_TIMED_BATCH = (256, 1024)
 
 
 class StepTiming(NamedTuple):
-    step_seconds: float  # one optimizer step: forward, backward, clipping, AdamW; masking on the host
+    step_seconds: float  # one optimizer step: forward, backward, clipping, AdamW (not the host's masking)
     forward_tokens_per_second: float  # forward passes under inference_mode (the evaluations)
     seconds: float  # what measuring cost, the model's construction included
 
