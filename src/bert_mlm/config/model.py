@@ -9,8 +9,6 @@ from pydantic import Field, model_validator
 from bert_mlm.config.base import Section
 from bert_mlm.errors import UserError
 
-BERT_INITIALIZER_RANGE = 0.02
-
 
 class ModelConfig(Section):
     """The BERT encoder: its shape, or the checkpoint that continued pretraining starts from"""
@@ -25,8 +23,7 @@ class ModelConfig(Section):
         0.0, ge=0, lt=1, description="no dropout: short runs on small corpora underfit, they do not overfit")
     attention_probs_dropout_prob: float = Field(0.0, ge=0, lt=1, description="dropout on the attention weights")
     initializer_range: float = Field(
-        BERT_INITIALIZER_RANGE, gt=0, lt=1,
-        description="standard deviation of the initial weights (from scratch; BERT's 0.02)")
+        0.02, gt=0, lt=1, description="standard deviation of the initial weights (from scratch; BERT's 0.02)")
     max_position_embeddings: int = Field(512, gt=0, description="the longest sequence the model can read")
     attn_implementation: Literal["eager", "sdpa"] = Field(
         "eager", description="eager | sdpa (fused attention kernels, faster on GPUs)")

@@ -44,8 +44,6 @@ SINGLE = Rank()
 
 def _worker(function: Callable[..., Any], args: tuple, backend: str, timeout_seconds: int) -> Any:
     local_rank = int(os.environ["LOCAL_RANK"])
-    if backend == "auto":
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
     dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_seconds))
@@ -64,13 +62,13 @@ def launch(config: DistributedConfig, function: Callable[..., Any], *args: Any) 
     # again (~4 s). A forked worker starts in the launcher's folder with torchelastic's variables, the rest of its
     # environment the server's (set when it started). GPU workers (and Windows, which has no fork server) spawn:
     # a CUDA context made in the server by any import would break every forked worker.
-    gpu = config.backend == "nccl" or (config.backend == "auto" and torch.cuda.is_available())
-    forks = not gpu and "forkserver" in multiprocessing.get_all_start_methods()
+    backend = config.backend if config.backend != "auto" else "nccl" if torch.cuda.is_available() else "gloo"
+    forks = backend == "gloo" and "forkserver" in multiprocessing.get_all_start_methods()
     launch_config = LaunchConfig(
         min_nodes=config.nnodes, max_nodes=config.nnodes, nproc_per_node=config.nproc_per_node, rdzv_backend="c10d",
         rdzv_endpoint=config.endpoint, rdzv_configs={"rank": config.node_rank, "timeout": config.timeout_seconds},
         run_id="bert-mlm", max_restarts=0, monitor_interval=0.5, start_method="forkserver" if forks else "spawn")
-    results = elastic_launch(launch_config, _worker)(function, args, config.backend, config.timeout_seconds)
+    results = elastic_launch(launch_config, _worker)(function, args, backend, config.timeout_seconds)
     return results.get(0) if isinstance(results, dict) else results
 
 

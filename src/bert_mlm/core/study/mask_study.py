@@ -20,7 +20,6 @@ import optuna
 import pandas as pd
 
 from bert_mlm.config import FinetuneConfig, MaskingConfig, TrainingConfig, TuningConfig
-from bert_mlm.config.model import BERT_INITIALIZER_RANGE
 from bert_mlm.core.evaluate.protocol import EVALUATION_SCHEME
 from bert_mlm.core.finetune.runs import Runner, prepare_task
 from bert_mlm.core.model.masking import MASKING_SCHEME
@@ -135,14 +134,18 @@ NOT_COMPARED_TRAINING = ("progress", "resume", "checkpoint_every", "checkpoint_d
                          "epochs", "record_every", "compile", "threads", "eval_every", "eval_masked_tokens",
                          "keep_best")
 COMPARED_TUNING = ("trial_steps", "eval_every", "search_space", "eval_max_sequences", "seeds")
+# Settings added after studies were named: left out at their defaults, so that those studies keep their names.
+ADDED_MODEL_FIELDS = ("initializer_range",)
+
+
+def at_default(section, names: tuple[str, ...]) -> set[str]:
+    return {name for name in names if getattr(section, name) == type(section).model_fields[name].default}
 
 
 def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None) -> str:
     digest = hashlib.blake2b(digest_size=5)
     comparable = {
-        # BERT's initialisation is left out, so that studies made before model.initializer_range keep their names.
-        "model": experiment.model_config.model_dump(exclude={"initializer_range"} if (
-            experiment.model_config.initializer_range == BERT_INITIALIZER_RANGE) else None),
+        "model": experiment.model_config.model_dump(exclude=at_default(experiment.model_config, ADDED_MODEL_FIELDS)),
         "training": experiment.training.model_dump(exclude=set(NOT_COMPARED_TRAINING)),
         "masking": experiment.masking.model_dump(), "evaluation": experiment.evaluation.model_dump(),
         "sequences": experiment.sequence_config.model_dump(),

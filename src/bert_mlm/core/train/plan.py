@@ -17,6 +17,7 @@ from bert_mlm.core.common.progress import clock
 from bert_mlm.core.model.bert import MaskedPositionsMLM, masked_lm_loss, planned_bert_config
 from bert_mlm.core.model.construction import MODEL_LOCK
 from bert_mlm.core.model.distributed import SINGLE
+from bert_mlm.core.model.masking import IGNORE_INDEX
 from bert_mlm.core.model.optim import Optimisation
 from bert_mlm.core.train.loop import accumulate_gradients
 
@@ -47,7 +48,7 @@ def time_training_steps(bert_config, batch_size: int, length: int, device: torch
                                           precision)
         generator = torch.Generator().manual_seed(0)  # random tokens, ``mask_probability`` of them predicted
         ids = torch.randint(1, bert_config.vocab_size, (batch_size, length), generator=generator)
-        labels = ids.masked_fill(torch.rand(ids.shape, generator=generator) >= mask_probability, -100)
+        labels = ids.masked_fill(torch.rand(ids.shape, generator=generator) >= mask_probability, IGNORE_INDEX)
         batch = (ids, torch.ones_like(ids), labels)
 
         def step(number: int) -> float:  # seconds: the host waits for the device, so the step is done
