@@ -32,13 +32,11 @@ def worker(threads: int, seconds: float) -> dict:
 
     if threads:
         torch.set_num_threads(threads)
-    from bert_mlm.config import ModelConfig
-    from bert_mlm.core.model.bert import planned_bert_config
-    from bert_mlm.core.train.plan import time_training_steps
+    from bert_mlm.config import ExperimentConfig
+    from bert_mlm.core.train.plan import measure_step
 
-    bert = planned_bert_config(ModelConfig(), vocab_size=8192)
-    timing = time_training_steps(bert, batch_size=32, length=128, device=torch.device("cpu"), precision="fp32",
-                                 budget_seconds=seconds, max_steps=10_000)
+    config = ExperimentConfig.from_parameters({"tokenizer": {"vocab_size": 8192}, "training": {"precision": "fp32"}})
+    timing = measure_step(config, torch.device("cpu"), budget_seconds=seconds, max_steps=10_000)
     return {"threads": torch.get_num_threads(), "steps_per_second": 1 / timing.step_seconds}
 
 

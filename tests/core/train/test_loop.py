@@ -22,7 +22,7 @@ from bert_mlm.core.model.token_ids import TokenIds
 from bert_mlm.core.tokens.sequences import Collator
 from bert_mlm.core.train import loop as training_module
 from bert_mlm.core.train import records as records_module
-from bert_mlm.core.train.loop import Validation, train
+from bert_mlm.core.train.loop import Validation, train, validation_count, validation_due
 from bert_mlm.core.train.records import NonFiniteLossError
 from bert_mlm.errors import UserError
 
@@ -556,3 +556,10 @@ def test_validation_needs_its_set():
     model, ids, config, collator = setup(eval_every=3)
     with pytest.raises(ValueError, match="training.eval_every is set but no validation was given"):
         train(model, repetitive_sequences(), ids, MaskingConfig(), config, collator)
+
+
+@pytest.mark.parametrize(("steps", "every", "count"), [(30, 15, 2), (30, 7, 5), (4, 2, 2), (5, 10, 1), (5, 0, 0)])
+def test_a_run_validates_every_eval_every_steps_and_at_its_end(steps, every, count):
+    due = [step for step in range(1, steps + 1) if validation_due(step, steps, every)]
+    assert len(due) == validation_count(steps, every) == count  # the plan counts what the loop does
+    assert validation_count(10**21, 7) == 10**21 // 7 + 1  # a budget the plan refuses is counted, not enumerated

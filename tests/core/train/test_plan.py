@@ -5,13 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bert_mlm.config import ExperimentConfig, ModelConfig
-from bert_mlm.core.model.bert import planned_bert_config
+from bert_mlm.config import ExperimentConfig
 from bert_mlm.core.train import plan as plan_module
-from bert_mlm.core.train.plan import StepTiming, evaluation_count, measure_step, plan_run, time_training_steps
+from bert_mlm.core.train.loop import accumulate_gradients
+from bert_mlm.core.train.plan import StepTiming, measure_step, plan_run
 
 CHAIN = ["ingestion", "tokenization", "sequences", "tuning", "training", "finetune", "evaluation", "reporting"]
 TIMING = StepTiming(step_seconds=0.1, forward_tokens_per_second=40_000.0, seconds=0.5)
+TINY = {"model": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
+                  "max_position_embeddings": 64},
+        "sequences": {"max_length": 32}, "tokenizer": {"vocab_size": 500}}
 
 
 def config(**sections) -> ExperimentConfig:
@@ -23,12 +26,10 @@ def seconds(plan, name: str) -> float | None:
 
 
 def test_a_training_step_is_timed_without_touching_the_random_state():
-    tiny = planned_bert_config(ModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                           intermediate_size=64, max_position_embeddings=64), vocab_size=500)
     torch.manual_seed(7)
     before = torch.get_rng_state()
-    timing = time_training_steps(tiny, batch_size=8, length=64, device=torch.device("cpu"), precision="fp32",
-                                 budget_seconds=0.2, max_steps=3)
+    timing = measure_step(config(**TINY, training={"batch_size": 8}), torch.device("cpu"), budget_seconds=0.2,
+                          max_steps=3)
     assert torch.equal(torch.get_rng_state(), before)  # the run's seeds draw what they would have drawn
     assert 0 < timing.step_seconds < timing.seconds and timing.forward_tokens_per_second > 0
 
@@ -96,32 +97,25 @@ def test_fine_tuning_is_budgeted_by_seeds_models_and_epochs(tmp_path):
     assert plan.seconds == pytest.approx(2 * 2 * 3 * 63 * 0.1 * 16 / 32)
 
 
-@pytest.mark.parametrize(("steps", "every", "count"), [(30, 15, 2), (30, 7, 5), (4, 2, 2), (5, 10, 1)])
-def test_a_trial_is_evaluated_every_eval_every_steps_and_at_its_end(steps, every, count):
-    assert evaluation_count(steps, every) == count
-
-
 def test_a_huge_batch_is_timed_at_a_capped_batch_and_scaled(monkeypatch):
     """training.batch_size=100000 is timed at MAX_TIMED_BATCH sequences (a step of the whole batch
     would hold gigabytes before the data stages run) and scaled to the configured batch."""
-    measured, timings = [], []
-    real = plan_module.time_training_steps
+    timed_batches = []
 
-    def recording(bert, batch_size, *args, **kwargs):
-        measured.append(batch_size)
-        timings.append(real(bert, batch_size, *args, **{**kwargs, "budget_seconds": 0.05, "max_steps": 1}))
-        return timings[-1]
+    def recording(mlm, micro_batches, *args):
+        timed_batches.append(len(micro_batches[0][0]))
+        return accumulate_gradients(mlm, micro_batches, *args)
 
-    monkeypatch.setattr(plan_module, "time_training_steps", recording)
-    small = {"model": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
-                       "max_position_embeddings": 64},
-             "sequences": {"max_length": 32}, "tokenizer": {"vocab_size": 500}}
-    huge = measure_step(config(**small, training={"batch_size": 100_000, "gradient_accumulation_steps": 2}),
-                        torch.device("cpu"))
-    assert measured == [plan_module.MAX_TIMED_BATCH[0]]
-    factor = 2 * 100_000 / plan_module.MAX_TIMED_BATCH[0]  # and its two micro-batches
-    assert huge.step_seconds == pytest.approx(timings[0].step_seconds * factor)
-    assert huge.forward_tokens_per_second == timings[0].forward_tokens_per_second  # a rate: not scaled
+    monkeypatch.setattr(plan_module, "accumulate_gradients", recording)
+    cap = plan_module.MAX_TIMED_BATCH[0]
+    huge = measure_step(config(**TINY, training={"batch_size": 100_000, "gradient_accumulation_steps": 2}),
+                        torch.device("cpu"), budget_seconds=0.05, max_steps=1)
+    assert set(timed_batches) == {cap}
+    capped = measure_step(config(**TINY, training={"batch_size": cap}), torch.device("cpu"), budget_seconds=0.05,
+                          max_steps=1)
+    factor = 2 * 100_000 / cap  # the configured batch and its two micro-batches, against the timed one (~781x)
+    assert factor / 4 < huge.step_seconds / capped.step_seconds < factor * 4  # timings of two fresh models: noisy
+    assert 1 / 4 < huge.forward_tokens_per_second / capped.forward_tokens_per_second < 4  # a rate: not scaled
 
 
 def test_a_study_of_continued_pretraining_is_budgeted_by_its_runs_and_two_scorings_each():

@@ -87,6 +87,16 @@ StepCallback = Callable[[int, dict], None]
 Validation = Callable[[BertForMaskedLM], HeldOut]
 
 
+def validation_due(step: int, last: int | None, every: int) -> bool:
+    """Whether ``step`` validates: every ``every`` steps (0: never) and at the ``last``."""
+    return bool(every) and (step % every == 0 or step == last)
+
+
+def validation_count(steps: int, every: int) -> int:
+    """How many of a run's ``steps`` :func:`validation_due` says yes to."""
+    return steps // every + bool(steps % every) if every else 0
+
+
 def validate(evaluate: Validation, model: BertForMaskedLM, device: torch.device, record: StepRecord) -> None:
     """Fills the validation columns of ``record``; its time is not training time. Under a forked RNG
     (evaluation draws nothing from the global generators today; training's dropout stream must stay
@@ -142,15 +152,14 @@ def train(model: BertForMaskedLM, sequences: Sequence[np.ndarray], token_ids: To
                                   learning_rate=optimisation.learning_rate),
                        (loss, correct, grad_norm, diverged, optimisation.loss_scale_tensor()))
             # Due now? A validation, a checkpoint, the caller's callback or the window's end needs the records.
-            validation_due = bool(config.eval_every) and (position.step % config.eval_every == 0
-                                                          or position.step == config.max_steps)
+            validating = validation_due(position.step, config.max_steps, config.eval_every)
             checkpoint_due = bool(run.checkpoints and run.checkpoints.due(position.step, config.max_steps))
-            if not (validation_due or checkpoint_due or on_step is not None or window.due(position.step)):
+            if not (validating or checkpoint_due or on_step is not None or window.due(position.step)):
                 continue
             # Record: the window's one host read (rates, non-finite streak, progress).
             records = window.read()
             # Validate on rank 0 (the other ranks wait for it at their next collective).
-            if validation_due:
+            if validating:
                 if rank.is_main:
                     validate(validation, model, run.device, records[-1])
                     position.best = better(position.best, records[-1], model) if config.keep_best else None

@@ -19,7 +19,7 @@ from bert_mlm.core.model.construction import MODEL_LOCK
 from bert_mlm.core.model.distributed import SINGLE
 from bert_mlm.core.model.masking import IGNORE_INDEX
 from bert_mlm.core.model.optim import Optimisation
-from bert_mlm.core.train.loop import accumulate_gradients
+from bert_mlm.core.train.loop import accumulate_gradients, validation_count
 
 STEP_STAGES = ("tuning", "training", "finetune", "evaluation", "mask_rate_comparison")
 # The largest batch a step is timed at (CPU, CUDA), scaled linearly to the configured one: a huge
@@ -33,22 +33,27 @@ class StepTiming(NamedTuple):
     seconds: float  # what measuring cost, the model's construction included
 
 
-def time_training_steps(bert_config, batch_size: int, length: int, device: torch.device, precision: str,
-                        mask_probability: float = 0.15, budget_seconds: float = 0.3, max_steps: int = 4) -> StepTiming:
-    """A fresh model's optimizer steps on random tokens through the loop's own step, timed after a warm-up step
-    until ``budget_seconds`` or ``max_steps`` (a longer warm-up is the measurement); global generators kept."""
+def measure_step(config: ExperimentConfig, device: torch.device, budget_seconds: float = 0.3,
+                 max_steps: int = 4) -> StepTiming:
+    """A fresh model's optimizer steps through the loop's own step on random tokens, timed after a warm-up step until
+    ``budget_seconds`` or ``max_steps`` (a longer warm-up is the measurement) on at most :data:`MAX_TIMED_BATCH` of
+    the configured sequences, scaled to the configured batch and its micro-batches; global generators kept."""
     from transformers import BertForMaskedLM
 
-    started = time.perf_counter()
+    started, training = time.perf_counter(), config.training
+    timed, length = min(training.batch_size, MAX_TIMED_BATCH[device.type == "cuda"]), config.sequences.max_length
+    bert = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         with MODEL_LOCK:
-            model = BertForMaskedLM(bert_config).to(device).train()
+            model = BertForMaskedLM(bert).to(device).train()
+        precision = resolve_precision(training.precision, device)
         mlm, amp_dtype = MaskedPositionsMLM(model), autocast_dtype(precision)
         optimisation = Optimisation.build(model, TrainingConfig(max_steps=max_steps + 2, warmup_steps=0), device,
                                           precision)
-        generator = torch.Generator().manual_seed(0)  # random tokens, ``mask_probability`` of them predicted
-        ids = torch.randint(1, bert_config.vocab_size, (batch_size, length), generator=generator)
-        labels = ids.masked_fill(torch.rand(ids.shape, generator=generator) >= mask_probability, IGNORE_INDEX)
+        generator = torch.Generator().manual_seed(0)  # random tokens, the masking's share of them predicted
+        ids = torch.randint(1, bert.vocab_size, (timed, length), generator=generator)
+        labels = ids.masked_fill(torch.rand(ids.shape, generator=generator) >= config.masking.probability,
+                                 IGNORE_INDEX)
         batch = (ids, torch.ones_like(ids), labels)
 
         def step(number: int) -> float:  # seconds: the host waits for the device, so the step is done
@@ -57,26 +62,16 @@ def time_training_steps(bert_config, batch_size: int, length: int, device: torch
             float(optimisation.step(model, loss, number)[0])
             return time.perf_counter() - begun
 
-        warm_up, timed = step(0), []
-        while warm_up < budget_seconds and len(timed) < max_steps and sum(timed) < budget_seconds:
-            timed.append(step(len(timed) + 1))
+        warm_up, steps = step(0), []
+        while warm_up < budget_seconds and len(steps) < max_steps and sum(steps) < budget_seconds:
+            steps.append(step(len(steps) + 1))
         with torch.inference_mode(), autocast(device, amp_dtype):
             begun = time.perf_counter()
             float(masked_lm_loss(mlm.eval(), *(tensor.to(device) for tensor in batch))[0])
             forward = time.perf_counter() - begun
-    return StepTiming(sum(timed) / len(timed) if timed else warm_up, batch_size * length / max(forward, 1e-9),
+    step_seconds = (sum(steps) / len(steps) if steps else warm_up) * training.batch_size / timed
+    return StepTiming(step_seconds * training.gradient_accumulation_steps, timed * length / max(forward, 1e-9),
                       time.perf_counter() - started)
-
-
-def measure_step(config: ExperimentConfig, device: torch.device) -> StepTiming:
-    """The configured step timed here and now on at most :data:`MAX_TIMED_BATCH` of its sequences, scaled to
-    the configured batch and its micro-batches (a step's work grows with both)."""
-    training, timed = config.training, min(config.training.batch_size, MAX_TIMED_BATCH[device.type == "cuda"])
-    bert = planned_bert_config(config.model, config.tokenizer.vocab_size, config.tokenizer.extend_vocabulary)
-    timing = time_training_steps(bert, timed, config.sequences.max_length, device,
-                                 resolve_precision(training.precision, device), config.masking.probability)
-    return timing._replace(step_seconds=timing.step_seconds * training.batch_size
-                          * training.gradient_accumulation_steps / timed)
 
 
 class Stage(NamedTuple):
@@ -103,11 +98,6 @@ class Plan(NamedTuple):
         return lines
 
 
-def evaluation_count(steps: int, eval_every: int) -> int:
-    """Evaluations of a run of ``steps``: every ``eval_every`` steps and at the last step."""
-    return len({*range(eval_every, steps + 1, eval_every), steps})
-
-
 def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming | None, variants: int = 0) -> Plan:
     """Each of ``stages`` (pipeline names, in run order) with its budget and, for stages of steps and forward passes,
     ``timing``'s estimate; ``variants``: the mask-rate variants a comparison trains."""
@@ -121,7 +111,7 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
     shape = f"{training.batch_size} x {config.sequences.max_length} tokens" + (
         f" x {training.gradient_accumulation_steps} micro-batches" if training.gradient_accumulation_steps > 1 else "")
     steps, every = training.max_steps, training.eval_every
-    checks = evaluation_count(steps, every) if steps and every else 0
+    checks = validation_count(steps or 0, every)
     budget = (f"{training.epochs:g} epoch(s) of {shape} (the steps are known once the sequences are)" if steps is None
               else f"{steps:,} steps of {shape}" + (
                   f", validated {checks:,} times on {training.eval_masked_tokens:,} masked tokens" if checks else ""))
@@ -131,32 +121,30 @@ def plan_run(stages: Sequence[str], config: ExperimentConfig, timing: StepTiming
     batches = math.ceil(finetune.max_train_examples / finetune.batch_size)
     tuned = None if finetune.mode == "frozen" else (
         tasks * finetune.seeds * models * finetune.epochs * batches * finetune.batch_size / training.batch_size)
-    confirmed = tuning.adopt == "if_better"
-    runs, trial_steps = (tuning.n_trials + confirmed) * tuning.seeds, tuning.trial_steps
+    confirmed, trial_steps = tuning.adopt == "if_better", tuning.trial_steps
+    runs = (tuning.n_trials + confirmed) * tuning.seeds
     trial_tokens = min(evaluation, (tuning.eval_max_sequences or math.inf) * config.sequences.max_length)  # one scoring
-    if tuning.objective == "finetune":
-        scored_by, study_seconds = "by fine-tuning", seconds(None if tuned is None else runs * (trial_steps + tuned))
-    elif tuning.objective == "continued":  # each run and the starting model, on the domain and the general text
-        scored_by = "on the domain and on the general text, against the starting model"
-        study_seconds = seconds(runs * trial_steps, (runs + 1) * 2 * trial_tokens)
-    else:
-        scored_by, validations_per_run = None, evaluation_count(trial_steps, tuning.eval_every)
-        study_seconds = seconds(runs * trial_steps, runs * validations_per_run * trial_tokens)
+    scored_by, study_seconds = {  # continued: each run and the starting model, on the domain and the general text
+        "finetune": ("by fine-tuning", seconds(None if tuned is None else runs * (trial_steps + tuned))),
+        "continued": ("on the domain and on the general text, against the starting model",
+                      seconds(runs * trial_steps, (runs + 1) * 2 * trial_tokens)),
+    }.get(tuning.objective, ("", seconds(runs * trial_steps,
+                                         runs * validation_count(trial_steps, tuning.eval_every) * trial_tokens)))
     study = (f"{tuning.n_trials} trials x {tuning.seeds} seed(s) x {trial_steps} steps" + (
         f", then a paired confirmation ({tuning.seeds} run(s) of {trial_steps} steps)" if confirmed else "")
         + "; at most: a study that already holds trials runs the missing ones"
         + (f"; each run scored {scored_by}" if scored_by else ""))
-    known = {stage.name: stage for stage in (
-        Stage("training", budget, seconds(steps, validations)),
-        Stage("finetune", f"{f'{tasks} tasks x ' if tasks > 1 else ''}{finetune.seeds} seed(s) x {models} model(s) "
-                          f"x {finetune.epochs} epoch(s) of up to {batches} batches", seconds(tuned))
-        if finetune.enabled else Stage("finetune", "off (finetune.train_path is not set)"),
-        Stage("tuning", study, study_seconds) if tuning.n_trials else
-        Stage("tuning", "skipped (tuning.n_trials=0): training takes the configured masking "
-                        f"(masking.probability={config.masking.probability:g})"),
-        Stage("evaluation", f"the fixed protocol's {protocol.min_masked_tokens:,} masked tokens",
-              seconds(0, evaluation))
-        if protocol.min_masked_tokens else Stage("evaluation", "the whole test split under the fixed protocol"),
-        Stage("mask_rate_comparison", f"{variants} variants x {budget}",
-              seconds(None if steps is None else variants * steps, variants * (validations + evaluation))))}
-    return Plan([known.get(name, Stage(name)) for name in stages], timing)
+    tuned_text = f"{f'{tasks} tasks x ' if tasks > 1 else ''}{finetune.seeds} seed(s) x {models} model(s) x " \
+                 f"{finetune.epochs} epoch(s) of up to {batches} batches"
+    known = (Stage("training", budget, seconds(steps, validations)),
+             Stage("finetune", tuned_text, seconds(tuned)) if finetune.enabled
+             else Stage("finetune", "off (finetune.train_path is not set)"),
+             Stage("tuning", study, study_seconds) if tuning.n_trials
+             else Stage("tuning", "skipped (tuning.n_trials=0): training takes the configured masking "
+                                  f"(masking.probability={config.masking.probability:g})"),
+             Stage("evaluation", f"the fixed protocol's {protocol.min_masked_tokens:,} masked tokens",
+                   seconds(0, evaluation)) if protocol.min_masked_tokens
+             else Stage("evaluation", "the whole test split under the fixed protocol"),
+             Stage("mask_rate_comparison", f"{variants} variants x {budget}",
+                   seconds(None if steps is None else variants * steps, variants * (validations + evaluation))))
+    return Plan([next((stage for stage in known if stage.name == name), Stage(name)) for name in stages], timing)
