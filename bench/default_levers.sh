@@ -18,6 +18,9 @@ declare -A LEVER=(
   [triangular]="training.warmup_steps=180"
   [mask_30_15]="masking.schedule=linear,masking.probability=0.3,masking.final_probability=0.15"
   [init_05]="model.initializer_range=0.05"
+  [bert]="model.initialisation=bert,model.initializer_range=0.02"
+  [local_02]="model.initialisation=local,model.initializer_range=0.02"
+  [local_05]="model.initialisation=local,model.initializer_range=0.05"
 )
 for seed in $seeds; do for name in $levers; do
   extra=${LEVER[$name]}; params="training.eval_every=20,training.seed=$seed,tuning.n_trials=0${extra:+,$extra}"

@@ -94,7 +94,7 @@ def main() -> None:
                     learning_rate, pooling, head_init = recipe.split(":")
                     config = FinetuneConfig(**case["task"], learning_rate=float(learning_rate), pooling=pooling,
                                             head_init=head_init, progress=False)
-                    baselines = starting_points(config, model, tokenizer, None, 42)
+                    baselines = starting_points(config, model, tokenizer, ModelConfig(), 42)
                     started = time.perf_counter()
                     metrics = evaluate_finetuning(model, tokenizer, config,
                                                   baselines=baselines).task_result().to_json()

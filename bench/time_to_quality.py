@@ -54,7 +54,13 @@ LEVERS = {
     "batch 16": {"training": {"batch_size": 16}},
     "no clipping": {"training": {"max_grad_norm": None}},
     "clipping 0.5": {"training": {"max_grad_norm": 0.5}},
-    "init 0.05 (initial weights' standard deviation; BERT: 0.02)": {"model": {"initializer_range": 0.05}},
+    "bert init (BERT's normal draw at 0.02: the defaults before model.initialisation)": {
+        "model": {"initialisation": "bert", "initializer_range": 0.02}},
+    "bert init 0.05 (initial weights' standard deviation; BERT: 0.02)": {
+        "model": {"initialisation": "bert", "initializer_range": 0.05}},
+    "local init 0.02 (first-layer heads on the neighbours)": {
+        "model": {"initialisation": "local", "initializer_range": 0.02}},
+    "local init 0.05": {"model": {"initialisation": "local", "initializer_range": 0.05}},
     "mask rate 0.30 -> 0.15": {"masking": {"probability": 0.3, "schedule": "linear", "final_probability": 0.15}},
 }
 
@@ -92,7 +98,8 @@ def run(args) -> Table:
     # (b): the HF recipe's quality after --hf-steps, on the same held-out masks.
     if args.hf_accuracy is None:
         # BERT's initialisation, whatever this project's default: the recipe as a user of run_mlm gets it.
-        hf_model = build_model(base.model_config.replace(initializer_range=0.02), tokenizer, seed=1)
+        hf_model = build_model(base.model_config.replace(initialisation="bert", initializer_range=0.02), tokenizer,
+                               seed=1)
         started = time.perf_counter()
         _, _, hf_seconds = train_with_hf_trainer(hf_model, prepared.sequences["train"], tokenizer,
                                                  TrainingConfig(max_steps=args.hf_steps, batch_size=32, seed=1),

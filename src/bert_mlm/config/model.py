@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from bert_mlm.config.base import Section
 from bert_mlm.errors import UserError
+
+AUTO = "auto"
+LOCAL_UP_TO_WIDTH, LOCAL_RANGE, BERT_RANGE = 128, 0.05, 0.02
 
 
 class ModelConfig(Section):
@@ -22,8 +25,13 @@ class ModelConfig(Section):
     hidden_dropout_prob: float = Field(
         0.0, ge=0, lt=1, description="no dropout: short runs on small corpora underfit, they do not overfit")
     attention_probs_dropout_prob: float = Field(0.0, ge=0, lt=1, description="dropout on the attention weights")
-    initializer_range: float = Field(
-        0.02, gt=0, lt=1, description="standard deviation of the initial weights (from scratch; BERT's 0.02)")
+    initializer_range: Annotated[float, Field(gt=0, lt=1)] | Literal["auto"] = Field(
+        AUTO, description="standard deviation of the initial weights (from scratch); auto: 0.05 for local "
+                          "initialisation up to width 128, else BERT's 0.02")
+    initialisation: Literal["auto", "local", "bert"] = Field(
+        AUTO, description="from scratch: local (the first layer's heads start on the next and the previous token) | "
+                          "bert (BERT's normal draw only) | auto: local up to model.hidden_size 128, bert above "
+                          "(measured: docs/training.md)")
     max_position_embeddings: int = Field(512, gt=0, description="the longest sequence the model can read")
     attn_implementation: Literal["eager", "sdpa"] = Field(
         "eager", description="eager | sdpa (fused attention kernels, faster on GPUs)")
@@ -36,4 +44,18 @@ class ModelConfig(Section):
         if self.hidden_size % self.num_attention_heads:
             raise UserError(f"model.hidden_size: {self.hidden_size} is not divisible by "
                             f"model.num_attention_heads ({self.num_attention_heads})")
+        if self.resolved().initialisation == "local" and self.hidden_size // self.num_attention_heads % 2:
+            raise UserError(f"model.initialisation: local needs an even head width, and model.hidden_size / "
+                            f"model.num_attention_heads is {self.hidden_size // self.num_attention_heads}; "
+                            "change either, or set model.initialisation=bert")
         return self
+
+    def resolved(self) -> ModelConfig:
+        """This configuration with ``auto`` initial weights decided: local initialisation at 0.05 up to width
+        :data:`LOCAL_UP_TO_WIDTH` (2 x 128 left the unigram plateau in both languages), BERT's draw at 0.02 above
+        (4 x 256 stayed on it with local, at 0.02 and 0.05; BENCHMARKS.md, "Time to quality")."""
+        narrow = self.hidden_size <= LOCAL_UP_TO_WIDTH
+        scheme = self.initialisation if self.initialisation != AUTO else "local" if narrow else "bert"
+        spread = self.initializer_range if self.initializer_range != AUTO else (
+            LOCAL_RANGE if scheme == "local" and narrow else BERT_RANGE)
+        return self.model_copy(update={"initialisation": scheme, "initializer_range": spread})

@@ -28,8 +28,10 @@ from bert_mlm.core.model.bert import build_model
 from bert_mlm.errors import UserError
 from tests.core.conftest import synthetic_sentences
 
+# The untrained stand-in for a pretrained model: BERT's draw, whose mean-pooled states carry the marker words
+# (local's first layer subtracts each token's neighbours, and a mean over an untrained model's positions cancels them).
 TINY = ModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                   max_position_embeddings=128)
+                   max_position_embeddings=128, initialisation="bert")
 
 
 def labelled_file(tmp_path, rows, name="task.csv", columns=("label", "review")) -> str:
@@ -78,7 +80,7 @@ def test_fine_tuning_learns_a_signal_and_not_noise(tmp_path, tiny_tokenizer, mod
 
 
 def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model, signal_file):
-    baselines = starting_points(config_for(signal_file), model, tiny_tokenizer, init_from=None, init_seed=11)
+    baselines = starting_points(config_for(signal_file), model, tiny_tokenizer, ModelConfig(), init_seed=11)
     (baseline, name), = baselines.values()
     assert list(baselines) == [BASELINE] and name.startswith("the random initialisation")
     seen: dict[tuple[str, int], list[list[int]]] = {}
@@ -117,14 +119,14 @@ def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model
 
 
 def test_the_random_baseline_is_the_pretrainings_initial_weights(tiny_tokenizer, model):
-    (baseline, _), = starting_points(FinetuneConfig(), model, tiny_tokenizer, init_from=None, init_seed=42).values()
+    (baseline, _), = starting_points(FinetuneConfig(), model, tiny_tokenizer, TINY, init_seed=42).values()
     initial = build_model(TINY, tiny_tokenizer, seed=42)
     for (key, value), (_, expected) in zip(baseline.state_dict().items(), initial.state_dict().items(), strict=True):
         assert torch.equal(value, expected), key
-    assert starting_points(FinetuneConfig(baseline="none"), model, tiny_tokenizer, None, 42) == {}
+    assert starting_points(FinetuneConfig(baseline="none"), model, tiny_tokenizer, ModelConfig(), 42) == {}
     # Without model.init_from, auto is the random initialisation: [auto, random] compares it once.
     both = FinetuneConfig(baseline=["auto", "random"])
-    assert list(starting_points(both, model, tiny_tokenizer, None, 42)) == [BASELINE]
+    assert list(starting_points(both, model, tiny_tokenizer, ModelConfig(), 42)) == [BASELINE]
 
 
 def test_a_continued_model_is_judged_against_its_start_and_against_no_pretraining(tmp_path, tiny_tokenizer, model,
@@ -134,7 +136,8 @@ def test_a_continued_model_is_judged_against_its_start_and_against_no_pretrainin
     start = build_model(TINY, tiny_tokenizer, seed=9)
     start.save_pretrained(tmp_path / "start")
     config = config_for(signal_file, epochs=1, baseline=["auto", "random"])
-    baselines = starting_points(config, model, tiny_tokenizer, init_from=str(tmp_path / "start"), init_seed=42)
+    continued = ModelConfig(init_from=str(tmp_path / "start"))
+    baselines = starting_points(config, model, tiny_tokenizer, continued, init_seed=42)
     assert [(key, words.split()[1]) for key, (_, words) in baselines.items()] == [(BASELINE, "starting"),
                                                                                   ("random", "random")]
     assert torch.equal(baselines["random"][0].bert.embeddings.word_embeddings.weight,
@@ -294,7 +297,7 @@ def test_a_model_at_the_majority_rate_is_said_to_be_no_better_than_always_answer
     rng = random.Random(1)
     rows = [("1" if rng.random() < 0.8 else "0", s) for s in synthetic_sentences(400, seed=9)]  # labels without signal
     path = labelled_file(tmp_path, rows, "skewed.csv")
-    baselines = starting_points(config_for(path), model, tiny_tokenizer, init_from=None, init_seed=11)
+    baselines = starting_points(config_for(path), model, tiny_tokenizer, ModelConfig(), init_seed=11)
     config = config_for(path, mode="frozen", seeds=2)
     metrics = evaluate_finetuning(model, tiny_tokenizer, config, baselines=baselines,
                                   device="cpu").task_result().to_json()

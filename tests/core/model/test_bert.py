@@ -61,7 +61,7 @@ def test_build_model_is_seeded_and_leaves_global_rng_alone(tiny_tokenizer):
     c = build_model(tiny_config(), tiny_tokenizer, seed=2)
     for (name, pa), pb in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         assert torch.equal(pa, pb), name
-    weight = "bert.encoder.layer.0.attention.self.query.weight"
+    weight = "bert.encoder.layer.0.intermediate.dense.weight"  # (local sets the first layer's attention)
     assert not torch.equal(a.state_dict()[weight], c.state_dict()[weight])
 
 
@@ -73,7 +73,7 @@ def test_the_initial_weights_spread_follows_model_initializer_range(tiny_tokeniz
         model = build_model(tiny_config(initializer_range=spread), tiny_tokenizer, seed=0)
         assert model.config.initializer_range == spread
         spreads[spread] = [float(model.state_dict()[name].std()) for name in (
-            "bert.encoder.layer.0.attention.self.query.weight", "bert.embeddings.word_embeddings.weight")]
+            "bert.encoder.layer.0.intermediate.dense.weight", "bert.embeddings.word_embeddings.weight")]
     for measured in spreads[0.05]:
         assert measured == pytest.approx(0.05, rel=0.1)
     for measured in spreads[0.02]:
@@ -89,6 +89,7 @@ def test_the_initial_weights_spread_follows_model_initializer_range(tiny_tokeniz
         ({"hidden_dropout_prob": 1.0}, "model.hidden_dropout_prob"),
         ({"attn_implementation": "flash"}, "model.attn_implementation"),
         ({"initializer_range": 0}, "model.initializer_range"),
+        ({"hidden_size": 30, "num_attention_heads": 2}, "model.initialisation"),  # local: an odd head width
     ],
 )
 def test_model_config_rejects_bad_values(overrides, parameter):

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from bert_mlm.config import FinetuneConfig, TrainingConfig
+from bert_mlm.config import FinetuneConfig, ModelConfig, TrainingConfig
 from bert_mlm.core.common.device import autocast, autocast_dtype, resolve_device, resolve_precision
 from bert_mlm.core.common.progress import Progress
 from bert_mlm.core.finetune.alignment import IGNORED
@@ -37,6 +37,7 @@ from bert_mlm.core.finetune.tagged import TaggedTask, load_tagged_task, task_kin
 from bert_mlm.core.finetune.tagger import PreparedTagging
 from bert_mlm.core.model.bert import load_for_continued_pretraining
 from bert_mlm.core.model.checkpoints import seed_everything
+from bert_mlm.core.model.initialisation import initialise_locally
 from bert_mlm.core.model.optim import Optimisation
 from bert_mlm.core.train.loop import epoch_batches
 from bert_mlm.core.train.records import NonFiniteLossError
@@ -220,17 +221,20 @@ class Runner:
 
 
 def starting_points(config: FinetuneConfig, trained: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                    init_from: str | None, init_seed: int) -> dict[str, tuple[PreTrainedModel, str]]:
+                    pretraining: ModelConfig, init_seed: int) -> dict[str, tuple[PreTrainedModel, str]]:
     """Each baseline of ``finetune.baseline`` and how the report names it, by the name its runs go
     by (the first: ``baseline``): ``auto``, the ``model.init_from`` checkpoint, else the
-    pretraining's initial weights (same config, same seed); ``random``, those initial weights; or
-    a model. A baseline that is another's model is compared once."""
+    pretraining's initial weights (same config, same seed, same ``model.initialisation``); ``random``,
+    those initial weights; or a model. A baseline that is another's model is compared once."""
     found: dict[str, tuple[PreTrainedModel, str]] = {}
+    init_from = pretraining.init_from
     for setting in config.baselines:
         if setting == "random" or (setting == "auto" and not init_from):
             with torch.random.fork_rng(devices=[]):  # exactly as core.model.bert.build_model drew them
                 torch.manual_seed(init_seed)
                 model, words = trained.__class__(trained.config), "the random initialisation (same shape)"
+            if pretraining.resolved().initialisation == "local":
+                initialise_locally(model)
         else:
             path = init_from if setting == "auto" else setting
             model = load_for_continued_pretraining(path, tokenizer)

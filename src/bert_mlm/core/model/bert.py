@@ -12,6 +12,7 @@ from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerBase
 
 from bert_mlm.config import ModelConfig
 from bert_mlm.core.model.construction import MODEL_LOCK
+from bert_mlm.core.model.initialisation import initialise_locally
 from bert_mlm.core.model.masking import IGNORE_INDEX
 from bert_mlm.core.model.model_files import check_model_directory, check_weights
 from bert_mlm.errors import UserError, first_line
@@ -24,11 +25,15 @@ def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: i
         return load_for_continued_pretraining(config.init_from, tokenizer, config.attn_implementation)
     with torch.random.fork_rng(devices=[]), MODEL_LOCK:
         torch.manual_seed(seed)
-        return BertForMaskedLM(bert_config(config, len(tokenizer), pad_token_id=tokenizer.pad_token_id))
+        model = BertForMaskedLM(bert_config(config, len(tokenizer), pad_token_id=tokenizer.pad_token_id))
+    if config.resolved().initialisation == "local":
+        initialise_locally(model)
+    return model
 
 
 def bert_config(config: ModelConfig, vocab_size: int, **settings) -> BertConfig:
     """``model.*`` as a ``BertConfig`` of ``vocab_size`` tokens (and any other ``settings``)."""
+    config = config.resolved()
     shape = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_position_embeddings",
              "hidden_dropout_prob", "attention_probs_dropout_prob", "attn_implementation", "initializer_range")
     return BertConfig(vocab_size=vocab_size, type_vocab_size=2, **{name: getattr(config, name) for name in shape},

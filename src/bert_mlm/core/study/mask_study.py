@@ -134,18 +134,19 @@ NOT_COMPARED_TRAINING = ("progress", "resume", "checkpoint_every", "checkpoint_d
                          "epochs", "record_every", "compile", "threads", "eval_every", "eval_masked_tokens",
                          "keep_best")
 COMPARED_TUNING = ("trial_steps", "eval_every", "search_space", "eval_max_sequences", "seeds")
-# Settings added after studies were named: left out at their defaults, so that those studies keep their names.
-ADDED_MODEL_FIELDS = ("initializer_range",)
+# Settings added after studies were named, with what every earlier run did: left out at that value, so that
+# those studies keep their names (a run of another value is another study).
+ADDED_MODEL_SETTINGS = {"initializer_range": 0.02, "initialisation": "bert"}
 
 
-def at_default(section, names: tuple[str, ...]) -> set[str]:
-    return {name for name in names if getattr(section, name) == type(section).model_fields[name].default}
+def as_before(section, earlier: dict) -> set[str]:
+    return {name for name, value in earlier.items() if getattr(section, name) == value}
 
 
 def study_fingerprint(experiment, config: TuningConfig, task: dict | None = None) -> str:
-    digest = hashlib.blake2b(digest_size=5)
+    digest, model = hashlib.blake2b(digest_size=5), experiment.model_config.resolved()
     comparable = {
-        "model": experiment.model_config.model_dump(exclude=at_default(experiment.model_config, ADDED_MODEL_FIELDS)),
+        "model": model.model_dump(exclude=as_before(model, ADDED_MODEL_SETTINGS)),
         "training": experiment.training.model_dump(exclude=set(NOT_COMPARED_TRAINING)),
         "masking": experiment.masking.model_dump(), "evaluation": experiment.evaluation.model_dump(),
         "sequences": experiment.sequence_config.model_dump(),

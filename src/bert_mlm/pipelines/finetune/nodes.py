@@ -23,7 +23,7 @@ def finetune_classifier(
     encoder, tokenizer = trained_model.model, trained_model.tokenizer
     tasks = [evaluate_finetuning(encoder, tokenizer, task, name=name, device=training.device,
                                  precision=training.precision,
-                                 baselines=starting_points(task, encoder, tokenizer, model.init_from, training.seed))
+                                 baselines=starting_points(task, encoder, tokenizer, model, training.seed))
              for name, task in config.task_configs().items()]  # each task fine-tuned and paired on its own
     # The run summary logs each task's sentence (bert_mlm.hooks.summary.NodeTimingHook), once.
     results = FinetuneResults(tuple(task.task_result() for task in tasks), trained_model.version)
