@@ -24,6 +24,7 @@ from bert_mlm.config import (
     SequenceConfig,
     TrainingConfig,
 )
+from bert_mlm.config.model import LOCAL_UP_TO_WIDTH
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.data.corpus import RawText, clean_documents
 from bert_mlm.core.data.sources import CorpusSource
@@ -119,6 +120,10 @@ class Experiment:
                             "corpus, not a mixture; run the data stages with these sources")
         hidden_size = planned_bert_config(model, len(tokenizer)).hidden_size
         training, note = training.resolved(hidden_size, bool(model.init_from), len(train) if train is not None else 0)
+        if not model.init_from:  # where the weights start (model.initialisation), auto's choice named
+            start = model.resolved()
+            note += f"; {start.initialisation} initialisation at {start.initializer_range:g}" + (
+                f" (auto: local up to width {LOCAL_UP_TO_WIDTH})" if model.initialisation == "auto" else "")
         return cls(tokenizer, opened, model, training, masking, evaluation, sequences, note)
 
     def with_mixture(self, mixture: dict) -> Experiment:
