@@ -118,9 +118,12 @@ def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model
             in summary and f"majority class {metrics['finetune_majority_accuracy']:.3f}" in summary)
 
 
-def test_the_random_baseline_is_the_pretrainings_initial_weights(tiny_tokenizer, model):
-    (baseline, _), = starting_points(FinetuneConfig(), model, tiny_tokenizer, TINY, init_seed=42).values()
-    initial = build_model(TINY, tiny_tokenizer, seed=42)
+@pytest.mark.parametrize("initialisation", ["bert", "local"])
+def test_the_random_baseline_is_the_pretrainings_initial_weights(tiny_tokenizer, model, initialisation):
+    pretraining = TINY.replace(initialisation=initialisation)
+    trained = build_model(pretraining, tiny_tokenizer, seed=3)  # its config holds the resolved initializer_range
+    (baseline, _), = starting_points(FinetuneConfig(), trained, tiny_tokenizer, pretraining, init_seed=42).values()
+    initial = build_model(pretraining, tiny_tokenizer, seed=42)
     for (key, value), (_, expected) in zip(baseline.state_dict().items(), initial.state_dict().items(), strict=True):
         assert torch.equal(value, expected), key
     assert starting_points(FinetuneConfig(baseline="none"), model, tiny_tokenizer, ModelConfig(), 42) == {}

@@ -233,7 +233,7 @@ def starting_points(config: FinetuneConfig, trained: PreTrainedModel, tokenizer:
             with torch.random.fork_rng(devices=[]):  # exactly as core.model.bert.build_model drew them
                 torch.manual_seed(init_seed)
                 model, words = trained.__class__(trained.config), "the random initialisation (same shape)"
-            if pretraining.resolved().initialisation == "local":
+            if not init_from and pretraining.resolved().initialisation == "local":  # a checkpoint's: BERT's draw
                 initialise_locally(model)
         else:
             path = init_from if setting == "auto" else setting
