@@ -61,6 +61,8 @@ LEVERS = {
     "local init 0.02 (first-layer heads on the neighbours)": {
         "model": {"initialisation": "local", "initializer_range": 0.02}},
     "local init 0.05": {"model": {"initialisation": "local", "initializer_range": 0.05}},
+    "local init 0.03 at half the auto rate (a candidate for wider models)": {
+        "model": {"initialisation": "local", "initializer_range": 0.03}, "rate_factor": 0.5},
     "mask rate 0.30 -> 0.15": {"masking": {"probability": 0.3, "schedule": "linear", "final_probability": 0.15}},
 }
 
