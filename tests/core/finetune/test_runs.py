@@ -80,7 +80,7 @@ def test_fine_tuning_learns_a_signal_and_not_noise(tmp_path, tiny_tokenizer, mod
 
 
 def test_the_baseline_gets_the_same_seeds_head_and_batches(tiny_tokenizer, model, signal_file):
-    baselines = starting_points(config_for(signal_file), model, tiny_tokenizer, ModelConfig(), init_seed=11)
+    baselines = starting_points(config_for(signal_file), model, tiny_tokenizer, TINY, init_seed=11)
     (baseline, name), = baselines.values()
     assert list(baselines) == [BASELINE] and name.startswith("the random initialisation")
     seen: dict[tuple[str, int], list[list[int]]] = {}
@@ -126,10 +126,10 @@ def test_the_random_baseline_is_the_pretrainings_initial_weights(tiny_tokenizer,
     initial = build_model(pretraining, tiny_tokenizer, seed=42)
     for (key, value), (_, expected) in zip(baseline.state_dict().items(), initial.state_dict().items(), strict=True):
         assert torch.equal(value, expected), key
-    assert starting_points(FinetuneConfig(baseline="none"), model, tiny_tokenizer, ModelConfig(), 42) == {}
+    assert starting_points(FinetuneConfig(baseline="none"), model, tiny_tokenizer, TINY, 42) == {}
     # Without model.init_from, auto is the random initialisation: [auto, random] compares it once.
     both = FinetuneConfig(baseline=["auto", "random"])
-    assert list(starting_points(both, model, tiny_tokenizer, ModelConfig(), 42)) == [BASELINE]
+    assert list(starting_points(both, model, tiny_tokenizer, TINY, 42)) == [BASELINE]
 
 
 def test_a_continued_model_is_judged_against_its_start_and_against_no_pretraining(tmp_path, tiny_tokenizer, model,
@@ -300,7 +300,7 @@ def test_a_model_at_the_majority_rate_is_said_to_be_no_better_than_always_answer
     rng = random.Random(1)
     rows = [("1" if rng.random() < 0.8 else "0", s) for s in synthetic_sentences(400, seed=9)]  # labels without signal
     path = labelled_file(tmp_path, rows, "skewed.csv")
-    baselines = starting_points(config_for(path), model, tiny_tokenizer, ModelConfig(), init_seed=11)
+    baselines = starting_points(config_for(path), model, tiny_tokenizer, TINY, init_seed=11)
     config = config_for(path, mode="frozen", seeds=2)
     metrics = evaluate_finetuning(model, tiny_tokenizer, config, baselines=baselines,
                                   device="cpu").task_result().to_json()

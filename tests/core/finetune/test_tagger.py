@@ -48,7 +48,7 @@ def prepared(config, tokenizer):
 
 @pytest.fixture(scope="module")
 def result(model, tokenizer, config, prepared):
-    baselines = starting_points(config, model, tokenizer, ModelConfig(), init_seed=11)
+    baselines = starting_points(config, model, tokenizer, TINY, init_seed=11)
     return evaluate_finetuning(model, tokenizer, config, baselines=baselines, device="cpu", prepared=prepared)
 
 

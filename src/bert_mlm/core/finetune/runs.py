@@ -35,9 +35,8 @@ from bert_mlm.core.finetune.labelled import Task, load_task
 from bert_mlm.core.finetune.result import BASELINE, PRETRAINED, FinetuneRuns, ModelScores, RunRow, file_name
 from bert_mlm.core.finetune.tagged import TaggedTask, load_tagged_task, task_kind
 from bert_mlm.core.finetune.tagger import PreparedTagging
-from bert_mlm.core.model.bert import load_for_continued_pretraining
+from bert_mlm.core.model.bert import build_model, load_for_continued_pretraining
 from bert_mlm.core.model.checkpoints import seed_everything
-from bert_mlm.core.model.initialisation import initialise_locally
 from bert_mlm.core.model.optim import Optimisation
 from bert_mlm.core.train.loop import epoch_batches
 from bert_mlm.core.train.records import NonFiniteLossError
@@ -230,11 +229,13 @@ def starting_points(config: FinetuneConfig, trained: PreTrainedModel, tokenizer:
     init_from = pretraining.init_from
     for setting in config.baselines:
         if setting == "random" or (setting == "auto" and not init_from):
-            with torch.random.fork_rng(devices=[]):  # exactly as core.model.bert.build_model drew them
-                torch.manual_seed(init_seed)
-                model, words = trained.__class__(trained.config), "the random initialisation (same shape)"
-            if not init_from and pretraining.resolved().initialisation == "local":  # a checkpoint's: BERT's draw
-                initialise_locally(model)
+            words = "the random initialisation (same shape)"
+            if not init_from:  # the pretraining's own initial weights
+                model = build_model(pretraining, tokenizer, init_seed)
+            else:  # a checkpoint's shape, BERT's draw
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(init_seed)
+                    model = trained.__class__(trained.config)
         else:
             path = init_from if setting == "auto" else setting
             model = load_for_continued_pretraining(path, tokenizer)

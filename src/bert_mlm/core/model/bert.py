@@ -23,10 +23,11 @@ def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, seed: i
     or the checkpoint at ``config.init_from`` for continued pretraining."""
     if config.init_from:
         return load_for_continued_pretraining(config.init_from, tokenizer, config.attn_implementation)
+    config = config.resolved()
     with torch.random.fork_rng(devices=[]), MODEL_LOCK:
         torch.manual_seed(seed)
         model = BertForMaskedLM(bert_config(config, len(tokenizer), pad_token_id=tokenizer.pad_token_id))
-    if config.resolved().initialisation == "local":
+    if config.initialisation == "local":
         initialise_locally(model)
     return model
 
