@@ -192,7 +192,7 @@ def general_model(language: Language, workdir: Path, texts: dict, steps: int) ->
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     summary = {"train_sequences": len(train), "vocabulary": len(tokenizer), "steps": steps,
-               "learning_rate": TrainingConfig().peak_learning_rate(MODEL.hidden_size),
+               "learning_rate": run.training.peak_learning_rate(MODEL.hidden_size),
                "final_train_loss": float(result.history["loss"].tail(20).mean()),
                "seconds": time.perf_counter() - started}
     summary_path.write_text(json.dumps(summary, indent=1))

@@ -10,7 +10,10 @@ from bert_mlm.config.base import Section
 from bert_mlm.errors import UserError
 
 AUTO = "auto"
-LOCAL_UP_TO_WIDTH, LOCAL_RANGE, BERT_RANGE = 128, 0.05, 0.02
+# auto's initial weights, by width (BENCHMARKS.md, "Time to quality"): local initialisation with this
+# standard deviation up to each width, BERT's draw at 0.02 above the last (measured at 128 and 256 only).
+LOCAL_RANGES, BERT_RANGE = ((128, 0.05), (256, 0.03)), 0.02
+LOCAL_UP_TO_WIDTH = LOCAL_RANGES[-1][0]
 
 
 class ModelConfig(Section):
@@ -26,11 +29,11 @@ class ModelConfig(Section):
         0.0, ge=0, lt=1, description="no dropout: short runs on small corpora underfit, they do not overfit")
     attention_probs_dropout_prob: float = Field(0.0, ge=0, lt=1, description="dropout on the attention weights")
     initializer_range: Annotated[float, Field(gt=0, lt=1)] | Literal["auto"] = Field(
-        AUTO, description="standard deviation of the initial weights (from scratch); auto: 0.05 for local "
-                          "initialisation up to width 128, else BERT's 0.02")
+        AUTO, description="standard deviation of the initial weights (from scratch); auto: for local initialisation "
+                          "0.05 up to width 128 and 0.03 up to 256, else BERT's 0.02")
     initialisation: Literal["auto", "local", "bert"] = Field(
         AUTO, description="from scratch: local (the first layer's heads start on the next and the previous token) | "
-                          "bert (BERT's normal draw only) | auto: local up to model.hidden_size 128, bert above "
+                          "bert (BERT's normal draw only) | auto: local up to model.hidden_size 256, bert above "
                           "(measured: docs/training.md)")
     max_position_embeddings: int = Field(512, gt=0, description="the longest sequence the model can read")
     attn_implementation: Literal["eager", "sdpa"] = Field(
@@ -51,11 +54,11 @@ class ModelConfig(Section):
         return self
 
     def resolved(self) -> ModelConfig:
-        """This configuration with ``auto`` initial weights decided: local initialisation at 0.05 up to width
-        :data:`LOCAL_UP_TO_WIDTH` (2 x 128 left the unigram plateau in both languages), BERT's draw at 0.02 above
-        (4 x 256 stayed on it with local, at 0.02 and 0.05; BENCHMARKS.md, "Time to quality")."""
-        narrow = self.hidden_size <= LOCAL_UP_TO_WIDTH
-        scheme = self.initialisation if self.initialisation != AUTO else "local" if narrow else "bert"
+        """This configuration with ``auto`` initial weights decided: local initialisation at 0.05 up to width 128
+        (2 x 128 left the unigram plateau in both languages) and at 0.03 up to 256 (4 x 256, at half the auto
+        learning rate: config/training.py), BERT's draw at 0.02 above (not measured there: BERT's own)."""
+        local_range = next((spread for width, spread in LOCAL_RANGES if self.hidden_size <= width), None)
+        scheme = self.initialisation if self.initialisation != AUTO else "local" if local_range else "bert"
         spread = self.initializer_range if self.initializer_range != AUTO else (
-            LOCAL_RANGE if scheme == "local" and narrow else BERT_RANGE)
+            local_range if scheme == "local" and local_range else BERT_RANGE)
         return self.model_copy(update={"initialisation": scheme, "initializer_range": spread})

@@ -20,6 +20,11 @@ AUTO = "auto"
 # at 1e-3, BENCHMARKS.md) with a warmup of 10 % of the step budget (36 of the default 360 steps;
 # every benchmark trains with 10 %).
 AUTO_LR_BASE, AUTO_LR_WIDTH, AUTO_WARMUP_FRACTION = 2e-3, 128, 0.1
+# Local initialisation (model.initialisation) wider than AUTO_LR_WIDTH trains at this share of that rule:
+# 4 x 256 at 5e-4 reached the HF recipe's 900-step quality in 1/12 of the recipe's time (BERT's draw at
+# 1e-3, the earlier default: 1/8.6, side by side); local at 1e-3 did worse than BERT's draw (BENCHMARKS.md,
+# "Time to quality").
+LOCAL_WIDE_LR_FACTOR = 0.5
 # Continued pretraining (model.init_from): the from-scratch rule times this factor, and this share
 # of the budget as warmup, chosen by bench/continued_pretraining.py (BENCHMARKS.md, "Continued
 # pretraining"; docs/continued-pretraining.md).
@@ -38,8 +43,9 @@ class TrainingConfig(Section):
     batch_size: int = Field(32, gt=0, description="sequences per micro-batch")
     gradient_accumulation_steps: int = Field(1, gt=0, description="micro-batches per optimizer step")
     learning_rate: Positive | Literal["auto"] = Field(
-        AUTO, description="peak, after warmup; auto = 2e-3 x 128 / model.hidden_size (2e-3 at 128, 1e-3 at 256); "
-                          "with model.init_from, the continued-pretraining rule (docs/continued-pretraining.md)")
+        AUTO, description="peak, after warmup; auto = 2e-3 x 128 / model.hidden_size (2e-3 at 128), halved for local "
+                          "initialisation wider than 128 (5e-4 at 256); with model.init_from, the "
+                          "continued-pretraining rule (docs/continued-pretraining.md)")
     weight_decay: float = Field(0.01, ge=0, description="AdamW's decoupled weight decay (not on biases and norms)")
     adam_beta1: float = Field(0.9, ge=0, lt=1, description="AdamW's first-moment decay")
     adam_beta2: float = Field(0.98, ge=0, lt=1, description="AdamW's second-moment decay")
@@ -102,12 +108,19 @@ class TrainingConfig(Section):
                             "(e.g. 100) to validate during training")
         return self
 
-    def peak_learning_rate(self, hidden_size: int, continued: bool = False) -> float:
+    def peak_learning_rate(self, hidden_size: int, continued: bool = False, local: bool = False) -> float:
         """The learning rate after warmup: the configured one, or ``auto``'s rule for a model of
-        ``hidden_size`` trained from scratch or ``continued`` (``model.init_from``)."""
+        ``hidden_size`` trained from scratch (from ``local`` initialisation or not) or ``continued``
+        (``model.init_from``)."""
         if self.learning_rate != AUTO:
             return float(self.learning_rate)
-        return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size * (CONTINUED_LR_FACTOR if continued else 1.0)
+        factor = CONTINUED_LR_FACTOR if continued else LOCAL_WIDE_LR_FACTOR if self.halves_auto_rate(
+            hidden_size, local) else 1.0
+        return AUTO_LR_BASE * AUTO_LR_WIDTH / hidden_size * factor
+
+    def halves_auto_rate(self, hidden_size: int, local: bool) -> bool:
+        """Whether ``auto`` halves the from-scratch rate: local initialisation wider than 128."""
+        return self.learning_rate == AUTO and local and hidden_size > AUTO_LR_WIDTH
 
     def warmup_for(self, max_steps: int, continued: bool = False) -> int:
         """Warmup steps of a run of ``max_steps``: the configured number, or ``auto``'s share."""
@@ -122,23 +135,25 @@ class TrainingConfig(Section):
         batches_per_epoch = math.ceil(train_sequences / self.batch_size)
         return max(1, math.ceil(self.epochs * batches_per_epoch / self.gradient_accumulation_steps))
 
-    def resolved(self, hidden_size: int, continued: bool, train_sequences: int) -> tuple[TrainingConfig, str]:
+    def resolved(self, hidden_size: int, continued: bool, train_sequences: int,
+                 local: bool = False) -> tuple[TrainingConfig, str]:
         """This configuration with ``auto`` learning rate and warmup as the numbers it trains with
-        (a ``continued`` run's learning rate; from scratch the loop applies the same rule and the
-        value stays ``auto``), and one line that says where they came from."""
-        steps = self.step_budget(train_sequences)
-        warmup, rate = self.warmup_for(steps, continued), self.peak_learning_rate(hidden_size, continued)
+        (a ``continued`` or halved run's learning rate; otherwise the loop applies the same rule and
+        the value stays ``auto``), and one line that says where they came from."""
+        steps, halved = self.step_budget(train_sequences), not continued and self.halves_auto_rate(hidden_size, local)
+        warmup, rate = self.warmup_for(steps, continued), self.peak_learning_rate(hidden_size, continued, local)
         if self.learning_rate != AUTO:
             origin = "training.learning_rate"
         elif continued:
             origin = (f"auto for continued pretraining (model.init_from): {CONTINUED_LR_FACTOR:g} x the from-scratch "
                       f"rule 2e-3 x 128 / hidden size {hidden_size}, measured in BENCHMARKS.md")
         else:
-            origin = f"auto: 2e-3 x 128 / hidden size {hidden_size}"
+            origin = f"auto: 2e-3 x 128 / hidden size {hidden_size}" + (
+                ", halved for local initialisation wider than 128" if halved else "")
         fraction = CONTINUED_WARMUP_FRACTION if continued else AUTO_WARMUP_FRACTION
         warmup_origin = (f"auto: {fraction:.0%} of {steps} steps" if self.warmup_steps == AUTO
                          else "training.warmup_steps")
-        resolved = self.replace(learning_rate=rate if continued else self.learning_rate, warmup_steps=warmup)
+        resolved = self.replace(learning_rate=rate if continued or halved else self.learning_rate, warmup_steps=warmup)
         return resolved, f"learning rate {rate:.3g} ({origin}), warmup {warmup} steps ({warmup_origin})"
 
     def record_window(self, device) -> int:

@@ -27,6 +27,19 @@ def test_a_trial_trains_with_the_collator_of_its_own_masking(tiny_tokenizer, mon
     assert seen == [(False, False), (True, True)]
 
 
+@pytest.mark.parametrize(("model", "rate"), [
+    ({"hidden_size": 256, "num_attention_heads": 4}, 5e-4),  # auto: local at 0.03, half the 2e-3 x 128 / width rule
+    ({"hidden_size": 256, "num_attention_heads": 4, "initialisation": "bert"}, 1e-3),
+    ({}, 2e-3),  # 128 wide: local at the rule
+])
+def test_an_experiment_trains_its_model_at_the_rate_of_its_initialisation(tiny_tokenizer, model, rate):
+    from bert_mlm.core.train.experiment import Experiment
+
+    experiment = Experiment(tiny_tokenizer, {"train": []}, ModelConfig(**model), TrainingConfig(), MaskingConfig(),
+                            EvaluationConfig(), SequenceConfig())
+    assert experiment.training.peak_learning_rate(experiment.model_config.hidden_size) == pytest.approx(rate)
+
+
 def test_validation_runs_on_the_valid_split_with_its_own_budget(tiny_tokenizer):
     from bert_mlm.core.train.experiment import Experiment
 

@@ -359,6 +359,11 @@ def test_auto_learning_rate_scales_with_width():
     assert TrainingConfig().peak_learning_rate(128) == pytest.approx(2e-3)
     assert TrainingConfig().peak_learning_rate(256) == pytest.approx(1e-3)
     assert TrainingConfig(learning_rate=3e-4).peak_learning_rate(256) == 3e-4
+    # Local initialisation wider than 128 trains at half the rule; at 128 and below, and when given, at the rule.
+    assert TrainingConfig().peak_learning_rate(256, local=True) == pytest.approx(5e-4)
+    assert TrainingConfig().peak_learning_rate(128, local=True) == pytest.approx(2e-3)
+    assert TrainingConfig(learning_rate=3e-4).peak_learning_rate(256, local=True) == 3e-4
+    assert TrainingConfig().peak_learning_rate(256, continued=True, local=True) == pytest.approx(1e-4)
     with pytest.raises(ValueError, match="training.learning_rate: 'fast' must be a number > 0 or 'auto'"):
         TrainingConfig(learning_rate="fast")
     model, ids, config, collator = setup(learning_rate="auto", max_steps=2)
@@ -374,6 +379,11 @@ def test_auto_schedule_from_scratch_and_for_continued_pretraining():
     scratch, note = TrainingConfig().resolved(256, continued=False, train_sequences=1000)
     assert scratch.learning_rate == "auto" and scratch.warmup_steps == 36  # 10 % of the default 360 steps
     assert note == "learning rate 0.001 (auto: 2e-3 x 128 / hidden size 256), warmup 36 steps (auto: 10% of 360 steps)"
+    # Halved for local initialisation wider than 128: the number the loop trains with, and why.
+    halved, note = TrainingConfig().resolved(256, continued=False, train_sequences=1000, local=True)
+    assert halved.learning_rate == pytest.approx(5e-4)
+    assert note.startswith("learning rate 0.0005 (auto: 2e-3 x 128 / hidden size 256, halved for local initialisation "
+                           "wider than 128), ")
     continued, note = TrainingConfig(max_steps=200).resolved(768, continued=True, train_sequences=1000)
     assert continued.learning_rate == pytest.approx(CONTINUED_LR_FACTOR * 2e-3 * 128 / 768)
     assert continued.warmup_steps == round(CONTINUED_WARMUP_FRACTION * 200)
