@@ -36,7 +36,7 @@ from _timing import Table, machine_info
 from bert_mlm.config import EvaluationConfig, MaskingConfig, ModelConfig, SequenceConfig, TrainingConfig
 from bert_mlm.core.evaluate.protocol import baseline_accuracy, evaluate, most_frequent_token, prepare_evaluation_set
 from bert_mlm.core.model.bert import build_model
-from bert_mlm.core.train.experiment import Experiment
+from bert_mlm.core.train.experiment import Experiment, local_start
 from bert_mlm.core.train.loop import train
 from bert_mlm.core.train.result import plateau_steps
 
@@ -62,9 +62,12 @@ LEVERS = {
     "local init 0.02 (first-layer heads on the neighbours)": {
         "model": {"initialisation": "local", "initializer_range": 0.02}},
     "local init 0.05": {"model": {"initialisation": "local", "initializer_range": 0.05}},
-    "local init 0.03 at half the auto rate (a candidate for wider models)": {
-        "model": {"initialisation": "local", "initializer_range": 0.03}, "rate_factor": 0.5},
+    # Above width 128 the auto rate of local initialisation is half the 2e-3 x 128 / width rule.
+    "local init 0.03 (auto's choice at 4 x 256)": {"model": {"initialisation": "local", "initializer_range": 0.03}},
     "mask rate 0.30 -> 0.15": {"masking": {"probability": 0.3, "schedule": "linear", "final_probability": 0.15}},
+    "combined: triangular and mask rate 0.30 -> 0.15 (the two lowest final losses)": {
+        "training": {"warmup_steps": "half"},
+        "masking": {"probability": 0.3, "schedule": "linear", "final_probability": 0.15}},
     # Not settings of the loop: measured here first (PhasedCollator), built into it if they win.
     "64-token halves for the first half (each sequence cut in two: the same text a step)": {
         "phase": {"pieces": 2, "short_fraction": 0.5}},
@@ -77,8 +80,9 @@ class PhasedCollator:
     """The loop's collator, changed for the first steps of a run: a short-sequence phase (BERT trained
     90 % of its steps at 128 tokens before 512) cuts each packed ``[CLS] ... [SEP]`` sequence into
     ``pieces`` pieces of ``max_length / pieces`` tokens, each with its own ``[CLS]`` and ``[SEP]`` (the
-    same text a step but 2 tokens a piece, in more, shorter rows); a batch ramp keeps only the first ``ramp_from`` ... all
-    sequences of each batch, growing linearly (fewer tokens a step, cheaper steps). A lever of the
+    same text a step but 2 tokens a piece, in more, shorter rows); a batch ramp keeps only the first
+    ``ramp_from`` ... all sequences of each batch, growing linearly (fewer tokens a step, cheaper
+    steps). A lever of the
     benchmark, not of the loop: the loop collates once per micro-batch, so the calls count the steps
     (one micro-batch a step, no resume)."""
 
@@ -159,9 +163,10 @@ def run(args) -> Table:
                 training["warmup_steps"] = args.steps // 2
             config = TrainingConfig(**{"batch_size": 32, **training}, max_steps=args.steps, progress=False, seed=seed,
                                     eval_every=args.eval_every, eval_masked_tokens=HELD_OUT.min_masked_tokens)
-            if "rate_factor" in lever:
-                config = config.replace(learning_rate=config.peak_learning_rate(args.hidden) * lever["rate_factor"])
             shape = model_config(args.layers, args.hidden, lever.get("dropout", 0), **lever.get("model", {}))
+            if "rate_factor" in lever:  # times the auto rate of this model (halved for local wider than 128)
+                rule = config.peak_learning_rate(args.hidden, local=local_start(shape))
+                config = config.replace(learning_rate=rule * lever["rate_factor"])
             experiment = Experiment(tokenizer, sequences, shape, config, MaskingConfig(**lever.get("masking", {})),
                                     HELD_OUT, SequenceConfig(max_length=128))
             if "phase" in lever:  # the loop's own train(), with the benchmark's collator
