@@ -17,6 +17,7 @@ declare -A LEVER=(
   [batch16]="training.batch_size=16"
   [triangular]="training.warmup_steps=180"
   [mask_30_15]="masking.schedule=linear,masking.probability=0.3,masking.final_probability=0.15"
+  [combined]="training.warmup_steps=180,masking.schedule=linear,masking.probability=0.3,masking.final_probability=0.15"
   [init_05]="model.initializer_range=0.05"
   [bert]="model.initialisation=bert,model.initializer_range=0.02"
   [local_02]="model.initialisation=local,model.initializer_range=0.02"
@@ -25,7 +26,7 @@ declare -A LEVER=(
 for seed in $seeds; do for name in $levers; do
   extra=${LEVER[$name]}; params="training.eval_every=20,training.seed=$seed,tuning.n_trials=0${extra:+,$extra}"
   # A changed masking section is resolved again by the tuning stage (without trials).
-  stages=$([ "$name" = mask_30_15 ] && echo tuning,training || echo training)
+  stages=$(case "$name" in mask_30_15|combined) echo tuning,training;; *) echo training;; esac)
   start=$(date +%s)
   "$K" run --pipelines "$stages" --params "$params" > "$work/$name-$seed.log" 2>&1 || echo "$name failed: $work/$name-$seed.log"
   echo "$name seed $seed: $(( $(date +%s) - start )) s; $(grep -o 'validation left the unigram plateau.*\|validation never left.*' "$work/$name-$seed.log" | head -1)"
