@@ -79,7 +79,8 @@ def test_a_run_logged_to_a_file_has_one_plain_line_per_record(project_copy, tmp_
         re.search(r"bert_mlm\.hooks:   model +\S*data/06_models/masked_lm/.+/masked_lm$", line) for line in summary
     )
     assert any("eval loss" in line and "most-frequent-token reference" in line for line in summary)
-    assert any(line.endswith("; local initialisation at 0.05 (auto: local up to width 256)") for line in lines
+    auto = "(auto: local at 0.05 up to width 128, at 0.03 up to width 256)"
+    assert any(line.endswith(f"; local initialisation at 0.05 {auto}") for line in lines
                if "Training with learning rate" in line)  # where the weights start, auto's choice named
 
     # The plan first: the stages, their budgets, an estimate measured here, the precision once.

@@ -13,7 +13,6 @@ AUTO = "auto"
 # auto's initial weights, by width (BENCHMARKS.md, "Time to quality"): local initialisation with this
 # standard deviation up to each width, BERT's draw at 0.02 above the last (measured at 128 and 256 only).
 LOCAL_RANGES, BERT_RANGE = ((128, 0.05), (256, 0.03)), 0.02
-LOCAL_UP_TO_WIDTH = LOCAL_RANGES[-1][0]
 
 
 class ModelConfig(Section):

@@ -24,7 +24,7 @@ from bert_mlm.config import (
     SequenceConfig,
     TrainingConfig,
 )
-from bert_mlm.config.model import LOCAL_UP_TO_WIDTH
+from bert_mlm.config.model import LOCAL_RANGES
 from bert_mlm.core.common.redaction import redact
 from bert_mlm.core.data.corpus import RawText, clean_documents
 from bert_mlm.core.data.sources import CorpusSource
@@ -131,7 +131,8 @@ class Experiment:
         if not model.init_from:  # where the weights start (model.initialisation), auto's choice named
             start = model.resolved()
             note += f"; {start.initialisation} initialisation at {start.initializer_range:g}" + (
-                f" (auto: local up to width {LOCAL_UP_TO_WIDTH})" if model.initialisation == "auto" else "")
+                " (auto: local " + ", ".join(f"at {spread:g} up to width {width}" for width, spread in LOCAL_RANGES)
+                + ")" if model.initialisation == "auto" else "")
         return cls(tokenizer, opened, model, training, masking, evaluation, sequences, note)
 
     def with_mixture(self, mixture: dict) -> Experiment:
