@@ -36,7 +36,7 @@ from _timing import Table, machine_info
 from bert_mlm.config import EvaluationConfig, MaskingConfig, ModelConfig, SequenceConfig, TrainingConfig
 from bert_mlm.core.evaluate.protocol import baseline_accuracy, evaluate, most_frequent_token, prepare_evaluation_set
 from bert_mlm.core.model.bert import build_model
-from bert_mlm.core.train.experiment import Experiment, local_start
+from bert_mlm.core.train.experiment import Experiment
 from bert_mlm.core.train.loop import train
 from bert_mlm.core.train.result import plateau_steps
 
@@ -165,7 +165,7 @@ def run(args) -> Table:
                                     eval_every=args.eval_every, eval_masked_tokens=HELD_OUT.min_masked_tokens)
             shape = model_config(args.layers, args.hidden, lever.get("dropout", 0), **lever.get("model", {}))
             if "rate_factor" in lever:  # times the auto rate of this model (halved for local wider than 128)
-                rule = config.peak_learning_rate(args.hidden, local=local_start(shape))
+                rule = config.peak_learning_rate(args.hidden, local=shape.starts_locally())
                 config = config.replace(learning_rate=rule * lever["rate_factor"])
             experiment = Experiment(tokenizer, sequences, shape, config, MaskingConfig(**lever.get("masking", {})),
                                     HELD_OUT, SequenceConfig(max_length=128))

@@ -61,3 +61,8 @@ class ModelConfig(Section):
         spread = self.initializer_range if self.initializer_range != AUTO else (
             local_range if scheme == "local" and local_range else BERT_RANGE)
         return self.model_copy(update={"initialisation": scheme, "initializer_range": spread})
+
+    def starts_locally(self) -> bool:
+        """Whether the model trains from local initialisation (from scratch, ``auto`` resolved): the
+        ``auto`` learning rate depends on it (config/training.py)."""
+        return not self.init_from and self.resolved().initialisation == "local"

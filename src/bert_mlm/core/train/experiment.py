@@ -100,7 +100,7 @@ class Experiment:
     def __post_init__(self) -> None:
         # auto's rate depends on where the weights start (halved for local initialisation wider than 128):
         # set here too, so that an experiment built without from_store trains its model at the rule's rate.
-        if self.training.halves_auto_rate(self.model_config.hidden_size, local_start(self.model_config)):
+        if self.training.halves_auto_rate(self.model_config.hidden_size, self.model_config.starts_locally()):
             self.training = self.training.replace(learning_rate=self.training.peak_learning_rate(
                 self.model_config.hidden_size, local=True))
 
@@ -125,7 +125,7 @@ class Experiment:
         elif settings is not None:
             raise UserError(f"corpus.sources: names the sources {sorted(settings)}, but the token store holds one "
                             "corpus, not a mixture; run the data stages with these sources")
-        hidden_size, local = planned_bert_config(model, len(tokenizer)).hidden_size, local_start(model)
+        hidden_size, local = planned_bert_config(model, len(tokenizer)).hidden_size, model.starts_locally()
         training, note = training.resolved(hidden_size, bool(model.init_from), len(train) if train is not None else 0,
                                            local)
         if not model.init_from:  # where the weights start (model.initialisation), auto's choice named
@@ -201,11 +201,6 @@ class Experiment:
         train = self.sequences.get("train", [])
         counts = getattr(getattr(train, "split", None), "counts", None)
         return frequent_tokens(counts if counts is not None else train, self.token_ids.special)
-
-
-def local_start(model: ModelConfig) -> bool:
-    """Whether ``model`` starts from local initialisation (from scratch, resolved)."""
-    return not model.init_from and model.resolved().initialisation == "local"
 
 
 def train_trial(experiment: Experiment, masking: MaskingConfig, training: TrainingConfig,
